@@ -1,0 +1,25 @@
+#ifndef CORESCAPE_RUNTIME_BASE_ATOMIC_FILE_H_
+#define CORESCAPE_RUNTIME_BASE_ATOMIC_FILE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace corescape {
+
+// Replaces `path` with `contents` so that a reader (or a crash at any point)
+// sees either the old file or the complete new one: write a temp file in the
+// same directory, fsync it, rename it over `path`, fsync the directory.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view contents);
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+// mkdir -p.
+absl::Status MakeDirectories(const std::string& path);
+
+}  // namespace corescape
+
+#endif  // CORESCAPE_RUNTIME_BASE_ATOMIC_FILE_H_

@@ -1,0 +1,31 @@
+#ifndef CORESCAPE_RUNTIME_CONTROL_NODE_DAEMON_H_
+#define CORESCAPE_RUNTIME_CONTROL_NODE_DAEMON_H_
+
+#include <functional>
+
+#include "corescape/v1/common.pb.h"
+#include "corescape/v1/node.pb.h"
+#include "grpcpp/server_builder.h"
+
+namespace corescape {
+
+// What a particular daemon adds to the common node life cycle.
+struct NodeDaemonHooks {
+  // Adds the daemon's own gRPC services (health and reflection are added for
+  // every daemon).
+  std::function<void(grpc::ServerBuilder&)> register_services;
+  // Commands pushed by the scheduler other than lease grants. Drain and
+  // Shutdown have default handling before this is called.
+  std::function<void(const v1::SchedulerCommand&)> on_command;
+};
+
+// main() of a worker or attention-server daemon: parses the shared node
+// flags (--scheduler, --name, --listen, --advertise_host, --data_address,
+// --port_file), serves gRPC, registers with the scheduler and keeps the
+// lease until SIGTERM, then deregisters and exits 0.
+int RunNodeDaemon(v1::NodeRole role, int argc, char** argv,
+                  NodeDaemonHooks hooks = {});
+
+}  // namespace corescape
+
+#endif  // CORESCAPE_RUNTIME_CONTROL_NODE_DAEMON_H_

@@ -1,0 +1,242 @@
+#include "scheduler/node_registry.h"
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "runtime/base/clock.h"
+#include "scheduler/event_log.h"
+#include "scheduler/state_store.h"
+
+namespace corescape::scheduler {
+namespace {
+
+using ::corescape::v1::ClusterEvent;
+
+std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string dir = std::string(tmp ? tmp : "/tmp") + "/" + name;
+  std::system(("rm -rf '" + dir + "'").c_str());
+  return dir;
+}
+
+v1::RegisterRequest Request(const std::string& name, const std::string& host = "10.0.0.1",
+                            v1::NodeRole role = v1::WORKER) {
+  v1::RegisterRequest request;
+  request.set_name(name);
+  request.set_role(role);
+  request.set_host(host);
+  request.set_pid(1234);
+  request.set_grpc_address(host + ":7071");
+  request.set_instance_id(42);
+  return request;
+}
+
+// A registry over a real SQLite store that can be "restarted" by building
+// a new registry on the same directory.
+class RegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = FreshDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    Restart();
+  }
+
+  void Restart() {
+    registry_.reset();
+    events_.reset();
+    store_.reset();
+    auto store = SqliteStateStore::Open(dir_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    events_ = std::make_unique<EventLog>(&clock_, store_.get());
+    ASSERT_TRUE(events_->Load().ok());
+    NodeRegistryOptions options;
+    options.lease_ttl = absl::Seconds(10);
+    options.heartbeat_interval = absl::Seconds(2);
+    options.scheduler_id = "sched-test";
+    registry_ = std::make_unique<NodeRegistry>(&clock_, store_.get(), events_.get(), options);
+    ASSERT_TRUE(registry_->Load().ok());
+  }
+
+  v1::NodeState StateOf(const std::string& name) {
+    auto node = registry_->Get(name);
+    EXPECT_TRUE(node.ok()) << node.status();
+    return node.ok() ? node->state() : v1::NODE_STATE_UNSPECIFIED;
+  }
+
+  bool HasEvent(ClusterEvent::Kind kind, const std::string& node) {
+    for (const auto& event : events_->After(0)) {
+      if (event.kind() == kind && event.node_name() == node) return true;
+    }
+    return false;
+  }
+
+  std::string dir_;
+  FakeClock clock_;
+  std::unique_ptr<SqliteStateStore> store_;
+  std::unique_ptr<EventLog> events_;
+  std::unique_ptr<NodeRegistry> registry_;
+};
+
+TEST_F(RegistryTest, RegisterAssignsIdentityAndLease) {
+  auto response = registry_->Register(Request("w0"));
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->incarnation(), 1u);
+  EXPECT_EQ(response->node_id(), "node-1");
+  EXPECT_EQ(response->lease_ttl_ms(), 10000);
+  EXPECT_EQ(response->heartbeat_interval_ms(), 2000);
+  EXPECT_EQ(response->scheduler_id(), "sched-test");
+  auto node = registry_->Get("w0");
+  ASSERT_TRUE(node.ok());
+  EXPECT_EQ(node->state(), v1::ALIVE);
+  EXPECT_EQ(node->lease_expires_unix_ms(),
+            absl::ToUnixMillis(clock_.Now() + absl::Seconds(10)));
+  EXPECT_TRUE(HasEvent(ClusterEvent::NODE_REGISTERED, "w0"));
+  auto second = registry_->Register(Request("w1"));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->node_id(), "node-2");
+}
+
+TEST_F(RegistryTest, MissedRenewalsMarkNodeDeadAndRaiseEvent) {
+  ASSERT_TRUE(registry_->Register(Request("w0")).ok());
+  ASSERT_TRUE(registry_->Register(Request("w1", "10.0.0.2")).ok());
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(absl::Seconds(4));
+    ASSERT_TRUE(registry_->Renew("w1", 1).ok());
+    EXPECT_TRUE(registry_->ExpireLeases().size() <= 1);
+  }
+  EXPECT_EQ(StateOf("w0"), v1::DEAD);
+  EXPECT_EQ(StateOf("w1"), v1::ALIVE);
+  EXPECT_TRUE(HasEvent(ClusterEvent::NODE_DEAD, "w0"));
+  EXPECT_FALSE(HasEvent(ClusterEvent::NODE_DEAD, "w1"));
+}
+
+TEST_F(RegistryTest, LeaseExpiresExactlyAtTtl) {
+  ASSERT_TRUE(registry_->Register(Request("w0")).ok());
+  clock_.Advance(absl::Seconds(10) - absl::Milliseconds(1));
+  EXPECT_TRUE(registry_->ExpireLeases().empty());
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(registry_->ExpireLeases(), std::vector<std::string>{"w0"});
+  // A dead incarnation cannot come back by heartbeating: it must re-register.
+  auto renew = registry_->Renew("w0", 1);
+  EXPECT_EQ(renew.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RegistryTest, ReRegistrationKeepsIdentityWithNewIncarnation) {
+  auto first = registry_->Register(Request("w0"));
+  ASSERT_TRUE(first.ok());
+  clock_.Advance(absl::Seconds(11));
+  registry_->ExpireLeases();
+  ASSERT_EQ(StateOf("w0"), v1::DEAD);
+  auto second = registry_->Register(Request("w0", "10.0.0.9"));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->node_id(), first->node_id());
+  EXPECT_EQ(second->incarnation(), 2u);
+  EXPECT_EQ(StateOf("w0"), v1::ALIVE);
+  EXPECT_TRUE(HasEvent(ClusterEvent::NODE_REREGISTERED, "w0"));
+  // The old incarnation is fenced off.
+  EXPECT_EQ(registry_->Renew("w0", 1).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(registry_->Renew("w0", 2).ok());
+}
+
+TEST_F(RegistryTest, LiveNameOnAnotherHostIsRefused) {
+  ASSERT_TRUE(registry_->Register(Request("w0", "10.0.0.1")).ok());
+  auto clash = registry_->Register(Request("w0", "10.0.0.2"));
+  EXPECT_EQ(clash.status().code(), absl::StatusCode::kAlreadyExists);
+  // The same host re-registering is a restart of that node: accepted.
+  auto restart = registry_->Register(Request("w0", "10.0.0.1"));
+  ASSERT_TRUE(restart.ok());
+  EXPECT_EQ(restart->incarnation(), 2u);
+}
+
+TEST_F(RegistryTest, StateSurvivesRestartAndLiveNodesGetOneLeaseToResume) {
+  ASSERT_TRUE(registry_->Register(Request("w0")).ok());
+  ASSERT_TRUE(registry_->Register(Request("w1", "10.0.0.2")).ok());
+  ASSERT_TRUE(registry_->Register(Request("a0", "10.0.0.3", v1::ATTENTION_SERVER)).ok());
+  ASSERT_TRUE(registry_->Drain("w1", "maintenance").ok());
+  clock_.Advance(absl::Seconds(30));  // downtime
+  Restart();
+
+  auto nodes = registry_->List();
+  ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(nodes[0].name(), "a0");
+  EXPECT_EQ(nodes[0].role(), v1::ATTENTION_SERVER);
+  EXPECT_EQ(StateOf("w1"), v1::DRAINING);
+  // Not dead yet despite the downtime: they get a lease from the restart.
+  EXPECT_TRUE(registry_->ExpireLeases().empty());
+  ASSERT_TRUE(registry_->OpenSession("w0", 1).ok());
+  EXPECT_TRUE(HasEvent(ClusterEvent::NODE_RESUMED, "w0"));
+  clock_.Advance(absl::Seconds(6));
+  ASSERT_TRUE(registry_->Renew("w0", 1).ok());
+  clock_.Advance(absl::Seconds(6));
+  // a0 and w1 never came back.
+  auto expired = registry_->ExpireLeases();
+  EXPECT_EQ(expired, (std::vector<std::string>{"a0", "w1"}));
+  EXPECT_EQ(StateOf("w0"), v1::ALIVE);
+  // Re-registering continues the incarnation numbering and keeps the id.
+  auto again = registry_->Register(Request("a0", "10.0.0.3", v1::ATTENTION_SERVER));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->incarnation(), 2u);
+  EXPECT_EQ(again->node_id(), "node-3");
+  auto fresh = registry_->Register(Request("w9"));
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->node_id(), "node-4");
+  // Events continue numbering after the restart.
+  auto events = events_->After(0);
+  for (size_t i = 1; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].sequence(), events[i - 1].sequence() + 1);
+  }
+}
+
+TEST_F(RegistryTest, DrainPushesCommandAndDeregisterEndsMembership) {
+  ASSERT_TRUE(registry_->Register(Request("w0")).ok());
+  auto drained = registry_->Drain("w0", "kernel upgrade");
+  ASSERT_TRUE(drained.ok());
+  EXPECT_EQ(drained->state(), v1::DRAINING);
+  auto commands = registry_->TakeCommands("w0", 1, absl::ZeroDuration());
+  ASSERT_TRUE(commands.ok());
+  ASSERT_EQ(commands->size(), 1u);
+  EXPECT_EQ((*commands)[0].drain().reason(), "kernel upgrade");
+  EXPECT_EQ(registry_->Drain("nope", "").status().code(), absl::StatusCode::kNotFound);
+
+  ASSERT_TRUE(registry_->Deregister("w0", 1, "bye").ok());
+  EXPECT_EQ(StateOf("w0"), v1::DEREGISTERED);
+  EXPECT_EQ(registry_->Drain("w0", "").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  clock_.Advance(absl::Hours(1));
+  EXPECT_TRUE(registry_->ExpireLeases().empty());  // not "dead": it left
+}
+
+TEST_F(RegistryTest, TakeCommandsWakesOnPushAndEndsOnSupersede) {
+  ASSERT_TRUE(registry_->Register(Request("w0")).ok());
+  std::thread pusher([&]() {
+    absl::SleepFor(absl::Milliseconds(50));
+    v1::SchedulerCommand command;
+    command.mutable_shutdown()->set_reason("test");
+    ASSERT_TRUE(registry_->Push("w0", 1, command).ok());
+  });
+  auto commands = registry_->TakeCommands("w0", 1, absl::Seconds(10));
+  pusher.join();
+  ASSERT_TRUE(commands.ok());
+  ASSERT_EQ(commands->size(), 1u);
+  EXPECT_TRUE((*commands)[0].has_shutdown());
+
+  std::thread reregister([&]() {
+    absl::SleepFor(absl::Milliseconds(50));
+    ASSERT_TRUE(registry_->Register(Request("w0")).ok());
+  });
+  auto superseded = registry_->TakeCommands("w0", 1, absl::Seconds(10));
+  reregister.join();
+  EXPECT_EQ(superseded.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RegistryTest, UnknownNodeSessionIsNotFound) {
+  EXPECT_EQ(registry_->OpenSession("ghost", 1).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace corescape::scheduler

@@ -1,0 +1,39 @@
+#ifndef CORESCAPE_SCHEDULER_NODE_SERVICE_H_
+#define CORESCAPE_SCHEDULER_NODE_SERVICE_H_
+
+#include <atomic>
+
+#include "corescape/v1/node.grpc.pb.h"
+#include "scheduler/node_registry.h"
+
+namespace corescape::scheduler {
+
+// corescape.v1.NodeService: registration, the session stream (lease
+// renewals in, lease grants and commands out), deregistration.
+class NodeServiceImpl final : public v1::NodeService::Service {
+ public:
+  explicit NodeServiceImpl(NodeRegistry* registry) : registry_(registry) {}
+
+  grpc::Status Register(grpc::ServerContext* context,
+                        const v1::RegisterRequest* request,
+                        v1::RegisterResponse* response) override;
+  grpc::Status Session(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::SchedulerCommand, v1::NodeMessage>* stream)
+      override;
+  grpc::Status Deregister(grpc::ServerContext* context,
+                          const v1::DeregisterRequest* request,
+                          v1::DeregisterResponse* response) override;
+
+  // Ends open sessions with UNAVAILABLE so nodes reconnect to the next
+  // scheduler instead of waiting out the shutdown grace period.
+  void BeginShutdown() { shutting_down_ = true; }
+
+ private:
+  NodeRegistry* registry_;
+  std::atomic<bool> shutting_down_{false};
+};
+
+}  // namespace corescape::scheduler
+
+#endif  // CORESCAPE_SCHEDULER_NODE_SERVICE_H_

@@ -1,0 +1,103 @@
+#include "scheduler/operator_service.h"
+
+#include <algorithm>
+
+#include "scheduler/request_validation.h"
+#include "scheduler/status_conversion.h"
+
+namespace corescape::scheduler {
+
+grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext* context,
+                                            const v1::ListNodesRequest* request,
+                                            v1::ListNodesResponse* response) {
+  if (absl::Status s = ValidateListNodesRequest(*request); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  for (v1::NodeInfo& node : registry_->List()) {
+    if (request->role() != v1::NODE_ROLE_UNSPECIFIED && node.role() != request->role()) {
+      continue;
+    }
+    if (!request->states().empty() &&
+        std::find(request->states().begin(), request->states().end(),
+                  node.state()) == request->states().end()) {
+      continue;
+    }
+    *response->add_nodes() = std::move(node);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status OperatorServiceImpl::DrainNode(grpc::ServerContext* context,
+                                            const v1::DrainNodeRequest* request,
+                                            v1::DrainNodeResponse* response) {
+  if (absl::Status s = ValidateDrainNodeRequest(*request); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  auto node = registry_->Drain(request->name(), request->reason());
+  if (!node.ok()) return ToGrpcStatus(node.status());
+  *response->mutable_node() = *std::move(node);
+  return grpc::Status::OK;
+}
+
+grpc::Status OperatorServiceImpl::GetClusterStatus(
+    grpc::ServerContext* context, const v1::GetClusterStatusRequest* request,
+    v1::GetClusterStatusResponse* response) {
+  const NodeRegistryOptions& options = registry_->options();
+  response->set_scheduler_id(options.scheduler_id);
+  response->set_version(version_);
+  response->set_started_unix_ms(absl::ToUnixMillis(started_));
+  response->set_lease_ttl_ms(absl::ToInt64Milliseconds(options.lease_ttl));
+  for (const v1::NodeInfo& node : registry_->List()) {
+    switch (node.state()) {
+      case v1::ALIVE:
+        if (node.role() == v1::WORKER) {
+          response->set_workers_alive(response->workers_alive() + 1);
+        } else {
+          response->set_attention_servers_alive(response->attention_servers_alive() + 1);
+        }
+        break;
+      case v1::DEAD:
+        response->set_nodes_dead(response->nodes_dead() + 1);
+        break;
+      case v1::DRAINING:
+        response->set_nodes_draining(response->nodes_draining() + 1);
+        break;
+      default:
+        break;
+    }
+  }
+  for (v1::ClusterEvent& event : events_->Newest(20)) {
+    *response->add_recent_events() = std::move(event);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status OperatorServiceImpl::WatchEvents(
+    grpc::ServerContext* context, const v1::WatchEventsRequest* request,
+    grpc::ServerWriter<v1::ClusterEvent>* writer) {
+  uint64_t after = request->after_sequence();
+  while (!context->IsCancelled()) {
+    for (const v1::ClusterEvent& event : events_->After(after)) {
+      if (!writer->Write(event)) return grpc::Status::OK;
+      after = event.sequence();
+    }
+    events_->WaitForEventsAfter(after, absl::Milliseconds(500));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status OperatorServiceImpl::Rebalance(grpc::ServerContext* context,
+                                            const v1::RebalanceRequest* request,
+                                            v1::RebalanceResponse* response) {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      "Rebalance: core-attention planning is not in this build yet");
+}
+
+grpc::Status OperatorServiceImpl::GetAttentionPlan(
+    grpc::ServerContext* context, const v1::GetAttentionPlanRequest* request,
+    v1::GetAttentionPlanResponse* response) {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      "GetAttentionPlan: core-attention planning is not in this build yet");
+}
+
+}  // namespace corescape::scheduler

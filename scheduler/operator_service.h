@@ -1,0 +1,51 @@
+#ifndef CORESCAPE_SCHEDULER_OPERATOR_SERVICE_H_
+#define CORESCAPE_SCHEDULER_OPERATOR_SERVICE_H_
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "corescape/v1/operator.grpc.pb.h"
+#include "scheduler/event_log.h"
+#include "scheduler/node_registry.h"
+
+namespace corescape::scheduler {
+
+// corescape.v1.OperatorService: what the CLI and dashboards call.
+class OperatorServiceImpl final : public v1::OperatorService::Service {
+ public:
+  OperatorServiceImpl(NodeRegistry* registry, EventLog* events,
+                      std::string version, absl::Time started)
+      : registry_(registry),
+        events_(events),
+        version_(std::move(version)),
+        started_(started) {}
+
+  grpc::Status ListNodes(grpc::ServerContext* context,
+                         const v1::ListNodesRequest* request,
+                         v1::ListNodesResponse* response) override;
+  grpc::Status DrainNode(grpc::ServerContext* context,
+                         const v1::DrainNodeRequest* request,
+                         v1::DrainNodeResponse* response) override;
+  grpc::Status GetClusterStatus(grpc::ServerContext* context,
+                                const v1::GetClusterStatusRequest* request,
+                                v1::GetClusterStatusResponse* response) override;
+  grpc::Status WatchEvents(grpc::ServerContext* context,
+                           const v1::WatchEventsRequest* request,
+                           grpc::ServerWriter<v1::ClusterEvent>* writer) override;
+  grpc::Status Rebalance(grpc::ServerContext* context,
+                         const v1::RebalanceRequest* request,
+                         v1::RebalanceResponse* response) override;
+  grpc::Status GetAttentionPlan(grpc::ServerContext* context,
+                                const v1::GetAttentionPlanRequest* request,
+                                v1::GetAttentionPlanResponse* response) override;
+
+ private:
+  NodeRegistry* registry_;
+  EventLog* events_;
+  const std::string version_;
+  const absl::Time started_;
+};
+
+}  // namespace corescape::scheduler
+
+#endif  // CORESCAPE_SCHEDULER_OPERATOR_SERVICE_H_

@@ -1,0 +1,86 @@
+// corescape-scheduler: the control-plane daemon. Nodes register here and
+// hold leases; operators and clients talk to it over gRPC.
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "runtime/base/atomic_file.h"
+#include "runtime/base/daemon_init.h"
+#include "runtime/base/host_port.h"
+#include "runtime/base/shutdown_signal.h"
+#include "scheduler/scheduler_server.h"
+
+ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
+          "HOST:PORT to serve gRPC on; port 0 picks a free port");
+ABSL_FLAG(std::string, state_dir, "/var/lib/corescape/scheduler",
+          "directory of the durable state (SQLite); created if missing");
+ABSL_FLAG(std::string, port_file, "",
+          "if set, the bound HOST:PORT is written here once serving");
+ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(10),
+          "a node missing heartbeats this long is declared DEAD");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::ZeroDuration(),
+          "how often nodes are told to heartbeat; 0 means lease_ttl/4");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(2),
+          "on SIGTERM, how long in-flight RPCs may finish");
+
+namespace {
+
+constexpr char kVersion[] = CORESCAPE_VERSION;
+
+corescape::scheduler::SchedulerConfig ConfigFromFlags() {
+  corescape::scheduler::SchedulerConfig config;
+  config.listen_address = absl::GetFlag(FLAGS_listen);
+  if (auto parsed = corescape::ParseHostPort(config.listen_address, 0); !parsed.ok()) {
+    corescape::ExitWithFlagError(absl::StrCat("--listen: ", parsed.status().message()));
+  }
+  config.state_dir = absl::GetFlag(FLAGS_state_dir);
+  if (config.state_dir.empty()) corescape::ExitWithFlagError("--state_dir: required");
+  config.lease_ttl = absl::GetFlag(FLAGS_lease_ttl);
+  if (config.lease_ttl < absl::Milliseconds(100) || config.lease_ttl > absl::Hours(1)) {
+    corescape::ExitWithFlagError("--lease_ttl: must be between 100ms and 1h");
+  }
+  config.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  if (config.heartbeat_interval == absl::ZeroDuration()) {
+    config.heartbeat_interval = config.lease_ttl / 4;
+  }
+  if (config.heartbeat_interval < absl::Milliseconds(10) ||
+      config.heartbeat_interval >= config.lease_ttl) {
+    corescape::ExitWithFlagError(
+        "--heartbeat_interval: must be at least 10ms and below --lease_ttl");
+  }
+  if (absl::GetFlag(FLAGS_shutdown_grace) < absl::ZeroDuration()) {
+    corescape::ExitWithFlagError("--shutdown_grace: must not be negative");
+  }
+  config.version = kVersion;
+  return config;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  corescape::InitDaemon(argc, argv,
+                        "corescape-scheduler --listen=HOST:PORT --state_dir=DIR");
+  corescape::scheduler::SchedulerConfig config = ConfigFromFlags();
+  auto server = corescape::scheduler::SchedulerServer::Start(config);
+  if (!server.ok()) {
+    LOG(ERROR) << "cannot start: " << server.status();
+    return 1;
+  }
+  LOG(INFO) << "corescape-scheduler " << kVersion << " serving on "
+            << (*server)->bound_address() << ", lease ttl " << config.lease_ttl;
+  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
+    if (absl::Status s = corescape::WriteFileAtomically(
+            port_file, (*server)->bound_address() + "\n");
+        !s.ok()) {
+      LOG(ERROR) << "--port_file: " << s;
+      return 1;
+    }
+  }
+  corescape::WaitForShutdown();
+  LOG(INFO) << "shutting down";
+  (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
+  LOG(INFO) << "stopped";
+  return 0;
+}

@@ -1,0 +1,111 @@
+#include "scheduler/scheduler_server.h"
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "glog/logging.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "runtime/base/host_port.h"
+
+namespace corescape::scheduler {
+
+absl::StatusOr<std::string> LoadOrCreateSchedulerId(StateStore* store) {
+  auto meta = store->LoadAll("meta");
+  if (!meta.ok()) return meta.status();
+  for (const auto& [key, value] : *meta) {
+    if (key == "scheduler_id") return value;
+  }
+  absl::BitGen gen;
+  std::string id = absl::StrFormat("sched-%016x", absl::Uniform<uint64_t>(gen));
+  if (absl::Status s = store->Put("meta", "scheduler_id", id); !s.ok()) return s;
+  return id;
+}
+
+absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
+    const SchedulerConfig& config, const Clock* clock) {
+  auto listen = ParseHostPort(config.listen_address, /*min_port=*/0);
+  if (!listen.ok()) return listen.status();
+  std::unique_ptr<SchedulerServer> server(new SchedulerServer());
+  server->clock_ = clock;
+
+  auto store = SqliteStateStore::Open(config.state_dir);
+  if (!store.ok()) return store.status();
+  server->store_ = *std::move(store);
+  auto scheduler_id = LoadOrCreateSchedulerId(server->store_.get());
+  if (!scheduler_id.ok()) return scheduler_id.status();
+
+  server->events_ = std::make_unique<EventLog>(clock, server->store_.get());
+  if (absl::Status s = server->events_->Load(); !s.ok()) return s;
+  NodeRegistryOptions options;
+  options.lease_ttl = config.lease_ttl;
+  options.heartbeat_interval = config.heartbeat_interval;
+  options.scheduler_id = *scheduler_id;
+  server->registry_ = std::make_unique<NodeRegistry>(
+      clock, server->store_.get(), server->events_.get(), options);
+  if (absl::Status s = server->registry_->Load(); !s.ok()) return s;
+
+  server->node_service_ = std::make_unique<NodeServiceImpl>(server->registry_.get());
+  server->operator_service_ = std::make_unique<OperatorServiceImpl>(
+      server->registry_.get(), server->events_.get(), config.version, clock->Now());
+  // Jobs arrive with the training-jobs work; until then every JobService RPC
+  // answers UNIMPLEMENTED, but the service is visible to reflection.
+  server->job_service_ = std::make_unique<v1::JobService::Service>();
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: two schedulers could share a port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  int selected_port = 0;
+  builder.AddListeningPort(config.listen_address, grpc::InsecureServerCredentials(),
+                           &selected_port);
+  builder.RegisterService(server->node_service_.get());
+  builder.RegisterService(server->operator_service_.get());
+  builder.RegisterService(server->job_service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || selected_port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", config.listen_address,
+                     " (address in use or not local?)"));
+  }
+  HostPort bound = *listen;
+  bound.port = static_cast<uint16_t>(selected_port);
+  server->bound_address_ = bound.ToString();
+  for (const char* service : {"corescape.v1.NodeService", "corescape.v1.OperatorService",
+                              "corescape.v1.JobService"}) {
+    server->server_->GetHealthCheckService()->SetServingStatus(service, true);
+  }
+
+  server->reap_interval_ =
+      std::clamp(config.lease_ttl / 20, absl::Milliseconds(20), absl::Seconds(1));
+  server->reaper_ = std::thread([s = server.get()]() { s->ReapLeases(); });
+  server->events_->Append(v1::ClusterEvent::SCHEDULER_STARTED, "", "",
+                          absl::StrCat("serving on ", server->bound_address_,
+                                       ", state in ", config.state_dir));
+  return server;
+}
+
+void SchedulerServer::ReapLeases() {
+  while (!stop_reaper_.WaitForNotificationWithTimeout(reap_interval_)) {
+    registry_->ExpireLeases();
+  }
+}
+
+void SchedulerServer::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  node_service_->BeginShutdown();
+  // Sessions are long-lived streams: after the grace period they are
+  // cancelled, and the nodes reconnect to our successor.
+  server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));
+  stop_reaper_.Notify();
+  reaper_.join();
+}
+
+SchedulerServer::~SchedulerServer() { Shutdown(); }
+
+}  // namespace corescape::scheduler

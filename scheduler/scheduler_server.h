@@ -1,0 +1,70 @@
+#ifndef CORESCAPE_SCHEDULER_SCHEDULER_SERVER_H_
+#define CORESCAPE_SCHEDULER_SCHEDULER_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "corescape/v1/job.grpc.pb.h"
+#include "grpcpp/server.h"
+#include "runtime/base/clock.h"
+#include "scheduler/event_log.h"
+#include "scheduler/node_registry.h"
+#include "scheduler/node_service.h"
+#include "scheduler/operator_service.h"
+#include "scheduler/state_store.h"
+
+namespace corescape::scheduler {
+
+struct SchedulerConfig {
+  std::string listen_address = "0.0.0.0:7070";  // port 0: pick a free one
+  std::string state_dir;
+  absl::Duration lease_ttl = absl::Seconds(10);
+  absl::Duration heartbeat_interval = absl::Seconds(2);
+  std::string version;
+};
+
+// The scheduler daemon minus main(): opens the durable store, restores
+// state, serves corescape.v1 (plus grpc.health.v1 and reflection) and runs
+// the lease reaper.
+class SchedulerServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<SchedulerServer>> Start(
+      const SchedulerConfig& config, const Clock* clock = RealClock::Get());
+  ~SchedulerServer();
+
+  // The address actually bound (with the chosen port).
+  const std::string& bound_address() const { return bound_address_; }
+
+  // Stops accepting RPCs, lets in-flight ones finish for up to `grace`.
+  void Shutdown(absl::Duration grace = absl::Seconds(2));
+
+ private:
+  SchedulerServer() = default;
+  void ReapLeases();
+
+  const Clock* clock_ = nullptr;
+  std::unique_ptr<SqliteStateStore> store_;
+  std::unique_ptr<EventLog> events_;
+  std::unique_ptr<NodeRegistry> registry_;
+  std::unique_ptr<NodeServiceImpl> node_service_;
+  std::unique_ptr<OperatorServiceImpl> operator_service_;
+  std::unique_ptr<v1::JobService::Service> job_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string bound_address_;
+  absl::Duration reap_interval_;
+  absl::Notification stop_reaper_;
+  std::thread reaper_;
+  bool shut_down_ = false;
+};
+
+// Loads the scheduler's identity from the store, creating it on first start.
+absl::StatusOr<std::string> LoadOrCreateSchedulerId(StateStore* store);
+
+}  // namespace corescape::scheduler
+
+#endif  // CORESCAPE_SCHEDULER_SCHEDULER_SERVER_H_
