@@ -95,7 +95,8 @@ void SchedulerServer::ReapLeases() {
 }
 
 void SchedulerServer::Shutdown(absl::Duration grace) {
-  if (shut_down_) return;
+  // Also reached from a Start() that failed half-way.
+  if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
   server_->GetHealthCheckService()->SetServingStatus(false);
   node_service_->BeginShutdown();
