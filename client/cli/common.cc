@@ -1,0 +1,187 @@
+#include "client/cli/common.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "client/cli/cluster_file.h"
+#include "client/cli/process.h"
+
+namespace corescape::cli {
+
+namespace {
+
+// Errors are promised to be one line; gRPC messages sometimes are not.
+std::string OneLine(absl::string_view text) {
+  std::string line = absl::StrReplaceAll(text, {{"\r", " "}, {"\n", " "}});
+  absl::StripAsciiWhitespace(&line);
+  return line;
+}
+
+}  // namespace
+
+int Fail(int exit_code, absl::string_view message) {
+  std::cout.flush();
+  std::cerr << "corescape: error: " << OneLine(message) << std::endl;
+  return exit_code;
+}
+
+void Warn(absl::string_view message) {
+  std::cerr << "corescape: warning: " << OneLine(message) << std::endl;
+}
+
+void AddGlobalOptions(CLI::App& app, GlobalOptions& options) {
+  app.add_option("--scheduler", options.scheduler,
+                 "Scheduler address (default: $CORESCAPE_SCHEDULER, else the "
+                 "local cluster started by `corescape cluster up`)")
+      ->type_name("HOST:PORT");
+  app.add_option("--rpc-timeout", options.rpc_timeout_seconds,
+                 "Deadline for each call to the scheduler")
+      ->type_name("SECONDS")
+      ->check(PositiveSeconds())
+      ->capture_default_str();
+}
+
+CLI::Validator PositiveSeconds() {
+  constexpr double kMaxSeconds = 365.0 * 24 * 3600;
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double seconds = 0;
+        if (!absl::SimpleAtod(text, &seconds) || !(seconds > 0) ||
+            seconds > kMaxSeconds) {
+          return absl::StrCat("'", text,
+                              "' is not a positive number of seconds");
+        }
+        return "";
+      },
+      "", "POSITIVE_SECONDS");
+}
+
+CLI::Validator Silent(CLI::Validator validator) {
+  validator.description("");
+  return validator;
+}
+
+bool IsHostPort(absl::string_view address) {
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) return false;
+  int port = 0;
+  absl::string_view port_text = address.substr(colon + 1);
+  if (port_text.empty() ||
+      port_text.find_first_not_of("0123456789") != absl::string_view::npos ||
+      !absl::SimpleAtoi(port_text, &port)) {
+    return false;
+  }
+  return port >= 1 && port <= 65535;
+}
+
+absl::StatusOr<SchedulerTarget> ResolveScheduler(const GlobalOptions& options) {
+  SchedulerTarget target;
+  if (!options.scheduler.empty()) {
+    target = {options.scheduler, "--scheduler"};
+  } else if (const char* env = std::getenv("CORESCAPE_SCHEDULER");
+             env != nullptr && *env != '\0') {
+    target = {env, "$CORESCAPE_SCHEDULER"};
+  } else {
+    absl::StatusOr<std::string> home = CorescapeHome();
+    if (home.ok()) {
+      const std::string path = ClusterFilePath(*home);
+      absl::StatusOr<ClusterRecord> record = ReadClusterFile(path);
+      if (record.ok() && !record->scheduler_address.empty()) {
+        // Say so plainly when the local cluster is gone, rather than
+        // reporting a refused connection.
+        const DaemonRecord* scheduler = record->Scheduler();
+        if (scheduler != nullptr &&
+            !IsDaemonAlive(*scheduler)) {
+          return absl::UnavailableError(absl::StrCat(
+              "the local cluster's scheduler (", record->scheduler_address,
+              ", pid ", scheduler->pid, ") is not running; start a cluster "
+              "with `corescape cluster up` (after `corescape cluster down`) "
+              "or pass --scheduler HOST:PORT"));
+        }
+        target = {record->scheduler_address, path};
+      } else if (!record.ok() && !absl::IsNotFound(record.status())) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cannot read the local cluster file: ", record.status().message(),
+            "; pass --scheduler HOST:PORT"));
+      }
+    }
+  }
+  if (target.address.empty()) {
+    return absl::FailedPreconditionError(
+        "no scheduler address: pass --scheduler HOST:PORT, set "
+        "CORESCAPE_SCHEDULER, or start a local cluster with `corescape "
+        "cluster up`");
+  }
+  if (!IsHostPort(target.address)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid scheduler address '", target.address, "' (from ",
+                     target.source, "): expected HOST:PORT"));
+  }
+  return target;
+}
+
+std::unique_ptr<client::SchedulerClient> ConnectToScheduler(
+    const SchedulerTarget& target, const GlobalOptions& options) {
+  return std::make_unique<client::SchedulerClient>(
+      target.address, absl::Seconds(options.rpc_timeout_seconds));
+}
+
+std::unique_ptr<client::SchedulerClient> ConnectOrFail(
+    const GlobalOptions& options, SchedulerTarget* target, int* exit_code) {
+  absl::StatusOr<SchedulerTarget> resolved = ResolveScheduler(options);
+  if (!resolved.ok()) {
+    *exit_code = Fail(absl::IsUnavailable(resolved.status()) ? kExitUnreachable
+                                                             : kExitUsage,
+                      resolved.status().message());
+    return nullptr;
+  }
+  *target = *resolved;
+  target->rpc_timeout = absl::Seconds(options.rpc_timeout_seconds);
+  return ConnectToScheduler(*target, options);
+}
+
+int FailRpc(const absl::Status& status, const SchedulerTarget& target,
+            absl::string_view rpc_name) {
+  if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+    return Fail(kExitUnreachable,
+                absl::StrCat("scheduler at ", target.address,
+                             " is unreachable (no answer to ", rpc_name,
+                             " within ", absl::FormatDuration(target.rpc_timeout),
+                             "; address from ",
+                             target.source, ")"));
+  }
+  if (status.code() == absl::StatusCode::kUnavailable) {
+    return Fail(kExitUnreachable,
+                absl::StrCat("scheduler at ", target.address,
+                             " is unreachable (", status.message(),
+                             "; address from ", target.source, ")"));
+  }
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound:
+      return Fail(kExitNotFound, status.message());
+    case absl::StatusCode::kInvalidArgument:
+      return Fail(kExitInvalidArgument, status.message());
+    case absl::StatusCode::kUnimplemented:
+      return Fail(kExitFailure,
+                  absl::StrCat("the scheduler at ", target.address,
+                               " does not implement ", rpc_name,
+                               status.message().empty()
+                                   ? ""
+                                   : absl::StrCat(" (", status.message(), ")")));
+    default:
+      return Fail(kExitFailure,
+                  absl::StrCat(rpc_name, " failed: ",
+                               absl::StatusCodeToString(status.code()), ": ",
+                               status.message()));
+  }
+}
+
+void PrintJson(const nlohmann::json& json) {
+  std::cout << json.dump(2) << std::endl;
+}
+
+}  // namespace corescape::cli

@@ -1,0 +1,100 @@
+// What every subcommand shares: exit codes, the one-line error format, the
+// global options and how they turn into a scheduler address.
+#ifndef CORESCAPE_CLIENT_CLI_COMMON_H_
+#define CORESCAPE_CLIENT_CLI_COMMON_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "client/scheduler_client.h"
+#include "nlohmann/json.hpp"
+
+namespace corescape::cli {
+
+// Stable, documented exit codes; scripts branch on them.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,
+  kExitUsage = 2,
+  kExitUnreachable = 3,
+  kExitNotFound = 4,
+  kExitInvalidArgument = 5,
+};
+
+// Prints "corescape: error: <message>" (one line) on stderr; returns
+// exit_code so callers can `return Fail(...)`.
+int Fail(int exit_code, absl::string_view message);
+
+// Prints "corescape: warning: <message>" on stderr.
+void Warn(absl::string_view message);
+
+// Options accepted before or after any subcommand that talks to the
+// scheduler.
+struct GlobalOptions {
+  std::string scheduler;  // empty: $CORESCAPE_SCHEDULER, then the cluster file
+  double rpc_timeout_seconds = 5;
+};
+
+void AddGlobalOptions(CLI::App& app, GlobalOptions& options);
+
+// `validator` without its description, so help reads "--workers N=2"
+// rather than "--workers INT:INT in [0 - 256]=2".
+CLI::Validator Silent(CLI::Validator validator);
+
+// A duration in seconds: positive, finite and at most a year (CLI11's
+// PositiveNumber prints DBL_MAX in its error message).
+CLI::Validator PositiveSeconds();
+
+// A scheduler address and where it came from, for error messages.
+struct SchedulerTarget {
+  std::string address;
+  std::string source;  // "--scheduler", "$CORESCAPE_SCHEDULER", "<file>"
+  absl::Duration rpc_timeout = client::kDefaultRpcTimeout;
+};
+
+// INVALID_ARGUMENT for a malformed address; FAILED_PRECONDITION when no
+// address is configured anywhere; UNAVAILABLE when the address comes from
+// the local cluster file but that cluster's scheduler process is gone.
+absl::StatusOr<SchedulerTarget> ResolveScheduler(const GlobalOptions& options);
+
+// "host:port" with a non-empty host and a port in 1..65535.
+bool IsHostPort(absl::string_view address);
+
+std::unique_ptr<client::SchedulerClient> ConnectToScheduler(
+    const SchedulerTarget& target, const GlobalOptions& options);
+
+// Reports a failed RPC as one line and returns the matching exit code:
+// unreachable 3, NOT_FOUND 4, INVALID_ARGUMENT 5, anything else 1.
+int FailRpc(const absl::Status& status, const SchedulerTarget& target,
+            absl::string_view rpc_name);
+
+// Resolves the scheduler and connects, or reports why not. Returns nullptr
+// after printing the error; *exit_code holds the code to return.
+std::unique_ptr<client::SchedulerClient> ConnectOrFail(
+    const GlobalOptions& options, SchedulerTarget* target, int* exit_code);
+
+// A parsed subcommand and what running it means.
+struct Subcommand {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+// Registration of each subcommand (one file each).
+Subcommand AddVersionCommand(CLI::App& parent);
+Subcommand AddNodesCommand(CLI::App& parent, GlobalOptions& globals);
+Subcommand AddStatusCommand(CLI::App& parent, GlobalOptions& globals);
+Subcommand AddDrainCommand(CLI::App& parent, GlobalOptions& globals);
+std::vector<Subcommand> AddClusterCommands(CLI::App& parent);
+
+// Prints JSON the same way everywhere (two-space indent, newline).
+void PrintJson(const nlohmann::json& json);
+
+}  // namespace corescape::cli
+
+#endif  // CORESCAPE_CLIENT_CLI_COMMON_H_

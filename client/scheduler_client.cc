@@ -1,0 +1,126 @@
+#include "client/scheduler_client.h"
+
+#include <chrono>
+#include <utility>
+
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace corescape::client {
+
+namespace v1 = ::corescape::v1;
+
+bool IsUnreachable(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+absl::Status ToAbslStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  // grpc::StatusCode and absl::StatusCode share their numeric values.
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+SchedulerClient::SchedulerClient(std::string address,
+                                 absl::Duration rpc_timeout)
+    : SchedulerClient(address,
+                      grpc::CreateChannel(address,
+                                          grpc::InsecureChannelCredentials()),
+                      rpc_timeout) {}
+
+SchedulerClient::SchedulerClient(std::string address,
+                                 std::shared_ptr<grpc::Channel> channel,
+                                 absl::Duration rpc_timeout)
+    : address_(std::move(address)),
+      rpc_timeout_(rpc_timeout),
+      channel_(std::move(channel)),
+      operator_stub_(v1::OperatorService::NewStub(channel_)),
+      job_stub_(v1::JobService::NewStub(channel_)) {}
+
+template <typename Response, typename Call>
+absl::StatusOr<Response> SchedulerClient::Unary(Call&& call) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       absl::ToChronoMilliseconds(rpc_timeout_));
+  Response response;
+  grpc::Status status = call(&context, &response);
+  if (!status.ok()) return ToAbslStatus(status);
+  return response;
+}
+
+absl::StatusOr<v1::ListNodesResponse> SchedulerClient::ListNodes(
+    const v1::ListNodesRequest& request) {
+  return Unary<v1::ListNodesResponse>(
+      [&](grpc::ClientContext* context, v1::ListNodesResponse* response) {
+        return operator_stub_->ListNodes(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::DrainNodeResponse> SchedulerClient::DrainNode(
+    const v1::DrainNodeRequest& request) {
+  return Unary<v1::DrainNodeResponse>(
+      [&](grpc::ClientContext* context, v1::DrainNodeResponse* response) {
+        return operator_stub_->DrainNode(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::GetClusterStatusResponse> SchedulerClient::GetClusterStatus(
+    const v1::GetClusterStatusRequest& request) {
+  return Unary<v1::GetClusterStatusResponse>(
+      [&](grpc::ClientContext* context,
+          v1::GetClusterStatusResponse* response) {
+        return operator_stub_->GetClusterStatus(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::RebalanceResponse> SchedulerClient::Rebalance(
+    const v1::RebalanceRequest& request) {
+  return Unary<v1::RebalanceResponse>(
+      [&](grpc::ClientContext* context, v1::RebalanceResponse* response) {
+        return operator_stub_->Rebalance(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::GetAttentionPlanResponse> SchedulerClient::GetAttentionPlan(
+    const v1::GetAttentionPlanRequest& request) {
+  return Unary<v1::GetAttentionPlanResponse>(
+      [&](grpc::ClientContext* context,
+          v1::GetAttentionPlanResponse* response) {
+        return operator_stub_->GetAttentionPlan(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::SubmitJobResponse> SchedulerClient::SubmitJob(
+    const v1::SubmitJobRequest& request) {
+  return Unary<v1::SubmitJobResponse>(
+      [&](grpc::ClientContext* context, v1::SubmitJobResponse* response) {
+        return job_stub_->SubmitJob(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::GetJobResponse> SchedulerClient::GetJob(
+    const v1::GetJobRequest& request) {
+  return Unary<v1::GetJobResponse>(
+      [&](grpc::ClientContext* context, v1::GetJobResponse* response) {
+        return job_stub_->GetJob(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::ListJobsResponse> SchedulerClient::ListJobs(
+    const v1::ListJobsRequest& request) {
+  return Unary<v1::ListJobsResponse>(
+      [&](grpc::ClientContext* context, v1::ListJobsResponse* response) {
+        return job_stub_->ListJobs(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::CancelJobResponse> SchedulerClient::CancelJob(
+    const v1::CancelJobRequest& request) {
+  return Unary<v1::CancelJobResponse>(
+      [&](grpc::ClientContext* context, v1::CancelJobResponse* response) {
+        return job_stub_->CancelJob(context, request, response);
+      });
+}
+
+}  // namespace corescape::client

@@ -1,0 +1,85 @@
+// A thin, synchronous client for the scheduler's OperatorService and
+// JobService. Every call carries a deadline so that a dead or unreachable
+// scheduler turns into an error instead of a hang, and every gRPC status is
+// returned as the absl::Status with the same code and message.
+#ifndef CORESCAPE_CLIENT_SCHEDULER_CLIENT_H_
+#define CORESCAPE_CLIENT_SCHEDULER_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "corescape/v1/job.grpc.pb.h"
+#include "corescape/v1/operator.grpc.pb.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/status.h"
+
+namespace corescape::client {
+
+inline constexpr absl::Duration kDefaultRpcTimeout = absl::Seconds(5);
+
+// True when the status means the scheduler could not be reached or did not
+// answer in time (as opposed to answering with an error).
+bool IsUnreachable(const absl::Status& status);
+
+// Same code, same message.
+absl::Status ToAbslStatus(const grpc::Status& status);
+
+class SchedulerClient {
+ public:
+  // Uses one insecure channel to `address` ("host:port"). gRPC connects
+  // lazily, so this never fails; an unreachable scheduler shows up as
+  // UNAVAILABLE or DEADLINE_EXCEEDED on the first call.
+  explicit SchedulerClient(std::string address,
+                           absl::Duration rpc_timeout = kDefaultRpcTimeout);
+
+  // For tests and callers that configure their own channel.
+  SchedulerClient(std::string address, std::shared_ptr<grpc::Channel> channel,
+                  absl::Duration rpc_timeout = kDefaultRpcTimeout);
+
+  const std::string& address() const { return address_; }
+  absl::Duration rpc_timeout() const { return rpc_timeout_; }
+  void set_rpc_timeout(absl::Duration rpc_timeout) {
+    rpc_timeout_ = rpc_timeout;
+  }
+
+  // OperatorService.
+  absl::StatusOr<corescape::v1::ListNodesResponse> ListNodes(
+      const corescape::v1::ListNodesRequest& request = {});
+  absl::StatusOr<corescape::v1::DrainNodeResponse> DrainNode(
+      const corescape::v1::DrainNodeRequest& request);
+  absl::StatusOr<corescape::v1::GetClusterStatusResponse> GetClusterStatus(
+      const corescape::v1::GetClusterStatusRequest& request = {});
+  absl::StatusOr<corescape::v1::RebalanceResponse> Rebalance(
+      const corescape::v1::RebalanceRequest& request);
+  absl::StatusOr<corescape::v1::GetAttentionPlanResponse> GetAttentionPlan(
+      const corescape::v1::GetAttentionPlanRequest& request);
+
+  // JobService (unary calls only; WatchJob streams and is not wrapped here).
+  absl::StatusOr<corescape::v1::SubmitJobResponse> SubmitJob(
+      const corescape::v1::SubmitJobRequest& request);
+  absl::StatusOr<corescape::v1::GetJobResponse> GetJob(
+      const corescape::v1::GetJobRequest& request);
+  absl::StatusOr<corescape::v1::ListJobsResponse> ListJobs(
+      const corescape::v1::ListJobsRequest& request = {});
+  absl::StatusOr<corescape::v1::CancelJobResponse> CancelJob(
+      const corescape::v1::CancelJobRequest& request);
+
+ private:
+  // Runs one unary call with a fresh context carrying the deadline.
+  template <typename Response, typename Call>
+  absl::StatusOr<Response> Unary(Call&& call);
+
+  std::string address_;
+  absl::Duration rpc_timeout_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<corescape::v1::OperatorService::Stub> operator_stub_;
+  std::unique_ptr<corescape::v1::JobService::Stub> job_stub_;
+};
+
+}  // namespace corescape::client
+
+#endif  // CORESCAPE_CLIENT_SCHEDULER_CLIENT_H_
