@@ -24,10 +24,10 @@ absl::Status ToAbslStatus(const grpc::Status& status) {
 
 SchedulerClient::SchedulerClient(std::string address,
                                  absl::Duration rpc_timeout)
-    : SchedulerClient(address,
-                      grpc::CreateChannel(address,
-                                          grpc::InsecureChannelCredentials()),
-                      rpc_timeout) {}
+    : SchedulerClient(
+          address,
+          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()),
+          rpc_timeout) {}
 
 SchedulerClient::SchedulerClient(std::string address,
                                  std::shared_ptr<grpc::Channel> channel,

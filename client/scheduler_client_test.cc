@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
-#include "grpcpp/security/server_credentials.h"
 #include "gtest/gtest.h"
 
 namespace corescape::client {
@@ -21,24 +21,28 @@ namespace v1 = ::corescape::v1;
 
 class FakeOperatorService final : public v1::OperatorService::Service {
  public:
-  grpc::Status ListNodes(grpc::ServerContext*, const v1::ListNodesRequest* request,
+  grpc::Status ListNodes(grpc::ServerContext*,
+                         const v1::ListNodesRequest* request,
                          v1::ListNodesResponse* response) override {
     v1::NodeInfo* node = response->add_nodes();
     node->set_name("worker-0");
-    node->set_role(request->role() == v1::NODE_ROLE_UNSPECIFIED ? v1::WORKER
-                                                                : request->role());
+    node->set_role(request->role() == v1::NODE_ROLE_UNSPECIFIED
+                       ? v1::WORKER
+                       : request->role());
     node->set_state(v1::ALIVE);
     return grpc::Status::OK;
   }
 
-  grpc::Status DrainNode(grpc::ServerContext*, const v1::DrainNodeRequest* request,
+  grpc::Status DrainNode(grpc::ServerContext*,
+                         const v1::DrainNodeRequest* request,
                          v1::DrainNodeResponse* response) override {
     if (request->name().empty()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name is empty");
     }
     if (request->name() != "worker-0") {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("no node named '", request->name(), "'"));
+      return grpc::Status(
+          grpc::StatusCode::NOT_FOUND,
+          absl::StrCat("no node named '", request->name(), "'"));
     }
     response->mutable_node()->set_name(request->name());
     response->mutable_node()->set_state(v1::DRAINING);
@@ -112,7 +116,8 @@ TEST_F(SchedulerClientTest, ServerErrorsKeepCodeAndMessage) {
 TEST_F(SchedulerClientTest, SlowAnswerHitsTheDeadline) {
   SchedulerClient client(address_, absl::Milliseconds(200));
   const absl::Time start = absl::Now();
-  absl::StatusOr<v1::GetClusterStatusResponse> status = client.GetClusterStatus();
+  absl::StatusOr<v1::GetClusterStatusResponse> status =
+      client.GetClusterStatus();
   const absl::Duration took = absl::Now() - start;
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.status().code(), absl::StatusCode::kDeadlineExceeded);
@@ -127,7 +132,8 @@ TEST_F(SchedulerClientTest, ServiceNotRegisteredIsUnimplemented) {
   absl::StatusOr<v1::GetJobResponse> job = client.GetJob(request);
   ASSERT_FALSE(job.ok());
   EXPECT_EQ(job.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(client.ListJobs().status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(client.ListJobs().status().code(),
+            absl::StatusCode::kUnimplemented);
 }
 
 TEST(SchedulerClientUnreachableTest, RefusedConnectionIsUnavailableAndFast) {

@@ -35,9 +35,9 @@ int RunClusterStatus(bool json);
 // Where a daemon binary is looked for, in order: `bin_dir_flag`,
 // $CORESCAPE_BIN_DIR, the CLI's own directory, then the Bazel output layout
 // (<cli dir>/../<package>/<binary>). The first executable file wins.
-std::vector<std::string> DaemonBinaryCandidates(const std::string& binary_name,
-                                                const std::string& package,
-                                                const std::string& bin_dir_flag);
+std::vector<std::string> DaemonBinaryCandidates(
+    const std::string& binary_name, const std::string& package,
+    const std::string& bin_dir_flag);
 absl::StatusOr<std::string> FindDaemonBinary(const std::string& binary_name,
                                              const std::string& package,
                                              const std::string& bin_dir_flag);

@@ -23,9 +23,9 @@ namespace corescape::cli {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> DaemonBinaryCandidates(const std::string& binary_name,
-                                                const std::string& package,
-                                                const std::string& bin_dir_flag) {
+std::vector<std::string> DaemonBinaryCandidates(
+    const std::string& binary_name, const std::string& package,
+    const std::string& bin_dir_flag) {
   std::vector<std::string> candidates;
   if (!bin_dir_flag.empty()) {
     candidates.push_back((fs::path(bin_dir_flag) / binary_name).string());
@@ -55,10 +55,10 @@ absl::StatusOr<std::string> FindDaemonBinary(const std::string& binary_name,
       return error ? candidate : absolute.lexically_normal().string();
     }
   }
-  return absl::NotFoundError(absl::StrCat(
-      "cannot find ", binary_name, " (looked at ",
-      absl::StrJoin(candidates, ", "),
-      "); pass --bin-dir or set CORESCAPE_BIN_DIR"));
+  return absl::NotFoundError(
+      absl::StrCat("cannot find ", binary_name, " (looked at ",
+                   absl::StrJoin(candidates, ", "),
+                   "); pass --bin-dir or set CORESCAPE_BIN_DIR"));
 }
 
 std::vector<StopOutcome> StopClusterDaemons(const ClusterRecord& record,
@@ -205,8 +205,7 @@ int RunClusterStatus(bool json) {
   if (!record.ok()) return Fail(kExitFailure, record.status().message());
 
   const DaemonRecord* scheduler = record->Scheduler();
-  const bool running = scheduler != nullptr &&
-                       IsDaemonAlive(*scheduler);
+  const bool running = scheduler != nullptr && IsDaemonAlive(*scheduler);
   if (json) {
     nlohmann::json out = ClusterRecordToJson(*record);
     out["running"] = running;
@@ -223,9 +222,7 @@ int RunClusterStatus(bool json) {
   Table table({"NAME", "ROLE", "PID", "PROCESS", "LOG"});
   for (const auto& daemon : record->daemons) {
     table.AddRow({daemon.name, daemon.role, absl::StrCat(daemon.pid),
-                  IsDaemonAlive(daemon) ? "running"
-                                                             : "exited",
-                  daemon.log});
+                  IsDaemonAlive(daemon) ? "running" : "exited", daemon.log});
   }
   std::cout << table.Render();
   std::cout.flush();
@@ -255,8 +252,7 @@ std::vector<Subcommand> AddClusterCommands(CLI::App& parent) {
                  "$CORESCAPE_HOME/cluster, CORESCAPE_HOME defaults to "
                  "~/.corescape)")
       ->type_name("DIR");
-  up->add_option("--lease-ttl", up_options->lease_ttl_seconds,
-                 "Node lease TTL")
+  up->add_option("--lease-ttl", up_options->lease_ttl_seconds, "Node lease TTL")
       ->type_name("SECONDS")
       ->check(PositiveSeconds())
       ->capture_default_str();
@@ -282,7 +278,8 @@ std::vector<Subcommand> AddClusterCommands(CLI::App& parent) {
       ->type_name("SECONDS")
       ->check(PositiveSeconds())
       ->capture_default_str();
-  down->add_flag("--json", down_options->json, "Print what was stopped as JSON");
+  down->add_flag("--json", down_options->json,
+                 "Print what was stopped as JSON");
 
   auto status_json = std::make_shared<bool>(false);
   CLI::App* status = cluster->add_subcommand(

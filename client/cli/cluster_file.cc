@@ -64,8 +64,7 @@ std::string StringField(const nlohmann::json& object, const char* key) {
 
 int64_t IntegerField(const nlohmann::json& object, const char* key) {
   auto it = object.find(key);
-  return it != object.end() && it->is_number_integer() ? it->get<int64_t>()
-                                                         : 0;
+  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
 }
 
 double NumberField(const nlohmann::json& object, const char* key) {
@@ -75,7 +74,8 @@ double NumberField(const nlohmann::json& object, const char* key) {
 
 }  // namespace
 
-absl::StatusOr<ClusterRecord> ClusterRecordFromJson(const nlohmann::json& json) {
+absl::StatusOr<ClusterRecord> ClusterRecordFromJson(
+    const nlohmann::json& json) {
   if (!json.is_object()) {
     return absl::InvalidArgumentError("cluster file is not a JSON object");
   }
@@ -93,8 +93,8 @@ absl::StatusOr<ClusterRecord> ClusterRecordFromJson(const nlohmann::json& json) 
       daemon.name = StringField(entry, "name");
       daemon.role = StringField(entry, "role");
       daemon.pid = IntegerField(entry, "pid");
-      daemon.start_ticks =
-          static_cast<uint64_t>(std::max<int64_t>(0, IntegerField(entry, "start_ticks")));
+      daemon.start_ticks = static_cast<uint64_t>(
+          std::max<int64_t>(0, IntegerField(entry, "start_ticks")));
       daemon.binary = StringField(entry, "binary");
       daemon.log = StringField(entry, "log");
       record.daemons.push_back(std::move(daemon));
@@ -113,8 +113,7 @@ absl::StatusOr<ClusterRecord> ReadClusterFile(const std::string& path) {
   nlohmann::json json =
       nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not valid JSON"));
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not valid JSON"));
   }
   absl::StatusOr<ClusterRecord> record = ClusterRecordFromJson(json);
   if (!record.ok()) {

@@ -1,6 +1,8 @@
 // The local cluster's plumbing: cluster file, binary lookup, process
 // start/stop, address checks. Uses /bin/sh and /bin/sleep as stand-in
 // daemons.
+#include "client/cli/cluster.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,10 +11,9 @@
 #include <fstream>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/cli/cluster.h"
 #include "client/cli/cluster_file.h"
 #include "client/cli/common.h"
 #include "client/cli/process.h"
@@ -42,7 +43,8 @@ ClusterRecord SampleRecord() {
                             "/bin/corescape-scheduler",
                             "/state/logs/scheduler.log"});
   record.daemons.push_back({"worker-0", kWorkerRole, 101, 5001,
-                            "/bin/corescape-worker", "/state/logs/worker-0.log"});
+                            "/bin/corescape-worker",
+                            "/state/logs/worker-0.log"});
   return record;
 }
 
@@ -76,12 +78,14 @@ TEST(ClusterFileTest, WriteThenReadRoundTrips) {
 
 TEST(ClusterFileTest, MissingAndCorruptFilesAreTold) {
   const std::string dir = TestDir("corrupt");
-  EXPECT_TRUE(absl::IsNotFound(ReadClusterFile(dir + "/nothing.json").status()));
+  EXPECT_TRUE(
+      absl::IsNotFound(ReadClusterFile(dir + "/nothing.json").status()));
   std::ofstream(dir + "/bad.json") << "{not json";
   EXPECT_TRUE(
       absl::IsInvalidArgument(ReadClusterFile(dir + "/bad.json").status()));
   // Wrong types are tolerated field by field, never thrown.
-  std::ofstream(dir + "/odd.json") << R"({"scheduler": 5, "daemons": [1, {"pid": "x"}]})";
+  std::ofstream(dir + "/odd.json")
+      << R"({"scheduler": 5, "daemons": [1, {"pid": "x"}]})";
   absl::StatusOr<ClusterRecord> odd = ReadClusterFile(dir + "/odd.json");
   ASSERT_TRUE(odd.ok());
   EXPECT_EQ(odd->scheduler_address, "");
@@ -167,9 +171,8 @@ TEST(FindDaemonBinaryTest, BinDirFlagComesFirst) {
 TEST(ProcessTest, SpawnedDaemonLogsAndStopsOnSigterm) {
   const std::string dir = TestDir("spawn");
   const std::string log = dir + "/daemon.log";
-  absl::StatusOr<pid_t> pid =
-      SpawnDetached("/bin/sh", {"-c", "echo started; echo oops >&2; exec sleep 30"},
-                    log);
+  absl::StatusOr<pid_t> pid = SpawnDetached(
+      "/bin/sh", {"-c", "echo started; echo oops >&2; exec sleep 30"}, log);
   ASSERT_TRUE(pid.ok()) << pid.status();
   // It runs in its own session, so terminal signals to us miss it.
   EXPECT_EQ(getsid(*pid), *pid);
@@ -190,8 +193,8 @@ TEST(ProcessTest, SpawnedDaemonLogsAndStopsOnSigterm) {
 
 TEST(ProcessTest, IdentityIsPidPlusStartTimeAndSurvivesExec) {
   // A wrapper script that execs the real program, as deployments often do.
-  absl::StatusOr<pid_t> pid = SpawnDetached(
-      "/bin/sh", {"-c", "exec sleep 30"}, TestDir("identity") + "/log");
+  absl::StatusOr<pid_t> pid = SpawnDetached("/bin/sh", {"-c", "exec sleep 30"},
+                                            TestDir("identity") + "/log");
   ASSERT_TRUE(pid.ok());
   const uint64_t start_ticks = ProcessStartTicks(*pid);
   ASSERT_NE(start_ticks, 0);
@@ -200,7 +203,8 @@ TEST(ProcessTest, IdentityIsPidPlusStartTimeAndSurvivesExec) {
   EXPECT_TRUE(IsDaemonRunning(*pid, start_ticks));
   // Same pid, other start time: a recycled pid, not our daemon.
   EXPECT_FALSE(IsDaemonRunning(*pid, start_ticks + 1));
-  EXPECT_TRUE(TerminateDaemons({{*pid, start_ticks + 1}}, absl::Seconds(1)).empty());
+  EXPECT_TRUE(
+      TerminateDaemons({{*pid, start_ticks + 1}}, absl::Seconds(1)).empty());
   EXPECT_TRUE(IsDaemonRunning(*pid, start_ticks)) << "must not be signalled";
 
   TerminateDaemons({{*pid, start_ticks}}, absl::Seconds(5));
@@ -210,8 +214,9 @@ TEST(ProcessTest, IdentityIsPidPlusStartTimeAndSurvivesExec) {
 
 TEST(ProcessTest, SigtermIgnoredMeansSigkill) {
   // SIG_IGN survives exec, so this sleep ignores SIGTERM.
-  absl::StatusOr<pid_t> pid = SpawnDetached(
-      "/bin/sh", {"-c", "trap '' TERM; exec sleep 30"}, TestDir("stubborn") + "/log");
+  absl::StatusOr<pid_t> pid =
+      SpawnDetached("/bin/sh", {"-c", "trap '' TERM; exec sleep 30"},
+                    TestDir("stubborn") + "/log");
   ASSERT_TRUE(pid.ok());
   absl::SleepFor(absl::Milliseconds(200));  // let the trap take effect
   const std::vector<pid_t> killed =
@@ -236,8 +241,8 @@ TEST(ProcessTest, EarlyExitIsDescribed) {
 }
 
 TEST(ProcessTest, MissingBinaryFailsToSpawn) {
-  absl::StatusOr<pid_t> pid =
-      SpawnDetached("/nonexistent/corescape-worker", {}, TestDir("missing") + "/log");
+  absl::StatusOr<pid_t> pid = SpawnDetached("/nonexistent/corescape-worker", {},
+                                            TestDir("missing") + "/log");
   ASSERT_FALSE(pid.ok());
   EXPECT_TRUE(absl::StrContains(pid.status().message(), "No such file"))
       << pid.status();

@@ -69,19 +69,18 @@ class ClusterLauncher {
     // Logs are appended across runs: mark where this run starts, for people
     // reading the log and for the tail shown if the daemon fails.
     if (absl::Status marked = AppendToFile(
-            daemon.log,
-            absl::StrCat("==== ", absl::FormatTime(absl::Now()),
-                         ": corescape cluster up starts ", binary, " ",
-                         absl::StrJoin(args, " "), "\n"));
+            daemon.log, absl::StrCat("==== ", absl::FormatTime(absl::Now()),
+                                     ": corescape cluster up starts ", binary,
+                                     " ", absl::StrJoin(args, " "), "\n"));
         !marked.ok()) {
       return marked;
     }
     log_offsets_[name] = FileSize(daemon.log);
     absl::StatusOr<pid_t> pid = SpawnDetached(binary, args, daemon.log);
     if (!pid.ok()) {
-      return absl::Status(pid.status().code(),
-                          absl::StrCat("cannot start ", name, ": ",
-                                       pid.status().message()));
+      return absl::Status(
+          pid.status().code(),
+          absl::StrCat("cannot start ", name, ": ", pid.status().message()));
     }
     daemon.pid = *pid;
     // Read now, while the child cannot have exited unnoticed: it stays our
@@ -128,8 +127,8 @@ class ClusterLauncher {
 void PrintLogTail(const DaemonRecord& daemon, int64_t offset) {
   const std::string tail = TailOfFile(daemon.log, kLogTailLines, offset);
   if (tail.empty()) {
-    std::cerr << "(" << daemon.name << " wrote nothing to " << daemon.log
-              << ")" << std::endl;
+    std::cerr << "(" << daemon.name << " wrote nothing to " << daemon.log << ")"
+              << std::endl;
     return;
   }
   std::cerr << "--- last lines of " << daemon.log << " ---\n"
@@ -150,8 +149,7 @@ int FailLaunch(ClusterLauncher& launcher, const absl::Status& status,
   return exit_code;
 }
 
-const DaemonRecord* FirstExited(const ClusterRecord& record,
-                                std::string* how) {
+const DaemonRecord* FirstExited(const ClusterRecord& record, std::string* how) {
   for (const auto& daemon : record.daemons) {
     std::optional<std::string> exit = ChildExitDescription(daemon.pid);
     if (exit.has_value()) {
@@ -172,9 +170,9 @@ absl::StatusOr<std::string> WaitForPortFile(const DaemonRecord& scheduler,
       std::string address(absl::StripAsciiWhitespace(*contents));
       if (!address.empty()) {
         if (!IsHostPort(address)) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "the scheduler wrote '", address, "' to ", port_file,
-              ", which is not HOST:PORT"));
+          return absl::FailedPreconditionError(
+              absl::StrCat("the scheduler wrote '", address, "' to ", port_file,
+                           ", which is not HOST:PORT"));
         }
         return address;
       }
@@ -184,9 +182,9 @@ absl::StatusOr<std::string> WaitForPortFile(const DaemonRecord& scheduler,
     }
     if (interrupted) return absl::CancelledError("interrupted");
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "the scheduler did not write its address to ", port_file,
-          " in time; see ", scheduler.log));
+      return absl::DeadlineExceededError(
+          absl::StrCat("the scheduler did not write its address to ", port_file,
+                       " in time; see ", scheduler.log));
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
@@ -220,9 +218,10 @@ std::vector<NodeNotAlive> NodesNotAlive(const ClusterRecord& record,
 }
 
 std::string Describe(const std::vector<NodeNotAlive>& nodes) {
-  return absl::StrJoin(nodes, ", ", [](std::string* out, const NodeNotAlive& node) {
-    absl::StrAppend(out, node.daemon->name, " (", node.why, ")");
-  });
+  return absl::StrJoin(
+      nodes, ", ", [](std::string* out, const NodeNotAlive& node) {
+        absl::StrAppend(out, node.daemon->name, " (", node.why, ")");
+      });
 }
 
 // Leaves a stale cluster file's leftovers behind us, or refuses if that
@@ -236,8 +235,7 @@ absl::Status ClearPreviousCluster(const std::string& cluster_file) {
     return absl::OkStatus();
   }
   const DaemonRecord* scheduler = previous->Scheduler();
-  if (scheduler != nullptr &&
-      IsDaemonAlive(*scheduler)) {
+  if (scheduler != nullptr && IsDaemonAlive(*scheduler)) {
     return absl::AlreadyExistsError(absl::StrCat(
         "a local cluster is already running (scheduler ",
         previous->scheduler_address.empty() ? "starting"
@@ -247,7 +245,8 @@ absl::Status ClearPreviousCluster(const std::string& cluster_file) {
   }
   // The scheduler is gone; nodes still running would only retry a dead
   // address forever.
-  std::vector<StopOutcome> stopped = StopClusterDaemons(*previous, kTeardownGrace);
+  std::vector<StopOutcome> stopped =
+      StopClusterDaemons(*previous, kTeardownGrace);
   int leftovers = 0;
   for (const auto& outcome : stopped) {
     if (outcome.result != StopOutcome::kNotRunning) ++leftovers;
@@ -258,6 +257,33 @@ absl::Status ClearPreviousCluster(const std::string& cluster_file) {
                       "scheduler had exited"));
   }
   return absl::OkStatus();
+}
+
+struct DaemonBinaries {
+  std::string scheduler;
+  std::string worker;            // empty when no workers are wanted
+  std::string attention_server;  // empty when no attention servers are wanted
+};
+
+absl::StatusOr<DaemonBinaries> FindDaemonBinaries(
+    const ClusterUpOptions& options) {
+  DaemonBinaries binaries;
+  absl::StatusOr<std::string> found =
+      FindDaemonBinary("corescape-scheduler", "scheduler", options.bin_dir);
+  if (!found.ok()) return found.status();
+  binaries.scheduler = *found;
+  if (options.workers > 0) {
+    found = FindDaemonBinary("corescape-worker", "worker", options.bin_dir);
+    if (!found.ok()) return found.status();
+    binaries.worker = *found;
+  }
+  if (options.attention_servers > 0) {
+    found = FindDaemonBinary("corescape-attention-server", "attention_server",
+                             options.bin_dir);
+    if (!found.ok()) return found.status();
+    binaries.attention_server = *found;
+  }
+  return binaries;
 }
 
 }  // namespace
@@ -273,30 +299,14 @@ int RunClusterUp(const ClusterUpOptions& options) {
     return Fail(kExitFailure, locked.message());
   }
   const std::string cluster_file = ClusterFilePath(home_dir);
-  if (absl::Status cleared = ClearPreviousCluster(cluster_file); !cleared.ok()) {
+  if (absl::Status cleared = ClearPreviousCluster(cluster_file);
+      !cleared.ok()) {
     return Fail(kExitFailure, cleared.message());
   }
 
   // Find every binary before starting anything.
-  absl::StatusOr<std::string> scheduler_binary = FindDaemonBinary(
-      "corescape-scheduler", "scheduler", options.bin_dir);
-  if (!scheduler_binary.ok()) {
-    return Fail(kExitFailure, scheduler_binary.status().message());
-  }
-  std::string worker_binary;
-  if (options.workers > 0) {
-    absl::StatusOr<std::string> found =
-        FindDaemonBinary("corescape-worker", "worker", options.bin_dir);
-    if (!found.ok()) return Fail(kExitFailure, found.status().message());
-    worker_binary = *found;
-  }
-  std::string attention_binary;
-  if (options.attention_servers > 0) {
-    absl::StatusOr<std::string> found = FindDaemonBinary(
-        "corescape-attention-server", "attention_server", options.bin_dir);
-    if (!found.ok()) return Fail(kExitFailure, found.status().message());
-    attention_binary = *found;
-  }
+  absl::StatusOr<DaemonBinaries> binaries = FindDaemonBinaries(options);
+  if (!binaries.ok()) return Fail(kExitFailure, binaries.status().message());
 
   ClusterRecord record;
   record.state_dir = Absolute(options.state_dir.empty()
@@ -321,7 +331,8 @@ int RunClusterUp(const ClusterUpOptions& options) {
     node_names.push_back(absl::StrCat("attn-", i));
   }
   // Port files from an earlier run would be mistaken for fresh ones.
-  const std::string scheduler_port_file = (state_dir / "scheduler.addr").string();
+  const std::string scheduler_port_file =
+      (state_dir / "scheduler.addr").string();
   std::error_code ignored;
   fs::remove(scheduler_port_file, ignored);
   for (const auto& name : node_names) {
@@ -336,17 +347,20 @@ int RunClusterUp(const ClusterUpOptions& options) {
 
   // 1. The scheduler, and the address it bound.
   absl::StatusOr<pid_t> scheduler_pid = launcher.Start(
-      "scheduler", kSchedulerRole, *scheduler_binary,
-      {"--listen=127.0.0.1:0", absl::StrCat("--port_file=", scheduler_port_file),
+      "scheduler", kSchedulerRole, binaries->scheduler,
+      {"--listen=127.0.0.1:0",
+       absl::StrCat("--port_file=", scheduler_port_file),
        absl::StrCat("--state_dir=", (state_dir / "scheduler").string()),
        absl::StrCat("--lease_ttl=", absl::FormatDuration(absl::Seconds(
-                                         options.lease_ttl_seconds)))});
-  if (!scheduler_pid.ok()) return FailLaunch(launcher, scheduler_pid.status(), nullptr);
+                                        options.lease_ttl_seconds)))});
+  if (!scheduler_pid.ok())
+    return FailLaunch(launcher, scheduler_pid.status(), nullptr);
   const DaemonRecord scheduler = launcher.record().daemons.back();
   absl::StatusOr<std::string> address =
       WaitForPortFile(scheduler, scheduler_port_file, deadline);
   if (!address.ok()) return FailLaunch(launcher, address.status(), &scheduler);
-  if (absl::Status saved = launcher.SetSchedulerAddress(*address); !saved.ok()) {
+  if (absl::Status saved = launcher.SetSchedulerAddress(*address);
+      !saved.ok()) {
     return FailLaunch(launcher, saved, nullptr);
   }
 
@@ -355,10 +369,11 @@ int RunClusterUp(const ClusterUpOptions& options) {
     const bool is_worker = absl::StartsWith(name, "worker-");
     absl::StatusOr<pid_t> pid = launcher.Start(
         name, is_worker ? kWorkerRole : kAttentionServerRole,
-        is_worker ? worker_binary : attention_binary,
+        is_worker ? binaries->worker : binaries->attention_server,
         {absl::StrCat("--scheduler=", *address), absl::StrCat("--name=", name),
          "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1",
-         absl::StrCat("--port_file=", (state_dir / (name + ".addr")).string())});
+         absl::StrCat("--port_file=",
+                      (state_dir / (name + ".addr")).string())});
     if (!pid.ok()) return FailLaunch(launcher, pid.status(), nullptr);
   }
 

@@ -94,11 +94,11 @@ absl::StatusOr<SchedulerTarget> ResolveScheduler(const GlobalOptions& options) {
         // Say so plainly when the local cluster is gone, rather than
         // reporting a refused connection.
         const DaemonRecord* scheduler = record->Scheduler();
-        if (scheduler != nullptr &&
-            !IsDaemonAlive(*scheduler)) {
+        if (scheduler != nullptr && !IsDaemonAlive(*scheduler)) {
           return absl::UnavailableError(absl::StrCat(
               "the local cluster's scheduler (", record->scheduler_address,
-              ", pid ", scheduler->pid, ") is not running; start a cluster "
+              ", pid ", scheduler->pid,
+              ") is not running; start a cluster "
               "with `corescape cluster up` (after `corescape cluster down`) "
               "or pass --scheduler HOST:PORT"));
         }
@@ -134,9 +134,9 @@ std::unique_ptr<client::SchedulerClient> ConnectOrFail(
     const GlobalOptions& options, SchedulerTarget* target, int* exit_code) {
   absl::StatusOr<SchedulerTarget> resolved = ResolveScheduler(options);
   if (!resolved.ok()) {
-    *exit_code = Fail(absl::IsUnavailable(resolved.status()) ? kExitUnreachable
-                                                             : kExitUsage,
-                      resolved.status().message());
+    *exit_code = Fail(
+        absl::IsUnavailable(resolved.status()) ? kExitUnreachable : kExitUsage,
+        resolved.status().message());
     return nullptr;
   }
   *target = *resolved;
@@ -147,18 +147,18 @@ std::unique_ptr<client::SchedulerClient> ConnectOrFail(
 int FailRpc(const absl::Status& status, const SchedulerTarget& target,
             absl::string_view rpc_name) {
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
-    return Fail(kExitUnreachable,
-                absl::StrCat("scheduler at ", target.address,
-                             " is unreachable (no answer to ", rpc_name,
-                             " within ", absl::FormatDuration(target.rpc_timeout),
-                             "; address from ",
-                             target.source, ")"));
+    return Fail(
+        kExitUnreachable,
+        absl::StrCat("scheduler at ", target.address,
+                     " is unreachable (no answer to ", rpc_name, " within ",
+                     absl::FormatDuration(target.rpc_timeout),
+                     "; address from ", target.source, ")"));
   }
   if (status.code() == absl::StatusCode::kUnavailable) {
-    return Fail(kExitUnreachable,
-                absl::StrCat("scheduler at ", target.address,
-                             " is unreachable (", status.message(),
-                             "; address from ", target.source, ")"));
+    return Fail(
+        kExitUnreachable,
+        absl::StrCat("scheduler at ", target.address, " is unreachable (",
+                     status.message(), "; address from ", target.source, ")"));
   }
   switch (status.code()) {
     case absl::StatusCode::kNotFound:
@@ -166,12 +166,13 @@ int FailRpc(const absl::Status& status, const SchedulerTarget& target,
     case absl::StatusCode::kInvalidArgument:
       return Fail(kExitInvalidArgument, status.message());
     case absl::StatusCode::kUnimplemented:
-      return Fail(kExitFailure,
-                  absl::StrCat("the scheduler at ", target.address,
-                               " does not implement ", rpc_name,
-                               status.message().empty()
-                                   ? ""
-                                   : absl::StrCat(" (", status.message(), ")")));
+      return Fail(
+          kExitFailure,
+          absl::StrCat("the scheduler at ", target.address,
+                       " does not implement ", rpc_name,
+                       status.message().empty()
+                           ? ""
+                           : absl::StrCat(" (", status.message(), ")")));
     default:
       return Fail(kExitFailure,
                   absl::StrCat(rpc_name, " failed: ",

@@ -58,12 +58,14 @@ Subcommand AddDrainCommand(CLI::App& parent, GlobalOptions& globals) {
   AddGlobalOptions(*command, globals);
   command->add_option("NODE", options->node, "Name of the node to drain")
       ->required();
-  command->add_option("--reason", options->reason,
-                      "Why, recorded in the cluster events")
+  command
+      ->add_option("--reason", options->reason,
+                   "Why, recorded in the cluster events")
       ->type_name("TEXT");
   command->add_flag("--json", options->json,
                     "Print the drained node as a JSON object");
-  return {command, [options, &globals]() { return RunDrain(*options, globals); }};
+  return {command,
+          [options, &globals]() { return RunDrain(*options, globals); }};
 }
 
 }  // namespace corescape::cli

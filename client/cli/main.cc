@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
       "Exit codes: 0 ok, 1 failure, 2 usage error, 3 scheduler unreachable, "
       "4 not found, 5 invalid argument.",
       "corescape");
-  app.set_version_flag("--version", std::string("corescape ") + CORESCAPE_VERSION);
+  app.set_version_flag("--version",
+                       std::string("corescape ") + CORESCAPE_VERSION);
 
   GlobalOptions globals;
   corescape::cli::AddGlobalOptions(app, globals);

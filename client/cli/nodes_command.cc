@@ -81,7 +81,8 @@ Subcommand AddNodesCommand(CLI::App& parent, GlobalOptions& globals) {
                    "Only nodes in this state (repeatable)")
       ->type_name("STATE")
       ->check(CLI::IsMember({"alive", "dead", "draining", "deregistered"}));
-  return {command, [options, &globals]() { return RunNodes(*options, globals); }};
+  return {command,
+          [options, &globals]() { return RunNodes(*options, globals); }};
 }
 
 }  // namespace corescape::cli

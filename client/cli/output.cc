@@ -23,8 +23,9 @@ std::string FormatShortDuration(absl::Duration duration) {
   if (ms < 1000) return absl::StrCat(ms, "ms");
   if (ms < 60 * 1000) {
     // "10s" for whole seconds (a lease TTL), "1.2s" otherwise (an age).
+    // Truncated, not rounded, so 59.99s never shows as "60.0s".
     if (ms % 1000 == 0) return absl::StrCat(ms / 1000, "s");
-    return absl::StrFormat("%.1fs", ms / 1000.0);
+    return absl::StrFormat("%d.%ds", ms / 1000, (ms % 1000) / 100);
   }
   const int64_t seconds = ms / 1000;
   if (seconds < 3600) {
@@ -57,7 +58,8 @@ std::string EventKindName(v1::ClusterEvent::Kind kind) {
 
 nlohmann::json NodeToJson(const v1::NodeInfo& node) {
   nlohmann::json gpu_names = nlohmann::json::array();
-  for (const auto& name : node.resources().gpu_names()) gpu_names.push_back(name);
+  for (const auto& name : node.resources().gpu_names())
+    gpu_names.push_back(name);
   return {
       {"name", node.name()},
       {"node_id", node.node_id()},
@@ -108,8 +110,9 @@ nlohmann::json ClusterStatusToJson(const v1::GetClusterStatusResponse& status,
   for (const auto& event : status.recent_events()) {
     events.push_back(EventToJson(event));
   }
-  const int64_t uptime_ms =
-      status.started_unix_ms() == 0 ? 0 : now_unix_ms - status.started_unix_ms();
+  const int64_t uptime_ms = status.started_unix_ms() == 0
+                                ? 0
+                                : now_unix_ms - status.started_unix_ms();
   return {
       {"scheduler_id", status.scheduler_id()},
       {"version", status.version()},
@@ -169,30 +172,30 @@ std::string Plural(int64_t count, absl::string_view singular,
 std::string RenderClusterStatus(const v1::GetClusterStatusResponse& status,
                                 int64_t now_unix_ms) {
   Table summary({"", ""});
-  summary.AddRow({"Scheduler:", status.scheduler_id().empty()
-                                    ? "-"
-                                    : status.scheduler_id()});
-  summary.AddRow({"Version:", status.version().empty() ? "-" : status.version()});
+  summary.AddRow({"Scheduler:",
+                  status.scheduler_id().empty() ? "-" : status.scheduler_id()});
+  summary.AddRow(
+      {"Version:", status.version().empty() ? "-" : status.version()});
   if (status.started_unix_ms() != 0) {
     summary.AddRow(
         {"Uptime:",
-         absl::StrCat(FormatShortDuration(absl::Milliseconds(
-                          now_unix_ms - status.started_unix_ms())),
-                      " (since ", FormatIso8601Millis(status.started_unix_ms()),
-                      ")")});
+         absl::StrCat(
+             FormatShortDuration(
+                 absl::Milliseconds(now_unix_ms - status.started_unix_ms())),
+             " (since ", FormatIso8601Millis(status.started_unix_ms()), ")")});
   } else {
     summary.AddRow({"Uptime:", "-"});
   }
-  summary.AddRow({"Lease TTL:", FormatShortDuration(
-                                    absl::Milliseconds(status.lease_ttl_ms()))});
+  summary.AddRow({"Lease TTL:", FormatShortDuration(absl::Milliseconds(
+                                    status.lease_ttl_ms()))});
   summary.AddRow(
       {"Nodes:",
-       absl::StrCat(
-           Plural(status.workers_alive(), "worker", "workers"), " alive, ",
-           Plural(status.attention_servers_alive(), "attention server",
-                  "attention servers"),
-           " alive, ", status.nodes_dead(), " dead, ", status.nodes_draining(),
-           " draining")});
+       absl::StrCat(Plural(status.workers_alive(), "worker", "workers"),
+                    " alive, ",
+                    Plural(status.attention_servers_alive(), "attention server",
+                           "attention servers"),
+                    " alive, ", status.nodes_dead(), " dead, ",
+                    status.nodes_draining(), " draining")});
   summary.AddRow({"Jobs:", absl::StrCat(status.jobs_pending(), " pending, ",
                                         status.jobs_running(), " running")});
   std::string out = summary.RenderRowsOnly();

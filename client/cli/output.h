@@ -33,8 +33,7 @@ nlohmann::json NodeToJson(const corescape::v1::NodeInfo& node);
 nlohmann::json NodesToJson(const std::vector<corescape::v1::NodeInfo>& nodes);
 nlohmann::json EventToJson(const corescape::v1::ClusterEvent& event);
 nlohmann::json ClusterStatusToJson(
-    const corescape::v1::GetClusterStatusResponse& status,
-    int64_t now_unix_ms);
+    const corescape::v1::GetClusterStatusResponse& status, int64_t now_unix_ms);
 
 // NAME ROLE STATE INCARNATION HOST PID ADDRESS LAST-HEARTBEAT
 std::string RenderNodesTable(const std::vector<corescape::v1::NodeInfo>& nodes,
@@ -46,8 +45,7 @@ std::string RenderEventsTable(
 
 // Summary lines followed by the recent events table.
 std::string RenderClusterStatus(
-    const corescape::v1::GetClusterStatusResponse& status,
-    int64_t now_unix_ms);
+    const corescape::v1::GetClusterStatusResponse& status, int64_t now_unix_ms);
 
 // Nodes ordered by role, then name, so repeated listings line up.
 void SortNodesForDisplay(std::vector<corescape::v1::NodeInfo>& nodes);

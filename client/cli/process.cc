@@ -14,9 +14,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
 extern char** environ;
@@ -191,8 +191,8 @@ uint64_t ProcessStartTicks(pid_t pid) {
 bool IsDaemonRunning(pid_t pid, uint64_t start_ticks) {
   std::optional<ProcStat> stat = ReadProcStat(pid);
   if (!stat.has_value()) return false;
-  const bool exited = stat->state == 'Z' || stat->state == 'X' ||
-                      stat->state == 'x';
+  const bool exited =
+      stat->state == 'Z' || stat->state == 'X' || stat->state == 'x';
   return !exited && (start_ticks == 0 || stat->start_ticks == start_ticks);
 }
 
@@ -201,7 +201,8 @@ std::vector<pid_t> TerminateDaemons(const std::vector<DaemonProcess>& daemons,
   std::vector<DaemonProcess> running;
   for (const auto& daemon : daemons) {
     ReapIfChild(daemon.pid);
-    if (IsDaemonRunning(daemon.pid, daemon.start_ticks)) running.push_back(daemon);
+    if (IsDaemonRunning(daemon.pid, daemon.start_ticks))
+      running.push_back(daemon);
   }
   for (const auto& daemon : running) kill(daemon.pid, SIGTERM);
 
@@ -209,7 +210,8 @@ std::vector<pid_t> TerminateDaemons(const std::vector<DaemonProcess>& daemons,
     std::vector<DaemonProcess> left;
     for (const auto& daemon : running) {
       ReapIfChild(daemon.pid);
-      if (IsDaemonRunning(daemon.pid, daemon.start_ticks)) left.push_back(daemon);
+      if (IsDaemonRunning(daemon.pid, daemon.start_ticks))
+        left.push_back(daemon);
     }
     return left;
   };
@@ -251,8 +253,7 @@ bool IsExecutableFile(const std::string& path) {
          access(path.c_str(), X_OK) == 0;
 }
 
-std::string TailOfFile(const std::string& path, int max_lines,
-                       int64_t offset) {
+std::string TailOfFile(const std::string& path, int max_lines, int64_t offset) {
   std::ifstream in(path);
   if (!in) return "";
   in.seekg(offset);

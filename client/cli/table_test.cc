@@ -1,10 +1,11 @@
+#include "client/cli/table.h"
+
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli/output.h"
-#include "client/cli/table.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -68,7 +69,7 @@ TEST(FormatTest, AgeIsShortAndHuman) {
   EXPECT_EQ(FormatAge(now + 1500, now), "in 1.5s");
   EXPECT_EQ(FormatAge(0, now), "never");
   EXPECT_EQ(FormatShortDuration(absl::Seconds(10)), "10s");
-  EXPECT_EQ(FormatShortDuration(absl::Milliseconds(59999)), "60.0s");
+  EXPECT_EQ(FormatShortDuration(absl::Milliseconds(59999)), "59.9s");
 }
 
 v1::NodeInfo SampleWorker() {
@@ -148,8 +149,8 @@ TEST(NodesTableTest, HeaderAndAlignedRows) {
       {SampleWorker(), attention}, /*now_unix_ms=*/1700000001323));
   ASSERT_EQ(lines.size(), 3);
   const std::vector<std::string> headers = {
-      "NAME", "ROLE",    "STATE",   "INCARNATION",
-      "HOST", "PID",     "ADDRESS", "LAST-HEARTBEAT"};
+      "NAME", "ROLE", "STATE",   "INCARNATION",
+      "HOST", "PID",  "ADDRESS", "LAST-HEARTBEAT"};
   std::vector<size_t> offsets;
   size_t from = 0;
   for (const auto& header : headers) {
@@ -232,8 +233,9 @@ TEST(ClusterStatusTest, TextShowsSummaryAndEventsTable) {
 
   v1::GetClusterStatusResponse quiet = SampleStatus();
   quiet.clear_recent_events();
-  EXPECT_NE(RenderClusterStatus(quiet, 1700000065000).find("Recent events: none"),
-            std::string::npos);
+  EXPECT_NE(
+      RenderClusterStatus(quiet, 1700000065000).find("Recent events: none"),
+      std::string::npos);
 }
 
 }  // namespace

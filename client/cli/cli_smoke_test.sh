@@ -1,0 +1,131 @@
+#!/bin/bash
+# End-to-end check of the `corescape` binary: exit codes, error lines, and a
+# real local cluster (cluster up / nodes / status / drain / cluster down).
+set -u
+
+CLI="${TEST_SRCDIR}/${TEST_WORKSPACE}/client/corescape"
+VERSION="$(tr -d '[:space:]' < "${TEST_SRCDIR}/${TEST_WORKSPACE}/VERSION")"
+export CORESCAPE_HOME="${TEST_TMPDIR}/home"
+unset CORESCAPE_SCHEDULER CORESCAPE_BIN_DIR
+OUT="${TEST_TMPDIR}/stdout"
+ERR="${TEST_TMPDIR}/stderr"
+PYTHON=/usr/bin/python3
+
+cleanup() { "${CLI}" cluster down --timeout 5 >/dev/null 2>&1; }
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  echo "--- stdout" >&2; cat "${OUT}" >&2
+  echo "--- stderr" >&2; cat "${ERR}" >&2
+  exit 1
+}
+
+# run WANT_EXIT_CODE ARGS...: runs the CLI, checks its exit code.
+run() {
+  local want="$1"; shift
+  "${CLI}" "$@" >"${OUT}" 2>"${ERR}"
+  local got=$?
+  [[ "${got}" -eq "${want}" ]] || fail "corescape $*: exit ${got}, want ${want}"
+}
+
+stdout_has() { grep -qE -- "$1" "${OUT}" || fail "stdout lacks /$1/"; }
+stderr_has() { grep -qE -- "$1" "${ERR}" || fail "stderr lacks /$1/"; }
+stderr_one_error_line() {
+  [[ "$(grep -c '^corescape: error: ' "${ERR}")" -eq 1 ]] || fail "want one error line"
+}
+
+# --- Without a scheduler --------------------------------------------------
+run 0 version;          stdout_has "^corescape ${VERSION}\$"
+run 0 version --json;   stdout_has "\"version\": \"${VERSION}\""
+run 0 --version;        stdout_has "${VERSION}"
+for command in "" "nodes" "status" "drain" "cluster" "cluster up" "cluster down"; do
+  run 0 ${command} --help; stdout_has "Usage: corescape"
+done
+run 0 nodes --help;     stdout_has "--scheduler"; stdout_has "--json"; stdout_has "--role"
+
+run 2;                  stderr_has "^corescape: error: missing command"
+run 2 bogus;            stderr_has "^corescape: error: .*bogus"
+run 2 nodes --role x;   stderr_has "^corescape: error: --role"
+run 2 drain;            stderr_has "^corescape: error: NODE is required"
+run 2 cluster;          stderr_has "one of: up, down, status"
+run 2 nodes --rpc-timeout -1; stderr_has "positive number of seconds"
+run 2 nodes;            stderr_has "pass --scheduler"; stderr_has "cluster up"
+run 2 nodes --scheduler nonsense; stderr_has "expected HOST:PORT"
+
+# Port 1 on loopback refuses connections: unreachable, at once, one line.
+start=${SECONDS}
+run 3 nodes --scheduler 127.0.0.1:1
+stderr_has "^corescape: error: scheduler at 127.0.0.1:1 is unreachable"
+stderr_one_error_line
+[[ $((SECONDS - start)) -le 5 ]] || fail "unreachable scheduler took too long"
+CORESCAPE_SCHEDULER=127.0.0.1:1 run 3 status
+stderr_has "CORESCAPE_SCHEDULER"
+
+run 0 cluster down;     stdout_has "no local cluster running"
+run 0 cluster status;   stdout_has "no local cluster running"
+
+# --- A local cluster ------------------------------------------------------
+run 0 cluster up --workers 2 --attention-servers 1 --timeout 60
+stdout_has "^cluster up: scheduler 127\.0\.0\.1:[0-9]+, 2 workers, 1 attention server"
+ADDRESS="$(tail -n 1 "${OUT}")"
+[[ "${ADDRESS}" =~ ^127\.0\.0\.1:[0-9]+$ ]] || fail "last line '${ADDRESS}' is not HOST:PORT"
+[[ -f "${CORESCAPE_HOME}/cluster.json" ]] || fail "no cluster file"
+PIDS="$(${PYTHON} -c 'import json,sys; print(" ".join(str(d["pid"]) for d in json.load(open(sys.argv[1]))["daemons"]))' "${CORESCAPE_HOME}/cluster.json")"
+[[ "$(echo ${PIDS} | wc -w)" -eq 4 ]] || fail "cluster file lists '${PIDS}', want 4 daemons"
+
+run 1 cluster up;       stderr_has "already running"; stderr_has "cluster down"
+
+run 0 nodes
+stdout_has "^NAME +ROLE +STATE +INCARNATION +HOST +PID +ADDRESS +LAST-HEARTBEAT$"
+stdout_has "^worker-0 +WORKER +ALIVE "
+stdout_has "^worker-1 +WORKER +ALIVE "
+stdout_has "^attn-0 +ATTENTION_SERVER +ALIVE "
+stdout_has " ago$"
+
+run 0 nodes --json
+${PYTHON} - "${OUT}" <<'PY' || fail "nodes --json is not as documented"
+import json, sys
+nodes = json.load(open(sys.argv[1]))
+assert isinstance(nodes, list) and len(nodes) == 3, nodes
+required = {"name", "node_id", "role", "state", "incarnation", "host", "pid",
+            "grpc_address", "data_address", "last_heartbeat",
+            "last_heartbeat_unix_ms", "lease_expires_unix_ms", "resources",
+            "current_job_id"}
+for node in nodes:
+    assert required <= node.keys(), required - node.keys()
+    assert node["state"] == "ALIVE", node
+    assert isinstance(node["pid"], int) and isinstance(node["incarnation"], int)
+    assert node["last_heartbeat"].endswith("Z") and "." in node["last_heartbeat"]
+    assert {"cpu_cores", "memory_bytes", "gpus"} <= node["resources"].keys()
+assert sorted(n["role"] for n in nodes) == ["ATTENTION_SERVER", "WORKER", "WORKER"]
+PY
+run 0 nodes --role attention-server --json
+[[ "$(grep -c '"name"' "${OUT}")" -eq 1 ]] || fail "--role filter"
+
+run 0 status
+stdout_has "2 workers alive, 1 attention server alive, 0 dead, 0 draining"
+stdout_has "NODE_REGISTERED"
+run 0 status --json --scheduler "${ADDRESS}"
+stdout_has "\"workers_alive\": 2"
+
+run 0 drain worker-0 --reason "smoke test"
+stdout_has "^node worker-0 is now DRAINING$"
+run 0 nodes --state draining
+stdout_has "^worker-0 +WORKER +DRAINING "
+run 4 drain nosuch;     stderr_has "^corescape: error: no node named 'nosuch'$"
+run 5 drain 'bad name!'; stderr_one_error_line
+
+run 0 cluster down
+stdout_has "^stopped worker-0 "
+stdout_has "^stopped scheduler "
+stdout_has "^cluster down: stopped 4 of 4 daemons"
+[[ ! -e "${CORESCAPE_HOME}/cluster.json" ]] || fail "cluster file left behind"
+for pid in ${PIDS}; do
+  state="$(awk '{print $3}' "/proc/${pid}/stat" 2>/dev/null)"
+  [[ -z "${state}" || "${state}" == "Z" ]] || fail "daemon ${pid} still running"
+done
+run 2 nodes;            stderr_has "cluster up"
+run 0 cluster down;     stdout_has "no local cluster running"
+
+echo "PASS"
