@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "corescape_version.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "runtime/base/atomic_file.h"

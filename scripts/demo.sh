@@ -24,6 +24,8 @@ export CORESCAPE_HOME="${CORESCAPE_HOME:-$PWD/.cache/demo-home}"
 mkdir -p "$CORESCAPE_HOME"
 # A cluster left over from an earlier --keep run is stopped first.
 "$cli" cluster down >/dev/null 2>&1 || true
+# Each demo starts from an empty scheduler state.
+rm -rf "$CORESCAPE_HOME/cluster"
 
 echo "== corescape cluster up --workers 2 --attention-servers 1"
 "$cli" cluster up --workers 2 --attention-servers 1

@@ -11,6 +11,8 @@ PACKAGES=(
   libucx-dev ucx-utils libopenblas-dev libsqlite3-dev
   # tests: an independent gRPC client, process tools
   python3 python3-grpcio python3-protobuf procps iproute2
+  # model reference checks (PyTorch, CPU) and the demo corpus
+  python3-torch fortunes
 )
 
 missing=()

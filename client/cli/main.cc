@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "client/cli/common.h"
-#include "client/cli/version.h"
+#include "corescape_version.h"
 
 namespace {
 

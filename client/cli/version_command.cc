@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "client/cli/common.h"
-#include "client/cli/version.h"
+#include "corescape_version.h"
 
 namespace corescape::cli {
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "corescape_version.h"
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
