@@ -1,0 +1,44 @@
+#ifndef CORESCAPE_RUNTIME_MODEL_MODEL_CONFIG_H_
+#define CORESCAPE_RUNTIME_MODEL_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace corescape::model {
+
+// Shape of a decoder-only Llama-style transformer.
+struct ModelConfig {
+  int n_layers = 2;
+  int d_model = 64;
+  int n_heads = 4;
+  int n_kv_heads = 2;    // grouped-query attention; divides n_heads
+  int d_ff = 192;        // SwiGLU hidden width
+  int vocab_size = 259;  // byte-level tokenizer: 256 bytes + 3 specials
+  int max_seq_len = 256;
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  bool tie_embeddings = false;
+
+  int head_dim() const { return d_model / n_heads; }
+  int q_width() const { return n_heads * head_dim(); }
+  int kv_width() const { return n_kv_heads * head_dim(); }
+
+  // INVALID_ARGUMENT naming the offending field.
+  absl::Status Validate() const;
+  int64_t ParameterCount() const;
+  std::string ToString() const;
+};
+
+// Named presets: tiny (tests), small (~20M, benchmarks), and the paper-scale
+// shapes gpt-345m, llama-500m, llama-1.8b (shape only).
+absl::StatusOr<ModelConfig> PresetConfig(absl::string_view name);
+std::vector<std::string> PresetNames();
+
+}  // namespace corescape::model
+
+#endif  // CORESCAPE_RUNTIME_MODEL_MODEL_CONFIG_H_
