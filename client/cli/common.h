@@ -91,6 +91,7 @@ Subcommand AddNodesCommand(CLI::App& parent, GlobalOptions& globals);
 Subcommand AddStatusCommand(CLI::App& parent, GlobalOptions& globals);
 Subcommand AddDrainCommand(CLI::App& parent, GlobalOptions& globals);
 std::vector<Subcommand> AddClusterCommands(CLI::App& parent);
+std::vector<Subcommand> AddToolCommands(CLI::App& parent);
 
 // Prints JSON the same way everywhere (two-space indent, newline).
 void PrintJson(const nlohmann::json& json);

@@ -80,6 +80,9 @@ int main(int argc, char** argv) {
   for (auto& cluster_command : corescape::cli::AddClusterCommands(app)) {
     subcommands.push_back(std::move(cluster_command));
   }
+  for (auto& tool_command : corescape::cli::AddToolCommands(app)) {
+    subcommands.push_back(std::move(tool_command));
+  }
 
   // CLI11 reports parse problems, --help and --version by throwing; this is
   // the one place they are caught and turned into output and an exit code.

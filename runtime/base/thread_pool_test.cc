@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"

@@ -61,7 +61,9 @@ absl::Status ValidateAttentionArgs(const AttentionShape& shape,
                                    int64_t q_rows, int64_t kv_rows) {
   if (absl::Status status = ValidateShape(shape); !status.ok()) return status;
   const int64_t q_row_floats = int64_t{shape.n_heads} * shape.head_dim;
-  if (q_rows < 0 || kv_rows < 0 || q_rows > INT64_MAX / q_row_floats) {
+  // K/V rows become a BLAS leading dimension (int) in the CPU backend.
+  if (q_rows < 0 || kv_rows < 0 || kv_rows > INT_MAX ||
+      q_rows > INT64_MAX / q_row_floats) {
     return absl::InvalidArgumentError(absl::StrCat(
         "bad buffer sizes: q_rows ", q_rows, ", kv_rows ", kv_rows));
   }

@@ -60,8 +60,9 @@ absl::Status CoreAttentionForward(const AttentionShape& shape,
 // d_o. d_q is OVERWRITTEN for the task rows. d_k and d_v are ACCUMULATED
 // (+=): the pieces of one document (and the query heads of one GQA group)
 // all contribute to the same K/V rows, so the caller zeroes d_k and d_v
-// first (or deliberately accumulates across calls). Results are bitwise
-// identical whatever the pool's thread count and scheduling.
+// first (or deliberately accumulates across calls). On a given machine the
+// results are bitwise identical whatever the pool's thread count and
+// scheduling, so data-parallel replicas agree exactly.
 absl::Status CoreAttentionBackward(const AttentionShape& shape,
                                    absl::Span<const AttentionTask> tasks,
                                    const float* q, int64_t q_rows,

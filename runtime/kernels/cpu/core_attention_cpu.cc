@@ -7,6 +7,7 @@
 
 #include "runtime/kernels/cpu/attention_work.h"
 #include "runtime/kernels/cpu/block_ops.h"
+#include "runtime/kernels/cpu/transposed_kv.h"
 
 namespace corescape::kernels::cpu {
 namespace {
@@ -20,29 +21,27 @@ struct Buffers {
   int q_stride;   // floats per Q/O row: n_heads * head_dim
   int kv_stride;  // floats per K/V row: n_kv_heads * head_dim
   int heads_per_kv_head;
-  const float* q;
-  const float* k;
-  const float* v;
-  const float* o;
-  const float* lse;
-  const float* d_o;
-  float* out_o;
-  float* out_lse;
-  float* d_q;
-  float* d_k;
-  float* d_v;
+  const TransposedKv* kv_t = nullptr;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const float* o = nullptr;
+  const float* lse = nullptr;
+  const float* d_o = nullptr;
+  float* out_o = nullptr;
+  float* out_lse = nullptr;
+  float* d_q = nullptr;
+  float* d_k = nullptr;
+  float* d_v = nullptr;
   // D = rowsum(dO * O) per task query row and head, indexed like LSE.
-  float* delta;
+  float* delta = nullptr;
 
   Buffers(const AttentionShape& s, absl::Span<const AttentionTask> t)
       : shape(s),
         tasks(t),
         q_stride(s.n_heads * s.head_dim),
         kv_stride(s.n_kv_heads * s.head_dim),
-        heads_per_kv_head(s.n_heads / s.n_kv_heads),
-        q(nullptr), k(nullptr), v(nullptr), o(nullptr), lse(nullptr),
-        d_o(nullptr), out_o(nullptr), out_lse(nullptr), d_q(nullptr),
-        d_k(nullptr), d_v(nullptr), delta(nullptr) {}
+        heads_per_kv_head(s.n_heads / s.n_kv_heads) {}
 
   int64_t QueryRow(const AttentionTask& task, int64_t p) const {
     return task.q_row + p - task.q_begin;
@@ -86,33 +85,47 @@ inline int CausalValid(int64_t p, int64_t key_begin, int keys) {
   return static_cast<int>(std::clamp<int64_t>(p - key_begin + 1, 0, keys));
 }
 
-// Scores S = scale * Q K^T for `rows` queries from q and `keys` keys from k,
-// into a kKeyTile-wide tile.
-void ScoreTile(const Buffers& b, const float* q, const float* k, int rows,
-               int keys, float* scores) {
-  Gemm(false, true, rows, keys, b.shape.head_dim, b.shape.softmax_scale, q,
-       b.q_stride, k, b.kv_stride, 0.0f, scores, kKeyTile);
+// Scores S = scale * Q K^T of `rows` queries of task t from q against keys
+// [key_begin, key_begin + keys), which lie in one transposed K block, into a
+// kKeyTile-wide tile.
+inline void ScoreTile(const Buffers& b, int64_t t, int kv_head, const float* q,
+                      int rows, int64_t key_begin, int keys, float* scores) {
+  Gemm(false, false, rows, keys, b.shape.head_dim, b.shape.softmax_scale, q,
+       b.q_stride, b.kv_t->Keys(t, key_begin, kv_head), kKeyTile, 0.0f,
+       scores, kKeyTile);
 }
 
 // Turns a score tile into probabilities P = exp(S - LSE) (0 where masked),
-// then grad_scores into dS = P * (dO V^T - D).
-void ProbabilityAndGradTile(const Buffers& b, const AttentionTask& task,
-                            int head, int64_t p_begin, int rows,
-                            int64_t key_begin, int keys, const float* v,
-                            float* scores, float* grad_scores) {
+// and fills grad_scores with dS = P * (dO V^T - D). Always inlined so its
+// loops are compiled for the calling tile function's instruction set.
+[[gnu::always_inline]] inline void ProbabilityAndGradTile(
+    const Buffers& b, int64_t t, int head, int64_t p_begin, int rows,
+    int64_t key_begin, int keys, float* scores, float* grad_scores) {
+  const AttentionTask& task = b.tasks[t];
   const float* d_o = b.d_o + b.QueryOffset(task, p_begin, head);
-  Gemm(false, true, rows, keys, b.shape.head_dim, 1.0f, d_o, b.q_stride, v,
-       b.kv_stride, 0.0f, grad_scores, kKeyTile);
+  Gemm(false, false, rows, keys, b.shape.head_dim, 1.0f, d_o, b.q_stride,
+       b.kv_t->Values(t, key_begin, head / b.heads_per_kv_head), kKeyTile,
+       0.0f, grad_scores, kKeyTile);
   for (int i = 0; i < rows; ++i) {
     const int64_t index = b.RowHeadIndex(task, p_begin + i, head);
     const int valid = CausalValid(p_begin + i, key_begin, keys);
     float* p_row = scores + i * kKeyTile;
-    float* ds_row = grad_scores + i * kKeyTile;
     ExpShiftedRow(p_row, b.lse[index], valid);
-    GradScoresRow(p_row, ds_row, b.delta[index], valid);
+    GradScoresRow(p_row, grad_scores + i * kKeyTile, b.delta[index], valid);
   }
 }
 
+// The tile functions are compiled for AVX-512, AVX2 and baseline x86-64, and
+// the loader picks one per machine: their per-score loops (exp, masks,
+// softmax sums) are a third of the time at baseline SSE width. With
+// -ffp-contract=off (BUILD) and no reassociation the versions' own loops
+// round identically; results on one machine are reproducible either way,
+// but bitwise agreement across CPU models is not promised, since OpenBLAS
+// and libm also choose per-CPU code.
+#define CORESCAPE_TILE_FUNCTION \
+  [[gnu::target_clones("avx512f", "avx2", "default")]]
+
+CORESCAPE_TILE_FUNCTION
 void ForwardQueryTile(const Buffers& b, const QueryTile& tile) {
   const AttentionTask& task = b.tasks[tile.task];
   const int d = b.shape.head_dim;
@@ -124,11 +137,12 @@ void ForwardQueryTile(const Buffers& b, const QueryTile& tile) {
             -std::numeric_limits<float>::infinity());
   std::fill(s.row_sum.begin(), s.row_sum.end(), 0.0f);
   const float* q = b.q + b.QueryOffset(task, tile.p_begin, tile.head);
-  for (int64_t key_begin = 0; key_begin < tile.p_end; key_begin += kKeyTile) {
-    const int keys =
-        static_cast<int>(std::min<int64_t>(kKeyTile, tile.p_end - key_begin));
-    const int64_t kv_offset = b.KeyOffset(task, key_begin, kv_head);
-    ScoreTile(b, q, b.k + kv_offset, rows, keys, s.scores.data());
+  for (int64_t key_begin = 0, key_end; key_begin < tile.p_end;
+       key_begin = key_end) {
+    key_end = std::min(tile.p_end, b.kv_t->TileEnd(tile.task, key_begin));
+    const int keys = static_cast<int>(key_end - key_begin);
+    ScoreTile(b, tile.task, kv_head, q, rows, key_begin, keys,
+              s.scores.data());
     for (int i = 0; i < rows; ++i) {
       float* row = s.scores.data() + i * kKeyTile;
       const int valid = CausalValid(tile.p_begin + i, key_begin, keys);
@@ -146,7 +160,8 @@ void ForwardQueryTile(const Buffers& b, const QueryTile& tile) {
       for (int c = 0; c < d; ++c) acc_row[c] *= correction;
     }
     Gemm(false, false, rows, d, keys, 1.0f, s.scores.data(), kKeyTile,
-         b.v + kv_offset, b.kv_stride, 1.0f, s.acc.data(), d);
+         b.v + b.KeyOffset(task, key_begin, kv_head), b.kv_stride, 1.0f,
+         s.acc.data(), d);
   }
   for (int i = 0; i < rows; ++i) {
     const int64_t p = tile.p_begin + i;
@@ -161,6 +176,7 @@ void ForwardQueryTile(const Buffers& b, const QueryTile& tile) {
 
 // D = rowsum(dO * O) for the tile's rows, then dQ = scale * dS K over all
 // keys the rows see.
+CORESCAPE_TILE_FUNCTION
 void QueryGradTile(const Buffers& b, const QueryTile& tile) {
   const AttentionTask& task = b.tasks[tile.task];
   const int d = b.shape.head_dim;
@@ -177,16 +193,18 @@ void QueryGradTile(const Buffers& b, const QueryTile& tile) {
   Scratch& s = Scratch::ForThisThread(d);
   std::fill(s.acc.begin(), s.acc.begin() + int64_t{rows} * d, 0.0f);
   const float* q = b.q + b.QueryOffset(task, tile.p_begin, tile.head);
-  for (int64_t key_begin = 0; key_begin < tile.p_end; key_begin += kKeyTile) {
-    const int keys =
-        static_cast<int>(std::min<int64_t>(kKeyTile, tile.p_end - key_begin));
-    const int64_t kv_offset = b.KeyOffset(task, key_begin, kv_head);
-    ScoreTile(b, q, b.k + kv_offset, rows, keys, s.scores.data());
-    ProbabilityAndGradTile(b, task, tile.head, tile.p_begin, rows, key_begin,
-                           keys, b.v + kv_offset, s.scores.data(),
+  for (int64_t key_begin = 0, key_end; key_begin < tile.p_end;
+       key_begin = key_end) {
+    key_end = std::min(tile.p_end, b.kv_t->TileEnd(tile.task, key_begin));
+    const int keys = static_cast<int>(key_end - key_begin);
+    ScoreTile(b, tile.task, kv_head, q, rows, key_begin, keys,
+              s.scores.data());
+    ProbabilityAndGradTile(b, tile.task, tile.head, tile.p_begin, rows,
+                           key_begin, keys, s.scores.data(),
                            s.grad_scores.data());
     Gemm(false, false, rows, d, keys, b.shape.softmax_scale,
-         s.grad_scores.data(), kKeyTile, b.k + kv_offset, b.kv_stride, 1.0f,
+         s.grad_scores.data(), kKeyTile,
+         b.k + b.KeyOffset(task, key_begin, kv_head), b.kv_stride, 1.0f,
          s.acc.data(), d);
   }
   for (int i = 0; i < rows; ++i) {
@@ -199,6 +217,7 @@ void QueryGradTile(const Buffers& b, const QueryTile& tile) {
 // dK = scale * dS^T Q and dV = P^T dO for the tile's K/V rows, summed over
 // the group's tasks (ascending), the kv head's query heads, and query tiles,
 // in that fixed order, then added to d_k/d_v once.
+CORESCAPE_TILE_FUNCTION
 void KeyGradTile(const Buffers& b, const KvRowGroup& group,
                  const KeyTile& tile) {
   const int d = b.shape.head_dim;
@@ -218,19 +237,18 @@ void KeyGradTile(const Buffers& b, const KvRowGroup& group,
     const int64_t key_begin = first_row - task.kv_row;
     const int keys = static_cast<int>(end_row - first_row);
     const int64_t acc_offset = (first_row - tile.row_begin) * d;
-    const int64_t kv_offset = b.KeyOffset(task, key_begin, tile.kv_head);
-    const float* k = b.k + kv_offset;
-    const float* v = b.v + kv_offset;
-    for (int i = 0; i < b.heads_per_kv_head; ++i) {
-      const int head = tile.kv_head * b.heads_per_kv_head + i;
+    for (int h = 0; h < b.heads_per_kv_head; ++h) {
+      const int head = tile.kv_head * b.heads_per_kv_head + h;
+      // Only queries at or after the tile's first key see it.
       for (int64_t p = std::max(task.q_begin, key_begin); p < task.q_end;
            p += query_tile_rows) {
         const int rows =
             static_cast<int>(std::min<int64_t>(query_tile_rows, task.q_end - p));
         const float* q = b.q + b.QueryOffset(task, p, head);
         const float* d_o = b.d_o + b.QueryOffset(task, p, head);
-        ScoreTile(b, q, k, rows, keys, s.scores.data());
-        ProbabilityAndGradTile(b, task, head, p, rows, key_begin, keys, v,
+        ScoreTile(b, t, tile.kv_head, q, rows, key_begin, keys,
+                  s.scores.data());
+        ProbabilityAndGradTile(b, t, head, p, rows, key_begin, keys,
                                s.scores.data(), s.grad_scores.data());
         Gemm(true, false, keys, d, rows, 1.0f, s.scores.data(), kKeyTile, d_o,
              b.q_stride, 1.0f, d_v_acc + acc_offset, d);
@@ -270,9 +288,11 @@ void CoreAttentionForwardCpu(const AttentionShape& shape,
                              absl::Span<const AttentionTask> tasks,
                              const float* q, const float* k, const float* v,
                              float* o, float* lse, ThreadPool* pool) {
+  const std::vector<KvRowGroup> groups = GroupByKvRows(tasks);
+  const TransposedKv kv_t(shape, tasks, groups, k, v, pool);
   Buffers b(shape, tasks);
+  b.kv_t = &kv_t;
   b.q = q;
-  b.k = k;
   b.v = v;
   b.out_o = o;
   b.out_lse = lse;
@@ -288,10 +308,12 @@ void CoreAttentionBackwardCpu(const AttentionShape& shape,
                               const float* d_o, float* d_q, float* d_k,
                               float* d_v, ThreadPool* pool) {
   if (tasks.empty()) return;
+  const std::vector<KvRowGroup> groups = GroupByKvRows(tasks);
+  const TransposedKv kv_t(shape, tasks, groups, k, v, pool);
   Buffers b(shape, tasks);
+  b.kv_t = &kv_t;
   b.q = q;
   b.k = k;
-  b.v = v;
   b.o = o;
   b.lse = lse;
   b.d_o = d_o;
@@ -306,13 +328,11 @@ void CoreAttentionBackwardCpu(const AttentionShape& shape,
   std::vector<float> delta(q_rows_used * shape.n_heads);
   b.delta = delta.data();
 
-  const int query_tile_rows = QueryTileRows(shape.head_dim);
+  // Pass 1 writes delta, which pass 2 reads: ParallelFor returning orders them.
   const std::vector<QueryTile> query_tiles =
-      PlanQueryTiles(shape, tasks, query_tile_rows);
+      PlanQueryTiles(shape, tasks, QueryTileRows(shape.head_dim));
   RunItems(pool, query_tiles,
            [&](const QueryTile& tile) { QueryGradTile(b, tile); });
-
-  const std::vector<KvRowGroup> groups = GroupByKvRows(tasks);
   const std::vector<KeyTile> key_tiles =
       PlanKeyTiles(shape, tasks, groups, kKeyTile);
   RunItems(pool, key_tiles, [&](const KeyTile& tile) {

@@ -83,13 +83,58 @@ class CoreAttentionTest
 
 TEST_P(CoreAttentionTest, MatchesReferenceOnRandomTaskLists) {
   ThreadPool pool(4);
-  for (uint64_t seed = 1; seed <= 3; ++seed) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
     std::mt19937_64 rng(seed);
     AttentionBatch batch =
         MakeBatch(Shape(), RandomDocuments(rng, /*documents=*/5, 300), rng);
     SCOPED_TRACE(testing::Message() << "seed " << seed << ", "
                                     << batch.tasks.size() << " tasks");
     ExpectClose(RunKernel(batch, &pool), RunReference(batch), kTolerance);
+  }
+}
+
+// Adds tasks that read another document's K/V rows from a row offset (as if
+// documents shared a prefix), so tasks of one K/V row group disagree on where
+// position 0 is and key tiles straddle their documents' tile boundaries.
+void AddOffsetTasks(std::mt19937_64& rng, int count, AttentionBatch& batch) {
+  std::vector<AttentionTask> extra;
+  for (int i = 0; i < count; ++i) {
+    const AttentionTask& base =
+        batch.tasks[std::uniform_int_distribution<size_t>(
+            0, batch.tasks.size() - 1)(rng)];
+    if (base.q_end < 2) continue;
+    const int64_t offset =
+        std::uniform_int_distribution<int64_t>(1, base.q_end - 1)(rng);
+    const int64_t length = base.q_end - offset;
+    const int64_t q_begin =
+        std::uniform_int_distribution<int64_t>(0, length - 1)(rng);
+    const int64_t q_end =
+        std::uniform_int_distribution<int64_t>(q_begin + 1, length)(rng);
+    extra.push_back({q_begin, q_end, batch.q_rows, base.kv_row + offset});
+    batch.q_rows += q_end - q_begin;
+  }
+  batch.tasks.insert(batch.tasks.end(), extra.begin(), extra.end());
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  batch.q.resize(batch.q_floats());
+  batch.d_o.resize(batch.q_floats());
+  for (float& x : batch.q) x = normal(rng);
+  for (float& x : batch.d_o) x = normal(rng);
+}
+
+TEST_P(CoreAttentionTest, TasksReadingKvRowsAtDifferentOffsets) {
+  ThreadPool pool(3);
+  for (uint64_t seed = 11; seed <= 12; ++seed) {
+    std::mt19937_64 rng(seed);
+    AttentionBatch batch =
+        MakeBatch(Shape(), RandomDocuments(rng, /*documents=*/3, 300), rng);
+    AddOffsetTasks(rng, 4, batch);
+    SCOPED_TRACE(testing::Message() << "seed " << seed);
+    const Outputs parallel = RunKernel(batch, &pool);
+    ExpectClose(parallel, RunReference(batch), kTolerance);
+    const Outputs serial = RunKernel(batch, nullptr);
+    EXPECT_TRUE(BitwiseEqual(serial.d_k, parallel.d_k));
+    EXPECT_TRUE(BitwiseEqual(serial.d_v, parallel.d_v));
+    EXPECT_TRUE(BitwiseEqual(serial.o, parallel.o));
   }
 }
 
@@ -156,12 +201,62 @@ TEST_P(CoreAttentionTest, AccumulatesIntoKeyValueGradients) {
   }
 }
 
+TEST_P(CoreAttentionTest, LeavesRowsOutsideTasksUntouched) {
+  std::mt19937_64 rng(5);
+  AttentionBatch batch =
+      MakeBatch(Shape(), RandomDocuments(rng, /*documents=*/8, 40), rng);
+  const int64_t head_floats = batch.shape.n_heads * batch.shape.head_dim;
+  const int64_t kv_head_floats = batch.shape.n_kv_heads * batch.shape.head_dim;
+  std::vector<bool> q_used(batch.q_rows), kv_used(batch.kv_rows);
+  for (const AttentionTask& task : batch.tasks) {
+    for (int64_t r = 0; r < task.q_end - task.q_begin; ++r) {
+      q_used[task.q_row + r] = true;
+    }
+    for (int64_t r = 0; r < task.q_end; ++r) kv_used[task.kv_row + r] = true;
+  }
+  constexpr float kSentinel = 123.0f;
+  std::vector<float> o(batch.q_floats(), kSentinel), d_q(o);
+  std::vector<float> lse(batch.lse_floats(), kSentinel);
+  std::vector<float> d_k(batch.kv_floats(), kSentinel), d_v(d_k);
+  ThreadPool pool(2);
+  ASSERT_TRUE(CoreAttentionForward(batch.shape, batch.tasks, batch.q.data(),
+                                   batch.q_rows, batch.k.data(), batch.v.data(),
+                                   batch.kv_rows, o.data(), lse.data(), &pool)
+                  .ok());
+  ASSERT_TRUE(CoreAttentionBackward(batch.shape, batch.tasks, batch.q.data(),
+                                    batch.q_rows, batch.k.data(),
+                                    batch.v.data(), batch.kv_rows, o.data(),
+                                    lse.data(), batch.d_o.data(), d_q.data(),
+                                    d_k.data(), d_v.data(), &pool)
+                  .ok());
+  int64_t unused_rows = 0;
+  for (int64_t r = 0; r < batch.q_rows; ++r) {
+    if (q_used[r]) continue;
+    ++unused_rows;
+    for (int64_t i = r * head_floats; i < (r + 1) * head_floats; ++i) {
+      ASSERT_EQ(o[i], kSentinel);
+      ASSERT_EQ(d_q[i], kSentinel);
+    }
+    ASSERT_EQ(lse[r * batch.shape.n_heads], kSentinel);
+  }
+  for (int64_t r = 0; r < batch.kv_rows; ++r) {
+    if (kv_used[r]) continue;
+    ++unused_rows;
+    for (int64_t i = r * kv_head_floats; i < (r + 1) * kv_head_floats; ++i) {
+      ASSERT_EQ(d_k[i], kSentinel);
+      ASSERT_EQ(d_v[i], kSentinel);
+    }
+  }
+  EXPECT_GT(unused_rows, 0) << "the batch should leave some rows unused";
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, CoreAttentionTest,
                          testing::Values(std::tuple(8, 2, 64),
                                          std::tuple(8, 2, 16),
                                          std::tuple(4, 4, 64),
                                          std::tuple(4, 4, 16),
-                                         std::tuple(2, 1, 128)));
+                                         std::tuple(2, 1, 128),
+                                         std::tuple(3, 1, 5)));
 
 TEST(CoreAttentionEdgeTest, SingleTokenDocumentsAndEmptyTaskList) {
   // A one-token document attends only itself: O = V, LSE = score.

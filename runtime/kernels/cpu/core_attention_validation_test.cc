@@ -22,7 +22,8 @@ class ValidationTest : public testing::Test {
   std::vector<float> o_ = std::vector<float>(kQRows * 4 * 8, 9.0f);
   std::vector<float> lse_ = std::vector<float>(kQRows * 4, 9.0f);
   std::vector<float> d_q_ = std::vector<float>(kQRows * 4 * 8, 9.0f);
-  std::vector<float> d_kv_ = std::vector<float>(kKvRows * 2 * 8, 9.0f);
+  std::vector<float> d_k_ = std::vector<float>(kKvRows * 2 * 8, 9.0f);
+  std::vector<float> d_v_ = std::vector<float>(kKvRows * 2 * 8, 9.0f);
 
   absl::Status Forward(const AttentionShape& shape,
                        const std::vector<AttentionTask>& tasks) {
@@ -34,8 +35,8 @@ class ValidationTest : public testing::Test {
                         const std::vector<AttentionTask>& tasks) {
     return CoreAttentionBackward(shape, tasks, q_.data(), kQRows, kv_.data(),
                                  kv_.data(), kKvRows, o_.data(), lse_.data(),
-                                 q_.data(), d_q_.data(), d_kv_.data(),
-                                 d_kv_.data(), nullptr);
+                                 q_.data(), d_q_.data(), d_k_.data(),
+                                 d_v_.data(), nullptr);
   }
   absl::Status ReferenceForward(const AttentionShape& shape,
                                 const std::vector<AttentionTask>& tasks) {
@@ -59,7 +60,8 @@ class ValidationTest : public testing::Test {
     }
     for (float x : o_) ASSERT_EQ(x, 9.0f);
     for (float x : d_q_) ASSERT_EQ(x, 9.0f);
-    for (float x : d_kv_) ASSERT_EQ(x, 9.0f);
+    for (float x : d_k_) ASSERT_EQ(x, 9.0f);
+    for (float x : d_v_) ASSERT_EQ(x, 9.0f);
   }
 };
 
@@ -124,7 +126,7 @@ TEST_F(ValidationTest, RejectsNullBuffersAndBadRowCounts) {
   EXPECT_EQ(CoreAttentionBackward(shape_, tasks, q_.data(), kQRows, kv_.data(),
                                   kv_.data(), kKvRows, o_.data(), lse_.data(),
                                   q_.data(), d_q_.data(), nullptr,
-                                  d_kv_.data(), nullptr)
+                                  d_v_.data(), nullptr)
                 .code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ValidateAttentionArgs(shape_, tasks, -1, kKvRows).code(),

@@ -1,0 +1,76 @@
+#ifndef CORESCAPE_RUNTIME_TRAIN_LOCAL_TRAINER_H_
+#define CORESCAPE_RUNTIME_TRAIN_LOCAL_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace corescape::train {
+
+// Everything a single-process training run needs. Field names double as the
+// keys of the JSON config file and the flags of corescape-train-local.
+struct LocalTrainConfig {
+  std::string model = "tiny";    // preset
+  std::string data;              // prepared dataset directory (corescape data prepare)
+  int32_t seq_len = 128;
+  int32_t micro_batch = 8;
+  int32_t grad_accum = 1;
+  int64_t steps = 200;
+  double lr = 3e-3;
+  double min_lr = 3e-4;
+  int64_t warmup = 20;
+  std::string schedule = "cosine";
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double epsilon = 1e-8;
+  double grad_clip = 1.0;
+  int64_t eval_interval = 50;    // 0: only at the end
+  int64_t eval_batches = 0;      // 0: the whole validation split
+  uint64_t seed = 1;
+  int32_t threads = 0;           // 0: CORESCAPE_NUM_THREADS or all cores
+  std::string metrics_out;       // CSV of the loss curve, if set
+
+  // INVALID_ARGUMENT naming the field.
+  absl::Status Validate() const;
+};
+
+// Reads a JSON object whose keys are LocalTrainConfig fields over `base`.
+absl::StatusOr<LocalTrainConfig> ParseLocalTrainConfig(absl::string_view json,
+                                                       const LocalTrainConfig& base,
+                                                       const std::string& source);
+
+struct StepMetrics {
+  int64_t step = 0;  // 1-based
+  double train_loss = 0;
+  double val_loss = -1;  // < 0: not evaluated this step
+  double learning_rate = 0;
+  double tokens_per_second = 0;
+  double grad_norm = 0;
+  double elapsed_seconds = 0;
+};
+
+struct LocalTrainSummary {
+  int64_t steps = 0;
+  int64_t parameters = 0;
+  double first_val_loss = 0;
+  double final_val_loss = 0;
+  double final_train_loss = 0;
+  double unigram_entropy = 0;  // of the training data, nats/token
+  double tokens_per_second = 0;
+  double seconds = 0;
+};
+
+// Trains `config.model` on `config.data`: AdamW, warm-up + schedule,
+// gradient clipping, periodic validation. Calls on_step after every step.
+absl::StatusOr<LocalTrainSummary> RunLocalTraining(
+    const LocalTrainConfig& config,
+    const std::function<void(const StepMetrics&)>& on_step);
+
+}  // namespace corescape::train
+
+#endif  // CORESCAPE_RUNTIME_TRAIN_LOCAL_TRAINER_H_

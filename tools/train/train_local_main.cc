@@ -1,0 +1,127 @@
+// corescape-train-local: single-process training for debugging and
+// benchmarks (`corescape train-local` runs this). Distributed training is
+// the scheduler's job.
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "runtime/base/atomic_file.h"
+#include "runtime/train/local_trainer.h"
+
+namespace {
+const corescape::train::LocalTrainConfig kDefaults;
+}  // namespace
+
+ABSL_FLAG(std::string, config, "", "JSON file of settings (keys = flag names); flags given too override it");
+ABSL_FLAG(std::string, model, kDefaults.model, "model preset: tiny, small, gpt-345m, llama-500m, llama-1.8b");
+ABSL_FLAG(std::string, data, kDefaults.data, "dataset directory from `corescape data prepare`");
+ABSL_FLAG(int32_t, seq_len, kDefaults.seq_len, "tokens per row");
+ABSL_FLAG(int32_t, micro_batch, kDefaults.micro_batch, "rows per micro-batch");
+ABSL_FLAG(int32_t, grad_accum, kDefaults.grad_accum, "micro-batches per step");
+ABSL_FLAG(int64_t, steps, kDefaults.steps, "optimizer steps");
+ABSL_FLAG(double, lr, kDefaults.lr, "peak learning rate");
+ABSL_FLAG(double, min_lr, kDefaults.min_lr, "final learning rate of the decay");
+ABSL_FLAG(int64_t, warmup, kDefaults.warmup, "linear warm-up steps");
+ABSL_FLAG(std::string, schedule, kDefaults.schedule, "constant, linear or cosine");
+ABSL_FLAG(double, weight_decay, kDefaults.weight_decay, "AdamW decoupled weight decay (matrices only)");
+ABSL_FLAG(double, beta1, kDefaults.beta1, "AdamW beta1");
+ABSL_FLAG(double, beta2, kDefaults.beta2, "AdamW beta2");
+ABSL_FLAG(double, grad_clip, kDefaults.grad_clip, "global gradient-norm clip (0: off)");
+ABSL_FLAG(int64_t, eval_interval, kDefaults.eval_interval, "validate every N steps (and at the end)");
+ABSL_FLAG(int64_t, eval_batches, kDefaults.eval_batches, "validation micro-batches (0: all)");
+ABSL_FLAG(uint64_t, seed, kDefaults.seed, "weights and data order");
+ABSL_FLAG(int32_t, threads, kDefaults.threads, "compute threads (0: all cores)");
+ABSL_FLAG(std::string, metrics_out, kDefaults.metrics_out, "write the loss curve as CSV here");
+
+namespace {
+
+// Flags the user typed win over the config file; the rest keep its values.
+template <typename T>
+void Override(const absl::Flag<T>& flag, T& field) {
+  const T value = absl::GetFlag(flag);
+  if (absl::GetFlagReflectionHandle(flag).CurrentValue() !=
+      absl::GetFlagReflectionHandle(flag).DefaultValue()) {
+    field = value;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "corescape train-local --data=DIR [--model=tiny] [--steps=N] [--config=FILE.json] "
+      "[--metrics_out=FILE.csv]");
+  absl::ParseCommandLine(argc, argv);
+  corescape::train::LocalTrainConfig config;
+  if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
+    auto text = corescape::ReadFileToString(path);
+    if (!text.ok()) {
+      std::fprintf(stderr, "corescape train-local: --config: %s\n",
+                   std::string(text.status().message()).c_str());
+      return 2;
+    }
+    auto parsed = corescape::train::ParseLocalTrainConfig(*text, config, path);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "corescape train-local: %s\n",
+                   std::string(parsed.status().message()).c_str());
+      return 2;
+    }
+    config = *parsed;
+  }
+  Override(FLAGS_model, config.model);
+  Override(FLAGS_data, config.data);
+  Override(FLAGS_seq_len, config.seq_len);
+  Override(FLAGS_micro_batch, config.micro_batch);
+  Override(FLAGS_grad_accum, config.grad_accum);
+  Override(FLAGS_steps, config.steps);
+  Override(FLAGS_lr, config.lr);
+  Override(FLAGS_min_lr, config.min_lr);
+  Override(FLAGS_warmup, config.warmup);
+  Override(FLAGS_schedule, config.schedule);
+  Override(FLAGS_weight_decay, config.weight_decay);
+  Override(FLAGS_beta1, config.beta1);
+  Override(FLAGS_beta2, config.beta2);
+  Override(FLAGS_grad_clip, config.grad_clip);
+  Override(FLAGS_eval_interval, config.eval_interval);
+  Override(FLAGS_eval_batches, config.eval_batches);
+  Override(FLAGS_seed, config.seed);
+  Override(FLAGS_threads, config.threads);
+  Override(FLAGS_metrics_out, config.metrics_out);
+  if (absl::Status s = config.Validate(); !s.ok()) {
+    std::fprintf(stderr, "corescape train-local: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+
+  std::printf("train-local: model %s, data %s, %lld steps of %d x %d x %d tokens\n",
+              config.model.c_str(), config.data.c_str(), static_cast<long long>(config.steps),
+              config.grad_accum, config.micro_batch, config.seq_len);
+  std::fflush(stdout);
+  auto summary = corescape::train::RunLocalTraining(
+      config, [&](const corescape::train::StepMetrics& m) {
+        const double eta = m.elapsed_seconds / m.step * (config.steps - m.step);
+        if (m.val_loss >= 0) {
+          std::printf("step %5lld/%lld  loss %.4f  val %.4f  lr %.2e  %8.0f tok/s  eta %.0fs\n",
+                      static_cast<long long>(m.step), static_cast<long long>(config.steps),
+                      m.train_loss, m.val_loss, m.learning_rate, m.tokens_per_second, eta);
+        } else if (m.step % 10 == 0 || m.step == 1) {
+          std::printf("step %5lld/%lld  loss %.4f              lr %.2e  %8.0f tok/s  eta %.0fs\n",
+                      static_cast<long long>(m.step), static_cast<long long>(config.steps),
+                      m.train_loss, m.learning_rate, m.tokens_per_second, eta);
+        }
+        std::fflush(stdout);
+      });
+  if (!summary.ok()) {
+    std::fprintf(stderr, "corescape train-local: %s\n", std::string(summary.status().message()).c_str());
+    return 1;
+  }
+  std::printf(
+      "done: %lld steps in %.1fs (%.0f tokens/s), %lld parameters\n"
+      "validation loss %.4f -> %.4f nats/token (unigram entropy of the data %.4f)\n",
+      static_cast<long long>(summary->steps), summary->seconds, summary->tokens_per_second,
+      static_cast<long long>(summary->parameters), summary->first_val_loss,
+      summary->final_val_loss, summary->unigram_entropy);
+  return 0;
+}
