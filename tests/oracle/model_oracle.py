@@ -42,7 +42,7 @@ def apply_rotary(x, positions, theta):
     angles = positions.to(torch.float64)[:, None] * inverse_frequency[None, :]
     rotation = torch.polar(torch.ones_like(angles), angles)[:, None, :]
     pairs = torch.view_as_complex(x.reshape(tokens, heads, head_dim // 2, 2).contiguous())
-    return torch.view_as_real(pairs * rotation).reshape(tokens, heads, head_dim)
+    return torch.view_as_real(pairs * rotation.to(pairs.dtype)).reshape(tokens, heads, head_dim)
 
 
 class Attention(nn.Module):
