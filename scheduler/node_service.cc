@@ -59,6 +59,11 @@ grpc::Status NodeServiceImpl::Session(
         reader_status = renewed.status();
         break;
       }
+      if (reports_ != nullptr && message.has_step_report()) {
+        reports_->OnStepReport(name, incarnation, message.step_report());
+      } else if (reports_ != nullptr && message.has_job_failure()) {
+        reports_->OnJobFailure(name, incarnation, message.job_failure());
+      }
       if (message.has_heartbeat()) {
         v1::SchedulerCommand command;
         *command.mutable_lease() = *renewed;

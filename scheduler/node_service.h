@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "corescape/v1/node.grpc.pb.h"
+#include "scheduler/job_manager.h"
 #include "scheduler/node_registry.h"
 
 namespace corescape::scheduler {
@@ -12,7 +13,9 @@ namespace corescape::scheduler {
 // renewals in, lease grants and commands out), deregistration.
 class NodeServiceImpl final : public v1::NodeService::Service {
  public:
-  explicit NodeServiceImpl(NodeRegistry* registry) : registry_(registry) {}
+  // `reports` receives step and failure reports from sessions (may be null).
+  NodeServiceImpl(NodeRegistry* registry, NodeReportSink* reports)
+      : registry_(registry), reports_(reports) {}
 
   grpc::Status Register(grpc::ServerContext* context,
                         const v1::RegisterRequest* request,
@@ -31,6 +34,7 @@ class NodeServiceImpl final : public v1::NodeService::Service {
 
  private:
   NodeRegistry* registry_;
+  NodeReportSink* reports_;
   std::atomic<bool> shutting_down_{false};
 };
 

@@ -66,6 +66,9 @@ grpc::Status OperatorServiceImpl::GetClusterStatus(
         break;
     }
   }
+  response->set_jobs_pending(jobs_->CountInState(v1::PENDING));
+  response->set_jobs_running(jobs_->CountInState(v1::RUNNING) +
+                             jobs_->CountInState(v1::RECOVERING));
   for (v1::ClusterEvent& event : events_->Newest(20)) {
     *response->add_recent_events() = std::move(event);
   }

@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "corescape/v1/operator.grpc.pb.h"
 #include "scheduler/event_log.h"
+#include "scheduler/job_manager.h"
 #include "scheduler/node_registry.h"
 
 namespace corescape::scheduler {
@@ -13,10 +14,11 @@ namespace corescape::scheduler {
 // corescape.v1.OperatorService: what the CLI and dashboards call.
 class OperatorServiceImpl final : public v1::OperatorService::Service {
  public:
-  OperatorServiceImpl(NodeRegistry* registry, EventLog* events,
+  OperatorServiceImpl(NodeRegistry* registry, EventLog* events, JobManager* jobs,
                       std::string version, absl::Time started)
       : registry_(registry),
         events_(events),
+        jobs_(jobs),
         version_(std::move(version)),
         started_(started) {}
 
@@ -42,6 +44,7 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
  private:
   NodeRegistry* registry_;
   EventLog* events_;
+  JobManager* jobs_;
   const std::string version_;
   const absl::Time started_;
 };

@@ -47,12 +47,15 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
       clock, server->store_.get(), server->events_.get(), options);
   if (absl::Status s = server->registry_->Load(); !s.ok()) return s;
 
-  server->node_service_ = std::make_unique<NodeServiceImpl>(server->registry_.get());
+  server->jobs_ = std::make_unique<JobManager>(clock, server->store_.get(),
+                                               server->events_.get(), server->registry_.get());
+  if (absl::Status s = server->jobs_->Load(); !s.ok()) return s;
+  server->node_service_ =
+      std::make_unique<NodeServiceImpl>(server->registry_.get(), server->jobs_.get());
   server->operator_service_ = std::make_unique<OperatorServiceImpl>(
-      server->registry_.get(), server->events_.get(), config.version, clock->Now());
-  // Jobs arrive with the training-jobs work; until then every JobService RPC
-  // answers UNIMPLEMENTED, but the service is visible to reflection.
-  server->job_service_ = std::make_unique<v1::JobService::Service>();
+      server->registry_.get(), server->events_.get(), server->jobs_.get(), config.version,
+      clock->Now());
+  server->job_service_ = std::make_unique<JobServiceImpl>(server->jobs_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -81,16 +84,17 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
 
   server->reap_interval_ =
       std::clamp(config.lease_ttl / 20, absl::Milliseconds(20), absl::Seconds(1));
-  server->reaper_ = std::thread([s = server.get()]() { s->ReapLeases(); });
+  server->reaper_ = std::thread([s = server.get()]() { s->ReapAndReconcile(); });
   server->events_->Append(v1::ClusterEvent::SCHEDULER_STARTED, "", "",
                           absl::StrCat("serving on ", server->bound_address_,
                                        ", state in ", config.state_dir));
   return server;
 }
 
-void SchedulerServer::ReapLeases() {
+void SchedulerServer::ReapAndReconcile() {
   while (!stop_reaper_.WaitForNotificationWithTimeout(reap_interval_)) {
     registry_->ExpireLeases();
+    jobs_->Reconcile();
   }
 }
 
@@ -100,6 +104,7 @@ void SchedulerServer::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   server_->GetHealthCheckService()->SetServingStatus(false);
   node_service_->BeginShutdown();
+  job_service_->BeginShutdown();
   // Sessions are long-lived streams: after the grace period they are
   // cancelled, and the nodes reconnect to our successor.
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));

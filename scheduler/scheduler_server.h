@@ -13,6 +13,8 @@
 #include "grpcpp/server.h"
 #include "runtime/base/clock.h"
 #include "scheduler/event_log.h"
+#include "scheduler/job_manager.h"
+#include "scheduler/job_service.h"
 #include "scheduler/node_registry.h"
 #include "scheduler/node_service.h"
 #include "scheduler/operator_service.h"
@@ -45,7 +47,8 @@ class SchedulerServer {
 
  private:
   SchedulerServer() = default;
-  void ReapLeases();
+  // Lease expiry and job reconciliation, periodically.
+  void ReapAndReconcile();
 
   const Clock* clock_ = nullptr;
   std::unique_ptr<SqliteStateStore> store_;
@@ -53,7 +56,8 @@ class SchedulerServer {
   std::unique_ptr<NodeRegistry> registry_;
   std::unique_ptr<NodeServiceImpl> node_service_;
   std::unique_ptr<OperatorServiceImpl> operator_service_;
-  std::unique_ptr<v1::JobService::Service> job_service_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<grpc::Server> server_;
   std::string bound_address_;
   absl::Duration reap_interval_;

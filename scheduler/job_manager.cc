@@ -1,0 +1,476 @@
+#include "scheduler/job_manager.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "absl/random/random.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "glog/logging.h"
+#include "scheduler/job_validation.h"
+
+namespace corescape::scheduler {
+namespace {
+
+constexpr char kJobKind[] = "job";
+constexpr char kJobTokenKind[] = "jobtoken";
+constexpr char kJobKeyKind[] = "jobkey";
+constexpr char kJobEventKind[] = "jobevent";
+
+std::string EventKey(const std::string& job_id, uint64_t sequence) {
+  return absl::StrFormat("%s/%012d", job_id, sequence);
+}
+
+bool IsActive(v1::JobState state) {
+  return state == v1::RUNNING || state == v1::RECOVERING;
+}
+
+}  // namespace
+
+JobManager::JobManager(const Clock* clock, StateStore* store, EventLog* events,
+                       NodeRegistry* registry, JobManagerOptions options)
+    : clock_(clock), store_(store), events_(events), registry_(registry), options_(options) {}
+
+bool JobManager::IsFinal(v1::JobState state) {
+  return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
+}
+
+absl::Status JobManager::Load() {
+  auto jobs = store_->LoadAll(kJobKind);
+  if (!jobs.ok()) return jobs.status();
+  auto tokens = store_->LoadAll(kJobTokenKind);
+  if (!tokens.ok()) return tokens.status();
+  auto keys = store_->LoadAll(kJobKeyKind);
+  if (!keys.ok()) return keys.status();
+  auto events = store_->LoadAll(kJobEventKind);
+  if (!events.ok()) return events.status();
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, value] : *jobs) {
+    JobRecord record;
+    if (!record.job.ParseFromString(value) || record.job.job_id() != id) {
+      LOG(WARNING) << "skipping unreadable job record '" << id << "'";
+      continue;
+    }
+    record.recovering_since = clock_->Now();
+    uint64_t number = 0;
+    if (absl::SimpleAtoi(absl::StripPrefix(id, "job-"), &number)) {
+      next_job_number_ = std::max(next_job_number_, number + 1);
+    }
+    jobs_[id] = std::move(record);
+  }
+  for (const auto& [id, token] : *tokens) {
+    if (auto it = jobs_.find(id); it != jobs_.end()) it->second.token = token;
+  }
+  for (const auto& [key, id] : *keys) idempotency_keys_[key] = id;
+  for (const auto& [key, value] : *events) {
+    v1::JobEvent event;
+    if (!event.ParseFromString(value)) continue;
+    if (auto it = jobs_.find(event.job_id()); it != jobs_.end()) {
+      it->second.events.push_back(std::move(event));
+    }
+  }
+  LOG(INFO) << "restored " << jobs_.size() << " jobs";
+  return absl::OkStatus();
+}
+
+absl::Status JobManager::Persist(const JobRecord& record) {
+  absl::Status status =
+      store_->Put(kJobKind, record.job.job_id(), record.job.SerializeAsString());
+  if (!status.ok()) {
+    LOG(WARNING) << "cannot persist job " << record.job.job_id() << ": " << status;
+    return absl::UnavailableError(absl::StrCat("cannot record job durably: ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+void JobManager::AppendEvent(JobRecord& record, v1::JobEvent event) {
+  event.set_sequence(record.events.empty() ? 1 : record.events.back().sequence() + 1);
+  event.set_unix_ms(absl::ToUnixMillis(clock_->Now()));
+  event.set_job_id(record.job.job_id());
+  if (absl::Status s = store_->Put(kJobEventKind, EventKey(event.job_id(), event.sequence()),
+                                   event.SerializeAsString());
+      !s.ok()) {
+    LOG(WARNING) << "cannot persist job event: " << s;
+  }
+  record.events.push_back(std::move(event));
+}
+
+bool JobManager::Transition(JobRecord& record, v1::JobState state, const std::string& reason) {
+  v1::Job updated = record.job;
+  updated.set_state(state);
+  updated.set_state_reason(reason);
+  const int64_t now_ms = absl::ToUnixMillis(clock_->Now());
+  if (state == v1::RUNNING && updated.started_unix_ms() == 0) updated.set_started_unix_ms(now_ms);
+  if (IsFinal(state)) updated.set_finished_unix_ms(now_ms);
+  std::swap(record.job, updated);
+  if (!Persist(record).ok()) {
+    std::swap(record.job, updated);
+    return false;
+  }
+  v1::JobEvent event;
+  event.set_state(state);
+  event.set_message(reason);
+  AppendEvent(record, std::move(event));
+  events_->Append(v1::ClusterEvent::JOB_STATE_CHANGED, "", record.job.job_id(),
+                  absl::StrCat(v1::JobState_Name(state), reason.empty() ? "" : ": ", reason));
+  return true;
+}
+
+absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request) {
+  if (request.idempotency_key().size() > 256) {
+    return absl::InvalidArgumentError("idempotency_key: longer than 256 bytes");
+  }
+  v1::JobSpec spec = request.spec();
+  ApplyJobDefaults(spec);
+  if (absl::Status s = ValidateJobSpec(spec); !s.ok()) return s;
+
+  absl::MutexLock lock(&mu_);
+  if (!request.idempotency_key().empty()) {
+    if (auto it = idempotency_keys_.find(request.idempotency_key());
+        it != idempotency_keys_.end()) {
+      if (JobRecord* existing = Find(it->second)) return existing->job;
+    }
+  }
+  JobRecord record;
+  v1::Job& job = record.job;
+  job.set_job_id(absl::StrCat("job-", next_job_number_));
+  *job.mutable_spec() = spec;
+  job.set_state(v1::PENDING);
+  job.set_state_reason("queued");
+  job.set_submitted_unix_ms(absl::ToUnixMillis(clock_->Now()));
+  job.set_gradient_accumulation(spec.data().gradient_accumulation());
+  job.mutable_progress()->set_total_steps(spec.steps());
+  job.mutable_progress()->set_checkpoint_step(-1);
+  absl::BitGen gen;
+  record.token = absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
+                                 absl::Uniform<uint64_t>(gen));
+  // Token and key first: a job record without its token would be unusable.
+  if (absl::Status s = store_->Put(kJobTokenKind, job.job_id(), record.token); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot record job durably: ", s.message()));
+  }
+  if (!request.idempotency_key().empty()) {
+    if (absl::Status s = store_->Put(kJobKeyKind, request.idempotency_key(), job.job_id());
+        !s.ok()) {
+      return absl::UnavailableError(absl::StrCat("cannot record job durably: ", s.message()));
+    }
+  }
+  if (absl::Status s = Persist(record); !s.ok()) return s;
+  ++next_job_number_;
+  if (!request.idempotency_key().empty()) idempotency_keys_[request.idempotency_key()] = job.job_id();
+  v1::JobEvent event;
+  event.set_state(v1::PENDING);
+  event.set_message("submitted");
+  AppendEvent(record, std::move(event));
+  events_->Append(v1::ClusterEvent::JOB_STATE_CHANGED, "", job.job_id(),
+                  absl::StrFormat("PENDING: '%s', %d workers, %d steps", spec.name(),
+                                  spec.placement().workers(), spec.steps()));
+  const std::string id = job.job_id();
+  jobs_[id] = std::move(record);
+  return jobs_[id].job;
+}
+
+JobManager::JobRecord* JobManager::Find(const std::string& job_id) {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+  return it->second.job;
+}
+
+std::vector<v1::Job> JobManager::List(const std::vector<v1::JobState>& states, int limit) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Job> result;
+  for (const auto& [id, record] : jobs_) {
+    if (!states.empty() &&
+        std::find(states.begin(), states.end(), record.job.state()) == states.end()) {
+      continue;
+    }
+    result.push_back(record.job);
+  }
+  std::sort(result.begin(), result.end(), [](const v1::Job& a, const v1::Job& b) {
+    return a.submitted_unix_ms() != b.submitted_unix_ms()
+               ? a.submitted_unix_ms() > b.submitted_unix_ms()
+               : a.job_id() > b.job_id();
+  });
+  if (limit > 0 && static_cast<int>(result.size()) > limit) result.resize(limit);
+  return result;
+}
+
+int JobManager::CountInState(v1::JobState state) const {
+  absl::MutexLock lock(&mu_);
+  int count = 0;
+  for (const auto& [id, record] : jobs_) count += record.job.state() == state;
+  return count;
+}
+
+void JobManager::StopNodes(const JobRecord& record, const std::string& reason) {
+  const v1::Job& job = record.job;
+  for (int rank = 0; rank < job.assigned_nodes_size(); ++rank) {
+    v1::SchedulerCommand command;
+    v1::StopJobCommand* stop = command.mutable_stop_job();
+    stop->set_job_id(job.job_id());
+    stop->set_generation(job.generation());
+    stop->set_reason(reason);
+    // Fails for nodes that are gone or re-registered: nothing to stop there.
+    registry_->Push(job.assigned_nodes(rank), job.assigned_incarnations(rank), command)
+        .IgnoreError();
+  }
+}
+
+absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id, const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  JobRecord* record = Find(job_id);
+  if (record == nullptr) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+  if (IsFinal(record->job.state())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id, " already ended (", v1::JobState_Name(record->job.state()), ")"));
+  }
+  const std::string why = reason.empty() ? "cancelled by user" : reason;
+  if (!Transition(*record, v1::CANCELLED, why)) {
+    return absl::UnavailableError("cannot record the cancellation durably; retry");
+  }
+  StopNodes(*record, why);
+  return record->job;
+}
+
+absl::StatusOr<std::vector<v1::JobEvent>> JobManager::EventsAfter(const std::string& job_id,
+                                                                  uint64_t after) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+  std::vector<v1::JobEvent> result;
+  for (const v1::JobEvent& event : it->second.events) {
+    if (event.sequence() > after) result.push_back(event);
+  }
+  return result;
+}
+
+void JobManager::WaitForEvents(const std::string& job_id, uint64_t after,
+                               absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto newer = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = jobs_.find(job_id);
+    return it == jobs_.end() ||
+           (!it->second.events.empty() && it->second.events.back().sequence() > after);
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&newer), timeout);
+}
+
+void JobManager::StartRecovery(JobRecord& record, const std::string& reason) {
+  v1::Job& job = record.job;
+  StopNodes(record, reason);
+  if (job.recoveries() >= options_.max_recoveries) {
+    Transition(record, v1::FAILED,
+               absl::StrCat(reason, "; gave up after ", job.recoveries(), " recoveries"));
+    return;
+  }
+  job.set_recoveries(job.recoveries() + 1);
+  record.recovering_since = clock_->Now();
+  Transition(record, v1::RECOVERING,
+             absl::StrCat(reason, "; restarting from ",
+                          job.progress().checkpoint_step() >= 0
+                              ? absl::StrCat("checkpoint step ", job.progress().checkpoint_step())
+                              : std::string("the start (no checkpoint yet)")));
+}
+
+void JobManager::Assign(JobRecord& record, const std::vector<v1::NodeInfo>& nodes,
+                        int32_t gradient_accumulation) {
+  v1::Job& job = record.job;
+  v1::Job before = job;
+  job.set_generation(job.generation() + 1);
+  job.clear_assigned_nodes();
+  job.clear_assigned_incarnations();
+  for (const v1::NodeInfo& node : nodes) {
+    job.add_assigned_nodes(node.name());
+    job.add_assigned_incarnations(node.incarnation());
+  }
+  job.set_gradient_accumulation(gradient_accumulation);
+  const std::string reason =
+      absl::StrFormat("generation %d on %s%s", job.generation(),
+                      absl::StrJoin(job.assigned_nodes(), ", "),
+                      gradient_accumulation != job.spec().data().gradient_accumulation()
+                          ? absl::StrCat(" (elastic: gradient accumulation ",
+                                         gradient_accumulation, ")")
+                          : "");
+  if (!Transition(record, v1::RUNNING, reason)) {
+    job = before;
+    return;
+  }
+  for (int rank = 0; rank < static_cast<int>(nodes.size()); ++rank) {
+    v1::SchedulerCommand command;
+    v1::JobAssignment* assign = command.mutable_assign();
+    assign->set_job_id(job.job_id());
+    assign->set_generation(job.generation());
+    assign->set_rank(rank);
+    assign->set_world_size(static_cast<int>(nodes.size()));
+    for (const v1::NodeInfo& peer : nodes) {
+      assign->add_peer_data_addresses(peer.data_address());
+      assign->add_peer_names(peer.name());
+    }
+    *assign->mutable_spec() = job.spec();
+    assign->set_resume_from_step(job.progress().checkpoint_step());
+    assign->set_gradient_accumulation(gradient_accumulation);
+    assign->set_data_plane_token(record.token);
+    if (absl::Status s = registry_->Push(nodes[rank].name(), nodes[rank].incarnation(), command);
+        !s.ok()) {
+      LOG(WARNING) << "cannot deliver assignment to " << nodes[rank].name() << ": " << s;
+    }
+  }
+}
+
+void JobManager::Reconcile() {
+  absl::MutexLock lock(&mu_);
+  // Observed membership.
+  std::map<std::string, v1::NodeInfo> nodes;
+  for (v1::NodeInfo& node : registry_->List()) nodes[node.name()] = std::move(node);
+
+  // 1. Running jobs whose nodes died or restarted recover.
+  std::set<std::string> busy;
+  for (auto& [id, record] : jobs_) {
+    v1::Job& job = record.job;
+    if (job.state() != v1::RUNNING) continue;
+    std::string failure;
+    for (int rank = 0; rank < job.assigned_nodes_size() && failure.empty(); ++rank) {
+      auto it = nodes.find(job.assigned_nodes(rank));
+      if (it == nodes.end()) {
+        failure = absl::StrCat("rank ", rank, " (", job.assigned_nodes(rank), ") vanished");
+      } else if (it->second.state() == v1::DEAD || it->second.state() == v1::DEREGISTERED) {
+        failure = absl::StrCat("rank ", rank, " (", job.assigned_nodes(rank), ") is ",
+                               v1::NodeState_Name(it->second.state()));
+      } else if (it->second.incarnation() != job.assigned_incarnations(rank)) {
+        failure = absl::StrCat("rank ", rank, " (", job.assigned_nodes(rank),
+                               ") restarted (incarnation ", it->second.incarnation(), ")");
+      }
+    }
+    if (!failure.empty()) {
+      StartRecovery(record, failure);
+      continue;
+    }
+    for (const std::string& name : job.assigned_nodes()) busy.insert(name);
+  }
+
+  // 2. Place waiting jobs, oldest first, on free healthy workers (gang).
+  std::vector<v1::NodeInfo> free;
+  for (const auto& [name, node] : nodes) {
+    if (node.role() == v1::WORKER && node.state() == v1::ALIVE && !busy.count(name)) {
+      free.push_back(node);
+    }
+  }
+  std::vector<JobRecord*> waiting;
+  for (auto& [id, record] : jobs_) {
+    if (record.job.state() == v1::PENDING || record.job.state() == v1::RECOVERING) {
+      waiting.push_back(&record);
+    }
+  }
+  std::sort(waiting.begin(), waiting.end(), [](const JobRecord* a, const JobRecord* b) {
+    return a->job.submitted_unix_ms() < b->job.submitted_unix_ms();
+  });
+  const absl::Time now = clock_->Now();
+  for (JobRecord* record : waiting) {
+    const v1::JobSpec& spec = record->job.spec();
+    const int wanted = spec.placement().workers();
+    std::vector<v1::NodeInfo> chosen;
+    if (!spec.placement().node_names().empty()) {
+      for (const std::string& name : spec.placement().node_names()) {
+        auto it = std::find_if(free.begin(), free.end(),
+                               [&](const v1::NodeInfo& n) { return n.name() == name; });
+        if (it != free.end()) chosen.push_back(*it);
+      }
+      if (static_cast<int>(chosen.size()) < wanted) chosen.clear();
+    } else if (static_cast<int>(free.size()) >= wanted) {
+      chosen.assign(free.begin(), free.begin() + wanted);
+    }
+    int32_t accumulation = spec.data().gradient_accumulation();
+    if (chosen.empty() && record->job.state() == v1::RECOVERING &&
+        spec.placement().min_workers() < wanted && spec.placement().node_names().empty() &&
+        now - record->recovering_since >= options_.elastic_grace) {
+      // Elastic: fewer workers, more accumulation, same global batch.
+      const int64_t global_micro_batches = int64_t{wanted} * accumulation;
+      for (int world = std::min<int>(wanted - 1, free.size());
+           world >= spec.placement().min_workers(); --world) {
+        if (global_micro_batches % world == 0) {
+          chosen.assign(free.begin(), free.begin() + world);
+          accumulation = static_cast<int32_t>(global_micro_batches / world);
+          break;
+        }
+      }
+    }
+    if (chosen.empty()) {
+      const std::string reason =
+          absl::StrFormat("waiting for %d healthy free workers (%d free now)", wanted, free.size());
+      if (record->job.state() == v1::PENDING && record->job.state_reason() != reason) {
+        v1::Job updated = record->job;
+        record->job.set_state_reason(reason);
+        if (!Persist(*record).ok()) record->job = updated;
+      }
+      continue;
+    }
+    Assign(*record, chosen, accumulation);
+    for (const v1::NodeInfo& node : chosen) {
+      free.erase(std::remove_if(free.begin(), free.end(),
+                                [&](const v1::NodeInfo& n) { return n.name() == node.name(); }),
+                 free.end());
+    }
+  }
+}
+
+void JobManager::OnStepReport(const std::string& node, uint64_t incarnation,
+                              const v1::StepReport& report) {
+  absl::MutexLock lock(&mu_);
+  JobRecord* record = Find(report.job_id());
+  if (record == nullptr) return;
+  v1::Job& job = record->job;
+  if (job.state() != v1::RUNNING || report.generation() != job.generation() ||
+      report.rank() < 0 || report.rank() >= job.assigned_nodes_size() ||
+      job.assigned_nodes(report.rank()) != node ||
+      job.assigned_incarnations(report.rank()) != incarnation) {
+    return;  // stale: an old generation or a fenced process
+  }
+  if (report.rank() != 0) return;  // ranks step in lock-step; rank 0 speaks for the job
+  v1::JobProgress& progress = *job.mutable_progress();
+  const bool new_checkpoint = report.checkpoint_step() > progress.checkpoint_step();
+  progress.set_step(report.step());
+  progress.set_loss(report.loss());
+  if (!std::isnan(report.validation_loss())) progress.set_validation_loss(report.validation_loss());
+  progress.set_tokens_per_second(report.tokens_per_second());
+  progress.set_bytes_sent(progress.bytes_sent() + report.bytes_sent());
+  progress.set_bytes_received(progress.bytes_received() + report.bytes_received());
+  if (new_checkpoint) progress.set_checkpoint_step(report.checkpoint_step());
+  const double elapsed_s =
+      (absl::ToUnixMillis(clock_->Now()) - job.started_unix_ms()) / 1000.0;
+  if (report.step() > 0 && elapsed_s > 0) {
+    progress.set_eta_seconds(elapsed_s / report.step() * (job.spec().steps() - report.step()));
+  }
+  v1::JobEvent event;
+  *event.mutable_progress() = progress;
+  AppendEvent(*record, std::move(event));
+  // The job record itself is rewritten when it matters for recovery (a new
+  // checkpoint) and now and then for `corescape job`; events carry the rest.
+  if (new_checkpoint || report.step() % 20 == 0) Persist(*record).IgnoreError();
+  if (report.step() >= job.spec().steps()) {
+    Transition(*record, v1::SUCCEEDED,
+               absl::StrFormat("finished %d steps, loss %.4f", report.step(), report.loss()));
+  }
+}
+
+void JobManager::OnJobFailure(const std::string& node, uint64_t incarnation,
+                              const v1::JobFailureReport& report) {
+  absl::MutexLock lock(&mu_);
+  JobRecord* record = Find(report.job_id());
+  if (record == nullptr || record->job.state() != v1::RUNNING ||
+      report.generation() != record->job.generation()) {
+    return;
+  }
+  StartRecovery(*record, absl::StrCat("rank ", report.rank(), " (", node, ") failed: ",
+                                      report.error().substr(0, 512)));
+}
+
+}  // namespace corescape::scheduler

@@ -1,0 +1,109 @@
+#ifndef CORESCAPE_SCHEDULER_JOB_MANAGER_H_
+#define CORESCAPE_SCHEDULER_JOB_MANAGER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "corescape/v1/job.pb.h"
+#include "corescape/v1/node.pb.h"
+#include "runtime/base/clock.h"
+#include "scheduler/event_log.h"
+#include "scheduler/node_registry.h"
+#include "scheduler/state_store.h"
+
+namespace corescape::scheduler {
+
+struct JobManagerOptions {
+  // A recovering elastic job waits this long for replacements before it
+  // shrinks to the workers it has (if placement.min_workers allows).
+  absl::Duration elastic_grace = absl::Seconds(5);
+  int max_recoveries = 5;
+};
+
+// Reports that arrive on node sessions.
+class NodeReportSink {
+ public:
+  virtual ~NodeReportSink() = default;
+  virtual void OnStepReport(const std::string& node, uint64_t incarnation,
+                            const v1::StepReport& report) = 0;
+  virtual void OnJobFailure(const std::string& node, uint64_t incarnation,
+                            const v1::JobFailureReport& report) = 0;
+};
+
+// Jobs: the queue, gang scheduling, rank assignment with a rendezvous
+// generation, and the state machine
+//   PENDING → RUNNING → (RECOVERING → RUNNING)* → SUCCEEDED | FAILED | CANCELLED,
+// every transition written to the store before it is acknowledged or acted
+// on. Reconcile() compares desired with observed state (job placements vs
+// node liveness and incarnations) and acts; the scheduler calls it
+// periodically.
+class JobManager : public NodeReportSink {
+ public:
+  JobManager(const Clock* clock, StateStore* store, EventLog* events,
+             NodeRegistry* registry, JobManagerOptions options = {});
+
+  absl::Status Load();
+
+  absl::StatusOr<v1::Job> Submit(const v1::SubmitJobRequest& request);
+  absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
+  std::vector<v1::Job> List(const std::vector<v1::JobState>& states, int limit) const;
+  absl::StatusOr<v1::Job> Cancel(const std::string& job_id, const std::string& reason);
+
+  // Events of a job with sequence > after (state changes and progress).
+  absl::StatusOr<std::vector<v1::JobEvent>> EventsAfter(const std::string& job_id,
+                                                        uint64_t after) const;
+  void WaitForEvents(const std::string& job_id, uint64_t after, absl::Duration timeout) const;
+  static bool IsFinal(v1::JobState state);
+
+  void Reconcile();
+
+  void OnStepReport(const std::string& node, uint64_t incarnation,
+                    const v1::StepReport& report) override;
+  void OnJobFailure(const std::string& node, uint64_t incarnation,
+                    const v1::JobFailureReport& report) override;
+
+  int CountInState(v1::JobState state) const;
+
+ private:
+  struct JobRecord {
+    v1::Job job;
+    std::string token;
+    absl::Time recovering_since;
+    std::vector<v1::JobEvent> events;
+  };
+
+  absl::Status Persist(const JobRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AppendEvent(JobRecord& record, v1::JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the job to `state` durably, with an event; false if the store
+  // refused (the transition is retried by the next Reconcile).
+  bool Transition(JobRecord& record, v1::JobState state, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartRecovery(JobRecord& record, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Assign(JobRecord& record, const std::vector<v1::NodeInfo>& nodes,
+              int32_t gradient_accumulation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StopNodes(const JobRecord& record, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  JobRecord* Find(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Clock* clock_;
+  StateStore* store_;
+  EventLog* events_;
+  NodeRegistry* registry_;
+  const JobManagerOptions options_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, JobRecord> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> idempotency_keys_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_job_number_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace corescape::scheduler
+
+#endif  // CORESCAPE_SCHEDULER_JOB_MANAGER_H_

@@ -1,0 +1,314 @@
+#include "scheduler/job_manager.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "runtime/base/atomic_file.h"
+#include "runtime/base/clock.h"
+#include "scheduler/event_log.h"
+#include "scheduler/node_registry.h"
+#include "scheduler/state_store.h"
+
+namespace corescape::scheduler {
+namespace {
+
+std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string dir = std::string(tmp ? tmp : "/tmp") + "/" + name;
+  std::system(("rm -rf '" + dir + "'").c_str());
+  return dir;
+}
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = FreshDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ASSERT_TRUE(MakeDirectories(dir_ + "/data").ok());
+    shard_ = dir_ + "/data/train-00000.shard";
+    ASSERT_TRUE(WriteFileAtomically(shard_, "x").ok());
+    Restart();
+  }
+
+  void Restart() {
+    jobs_.reset();
+    registry_.reset();
+    events_.reset();
+    store_.reset();
+    auto store = SqliteStateStore::Open(dir_ + "/state");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    events_ = std::make_unique<EventLog>(&clock_, store_.get());
+    ASSERT_TRUE(events_->Load().ok());
+    NodeRegistryOptions options;
+    options.lease_ttl = absl::Seconds(10);
+    registry_ = std::make_unique<NodeRegistry>(&clock_, store_.get(), events_.get(), options);
+    ASSERT_TRUE(registry_->Load().ok());
+    JobManagerOptions job_options;
+    job_options.elastic_grace = absl::Seconds(5);
+    jobs_ = std::make_unique<JobManager>(&clock_, store_.get(), events_.get(), registry_.get(),
+                                         job_options);
+    ASSERT_TRUE(jobs_->Load().ok());
+  }
+
+  uint64_t AddWorker(const std::string& name) {
+    v1::RegisterRequest request;
+    request.set_name(name);
+    request.set_role(v1::WORKER);
+    request.set_host("h-" + name);
+    request.set_pid(100);
+    request.set_grpc_address("127.0.0.1:7000");
+    request.set_data_address("127.0.0.1:8000");
+    auto response = registry_->Register(request);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response->incarnation();
+  }
+
+  v1::SubmitJobRequest Spec(int workers, int min_workers = 0) {
+    v1::SubmitJobRequest request;
+    v1::JobSpec& spec = *request.mutable_spec();
+    spec.set_name("test");
+    spec.mutable_model()->set_preset("tiny");
+    spec.mutable_data()->add_train_shards(shard_);
+    spec.mutable_data()->set_sequence_length(64);
+    spec.mutable_data()->set_micro_batch_size(4);
+    spec.mutable_data()->set_gradient_accumulation(1);
+    spec.set_steps(10);
+    spec.mutable_placement()->set_workers(workers);
+    spec.mutable_placement()->set_min_workers(min_workers);
+    return request;
+  }
+
+  std::vector<v1::SchedulerCommand> Commands(const std::string& node, uint64_t incarnation) {
+    auto commands = registry_->TakeCommands(node, incarnation, absl::ZeroDuration());
+    return commands.ok() ? *commands : std::vector<v1::SchedulerCommand>{};
+  }
+
+  void Report(const std::string& node, uint64_t incarnation, const v1::Job& job, int rank,
+              int64_t step, int64_t checkpoint = -1) {
+    v1::StepReport report;
+    report.set_job_id(job.job_id());
+    report.set_generation(job.generation());
+    report.set_rank(rank);
+    report.set_step(step);
+    report.set_loss(5.0 - step * 0.1);
+    report.set_validation_loss(NAN);
+    report.set_checkpoint_step(checkpoint);
+    jobs_->OnStepReport(node, incarnation, report);
+  }
+
+  v1::JobState StateOf(const std::string& id) { return jobs_->Get(id)->state(); }
+
+  std::string dir_, shard_;
+  FakeClock clock_;
+  std::unique_ptr<SqliteStateStore> store_;
+  std::unique_ptr<EventLog> events_;
+  std::unique_ptr<NodeRegistry> registry_;
+  std::unique_ptr<JobManager> jobs_;
+};
+
+TEST_F(JobManagerTest, GangSchedulesOnlyWhenEnoughWorkersAndRunsToSuccess) {
+  auto job = jobs_->Submit(Spec(2));
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string id = job->job_id();
+  const uint64_t w0 = AddWorker("w0");
+  jobs_->Reconcile();
+  EXPECT_EQ(StateOf(id), v1::PENDING);
+  EXPECT_NE(jobs_->Get(id)->state_reason().find("waiting for 2"), std::string::npos);
+  EXPECT_TRUE(Commands("w0", w0).empty());  // no partial placement
+
+  const uint64_t w1 = AddWorker("w1");
+  jobs_->Reconcile();
+  v1::Job running = *jobs_->Get(id);
+  EXPECT_EQ(running.state(), v1::RUNNING);
+  EXPECT_EQ(running.generation(), 1u);
+  ASSERT_EQ(running.assigned_nodes_size(), 2);
+  auto c0 = Commands("w0", w0);
+  auto c1 = Commands("w1", w1);
+  ASSERT_EQ(c0.size(), 1u);
+  ASSERT_EQ(c1.size(), 1u);
+  EXPECT_EQ(c0[0].assign().rank() + c1[0].assign().rank(), 1);
+  EXPECT_EQ(c0[0].assign().world_size(), 2);
+  EXPECT_EQ(c0[0].assign().generation(), 1u);
+  EXPECT_EQ(c0[0].assign().resume_from_step(), -1);
+  EXPECT_FALSE(c0[0].assign().data_plane_token().empty());
+  EXPECT_EQ(c0[0].assign().data_plane_token(), c1[0].assign().data_plane_token());
+  EXPECT_EQ(c0[0].assign().peer_data_addresses_size(), 2);
+
+  const std::string rank0 = running.assigned_nodes(0);
+  const uint64_t inc0 = rank0 == "w0" ? w0 : w1;
+  for (int step = 1; step <= 10; ++step) Report(rank0, inc0, running, 0, step);
+  v1::Job done = *jobs_->Get(id);
+  EXPECT_EQ(done.state(), v1::SUCCEEDED);
+  EXPECT_EQ(done.progress().step(), 10);
+  auto events = jobs_->EventsAfter(id, 0);
+  ASSERT_TRUE(events.ok());
+  int progress_events = 0;
+  for (const auto& e : *events) progress_events += e.has_progress();
+  EXPECT_EQ(progress_events, 10);
+  EXPECT_EQ(events->back().state(), v1::SUCCEEDED);
+
+  // The workers are free again for the next job.
+  auto next = jobs_->Submit(Spec(2));
+  jobs_->Reconcile();
+  EXPECT_EQ(StateOf(next->job_id()), v1::RUNNING);
+}
+
+TEST_F(JobManagerTest, DeadWorkerTriggersRecoveryFromCheckpointWithNewGeneration) {
+  const uint64_t w0 = AddWorker("w0");
+  const uint64_t w1 = AddWorker("w1");
+  auto job = jobs_->Submit(Spec(2));
+  jobs_->Reconcile();
+  v1::Job running = *jobs_->Get(job->job_id());
+  const std::string rank0 = running.assigned_nodes(0);
+  const std::string rank1 = running.assigned_nodes(1);
+  const uint64_t inc0 = rank0 == "w0" ? w0 : w1;
+  Report(rank0, inc0, running, 0, 1);
+  Report(rank0, inc0, running, 0, 2, /*checkpoint=*/2);
+  Report(rank0, inc0, running, 0, 3);
+  Commands("w0", w0);
+  Commands("w1", w1);
+
+  // rank1 stops heartbeating; rank0 keeps renewing.
+  clock_.Advance(absl::Seconds(6));
+  ASSERT_TRUE(registry_->Renew(rank0, inc0).ok());
+  clock_.Advance(absl::Seconds(6));
+  registry_->ExpireLeases();
+  jobs_->Reconcile();
+  v1::Job recovering = *jobs_->Get(job->job_id());
+  EXPECT_EQ(recovering.state(), v1::RECOVERING);
+  EXPECT_NE(recovering.state_reason().find("checkpoint step 2"), std::string::npos);
+  auto stop = Commands(rank0, inc0);
+  ASSERT_FALSE(stop.empty());
+  EXPECT_TRUE(stop[0].has_stop_job());
+
+  // A stale report from the old generation changes nothing.
+  Report(rank0, inc0, running, 0, 4);
+  EXPECT_EQ(jobs_->Get(job->job_id())->progress().step(), 3);
+
+  // The dead worker comes back (new incarnation): the job re-forms.
+  const uint64_t back = AddWorker(rank1);
+  jobs_->Reconcile();
+  v1::Job again = *jobs_->Get(job->job_id());
+  EXPECT_EQ(again.state(), v1::RUNNING);
+  EXPECT_EQ(again.generation(), 2u);
+  EXPECT_EQ(again.recoveries(), 1);
+  auto assign = Commands(rank1, back);
+  ASSERT_EQ(assign.size(), 1u);
+  EXPECT_EQ(assign[0].assign().resume_from_step(), 2);
+  EXPECT_EQ(assign[0].assign().generation(), 2u);
+}
+
+TEST_F(JobManagerTest, ElasticJobShrinksAndRaisesAccumulation) {
+  const uint64_t w0 = AddWorker("w0");
+  AddWorker("w1");
+  auto job = jobs_->Submit(Spec(2, /*min_workers=*/1));
+  jobs_->Reconcile();
+  v1::JobFailureReport failure;
+  failure.set_job_id(job->job_id());
+  failure.set_generation(1);
+  failure.set_rank(1);
+  failure.set_error("all_reduce: peer rank 1 timed out");
+  jobs_->OnJobFailure("w0", w0, failure);
+  EXPECT_EQ(StateOf(job->job_id()), v1::RECOVERING);
+  // w1 is gone for good.
+  clock_.Advance(absl::Seconds(6));
+  ASSERT_TRUE(registry_->Renew("w0", w0).ok());
+  clock_.Advance(absl::Seconds(5));
+  registry_->ExpireLeases();
+  jobs_->Reconcile();
+  v1::Job shrunk = *jobs_->Get(job->job_id());
+  EXPECT_EQ(shrunk.state(), v1::RUNNING);
+  EXPECT_EQ(shrunk.assigned_nodes_size(), 1);
+  EXPECT_EQ(shrunk.gradient_accumulation(), 2);
+}
+
+TEST_F(JobManagerTest, CancelStopsNodesAndIsFinal) {
+  const uint64_t w0 = AddWorker("w0");
+  auto job = jobs_->Submit(Spec(1));
+  jobs_->Reconcile();
+  Commands("w0", w0);
+  auto cancelled = jobs_->Cancel(job->job_id(), "");
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->state(), v1::CANCELLED);
+  auto stop = Commands("w0", w0);
+  ASSERT_EQ(stop.size(), 1u);
+  EXPECT_TRUE(stop[0].has_stop_job());
+  EXPECT_EQ(jobs_->Cancel(job->job_id(), "").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(jobs_->Cancel("job-999", "").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JobManagerTest, JobsSurviveRestartAndIdempotentSubmit) {
+  auto request = Spec(1);
+  request.set_idempotency_key("abc");
+  auto first = jobs_->Submit(request);
+  auto again = jobs_->Submit(request);
+  EXPECT_EQ(first->job_id(), again->job_id());
+  const uint64_t w0 = AddWorker("w0");
+  jobs_->Reconcile();
+  v1::Job running = *jobs_->Get(first->job_id());
+  Report("w0", w0, running, 0, 4, /*checkpoint=*/4);
+  Restart();
+  v1::Job restored = *jobs_->Get(first->job_id());
+  EXPECT_EQ(restored.state(), v1::RUNNING);
+  EXPECT_EQ(restored.progress().checkpoint_step(), 4);
+  EXPECT_EQ(jobs_->Submit(request)->job_id(), first->job_id());
+  // The node resumes its session; the job keeps running and finishes.
+  ASSERT_TRUE(registry_->OpenSession("w0", w0).ok());
+  jobs_->Reconcile();
+  EXPECT_EQ(StateOf(first->job_id()), v1::RUNNING);
+  Report("w0", w0, restored, 0, 10);
+  EXPECT_EQ(StateOf(first->job_id()), v1::SUCCEEDED);
+  EXPECT_GE(jobs_->EventsAfter(first->job_id(), 0)->size(), 4u);
+  auto second = jobs_->Submit(Spec(1));
+  EXPECT_NE(second->job_id(), first->job_id());
+}
+
+TEST_F(JobManagerTest, InvalidSpecsNameTheField) {
+  auto expect_field = [&](v1::SubmitJobRequest request, const std::string& field) {
+    auto job = jobs_->Submit(request);
+    ASSERT_FALSE(job.ok()) << field;
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(job.status().message().find(field), std::string::npos) << job.status();
+  };
+  auto r = Spec(1);
+  r.mutable_spec()->set_steps(-3);
+  expect_field(r, "spec.steps");
+  r = Spec(1);
+  r.mutable_spec()->mutable_model()->set_preset("gpt-9");
+  expect_field(r, "spec.model.preset");
+  r = Spec(1);
+  r.mutable_spec()->mutable_model()->set_n_kv_heads(3);
+  expect_field(r, "n_kv_heads");
+  r = Spec(1);
+  r.mutable_spec()->mutable_data()->set_sequence_length(100000);
+  expect_field(r, "spec.data.sequence_length");
+  r = Spec(1);
+  r.mutable_spec()->mutable_data()->set_micro_batch_size(-1);
+  expect_field(r, "spec.data.micro_batch_size");
+  r = Spec(1);
+  r.mutable_spec()->mutable_data()->set_train_shards(0, "/no/such/file");
+  expect_field(r, "spec.data.train_shards[0]");
+  r = Spec(5000);
+  expect_field(r, "spec.placement.workers");
+  r = Spec(1);
+  r.mutable_spec()->mutable_optimizer()->set_name("sgd");
+  expect_field(r, "spec.optimizer.name");
+  r = Spec(1);
+  r.mutable_spec()->mutable_optimizer()->set_name("scape");
+  r.mutable_spec()->mutable_optimizer()->mutable_scape()->set_density(1.5);
+  expect_field(r, "spec.optimizer.scape.density");
+  r = Spec(1);
+  r.mutable_spec()->mutable_checkpoint()->set_interval_steps(10);
+  expect_field(r, "spec.checkpoint.directory");
+  r = Spec(1);
+  r.mutable_spec()->mutable_attention()->set_mode(v1::DISAGGREGATED);
+  expect_field(r, "spec.attention.attention_servers");
+  EXPECT_TRUE(jobs_->List({}, 0).empty());
+}
+
+}  // namespace
+}  // namespace corescape::scheduler

@@ -1,0 +1,98 @@
+#include "scheduler/job_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/request_validation.h"
+#include "scheduler/status_conversion.h"
+
+namespace corescape::scheduler {
+namespace {
+
+absl::Status ValidateJobId(const std::string& job_id) {
+  if (job_id.empty()) return absl::InvalidArgumentError("job_id: required");
+  if (job_id.size() > 64) return absl::InvalidArgumentError("job_id: longer than 64 characters");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
+                                       const v1::SubmitJobRequest* request,
+                                       v1::SubmitJobResponse* response) {
+  auto job = jobs_->Submit(*request);
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *response->mutable_job() = *std::move(job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
+                                    const v1::GetJobRequest* request,
+                                    v1::GetJobResponse* response) {
+  if (absl::Status s = ValidateJobId(request->job_id()); !s.ok()) return ToGrpcStatus(s);
+  auto job = jobs_->Get(request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *response->mutable_job() = *std::move(job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
+                                      const v1::ListJobsRequest* request,
+                                      v1::ListJobsResponse* response) {
+  std::vector<v1::JobState> states;
+  for (int state : request->states()) {
+    if (!v1::JobState_IsValid(state) || state == v1::JOB_STATE_UNSPECIFIED) {
+      return ToGrpcStatus(
+          absl::InvalidArgumentError(absl::StrCat("states: unknown job state ", state)));
+    }
+    states.push_back(static_cast<v1::JobState>(state));
+  }
+  if (request->limit() < 0) {
+    return ToGrpcStatus(absl::InvalidArgumentError("limit: must not be negative"));
+  }
+  for (v1::Job& job : jobs_->List(states, request->limit())) {
+    *response->add_jobs() = std::move(job);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
+                                      const v1::WatchJobRequest* request,
+                                      grpc::ServerWriter<v1::JobEvent>* writer) {
+  if (absl::Status s = ValidateJobId(request->job_id()); !s.ok()) return ToGrpcStatus(s);
+  uint64_t after = request->after_sequence();
+  while (!context->IsCancelled()) {
+    if (shutting_down_) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler is shutting down");
+    }
+    auto events = jobs_->EventsAfter(request->job_id(), after);
+    if (!events.ok()) return ToGrpcStatus(events.status());
+    for (const v1::JobEvent& event : *events) {
+      if (!writer->Write(event)) return grpc::Status::OK;
+      after = event.sequence();
+    }
+    // Ends once the job has ended and every event has been sent.
+    auto job = jobs_->Get(request->job_id());
+    if (!job.ok()) return ToGrpcStatus(job.status());
+    if (JobManager::IsFinal(job->state())) {
+      auto rest = jobs_->EventsAfter(request->job_id(), after);
+      if (rest.ok() && rest->empty()) return grpc::Status::OK;
+      continue;
+    }
+    jobs_->WaitForEvents(request->job_id(), after, absl::Milliseconds(500));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
+                                       const v1::CancelJobRequest* request,
+                                       v1::CancelJobResponse* response) {
+  if (absl::Status s = ValidateJobId(request->job_id()); !s.ok()) return ToGrpcStatus(s);
+  if (request->reason().size() > 1024) {
+    return ToGrpcStatus(absl::InvalidArgumentError("reason: longer than 1024 bytes"));
+  }
+  auto job = jobs_->Cancel(request->job_id(), request->reason());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *response->mutable_job() = *std::move(job);
+  return grpc::Status::OK;
+}
+
+}  // namespace corescape::scheduler

@@ -1,0 +1,195 @@
+#include "scheduler/job_validation.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/model/model_config.h"
+
+namespace corescape::scheduler {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("spec.", field, ": ", why));
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+absl::Status ValidateDataPaths(absl::string_view field,
+                               const google::protobuf::RepeatedPtrField<std::string>& paths,
+                               bool required) {
+  if (paths.empty()) {
+    return required ? Invalid(field, "at least one shard file or dataset directory is required")
+                    : absl::OkStatus();
+  }
+  for (int i = 0; i < paths.size(); ++i) {
+    const std::string& path = paths[i];
+    if (path.empty() || path.size() > 4096) {
+      return Invalid(absl::StrCat(field, "[", i, "]"), "empty or longer than 4096 bytes");
+    }
+    if (!Exists(path)) {
+      return Invalid(absl::StrCat(field, "[", i, "]"), absl::StrCat("no such file: ", path));
+    }
+    if (IsDirectory(path) && !Exists(path + "/manifest.json")) {
+      return Invalid(absl::StrCat(field, "[", i, "]"),
+                     absl::StrCat(path, " is a directory without manifest.json "
+                                        "(prepare it with `corescape data prepare`)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void ApplyJobDefaults(v1::JobSpec& spec) {
+  if (spec.model().preset().empty()) spec.mutable_model()->set_preset("tiny");
+  v1::DataSpec& data = *spec.mutable_data();
+  if (data.gradient_accumulation() == 0) data.set_gradient_accumulation(1);
+  if (data.sequence_length() == 0) data.set_sequence_length(128);
+  if (data.micro_batch_size() == 0) data.set_micro_batch_size(8);
+  v1::OptimizerSpec& opt = *spec.mutable_optimizer();
+  if (opt.name().empty()) opt.set_name("adamw");
+  if (opt.learning_rate() == 0) opt.set_learning_rate(3e-3);
+  if (opt.beta1() == 0) opt.set_beta1(0.9);
+  if (opt.beta2() == 0) opt.set_beta2(0.95);
+  if (opt.epsilon() == 0) opt.set_epsilon(1e-8);
+  if (opt.schedule().empty()) opt.set_schedule("cosine");
+  if (opt.name() == "scape" && opt.scape().density() == 0) {
+    opt.mutable_scape()->set_density(0.1);
+  }
+  v1::PlacementSpec& placement = *spec.mutable_placement();
+  if (placement.workers() == 0) placement.set_workers(1);
+  if (placement.min_workers() == 0) placement.set_min_workers(placement.workers());
+  v1::AttentionSpec& attention = *spec.mutable_attention();
+  if (attention.mode() == v1::ATTENTION_MODE_UNSPECIFIED) attention.set_mode(v1::COLOCATED);
+  if (attention.tolerance() == 0) attention.set_tolerance(0.05);
+  if (spec.seed() == 0) spec.set_seed(1);
+  if (spec.name().empty()) spec.set_name("job");
+}
+
+absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+  if (spec.name().size() > 128) return Invalid("name", "longer than 128 characters");
+  auto model = model::PresetConfig(spec.model().preset());
+  if (!model.ok()) return Invalid("model.preset", model.status().message());
+  model::ModelConfig config = *model;
+  const v1::ModelSpec& m = spec.model();
+  if (m.n_layers() < 0 || m.d_model() < 0 || m.n_heads() < 0 || m.n_kv_heads() < 0 ||
+      m.d_ff() < 0 || m.vocab_size() < 0 || m.max_seq_len() < 0) {
+    return Invalid("model", "sizes must not be negative (0 keeps the preset's value)");
+  }
+  if (m.n_layers()) config.n_layers = m.n_layers();
+  if (m.d_model()) config.d_model = m.d_model();
+  if (m.n_heads()) config.n_heads = m.n_heads();
+  if (m.n_kv_heads()) config.n_kv_heads = m.n_kv_heads();
+  if (m.d_ff()) config.d_ff = m.d_ff();
+  if (m.vocab_size()) config.vocab_size = m.vocab_size();
+  if (m.max_seq_len()) config.max_seq_len = m.max_seq_len();
+  if (absl::Status s = config.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.", s.message()));
+  }
+
+  const v1::DataSpec& data = spec.data();
+  if (absl::Status s = ValidateDataPaths("data.train_shards", data.train_shards(), true); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          ValidateDataPaths("data.validation_shards", data.validation_shards(), false);
+      !s.ok()) {
+    return s;
+  }
+  if (data.sequence_length() <= 0) return Invalid("data.sequence_length", "must be positive");
+  if (data.sequence_length() > config.max_seq_len) {
+    return Invalid("data.sequence_length",
+                   absl::StrCat(data.sequence_length(), " is longer than the model allows (",
+                                config.max_seq_len, ")"));
+  }
+  if (data.micro_batch_size() <= 0 || data.micro_batch_size() > 65536) {
+    return Invalid("data.micro_batch_size", "must be in [1, 65536]");
+  }
+  if (data.gradient_accumulation() <= 0 || data.gradient_accumulation() > 65536) {
+    return Invalid("data.gradient_accumulation", "must be in [1, 65536]");
+  }
+
+  const v1::OptimizerSpec& opt = spec.optimizer();
+  if (opt.name() != "adamw" && opt.name() != "adams" && opt.name() != "scape") {
+    return Invalid("optimizer.name",
+                   absl::StrCat("unknown optimizer '", opt.name(), "' (adamw, adams, scape)"));
+  }
+  if (!(opt.learning_rate() > 0 && opt.learning_rate() < 10)) {
+    return Invalid("optimizer.learning_rate", "must be in (0, 10)");
+  }
+  if (!(opt.min_learning_rate() >= 0 && opt.min_learning_rate() <= opt.learning_rate())) {
+    return Invalid("optimizer.min_learning_rate", "must be in [0, learning_rate]");
+  }
+  if (!(opt.beta1() >= 0 && opt.beta1() < 1)) return Invalid("optimizer.beta1", "must be in [0, 1)");
+  if (!(opt.beta2() >= 0 && opt.beta2() < 1)) return Invalid("optimizer.beta2", "must be in [0, 1)");
+  if (!(opt.epsilon() > 0)) return Invalid("optimizer.epsilon", "must be positive");
+  if (!(opt.weight_decay() >= 0 && opt.weight_decay() < 1)) {
+    return Invalid("optimizer.weight_decay", "must be in [0, 1)");
+  }
+  if (!(opt.grad_clip() >= 0)) return Invalid("optimizer.grad_clip", "must not be negative");
+  if (opt.schedule() != "constant" && opt.schedule() != "linear" && opt.schedule() != "cosine") {
+    return Invalid("optimizer.schedule",
+                   absl::StrCat("unknown schedule '", opt.schedule(), "' (constant, linear, cosine)"));
+  }
+  if (opt.warmup_steps() < 0) return Invalid("optimizer.warmup_steps", "must not be negative");
+  if (opt.name() == "scape") {
+    const double density = opt.scape().density();
+    if (!(density > 0 && density <= 1)) return Invalid("optimizer.scape.density", "must be in (0, 1]");
+    if (opt.scape().dense_warmup_steps() < 0) {
+      return Invalid("optimizer.scape.dense_warmup_steps", "must not be negative");
+    }
+  }
+
+  if (spec.steps() <= 0) return Invalid("steps", "must be positive");
+  if (spec.steps() > 100'000'000) return Invalid("steps", "must be at most 100000000");
+  if (spec.eval_interval_steps() < 0) return Invalid("eval_interval_steps", "must not be negative");
+  const v1::CheckpointSpec& checkpoint = spec.checkpoint();
+  if (checkpoint.interval_steps() < 0) {
+    return Invalid("checkpoint.interval_steps", "must not be negative");
+  }
+  if (checkpoint.interval_steps() > 0 && checkpoint.directory().empty()) {
+    return Invalid("checkpoint.directory", "required when checkpoint.interval_steps > 0");
+  }
+  if (checkpoint.keep() < 0) return Invalid("checkpoint.keep", "must not be negative");
+
+  const v1::PlacementSpec& placement = spec.placement();
+  if (placement.workers() <= 0) return Invalid("placement.workers", "must be positive");
+  if (placement.workers() > kMaxJobWorkers) {
+    return Invalid("placement.workers",
+                   absl::StrCat(placement.workers(), " is more than any job may use (",
+                                kMaxJobWorkers, ")"));
+  }
+  if (placement.min_workers() <= 0 || placement.min_workers() > placement.workers()) {
+    return Invalid("placement.min_workers", "must be in [1, placement.workers]");
+  }
+  if (!placement.node_names().empty() && placement.node_names_size() != placement.workers()) {
+    return Invalid("placement.node_names", "must name exactly placement.workers nodes");
+  }
+
+  const v1::AttentionSpec& attention = spec.attention();
+  if (!v1::AttentionMode_IsValid(attention.mode())) {
+    return Invalid("attention.mode", "unknown attention mode");
+  }
+  if (attention.mode() == v1::DISAGGREGATED && attention.attention_servers() <= 0) {
+    return Invalid("attention.attention_servers", "must be positive in DISAGGREGATED mode");
+  }
+  if (attention.attention_servers() < 0 || attention.attention_servers() > 4096) {
+    return Invalid("attention.attention_servers", "must be in [0, 4096]");
+  }
+  if (!(attention.tolerance() >= 0 && attention.tolerance() < 1)) {
+    return Invalid("attention.tolerance", "must be in [0, 1)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace corescape::scheduler
