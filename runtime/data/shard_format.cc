@@ -6,7 +6,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/data/crc32c.h"
+#include "runtime/base/crc32c.h"
 
 namespace corescape::data {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/data/crc32c.h"
+#include "runtime/base/crc32c.h"
 
 namespace corescape::data {
 namespace {

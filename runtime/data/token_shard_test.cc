@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/base/atomic_file.h"
-#include "runtime/data/crc32c.h"
+#include "runtime/base/crc32c.h"
 #include "runtime/data/shard_format.h"
 #include "runtime/data/shard_reader.h"
 #include "runtime/data/shard_writer.h"

@@ -1,12 +1,12 @@
-#ifndef CORESCAPE_RUNTIME_DATA_CRC32C_H_
-#define CORESCAPE_RUNTIME_DATA_CRC32C_H_
+#ifndef CORESCAPE_RUNTIME_BASE_CRC32C_H_
+#define CORESCAPE_RUNTIME_BASE_CRC32C_H_
 
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
 
-namespace corescape::data {
+namespace corescape {
 
 // CRC-32C (Castagnoli, the polynomial of iSCSI/ext4/gRPC), software
 // slicing-by-8: ~1–2 GB/s, enough to verify shards once at open time.
@@ -22,6 +22,6 @@ inline uint32_t Crc32c(absl::string_view bytes) {
   return Crc32cExtend(0, bytes.data(), bytes.size());
 }
 
-}  // namespace corescape::data
+}  // namespace corescape
 
-#endif  // CORESCAPE_RUNTIME_DATA_CRC32C_H_
+#endif  // CORESCAPE_RUNTIME_BASE_CRC32C_H_

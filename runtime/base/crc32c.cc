@@ -1,9 +1,9 @@
-#include "runtime/data/crc32c.h"
+#include "runtime/base/crc32c.h"
 
 #include <array>
 #include <cstring>
 
-namespace corescape::data {
+namespace corescape {
 namespace {
 
 constexpr uint32_t kCastagnoliReflected = 0x82F63B78u;
@@ -56,4 +56,4 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size) {
   return ~crc;
 }
 
-}  // namespace corescape::data
+}  // namespace corescape

@@ -1,10 +1,10 @@
-#include "runtime/data/crc32c.h"
+#include "runtime/base/crc32c.h"
 
 #include <string>
 
 #include "gtest/gtest.h"
 
-namespace corescape::data {
+namespace corescape {
 namespace {
 
 TEST(Crc32cTest, KnownVectors) {
@@ -27,4 +27,4 @@ TEST(Crc32cTest, ExtendMatchesOneShotAtEverySplit) {
 }
 
 }  // namespace
-}  // namespace corescape::data
+}  // namespace corescape
