@@ -1,7 +1,5 @@
 #include "runtime/train/local_trainer.h"
 
-#include <cblas.h>
-
 #include <cmath>
 #include <fstream>
 #include <memory>
@@ -11,39 +9,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
-#include "runtime/base/thread_pool.h"
-#include "runtime/data/batch_loader.h"
-#include "runtime/data/dataset_manifest.h"
-#include "runtime/data/shard_set.h"
-#include "runtime/model/transformer.h"
-#include "runtime/optim/adamw.h"
 #include "runtime/optim/lr_schedule.h"
-#include "runtime/train/model_batch.h"
+#include "runtime/train/data_parallel_trainer.h"
 
 namespace corescape::train {
 namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-}
-
-// Mean validation loss over the whole split (or its first max_batches).
-absl::StatusOr<double> Evaluate(model::Transformer& model, data::BatchLoader& loader,
-                                int64_t max_batches, model::CoreAttentionExecutor& attention) {
-  if (absl::Status s = loader.Seek(0); !s.ok()) return s;
-  model::Activations activations;
-  double loss_sum = 0.0;
-  int64_t tokens = 0;
-  for (int64_t batches = 0; max_batches <= 0 || batches < max_batches; ++batches) {
-    std::optional<data::PackedBatch> packed = loader.Next();
-    if (!packed) break;
-    auto loss = model.Forward(ToModelBatch(*packed), attention, activations);
-    if (!loss.ok()) return loss.status();
-    loss_sum += loss->loss_sum;
-    tokens += loss->tokens;
-  }
-  if (tokens == 0) return absl::FailedPreconditionError("validation split has no tokens");
-  return loss_sum / tokens;
 }
 
 }  // namespace
@@ -135,54 +108,25 @@ absl::StatusOr<LocalTrainConfig> ParseLocalTrainConfig(absl::string_view text,
 absl::StatusOr<LocalTrainSummary> RunLocalTraining(
     const LocalTrainConfig& config, const std::function<void(const StepMetrics&)>& on_step) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
-  auto manifest = data::ReadManifest(config.data);
-  if (!manifest.ok()) return manifest.status();
-  auto model_config = model::PresetConfig(config.model);
-  if (manifest->vocab_size > model_config->vocab_size) {
-    return Invalid("model", absl::StrCat("vocabulary ", model_config->vocab_size,
-                                         " is smaller than the dataset's ",
-                                         manifest->vocab_size));
-  }
-  auto train_docs = data::OpenDatasetSplit(config.data, "train");
-  if (!train_docs.ok()) return train_docs.status();
-  auto val_docs = data::OpenDatasetSplit(config.data, "validation");
-  if (!val_docs.ok()) return val_docs.status();
-
-  data::BatchLoaderOptions loader_options;
-  loader_options.seq_len = config.seq_len;
-  loader_options.micro_batch_size = config.micro_batch;
-  loader_options.seed = config.seed;
-  loader_options.eos_id = manifest->eos_id;
-  loader_options.pad_id = manifest->pad_id;
-  auto train_loader = data::BatchLoader::Create(*train_docs, loader_options);
-  if (!train_loader.ok()) return train_loader.status();
-  auto val_loader = data::BatchLoader::CreateValidation(*val_docs, loader_options);
-  if (!val_loader.ok()) return val_loader.status();
-
-  const int threads = config.threads > 0 ? config.threads : DefaultThreadCount();
-  openblas_set_num_threads(threads);
-  ThreadPool pool(threads);
-  model::LocalCoreAttention attention(&pool);
-
-  auto created = model::Transformer::Create(*model_config);
-  if (!created.ok()) return created.status();
-  model::Transformer& model = *created;
-  model.InitializeWeights(config.seed);
-
-  std::vector<uint8_t> decay_mask(model.layout().total_size(), 0);
-  for (const model::TensorSlot& slot : model.layout().tensors()) {
-    if (slot.is_matrix) {
-      std::fill(decay_mask.begin() + slot.offset, decay_mask.begin() + slot.offset + slot.size, 1);
-    }
-  }
-  optim::AdamW optimizer({config.beta1, config.beta2, config.epsilon, config.weight_decay},
-                         std::move(decay_mask));
-  optim::LrSchedule schedule;
-  schedule.kind = *optim::LrSchedule::ParseKind(config.schedule);
-  schedule.peak_lr = config.lr;
-  schedule.min_lr = config.min_lr;
-  schedule.warmup_steps = config.warmup;
-  schedule.total_steps = config.steps;
+  TrainerConfig trainer_config;
+  trainer_config.model = *model::PresetConfig(config.model);
+  trainer_config.train_data = {config.data};
+  trainer_config.seq_len = config.seq_len;
+  trainer_config.micro_batch = config.micro_batch;
+  trainer_config.grad_accum = config.grad_accum;
+  trainer_config.steps = config.steps;
+  trainer_config.seed = config.seed;
+  trainer_config.adamw = {config.beta1, config.beta2, config.epsilon, config.weight_decay};
+  trainer_config.schedule.kind = *optim::LrSchedule::ParseKind(config.schedule);
+  trainer_config.schedule.peak_lr = config.lr;
+  trainer_config.schedule.min_lr = config.min_lr;
+  trainer_config.schedule.warmup_steps = config.warmup;
+  trainer_config.schedule.total_steps = config.steps;
+  trainer_config.grad_clip = config.grad_clip;
+  trainer_config.threads = config.threads;
+  SingleProcessGroup group;
+  auto trainer = DataParallelTrainer::Create(trainer_config, &group);
+  if (!trainer.ok()) return trainer.status();
 
   std::unique_ptr<std::ofstream> csv;
   if (!config.metrics_out.empty()) {
@@ -192,61 +136,32 @@ absl::StatusOr<LocalTrainSummary> RunLocalTraining(
   }
 
   LocalTrainSummary summary;
-  summary.parameters = model.layout().total_size();
-  summary.unigram_entropy = manifest->train_unigram_entropy_with_eos_nats;
-  auto first_val = Evaluate(model, **val_loader, config.eval_batches, attention);
+  summary.parameters = (*trainer)->model().layout().total_size();
+  summary.unigram_entropy = (*trainer)->unigram_entropy();
+  auto first_val = (*trainer)->Validate(config.eval_batches);
   if (!first_val.ok()) return first_val.status();
   summary.first_val_loss = *first_val;
   summary.final_val_loss = *first_val;
 
-  model::Activations activations;
   const absl::Time start = absl::Now();
   int64_t total_tokens = 0;
   for (int64_t step = 0; step < config.steps; ++step) {
-    const absl::Time step_start = absl::Now();
-    // Scale by the tokens of the whole (accumulated) batch, so the gradient
-    // is that of the mean loss however the batch is split.
-    std::vector<model::ModelBatch> micro_batches;
-    int64_t step_tokens = 0;
-    for (int32_t a = 0; a < config.grad_accum; ++a) {
-      std::optional<data::PackedBatch> packed = (*train_loader)->Next();
-      if (!packed) return absl::InternalError("training loader ran dry");
-      micro_batches.push_back(ToModelBatch(*packed));
-      for (int32_t t : micro_batches.back().targets) step_tokens += t >= 0;
+    auto result = (*trainer)->Step();
+    if (!result.ok()) return result.status();
+    if (!std::isfinite(result->loss)) {
+      return absl::InternalError(absl::StrCat("training diverged at step ", result->step,
+                                              " (loss ", result->loss, ")"));
     }
-    model.ZeroGradients();
-    double loss_sum = 0.0;
-    for (const model::ModelBatch& batch : micro_batches) {
-      auto loss = model.Forward(batch, attention, activations);
-      if (!loss.ok()) return loss.status();
-      loss_sum += loss->loss_sum;
-      if (absl::Status s = model.Backward(attention, activations,
-                                          1.0f / std::max<int64_t>(1, step_tokens));
-          !s.ok()) {
-        return s;
-      }
-    }
+    total_tokens += int64_t{config.grad_accum} * config.micro_batch * config.seq_len;
     StepMetrics metrics;
-    metrics.step = step + 1;
-    metrics.grad_norm = optim::ClipGradientNorm(model.gradients().data(),
-                                                model.gradients().size(), config.grad_clip);
-    metrics.learning_rate = schedule.At(step);
-    if (absl::Status s = optimizer.Step(model.parameters().data(), model.gradients().data(),
-                                        model.parameters().size(), metrics.learning_rate);
-        !s.ok()) {
-      return s;
-    }
-    const int64_t rows_tokens = int64_t{config.grad_accum} * config.micro_batch * config.seq_len;
-    total_tokens += rows_tokens;
-    metrics.train_loss = loss_sum / std::max<int64_t>(1, step_tokens);
-    metrics.tokens_per_second = rows_tokens / absl::ToDoubleSeconds(absl::Now() - step_start);
-    if (!std::isfinite(metrics.train_loss)) {
-      return absl::InternalError(absl::StrCat("training diverged at step ", step + 1,
-                                              " (loss ", metrics.train_loss, ")"));
-    }
+    metrics.step = result->step;
+    metrics.train_loss = result->loss;
+    metrics.learning_rate = result->learning_rate;
+    metrics.grad_norm = result->grad_norm;
+    metrics.tokens_per_second = result->tokens_per_second;
     const bool last = step + 1 == config.steps;
     if (last || (config.eval_interval > 0 && (step + 1) % config.eval_interval == 0)) {
-      auto val = Evaluate(model, **val_loader, config.eval_batches, attention);
+      auto val = (*trainer)->Validate(config.eval_batches);
       if (!val.ok()) return val.status();
       metrics.val_loss = *val;
       summary.final_val_loss = *val;

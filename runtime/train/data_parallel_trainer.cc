@@ -1,0 +1,269 @@
+#include "runtime/train/data_parallel_trainer.h"
+
+#include <cblas.h>
+#include <sys/stat.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
+#include "runtime/data/dataset_manifest.h"
+#include "runtime/data/shard_set.h"
+#include "runtime/train/model_batch.h"
+
+namespace corescape::train {
+namespace {
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string Parent(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+struct OpenedData {
+  std::shared_ptr<const data::ShardSet> documents;
+  data::DatasetManifest manifest;
+};
+
+// A dataset directory (its `split`) or explicit shard files (their
+// directory's manifest gives the tokenizer's special ids).
+absl::StatusOr<OpenedData> OpenData(const std::vector<std::string>& paths,
+                                    absl::string_view split) {
+  OpenedData opened;
+  for (const std::string& path : paths) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {
+      return absl::NotFoundError(absl::StrCat("no dataset directory or shard file ", path));
+    }
+  }
+  const std::string manifest_dir = IsDirectory(paths[0]) ? paths[0] : Parent(paths[0]);
+  auto manifest = data::ReadManifest(manifest_dir);
+  if (!manifest.ok()) return manifest.status();
+  opened.manifest = *manifest;
+  if (paths.size() == 1 && IsDirectory(paths[0])) {
+    auto documents = data::OpenDatasetSplit(paths[0], split);
+    if (!documents.ok()) return documents.status();
+    opened.documents = *documents;
+  } else {
+    auto documents = data::ShardSet::Open(paths);
+    if (!documents.ok()) return documents.status();
+    opened.documents = *documents;
+  }
+  return opened;
+}
+
+std::string FloatsToBytes(const std::vector<float>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+}
+
+absl::Status BytesToFloats(const std::string& bytes, std::vector<float>& values,
+                           absl::string_view what) {
+  if (bytes.size() != values.size() * sizeof(float)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", what, " holds ", bytes.size() / sizeof(float), " values, the model has ",
+        values.size()));
+  }
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+DataParallelTrainer::DataParallelTrainer(const TrainerConfig& config, DataParallelGroup* group)
+    : config_(config), group_(group) {}
+
+absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create(
+    const TrainerConfig& config, DataParallelGroup* group) {
+  if (config.train_data.empty()) return absl::InvalidArgumentError("train_data: required");
+  if (config.optimizer != "adamw") {
+    return absl::UnimplementedError(absl::StrCat(
+        "optimizer '", config.optimizer, "' is not available in the data-parallel trainer yet"));
+  }
+  std::unique_ptr<DataParallelTrainer> trainer(new DataParallelTrainer(config, group));
+  auto train = OpenData(config.train_data, "train");
+  if (!train.ok()) return train.status();
+  if (train->manifest.vocab_size > config.model.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model vocabulary ", config.model.vocab_size, " is smaller than the dataset's ",
+        train->manifest.vocab_size));
+  }
+  trainer->unigram_entropy_ = train->manifest.train_unigram_entropy_with_eos_nats;
+  data::BatchLoaderOptions loader_options;
+  loader_options.seq_len = config.seq_len;
+  loader_options.micro_batch_size = config.micro_batch;
+  loader_options.rank = group->rank();
+  loader_options.world_size = group->world_size();
+  loader_options.seed = config.seed;
+  loader_options.eos_id = train->manifest.eos_id;
+  loader_options.pad_id = train->manifest.pad_id;
+  auto train_loader = data::BatchLoader::Create(train->documents, loader_options);
+  if (!train_loader.ok()) return train_loader.status();
+  trainer->train_loader_ = *std::move(train_loader);
+
+  const bool has_validation =
+      !config.validation_data.empty() || train->manifest.validation.documents > 0;
+  if (has_validation) {
+    auto validation = config.validation_data.empty()
+                          ? OpenData(config.train_data, "validation")
+                          : OpenData(config.validation_data, "validation");
+    if (!validation.ok()) return validation.status();
+    auto validation_loader =
+        data::BatchLoader::CreateValidation(validation->documents, loader_options);
+    if (!validation_loader.ok()) return validation_loader.status();
+    trainer->validation_loader_ = *std::move(validation_loader);
+  }
+
+  const int threads = config.threads > 0 ? config.threads : DefaultThreadCount();
+  openblas_set_num_threads(threads);
+  trainer->pool_ = std::make_unique<ThreadPool>(threads);
+  trainer->attention_ = std::make_unique<model::LocalCoreAttention>(trainer->pool_.get());
+  auto model = model::Transformer::Create(config.model);
+  if (!model.ok()) return model.status();
+  trainer->model_ = std::make_unique<model::Transformer>(*std::move(model));
+  trainer->model_->InitializeWeights(config.seed);
+  std::vector<uint8_t> decay_mask(trainer->model_->layout().total_size(), 0);
+  for (const model::TensorSlot& slot : trainer->model_->layout().tensors()) {
+    if (slot.is_matrix) {
+      std::fill(decay_mask.begin() + slot.offset, decay_mask.begin() + slot.offset + slot.size, 1);
+    }
+  }
+  trainer->optimizer_ = std::make_unique<optim::AdamW>(config.adamw, std::move(decay_mask));
+  return trainer;
+}
+
+absl::StatusOr<StepResult> DataParallelTrainer::Step() {
+  const absl::Time start = absl::Now();
+  const int64_t sent_before = group_->bytes_sent();
+  const int64_t received_before = group_->bytes_received();
+  absl::Duration communication;
+
+  std::vector<model::ModelBatch> batches;
+  float counts[1] = {0.0f};
+  for (int32_t a = 0; a < config_.grad_accum; ++a) {
+    std::optional<data::PackedBatch> packed = train_loader_->Next();
+    if (!packed) return absl::InternalError("training loader ran dry");
+    batches.push_back(ToModelBatch(*packed));
+    for (int32_t t : batches.back().targets) counts[0] += t >= 0 ? 1.0f : 0.0f;
+  }
+  // The loss is the mean over the GLOBAL batch: every rank needs its size
+  // before backward to scale its share of the gradient.
+  absl::Time comm_start = absl::Now();
+  if (absl::Status s = group_->AllReduceSum(counts, 1); !s.ok()) return s;
+  communication += absl::Now() - comm_start;
+  const int64_t global_tokens = static_cast<int64_t>(counts[0]);
+  const float grad_scale = 1.0f / std::max<int64_t>(1, global_tokens);
+
+  model_->ZeroGradients();
+  float loss_sum[1] = {0.0f};
+  double local_loss_sum = 0.0;
+  for (const model::ModelBatch& batch : batches) {
+    auto loss = model_->Forward(batch, *attention_, activations_);
+    if (!loss.ok()) return loss.status();
+    local_loss_sum += loss->loss_sum;
+    if (absl::Status s = model_->Backward(*attention_, activations_, grad_scale); !s.ok()) {
+      return s;
+    }
+  }
+  loss_sum[0] = static_cast<float>(local_loss_sum);
+  comm_start = absl::Now();
+  std::vector<float>& gradients = model_->gradients();
+  if (absl::Status s = group_->AllReduceSum(gradients.data(), gradients.size()); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = group_->AllReduceSum(loss_sum, 1); !s.ok()) return s;
+  communication += absl::Now() - comm_start;
+
+  StepResult result;
+  result.grad_norm = optim::ClipGradientNorm(gradients.data(), gradients.size(), config_.grad_clip);
+  result.learning_rate = config_.schedule.At(step_);
+  if (absl::Status s = optimizer_->Step(model_->parameters().data(), gradients.data(),
+                                        gradients.size(), result.learning_rate);
+      !s.ok()) {
+    return s;
+  }
+  ++step_;
+  const absl::Duration total = absl::Now() - start;
+  result.step = step_;
+  result.tokens = global_tokens;
+  result.loss = global_tokens > 0 ? loss_sum[0] / global_tokens : 0.0;
+  result.communication_seconds = absl::ToDoubleSeconds(communication);
+  result.compute_seconds = absl::ToDoubleSeconds(total - communication);
+  result.tokens_per_second = double{config_.grad_accum} * config_.micro_batch * config_.seq_len /
+                             std::max(1e-9, absl::ToDoubleSeconds(total));
+  result.bytes_sent = group_->bytes_sent() - sent_before;
+  result.bytes_received = group_->bytes_received() - received_before;
+  return result;
+}
+
+absl::StatusOr<double> DataParallelTrainer::Validate(int64_t max_batches) {
+  if (validation_loader_ == nullptr) {
+    return absl::FailedPreconditionError("no validation data");
+  }
+  if (absl::Status s = validation_loader_->Seek(0); !s.ok()) return s;
+  model::Activations activations;
+  double loss_sum = 0.0;
+  int64_t tokens = 0;
+  for (int64_t batches = 0; max_batches <= 0 || batches < max_batches; ++batches) {
+    std::optional<data::PackedBatch> packed = validation_loader_->Next();
+    if (!packed) break;
+    auto loss = model_->Forward(ToModelBatch(*packed), *attention_, activations);
+    if (!loss.ok()) return loss.status();
+    loss_sum += loss->loss_sum;
+    tokens += loss->tokens;
+  }
+  float totals[2] = {static_cast<float>(loss_sum), static_cast<float>(tokens)};
+  if (absl::Status s = group_->AllReduceSum(totals, 2); !s.ok()) return s;
+  if (totals[1] <= 0) return absl::FailedPreconditionError("validation split has no tokens");
+  return totals[0] / totals[1];
+}
+
+checkpoint::Checkpoint DataParallelTrainer::Snapshot() const {
+  checkpoint::Checkpoint checkpoint;
+  checkpoint.step = step_;
+  checkpoint.blobs["params"] = FloatsToBytes(model_->parameters());
+  checkpoint.blobs["adamw_m"] = FloatsToBytes(optimizer_->first_moment());
+  checkpoint.blobs["adamw_v"] = FloatsToBytes(optimizer_->second_moment());
+  checkpoint.blobs["trainer.json"] =
+      nlohmann::json{{"step", step_}, {"optimizer_steps", optimizer_->step_count()},
+                     {"parameters", model_->layout().total_size()}}
+          .dump();
+  checkpoint.blobs["loader.json"] = train_loader_->state().ToJson();
+  return checkpoint;
+}
+
+absl::Status DataParallelTrainer::Restore(const checkpoint::Checkpoint& checkpoint) {
+  for (const char* name : {"params", "adamw_m", "adamw_v", "trainer.json", "loader.json"}) {
+    if (!checkpoint.blobs.count(name)) {
+      return absl::FailedPreconditionError(absl::StrCat("checkpoint lacks '", name, "'"));
+    }
+  }
+  nlohmann::json trainer =
+      nlohmann::json::parse(checkpoint.blobs.at("trainer.json"), nullptr, false);
+  if (trainer.is_discarded() || !trainer["step"].is_number_integer() ||
+      !trainer["optimizer_steps"].is_number_integer()) {
+    return absl::DataLossError("checkpoint trainer.json is malformed");
+  }
+  auto loader_state = data::LoaderState::FromJson(checkpoint.blobs.at("loader.json"));
+  if (!loader_state.ok()) return loader_state.status();
+  std::vector<float> params = model_->parameters();
+  std::vector<float> m = optimizer_->first_moment();
+  std::vector<float> v = optimizer_->second_moment();
+  if (absl::Status s = BytesToFloats(checkpoint.blobs.at("params"), params, "params"); !s.ok()) return s;
+  if (absl::Status s = BytesToFloats(checkpoint.blobs.at("adamw_m"), m, "adamw_m"); !s.ok()) return s;
+  if (absl::Status s = BytesToFloats(checkpoint.blobs.at("adamw_v"), v, "adamw_v"); !s.ok()) return s;
+  if (absl::Status s = train_loader_->Restore(*loader_state); !s.ok()) return s;
+  model_->parameters() = std::move(params);
+  optimizer_->first_moment() = std::move(m);
+  optimizer_->second_moment() = std::move(v);
+  optimizer_->set_step_count(trainer["optimizer_steps"].get<int64_t>());
+  step_ = trainer["step"].get<int64_t>();
+  return absl::OkStatus();
+}
+
+}  // namespace corescape::train

@@ -1,0 +1,97 @@
+#ifndef CORESCAPE_RUNTIME_TRAIN_DATA_PARALLEL_TRAINER_H_
+#define CORESCAPE_RUNTIME_TRAIN_DATA_PARALLEL_TRAINER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/base/thread_pool.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/data/batch_loader.h"
+#include "runtime/model/transformer.h"
+#include "runtime/optim/adamw.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/train/data_parallel_group.h"
+
+namespace corescape::train {
+
+struct TrainerConfig {
+  model::ModelConfig model;
+  // Dataset directories (from `corescape data prepare`) or shard files.
+  std::vector<std::string> train_data;
+  std::vector<std::string> validation_data;  // empty: the "validation" split of train_data[0]
+  int32_t seq_len = 128;
+  int32_t micro_batch = 8;   // rows per rank per micro-batch
+  int32_t grad_accum = 1;    // micro-batches per step
+  int64_t steps = 100;
+  uint64_t seed = 1;
+  std::string optimizer = "adamw";
+  optim::AdamWConfig adamw;
+  optim::LrSchedule schedule;
+  double grad_clip = 1.0;
+  int threads = 0;           // 0: CORESCAPE_NUM_THREADS or all cores
+};
+
+struct StepResult {
+  int64_t step = 0;          // 1-based, after this step
+  double loss = 0;           // mean over the global batch's counted tokens
+  int64_t tokens = 0;        // counted tokens in the global batch
+  double learning_rate = 0;
+  double grad_norm = 0;
+  double tokens_per_second = 0;  // this rank's rows
+  double compute_seconds = 0;
+  double communication_seconds = 0;
+  int64_t bytes_sent = 0;        // by this rank during the step
+  int64_t bytes_received = 0;
+};
+
+// Synchronous data-parallel training of one rank: every rank builds the
+// same model from the seed, takes its slice of each global batch from the
+// deterministic loader, sums gradients with one all-reduce (scaled by
+// 1/global tokens, so the result is the gradient of the global mean loss
+// whatever the split), and applies the identical optimizer step — so all
+// ranks hold bitwise identical weights after every step, and W ranks of
+// micro-batch b train exactly like 1 rank of W·b.
+class DataParallelTrainer {
+ public:
+  static absl::StatusOr<std::unique_ptr<DataParallelTrainer>> Create(
+      const TrainerConfig& config, DataParallelGroup* group);
+
+  // One optimizer step.
+  absl::StatusOr<StepResult> Step();
+  // Mean loss over the validation split (the first max_batches micro-batches
+  // of every rank; 0: all), reduced across ranks.
+  absl::StatusOr<double> Validate(int64_t max_batches = 0);
+
+  // Everything needed to continue exactly: parameters, optimizer moments
+  // and step count, loader position.
+  checkpoint::Checkpoint Snapshot() const;
+  absl::Status Restore(const checkpoint::Checkpoint& checkpoint);
+
+  int64_t step() const { return step_; }
+  const model::Transformer& model() const { return *model_; }
+  double unigram_entropy() const { return unigram_entropy_; }
+  const TrainerConfig& config() const { return config_; }
+
+ private:
+  DataParallelTrainer(const TrainerConfig& config, DataParallelGroup* group);
+
+  TrainerConfig config_;
+  DataParallelGroup* group_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<model::LocalCoreAttention> attention_;
+  std::unique_ptr<model::Transformer> model_;
+  std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<data::BatchLoader> train_loader_;
+  std::unique_ptr<data::BatchLoader> validation_loader_;
+  model::Activations activations_;
+  double unigram_entropy_ = 0;
+  int64_t step_ = 0;
+};
+
+}  // namespace corescape::train
+
+#endif  // CORESCAPE_RUNTIME_TRAIN_DATA_PARALLEL_TRAINER_H_
