@@ -138,6 +138,15 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
     }
   }
 
+  if (hooks.start_data_plane) {
+    auto data_address = hooks.start_data_plane();
+    if (!data_address.ok()) {
+      LOG(ERROR) << "cannot start the data plane: " << data_address.status();
+      return 1;
+    }
+    flags.data_address = *data_address;
+  }
+
   NodeAgentOptions options;
   options.scheduler_address = flags.scheduler;
   options.rpc_timeout = absl::GetFlag(FLAGS_rpc_timeout);
@@ -158,6 +167,7 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
             << " cores, " << registration.resources().gpus()
             << " GPUs); scheduler " << flags.scheduler;
 
+  NodeAgent* agent_for_hooks = nullptr;
   NodeAgent agent(options, [&](const v1::SchedulerCommand& command) {
     if (command.has_drain()) {
       LOG(INFO) << "draining: " << command.drain().reason();
@@ -165,12 +175,14 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
       LOG(INFO) << "scheduler asked us to exit: " << command.shutdown().reason();
       RequestShutdown();
     }
-    if (hooks.on_command) hooks.on_command(command);
+    if (hooks.on_command && agent_for_hooks != nullptr) hooks.on_command(command, *agent_for_hooks);
   });
+  agent_for_hooks = &agent;
   agent.Start();
 
   WaitForShutdown();
   LOG(INFO) << "shutting down";
+  if (hooks.on_shutdown) hooks.on_shutdown();
   agent.Stop(/*deregister=*/true);
   server->GetHealthCheckService()->SetServingStatus(false);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -3,9 +3,13 @@
 
 #include <functional>
 
+#include <string>
+
+#include "absl/status/statusor.h"
 #include "corescape/v1/common.pb.h"
 #include "corescape/v1/node.pb.h"
 #include "grpcpp/server_builder.h"
+#include "runtime/control/node_agent.h"
 
 namespace corescape {
 
@@ -14,9 +18,15 @@ struct NodeDaemonHooks {
   // Adds the daemon's own gRPC services (health and reflection are added for
   // every daemon).
   std::function<void(grpc::ServerBuilder&)> register_services;
-  // Commands pushed by the scheduler other than lease grants. Drain and
-  // Shutdown have default handling before this is called.
-  std::function<void(const v1::SchedulerCommand&)> on_command;
+  // Starts the node's data plane before it registers; returns the HOST:PORT
+  // to register as its data address.
+  std::function<absl::StatusOr<std::string>()> start_data_plane;
+  // Commands pushed by the scheduler other than lease grants (called on the
+  // session's reader thread: do not block). Drain and Shutdown have default
+  // handling before this is called. The agent sends reports back.
+  std::function<void(const v1::SchedulerCommand&, NodeAgent&)> on_command;
+  // Runs on SIGTERM before the node deregisters: stop local work.
+  std::function<void()> on_shutdown;
 };
 
 // main() of a worker or attention-server daemon: parses the shared node

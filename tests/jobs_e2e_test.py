@@ -1,0 +1,193 @@
+"""Training jobs end to end on real processes: submit over gRPC, gang
+scheduling, progress, checkpoints, kill -9 recovery, scheduler restart,
+cancel, invalid specs."""
+
+import os
+import signal
+import subprocess
+import time
+import unittest
+
+import grpc
+
+import cluster_harness as harness
+from corescape.v1 import job_pb2
+
+DATA_DIR = os.path.join(harness.TMP, "fortunes-data")
+
+
+def prepare_data():
+    if not os.path.exists(os.path.join(DATA_DIR, "manifest.json")):
+        subprocess.run([harness.CLI, "data", "prepare", "--input=/usr/share/games/fortunes",
+                        "--delimiter=%", f"--output={DATA_DIR}"], check=True,
+                       capture_output=True, timeout=120)
+    return DATA_DIR
+
+
+def spec(name, steps, checkpoint_dir="", workers=1, checkpoint_interval=0, eval_interval=0):
+    s = job_pb2.JobSpec(name=name, steps=steps, seed=7, eval_interval_steps=eval_interval)
+    s.model.preset = "tiny"
+    s.data.train_shards.append(prepare_data())
+    s.data.sequence_length = 64
+    s.data.micro_batch_size = 4
+    s.optimizer.name = "adamw"
+    s.optimizer.learning_rate = 3e-3
+    s.optimizer.warmup_steps = 10
+    s.placement.workers = workers
+    if checkpoint_dir:
+        s.checkpoint.directory = checkpoint_dir
+        s.checkpoint.interval_steps = checkpoint_interval
+    return s
+
+
+class Jobs:
+    def __init__(self, address):
+        self.channel = grpc.insecure_channel(address)
+
+        def unary(method, req, resp):
+            return self.channel.unary_unary(f"/corescape.v1.JobService/{method}",
+                                            request_serializer=req.SerializeToString,
+                                            response_deserializer=resp.FromString)
+        self.submit = unary("SubmitJob", job_pb2.SubmitJobRequest, job_pb2.SubmitJobResponse)
+        self.get = unary("GetJob", job_pb2.GetJobRequest, job_pb2.GetJobResponse)
+        self.cancel = unary("CancelJob", job_pb2.CancelJobRequest, job_pb2.CancelJobResponse)
+        self.watch = self.channel.unary_stream(
+            "/corescape.v1.JobService/WatchJob",
+            request_serializer=job_pb2.WatchJobRequest.SerializeToString,
+            response_deserializer=job_pb2.JobEvent.FromString)
+
+    def job(self, job_id):
+        return self.get(job_pb2.GetJobRequest(job_id=job_id), timeout=5).job
+
+    def run(self, s):
+        return self.submit(job_pb2.SubmitJobRequest(spec=s), timeout=5).job.job_id
+
+    def wait_state(self, job_id, states, timeout):
+        return harness.wait_for(lambda: self.job(job_id) if self.job(job_id).state in states
+                                else None, timeout, f"{job_id} in {states}", interval=0.1)
+
+
+FINAL = (job_pb2.SUCCEEDED, job_pb2.FAILED, job_pb2.CANCELLED)
+
+
+class JobsEndToEndTest(unittest.TestCase):
+
+    def setUp(self):
+        self.cluster = harness.Cluster(os.path.join(harness.TMP, self.id().split(".")[-1]))
+        self.address = self.cluster.start_scheduler()
+        self.jobs = Jobs(self.address)
+
+    def tearDown(self):
+        self.jobs.channel.close()
+        self.cluster.stop_all()
+
+    def run(self, result=None):
+        result = super().run(result)
+        if result and (result.failures or result.errors):
+            self.cluster.dump_logs()
+        return result
+
+    def start_worker(self, name="worker-0"):
+        self.cluster.start_node(name, harness.WORKER)
+        self.cluster.wait_for_states({name: "ALIVE"}, timeout=20)
+
+    def test_job_trains_reports_progress_and_succeeds(self):
+        self.start_worker()
+        job_id = self.jobs.run(spec("train", steps=60, eval_interval=20))
+        events = []
+        for event in self.jobs.watch(job_pb2.WatchJobRequest(job_id=job_id), timeout=120):
+            events.append(event)
+        states = [e.state for e in events if e.WhichOneof("body") == "state"]
+        self.assertEqual(states[0], job_pb2.PENDING)
+        self.assertIn(job_pb2.RUNNING, states)
+        self.assertEqual(states[-1], job_pb2.SUCCEEDED)
+        progress = [e.progress for e in events if e.WhichOneof("body") == "progress"]
+        self.assertEqual([p.step for p in progress], list(range(1, 61)))
+        job = self.jobs.job(job_id)
+        self.assertEqual(job.progress.step, 60)
+        self.assertLess(job.progress.loss, progress[0].loss - 1.0)
+        self.assertGreater(job.progress.validation_loss, 0)
+        self.assertGreater(job.progress.tokens_per_second, 0)
+        # A replay from the start gives the same events (plots, reconnects).
+        replay = list(self.jobs.watch(job_pb2.WatchJobRequest(job_id=job_id), timeout=30))
+        self.assertEqual(len(replay), len(events))
+
+    def test_kill_worker_mid_job_resumes_from_checkpoint_with_same_result(self):
+        self.start_worker()
+        reference = self.jobs.run(spec("reference", steps=80))
+        reference_job = self.jobs.wait_state(reference, FINAL, timeout=120)
+        self.assertEqual(reference_job.state, job_pb2.SUCCEEDED)
+
+        checkpoints = os.path.join(self.cluster.workdir, "ckpt")
+        job_id = self.jobs.run(spec("recovered", steps=80, checkpoint_dir=checkpoints,
+                                    checkpoint_interval=10))
+        harness.wait_for(lambda: self.jobs.job(job_id).progress.checkpoint_step >= 30, 120,
+                         "a checkpoint at step 30", interval=0.02)
+        self.cluster.nodes["worker-0"].kill(signal.SIGKILL)
+        self.jobs.wait_state(job_id, (job_pb2.RECOVERING,), timeout=15)
+        self.start_worker()  # the same name comes back: a replacement
+        job = self.jobs.wait_state(job_id, FINAL, timeout=120)
+        self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
+        self.assertEqual(job.generation, 2)
+        self.assertEqual(job.recoveries, 1)
+        # Data order and optimizer state resume exactly.
+        self.assertAlmostEqual(job.progress.loss, reference_job.progress.loss,
+                               delta=1e-4 * reference_job.progress.loss)
+
+    def test_scheduler_restart_mid_job(self):
+        self.start_worker()
+        job_id = self.jobs.run(spec("survives", steps=300))
+        harness.wait_for(lambda: self.jobs.job(job_id).progress.step >= 20, 60, "step 20",
+                         interval=0.05)
+        address = self.cluster.scheduler_address
+        self.cluster.scheduler.kill(signal.SIGTERM)
+        self.cluster.scheduler.wait(timeout=10)
+        self.jobs.channel.close()
+        self.cluster.start_scheduler(listen=address)
+        self.jobs = Jobs(address)
+        job = self.jobs.wait_state(job_id, FINAL, timeout=180)
+        self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
+        self.assertEqual(job.generation, 1)  # not restarted: the worker kept going
+
+    def test_cancel_frees_the_worker(self):
+        self.start_worker()
+        job_id = self.jobs.run(spec("long", steps=100000))
+        harness.wait_for(lambda: self.jobs.job(job_id).progress.step >= 3, 60, "step 3",
+                         interval=0.05)
+        self.jobs.cancel(job_pb2.CancelJobRequest(job_id=job_id, reason="test"), timeout=5)
+        self.assertEqual(self.jobs.job(job_id).state, job_pb2.CANCELLED)
+        step_at_cancel = self.jobs.job(job_id).progress.step
+        next_id = self.jobs.run(spec("next", steps=20))
+        job = self.jobs.wait_state(next_id, FINAL, timeout=60)
+        self.assertEqual(job.state, job_pb2.SUCCEEDED)
+        time.sleep(0.5)
+        self.assertLess(self.jobs.job(job_id).progress.step - step_at_cancel, 50)
+        self.assertIn("stopping job", self.cluster.nodes["worker-0"].log())
+
+    def test_job_waits_pending_for_enough_workers(self):
+        self.start_worker()
+        job_id = self.jobs.run(spec("needs-two", steps=10, workers=2))
+        time.sleep(1.0)
+        job = self.jobs.job(job_id)
+        self.assertEqual(job.state, job_pb2.PENDING)
+        self.assertIn("waiting for 2", job.state_reason)
+
+    def test_invalid_specs_name_the_field(self):
+        for mutate, field in [
+            (lambda s: setattr(s, "steps", 0), "spec.steps"),
+            (lambda s: setattr(s.model, "preset", "huge"), "spec.model.preset"),
+            (lambda s: setattr(s.model, "n_kv_heads", 3), "n_kv_heads"),
+            (lambda s: setattr(s.data, "sequence_length", 10**6), "spec.data.sequence_length"),
+            (lambda s: s.data.train_shards.__setitem__(0, "/nope"), "spec.data.train_shards[0]"),
+            (lambda s: setattr(s.placement, "workers", 100000), "spec.placement.workers"),
+        ]:
+            s = spec("bad", steps=10)
+            mutate(s)
+            with self.assertRaises(grpc.RpcError) as raised:
+                self.jobs.run(s)
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, field)
+            self.assertIn(field, raised.exception.details())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,212 @@
+#include "worker/job_runner.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/model/model_config.h"
+
+namespace corescape::worker {
+
+JobRunner::JobRunner(GroupFactory group_factory, int threads)
+    : group_factory_(std::move(group_factory)), threads_(threads) {}
+
+JobRunner::~JobRunner() { Shutdown(); }
+
+absl::StatusOr<train::TrainerConfig> JobRunner::TrainerConfigFor(
+    const v1::JobAssignment& assignment, int threads) {
+  const v1::JobSpec& spec = assignment.spec();
+  auto model = model::PresetConfig(spec.model().preset());
+  if (!model.ok()) return model.status();
+  train::TrainerConfig config;
+  config.model = *model;
+  const v1::ModelSpec& m = spec.model();
+  if (m.n_layers()) config.model.n_layers = m.n_layers();
+  if (m.d_model()) config.model.d_model = m.d_model();
+  if (m.n_heads()) config.model.n_heads = m.n_heads();
+  if (m.n_kv_heads()) config.model.n_kv_heads = m.n_kv_heads();
+  if (m.d_ff()) config.model.d_ff = m.d_ff();
+  if (m.vocab_size()) config.model.vocab_size = m.vocab_size();
+  if (m.max_seq_len()) config.model.max_seq_len = m.max_seq_len();
+  if (m.rope_theta() > 0) config.model.rope_theta = m.rope_theta();
+  if (m.norm_eps() > 0) config.model.norm_eps = m.norm_eps();
+  if (m.tie_embeddings()) config.model.tie_embeddings = true;
+  config.train_data.assign(spec.data().train_shards().begin(), spec.data().train_shards().end());
+  config.validation_data.assign(spec.data().validation_shards().begin(),
+                                spec.data().validation_shards().end());
+  config.seq_len = spec.data().sequence_length();
+  config.micro_batch = spec.data().micro_batch_size();
+  config.grad_accum = assignment.gradient_accumulation() > 0
+                          ? assignment.gradient_accumulation()
+                          : spec.data().gradient_accumulation();
+  config.steps = spec.steps();
+  config.seed = spec.seed();
+  const v1::OptimizerSpec& opt = spec.optimizer();
+  config.optimizer = opt.name();
+  config.adamw = {opt.beta1(), opt.beta2(), opt.epsilon(), opt.weight_decay()};
+  auto kind = optim::LrSchedule::ParseKind(opt.schedule());
+  if (!kind.ok()) return kind.status();
+  config.schedule.kind = *kind;
+  config.schedule.peak_lr = opt.learning_rate();
+  config.schedule.min_lr = opt.min_learning_rate();
+  config.schedule.warmup_steps = opt.warmup_steps();
+  config.schedule.total_steps = spec.steps();
+  config.grad_clip = opt.grad_clip();
+  config.threads = threads;
+  return config;
+}
+
+void JobRunner::StopCurrent(const std::string& reason) {
+  if (current_ == nullptr) return;
+  LOG(INFO) << "stopping job " << current_->assignment.job_id() << " generation "
+            << current_->assignment.generation() << ": " << reason;
+  current_->stop = true;
+  stopping_.push_back(std::move(current_));
+}
+
+void JobRunner::Handle(const v1::SchedulerCommand& command, NodeAgent& agent) {
+  absl::MutexLock lock(&mu_);
+  if (command.has_stop_job()) {
+    const v1::StopJobCommand& stop = command.stop_job();
+    if (current_ != nullptr && current_->assignment.job_id() == stop.job_id() &&
+        current_->assignment.generation() <= stop.generation()) {
+      StopCurrent(stop.reason());
+    }
+    return;
+  }
+  if (!command.has_assign()) return;
+  const v1::JobAssignment& assign = command.assign();
+  if (current_ != nullptr && current_->assignment.job_id() == assign.job_id() &&
+      current_->assignment.generation() == assign.generation()) {
+    return;  // redelivered
+  }
+  StopCurrent(absl::StrCat("superseded by job ", assign.job_id(), " generation ",
+                           assign.generation()));
+  auto run = std::make_unique<Run>();
+  run->assignment = assign;
+  LOG(INFO) << "job " << assign.job_id() << " generation " << assign.generation() << ": rank "
+            << assign.rank() << " of " << assign.world_size()
+            << (assign.resume_from_step() >= 0
+                    ? absl::StrCat(", resuming from step ", assign.resume_from_step())
+                    : std::string(", from the start"));
+  Run* raw = run.get();
+  NodeAgent* agent_ptr = &agent;
+  run->thread = std::thread([this, raw, agent_ptr]() { Train(raw, agent_ptr); });
+  current_ = std::move(run);
+}
+
+void JobRunner::Train(Run* run, NodeAgent* agent) {
+  // Earlier runs must be gone before this one takes the cores and ports.
+  std::vector<std::unique_ptr<Run>> previous;
+  {
+    absl::MutexLock lock(&mu_);
+    previous.swap(stopping_);
+  }
+  for (auto& old : previous) {
+    if (old->thread.joinable()) old->thread.join();
+  }
+
+  const v1::JobAssignment& assignment = run->assignment;
+  const v1::JobSpec& spec = assignment.spec();
+  auto fail = [&](const absl::Status& status) {
+    if (run->stop) {
+      LOG(INFO) << "job " << assignment.job_id() << " stopped: " << status;
+      return;
+    }
+    LOG(ERROR) << "job " << assignment.job_id() << " rank " << assignment.rank()
+               << " failed: " << status;
+    v1::NodeMessage message;
+    v1::JobFailureReport* report = message.mutable_job_failure();
+    report->set_job_id(assignment.job_id());
+    report->set_generation(assignment.generation());
+    report->set_rank(assignment.rank());
+    report->set_error(std::string(status.ToString()));
+    agent->Send(std::move(message));
+  };
+
+  auto config = TrainerConfigFor(assignment, threads_);
+  if (!config.ok()) return fail(config.status());
+  auto group = group_factory_(assignment);
+  if (!group.ok()) return fail(group.status());
+  auto trainer = train::DataParallelTrainer::Create(*config, group->get());
+  if (!trainer.ok()) return fail(trainer.status());
+  const std::string checkpoint_dir = spec.checkpoint().directory();
+  int64_t checkpoint_step = -1;
+  if (assignment.resume_from_step() >= 0) {
+    auto checkpoint =
+        checkpoint::LoadNewestCheckpoint(checkpoint_dir, assignment.resume_from_step());
+    if (!checkpoint.ok()) return fail(checkpoint.status());
+    if (absl::Status s = (*trainer)->Restore(*checkpoint); !s.ok()) return fail(s);
+    checkpoint_step = checkpoint->step;
+    LOG(INFO) << "restored checkpoint step " << checkpoint->step << " from " << checkpoint_dir;
+  }
+
+  const bool reporter = assignment.rank() == 0;
+  const int64_t eval_interval = spec.eval_interval_steps();
+  const int64_t checkpoint_interval = spec.checkpoint().interval_steps();
+  while ((*trainer)->step() < spec.steps()) {
+    if (run->stop) return fail(absl::CancelledError("stop requested"));
+    auto result = (*trainer)->Step();
+    if (!result.ok()) return fail(result.status());
+    if (!std::isfinite(result->loss)) {
+      return fail(absl::InternalError(absl::StrCat("loss is ", result->loss, " at step ",
+                                                   result->step, ": training diverged")));
+    }
+    const int64_t step = result->step;
+    double validation_loss = std::numeric_limits<double>::quiet_NaN();
+    if ((eval_interval > 0 && step % eval_interval == 0) || step == spec.steps()) {
+      auto val = (*trainer)->Validate();
+      if (val.ok()) {
+        validation_loss = *val;
+      } else if (val.status().code() != absl::StatusCode::kFailedPrecondition) {
+        return fail(val.status());  // no validation data is fine; errors are not
+      }
+    }
+    if (checkpoint_interval > 0 && step % checkpoint_interval == 0 && step < spec.steps()) {
+      // Rank 0 writes for everyone: the replicas are bitwise identical.
+      if (reporter) {
+        if (absl::Status s = checkpoint::WriteCheckpoint(checkpoint_dir, (*trainer)->Snapshot(),
+                                                         spec.checkpoint().keep());
+            !s.ok()) {
+          return fail(s);
+        }
+      }
+      checkpoint_step = step;
+    }
+    if (reporter) {
+      v1::NodeMessage message;
+      v1::StepReport* report = message.mutable_step_report();
+      report->set_job_id(assignment.job_id());
+      report->set_generation(assignment.generation());
+      report->set_rank(assignment.rank());
+      report->set_step(step);
+      report->set_loss(result->loss);
+      report->set_tokens_per_second(result->tokens_per_second * assignment.world_size());
+      report->set_bytes_sent(result->bytes_sent);
+      report->set_bytes_received(result->bytes_received);
+      report->set_compute_seconds(result->compute_seconds);
+      report->set_communication_seconds(result->communication_seconds);
+      report->set_validation_loss(validation_loss);
+      report->set_checkpoint_step(checkpoint_step);
+      agent->Send(std::move(message));
+    }
+  }
+  LOG(INFO) << "job " << assignment.job_id() << " rank " << assignment.rank() << " finished "
+            << spec.steps() << " steps";
+}
+
+void JobRunner::Shutdown() {
+  std::vector<std::unique_ptr<Run>> runs;
+  {
+    absl::MutexLock lock(&mu_);
+    StopCurrent("worker shutting down");
+    runs.swap(stopping_);
+  }
+  for (auto& run : runs) {
+    if (run->thread.joinable()) run->thread.join();
+  }
+}
+
+}  // namespace corescape::worker

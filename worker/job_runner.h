@@ -1,0 +1,63 @@
+#ifndef CORESCAPE_WORKER_JOB_RUNNER_H_
+#define CORESCAPE_WORKER_JOB_RUNNER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "corescape/v1/node.pb.h"
+#include "runtime/control/node_agent.h"
+#include "runtime/train/data_parallel_group.h"
+#include "runtime/train/data_parallel_trainer.h"
+
+namespace corescape::worker {
+
+// Builds the job's data-parallel group (its communicator) from an
+// assignment: peers, generation, token.
+using GroupFactory = std::function<absl::StatusOr<std::unique_ptr<train::DataParallelGroup>>(
+    const v1::JobAssignment& assignment)>;
+
+// The worker's side of a training job: on JobAssignment it trains its rank
+// on a thread (resuming from the checkpoint the scheduler names), reports
+// every step over the session (rank 0 speaks for the job), validates and
+// checkpoints at the spec's intervals, and reports a failure (for example a
+// collective that timed out because a peer died) so the scheduler can
+// recover. StopJob — or a newer assignment — ends the current run at the
+// next step boundary.
+class JobRunner {
+ public:
+  JobRunner(GroupFactory group_factory, int threads);
+  ~JobRunner();
+
+  void Handle(const v1::SchedulerCommand& command, NodeAgent& agent);
+  void Shutdown();
+
+  // Builds the trainer's settings from a job assignment.
+  static absl::StatusOr<train::TrainerConfig> TrainerConfigFor(
+      const v1::JobAssignment& assignment, int threads);
+
+ private:
+  struct Run {
+    v1::JobAssignment assignment;
+    std::atomic<bool> stop{false};
+    std::thread thread;
+  };
+
+  void Train(Run* run, NodeAgent* agent);
+  void StopCurrent(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const GroupFactory group_factory_;
+  const int threads_;
+  absl::Mutex mu_;
+  std::unique_ptr<Run> current_ ABSL_GUARDED_BY(mu_);
+  // Runs told to stop, joined by the next run (never on the session thread).
+  std::vector<std::unique_ptr<Run>> stopping_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace corescape::worker
+
+#endif  // CORESCAPE_WORKER_JOB_RUNNER_H_
