@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/base/host_port.h"
+#include "runtime/base/node_name.h"
 
 namespace corescape::scheduler {
 namespace {
@@ -83,24 +84,6 @@ absl::Status ValidateResources(const v1::Resources& resources) {
 }
 
 }  // namespace
-
-absl::Status ValidateNodeName(absl::string_view field, absl::string_view name) {
-  if (name.empty()) return Invalid(field, "required");
-  if (name.size() > kMaxNodeNameLength) {
-    return Invalid(field, absl::StrCat("must be 1..", kMaxNodeNameLength,
-                                       " characters, got ", name.size()));
-  }
-  if (!absl::ascii_isalnum(static_cast<unsigned char>(name.front()))) {
-    return Invalid(field, "must start with a letter or digit");
-  }
-  for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' &&
-        c != '-' && c != '_') {
-      return Invalid(field, "may contain only letters, digits, '.', '-' and '_'");
-    }
-  }
-  return absl::OkStatus();
-}
 
 absl::Status ValidateRegisterRequest(const v1::RegisterRequest& request) {
   if (absl::Status s = ValidateNodeName("name", request.name()); !s.ok()) return s;

@@ -5,18 +5,17 @@
 #include "absl/strings/string_view.h"
 #include "corescape/v1/node.pb.h"
 #include "corescape/v1/operator.pb.h"
+#include "runtime/base/node_name.h"
 
 namespace corescape::scheduler {
 
 // Every check returns INVALID_ARGUMENT with a message that names the field
 // (e.g. "name: must be 1..63 characters"), never crashes on any input.
 
-inline constexpr int kMaxNodeNameLength = 63;
 inline constexpr int kMaxCpuCores = 4096;
 inline constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;  // 1 PiB
 inline constexpr int kMaxGpus = 64;
 
-absl::Status ValidateNodeName(absl::string_view field, absl::string_view name);
 absl::Status ValidateRegisterRequest(const v1::RegisterRequest& request);
 absl::Status ValidateDeregisterRequest(const v1::DeregisterRequest& request);
 absl::Status ValidateSessionOpen(const v1::NodeMessage& first_message);

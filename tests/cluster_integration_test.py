@@ -104,7 +104,10 @@ class ClusterIntegrationTest(unittest.TestCase):
         for name in ("worker-0", "attn-0"):
             self.assertEqual(nodes[name]["node_id"], node_ids[name], name)
             self.assertEqual(nodes[name]["pid"], c.nodes[name].process.pid, name)
-        self.assertIn("NODE_RESUMED", c.scheduler.log())
+        # Restored records look ALIVE at once (a grace lease); the sessions
+        # themselves resume a moment later.
+        harness.wait_for(lambda: c.scheduler.log().count("NODE_RESUMED") == 2, 10,
+                         "both survivors to resume their sessions")
         # Still alive well after the grace lease: sessions really resumed.
         time.sleep(LEASE_TTL_SECONDS * 1.5)
         c.wait_for_states({"worker-0": "ALIVE", "attn-0": "ALIVE"}, timeout=1)

@@ -4,7 +4,9 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "glog/logging.h"
+#include "runtime/base/crc32c.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/model/model_config.h"
 
@@ -193,8 +195,11 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
       agent->Send(std::move(message));
     }
   }
+  // Replicas must agree bitwise; the checksum in the log lets anyone compare.
+  const std::vector<float>& params = (*trainer)->model().parameters();
   LOG(INFO) << "job " << assignment.job_id() << " rank " << assignment.rank() << " finished "
-            << spec.steps() << " steps";
+            << spec.steps() << " steps; parameter crc32c "
+            << absl::StrFormat("%08x", Crc32c(params.data(), params.size() * sizeof(float)));
 }
 
 void JobRunner::Shutdown() {

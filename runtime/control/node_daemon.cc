@@ -19,6 +19,7 @@
 #include "runtime/base/atomic_file.h"
 #include "runtime/base/daemon_init.h"
 #include "runtime/base/host_port.h"
+#include "runtime/base/node_name.h"
 #include "runtime/base/shutdown_signal.h"
 #include "runtime/control/node_agent.h"
 #include "runtime/control/system_resources.h"
@@ -47,19 +48,6 @@ std::string RoleSuffix(v1::NodeRole role) {
   return role == v1::WORKER ? "worker" : "attention-server";
 }
 
-// Mirrors the scheduler's rule so a bad name fails at start-up, not later.
-bool IsValidNodeName(const std::string& name) {
-  if (name.empty() || name.size() > 63) return false;
-  if (!absl::ascii_isalnum(static_cast<unsigned char>(name[0]))) return false;
-  for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' &&
-        c != '-' && c != '_') {
-      return false;
-    }
-  }
-  return true;
-}
-
 struct NodeFlags {
   std::string scheduler;
   std::string name;
@@ -83,10 +71,8 @@ NodeFlags ValidatedFlags(v1::NodeRole role) {
   }
   flags.name = absl::GetFlag(FLAGS_name);
   if (flags.name.empty()) flags.name = LocalHostname() + "-" + RoleSuffix(role);
-  if (!IsValidNodeName(flags.name)) {
-    ExitWithFlagError(absl::StrCat(
-        "--name: '", flags.name,
-        "' must be 1..63 letters, digits, '.', '-' or '_', starting alphanumeric"));
+  if (absl::Status s = ValidateNodeName("--name", flags.name); !s.ok()) {
+    ExitWithFlagError(std::string(s.message()));
   }
   flags.listen = absl::GetFlag(FLAGS_listen);
   if (auto parsed = ParseHostPort(flags.listen, 0); !parsed.ok()) {
