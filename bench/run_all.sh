@@ -7,3 +7,11 @@ bazel run //bench/core_attention:core_attention_bench 2>/dev/null
 echo
 echo "== training step vs PyTorch eager (bench/train_throughput)"
 ./bench/train_throughput/run.sh "${1:-2}"
+
+echo
+echo "== core-attention planner vs DistCA's greedy (bench/planner)"
+bazel run //bench/planner:planner_bench -- --seeds=3 --repeats=5 2>/dev/null
+
+echo
+echo "== disaggregation at scale, simulated (bench/attention_sim)"
+bazel run //bench/attention_sim:attention_sim -- --seeds=2 2>/dev/null
