@@ -3,8 +3,10 @@
 #include <chrono>
 #include <utility>
 
+#include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 
 namespace corescape::client {
 
@@ -22,12 +24,26 @@ absl::Status ToAbslStatus(const grpc::Status& status) {
                       status.error_message());
 }
 
+namespace {
+
+// gRPC's default reconnect backoff grows to 120 s, so a scheduler that
+// restarts would stay "unavailable" to a long-lived client (a watch) for
+// minutes after it is back. A CLI talks to one scheduler: retry within 1 s.
+std::shared_ptr<grpc::Channel> CreateSchedulerChannel(
+    const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
+}  // namespace
+
 SchedulerClient::SchedulerClient(std::string address,
                                  absl::Duration rpc_timeout)
-    : SchedulerClient(
-          address,
-          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()),
-          rpc_timeout) {}
+    : SchedulerClient(address, CreateSchedulerChannel(address), rpc_timeout) {}
 
 SchedulerClient::SchedulerClient(std::string address,
                                  std::shared_ptr<grpc::Channel> channel,
@@ -121,6 +137,12 @@ absl::StatusOr<v1::CancelJobResponse> SchedulerClient::CancelJob(
       [&](grpc::ClientContext* context, v1::CancelJobResponse* response) {
         return job_stub_->CancelJob(context, request, response);
       });
+}
+
+std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>>
+SchedulerClient::OpenWatchJob(grpc::ClientContext* context,
+                              const v1::WatchJobRequest& request) {
+  return job_stub_->WatchJob(context, request);
 }
 
 }  // namespace corescape::client

@@ -15,6 +15,7 @@
 #include "corescape/v1/operator.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/support/sync_stream.h"
 #include "grpcpp/support/status.h"
 
 namespace corescape::client {
@@ -58,7 +59,9 @@ class SchedulerClient {
   absl::StatusOr<corescape::v1::GetAttentionPlanResponse> GetAttentionPlan(
       const corescape::v1::GetAttentionPlanRequest& request);
 
-  // JobService (unary calls only; WatchJob streams and is not wrapped here).
+  // JobService. WatchJob is a server stream: OpenWatchJob returns the raw
+  // reader on `context` (no deadline is set; the caller owns the context and
+  // may TryCancel it). client/job_watch.h resumes it across lost streams.
   absl::StatusOr<corescape::v1::SubmitJobResponse> SubmitJob(
       const corescape::v1::SubmitJobRequest& request);
   absl::StatusOr<corescape::v1::GetJobResponse> GetJob(
@@ -67,6 +70,9 @@ class SchedulerClient {
       const corescape::v1::ListJobsRequest& request = {});
   absl::StatusOr<corescape::v1::CancelJobResponse> CancelJob(
       const corescape::v1::CancelJobRequest& request);
+  std::unique_ptr<grpc::ClientReaderInterface<corescape::v1::JobEvent>>
+  OpenWatchJob(grpc::ClientContext* context,
+               const corescape::v1::WatchJobRequest& request);
 
  private:
   // Runs one unary call with a fresh context carrying the deadline.

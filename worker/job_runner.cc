@@ -134,7 +134,9 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
   if (!group.ok()) return fail(group.status());
   auto trainer = train::DataParallelTrainer::Create(*config, group->get());
   if (!trainer.ok()) return fail(trainer.status());
-  const std::string checkpoint_dir = spec.checkpoint().directory();
+  // Per job: two jobs given the same directory never see each other's steps.
+  const std::string checkpoint_dir =
+      absl::StrCat(spec.checkpoint().directory(), "/", assignment.job_id());
   int64_t checkpoint_step = -1;
   if (assignment.resume_from_step() >= 0) {
     auto checkpoint =

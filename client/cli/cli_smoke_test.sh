@@ -62,6 +62,27 @@ stderr_one_error_line
 CORESCAPE_SCHEDULER=127.0.0.1:1 run 3 status
 stderr_has "CORESCAPE_SCHEDULER"
 
+# Job commands: local checks happen before the scheduler is asked.
+EXAMPLES="${TEST_SRCDIR}/${TEST_WORKSPACE}/examples"
+for command in submit jobs job watch cancel plot; do
+  run 0 ${command} --help; stdout_has "Usage: corescape ${command}"
+done
+run 2 submit;           stderr_has "^corescape: error: give a job file"
+run 2 submit /nonexistent/job.json
+stderr_has "^corescape: error: job file '/nonexistent/job.json' does not exist$"
+run 2 submit --optimizer sgd; stderr_has "--optimizer"
+run 2 watch;            stderr_has "JOB is required"
+run 2 plot j-1 --scheduler 127.0.0.1:1; stderr_has "--csv"
+for example in "${EXAMPLES}"/*.json "${EXAMPLES}"/*.yaml; do
+  # Parses, then finds no scheduler.
+  run 3 submit "${example}" --scheduler 127.0.0.1:1; stderr_one_error_line
+done
+for command in "jobs" "job j-1" "watch j-1" "cancel j-1"; do
+  run 3 ${command} --scheduler 127.0.0.1:1
+  stderr_has "^corescape: error: scheduler at 127.0.0.1:1 is unreachable"
+  stderr_one_error_line
+done
+
 run 0 cluster down;     stdout_has "no local cluster running"
 run 0 cluster status;   stdout_has "no local cluster running"
 
@@ -115,6 +136,13 @@ run 0 nodes --state draining
 stdout_has "^worker-0 +WORKER +DRAINING "
 run 4 drain nosuch;     stderr_has "^corescape: error: no node named 'nosuch'$"
 run 5 drain 'bad name!'; stderr_one_error_line
+
+# Jobs: an empty list, an unknown job, a spec the scheduler rejects.
+run 0 jobs;             stdout_has "^no jobs on the scheduler at "
+run 0 jobs --json;      stdout_has "^\[\]$"
+run 4 job j-nosuch;     stderr_has "^corescape: error: no job with id 'j-nosuch'$"
+run 5 submit --name bad --steps 1 --train-data /nonexistent/shards
+stderr_has "^corescape: error: .*train_shards"; stderr_one_error_line
 
 run 0 cluster down
 stdout_has "^stopped worker-0 "

@@ -90,6 +90,12 @@ Subcommand AddVersionCommand(CLI::App& parent);
 Subcommand AddNodesCommand(CLI::App& parent, GlobalOptions& globals);
 Subcommand AddStatusCommand(CLI::App& parent, GlobalOptions& globals);
 Subcommand AddDrainCommand(CLI::App& parent, GlobalOptions& globals);
+Subcommand AddSubmitCommand(CLI::App& parent, GlobalOptions& globals);
+Subcommand AddJobsCommand(CLI::App& parent, GlobalOptions& globals);
+Subcommand AddJobCommand(CLI::App& parent, GlobalOptions& globals);
+Subcommand AddWatchCommand(CLI::App& parent, GlobalOptions& globals);
+Subcommand AddCancelCommand(CLI::App& parent, GlobalOptions& globals);
+Subcommand AddPlotCommand(CLI::App& parent, GlobalOptions& globals);
 std::vector<Subcommand> AddClusterCommands(CLI::App& parent);
 std::vector<Subcommand> AddToolCommands(CLI::App& parent);
 
