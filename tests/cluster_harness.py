@@ -105,12 +105,12 @@ class Cluster:
         self.scheduler_address = self.scheduler.address()
         return self.scheduler_address
 
-    def start_node(self, name, binary):
+    def start_node(self, name, binary, extra_args=()):
         if name in self.nodes:
             self.nodes[name].stop()  # reap an earlier (killed) process of that name
         daemon = Daemon(name, [
             binary, f"--scheduler={self.scheduler_address}", f"--name={name}",
-            "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1"], self.workdir)
+            "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1", *extra_args], self.workdir)
         self.nodes[name] = daemon
         return daemon
 

@@ -88,8 +88,52 @@ class JobsEndToEndTest(unittest.TestCase):
         return result
 
     def start_worker(self, name="worker-0"):
-        self.cluster.start_node(name, harness.WORKER)
+        self.cluster.start_node(name, harness.WORKER,
+                                ["--collective_timeout=5s", "--threads=1"])
         self.cluster.wait_for_states({name: "ALIVE"}, timeout=20)
+
+    def final_crc(self, name, job_id):
+        log = self.cluster.nodes[name].log()
+        marker = f"job {job_id} rank "
+        lines = [l for l in log.splitlines() if marker in l and "parameter crc32c" in l]
+        self.assertTrue(lines, f"{name} never finished {job_id}")
+        return lines[-1].rsplit(" ", 1)[-1]
+
+    def test_two_workers_train_identically_and_match_one_worker(self):
+        self.start_worker("worker-0")
+        self.start_worker("worker-1")
+        s = spec("two", steps=30)
+        s.placement.workers = 2
+        two = self.jobs.run(s)
+        job_two = self.jobs.wait_state(two, FINAL, timeout=120)
+        self.assertEqual(job_two.state, job_pb2.SUCCEEDED, job_two.state_reason)
+        self.assertGreater(job_two.progress.bytes_sent, 0)
+        # Replicas end bitwise identical.
+        self.assertEqual(self.final_crc("worker-0", two), self.final_crc("worker-1", two))
+        # One worker with twice the micro-batch sees the same rows in the same order.
+        s = spec("one", steps=30)
+        s.data.micro_batch_size = 8
+        one = self.jobs.run(s)
+        job_one = self.jobs.wait_state(one, FINAL, timeout=120)
+        self.assertEqual(job_one.state, job_pb2.SUCCEEDED, job_one.state_reason)
+        self.assertAlmostEqual(job_two.progress.loss, job_one.progress.loss,
+                               delta=1e-5 * job_one.progress.loss)
+
+    def test_kill_one_of_two_workers_recovers_on_a_replacement(self):
+        self.start_worker("worker-0")
+        self.start_worker("worker-1")
+        checkpoints = os.path.join(self.cluster.workdir, "ckpt")
+        s = spec("pair", steps=120, checkpoint_dir=checkpoints, checkpoint_interval=10)
+        s.placement.workers = 2
+        job_id = self.jobs.run(s)
+        harness.wait_for(lambda: self.jobs.job(job_id).progress.checkpoint_step >= 20, 120,
+                         "a checkpoint at step 20", interval=0.02)
+        self.cluster.nodes["worker-1"].kill(signal.SIGKILL)
+        self.start_worker("worker-2")
+        job = self.jobs.wait_state(job_id, FINAL, timeout=180)
+        self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
+        self.assertGreaterEqual(job.generation, 2)
+        self.assertEqual(sorted(job.assigned_nodes), ["worker-0", "worker-2"])
 
     def test_job_trains_reports_progress_and_succeeds(self):
         self.start_worker()

@@ -65,6 +65,7 @@ void JobRunner::StopCurrent(const std::string& reason) {
   LOG(INFO) << "stopping job " << current_->assignment.job_id() << " generation "
             << current_->assignment.generation() << ": " << reason;
   current_->stop = true;
+  if (current_->group != nullptr) current_->group->Abort(reason);
   stopping_.push_back(std::move(current_));
 }
 
@@ -130,9 +131,15 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
 
   auto config = TrainerConfigFor(assignment, threads_);
   if (!config.ok()) return fail(config.status());
-  auto group = group_factory_(assignment);
-  if (!group.ok()) return fail(group.status());
-  auto trainer = train::DataParallelTrainer::Create(*config, group->get());
+  auto created_group = group_factory_(assignment);
+  if (!created_group.ok()) return fail(created_group.status());
+  std::shared_ptr<train::DataParallelGroup> group = *std::move(created_group);
+  {
+    absl::MutexLock lock(&mu_);
+    run->group = group;
+    if (run->stop) group->Abort("stop requested");
+  }
+  auto trainer = train::DataParallelTrainer::Create(*config, group.get());
   if (!trainer.ok()) return fail(trainer.status());
   // Per job: two jobs given the same directory never see each other's steps.
   const std::string checkpoint_dir =

@@ -45,6 +45,8 @@ class JobRunner {
     v1::JobAssignment assignment;
     std::atomic<bool> stop{false};
     std::thread thread;
+    // Set once connected, so a stop can abort a collective in flight.
+    std::shared_ptr<train::DataParallelGroup> group;
   };
 
   void Train(Run* run, NodeAgent* agent);

@@ -1,31 +1,51 @@
 // corescape-worker: a compute daemon. It registers with the scheduler, holds
-// its lease, and trains its rank of the jobs assigned over its session.
+// its lease, and trains its rank of the jobs assigned over its session; the
+// ranks of a job talk over the UCX data plane.
 #include <memory>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/comm/transport.h"
 #include "runtime/control/node_daemon.h"
+#include "worker/communicator_group.h"
 #include "worker/job_runner.h"
 
-namespace {
-
-// Until the data plane lands, a job can only run on one worker.
-absl::StatusOr<std::unique_ptr<corescape::train::DataParallelGroup>> MakeGroup(
-    const corescape::v1::JobAssignment& assignment) {
-  if (assignment.world_size() == 1) {
-    return std::make_unique<corescape::train::SingleProcessGroup>();
-  }
-  return absl::UnimplementedError(absl::StrCat(
-      "this worker has no data plane yet: cannot join a job of ", assignment.world_size(),
-      " workers"));
-}
-
-}  // namespace
+ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(30),
+          "a data-plane operation waiting longer than this for a peer fails the step");
+ABSL_FLAG(int32_t, threads, 0, "compute threads per job (0: CORESCAPE_NUM_THREADS or all cores)");
 
 int main(int argc, char** argv) {
-  corescape::worker::JobRunner runner(MakeGroup, /*threads=*/0);
+  std::unique_ptr<corescape::comm::Transport> transport;
+  auto make_group = [&](const corescape::v1::JobAssignment& assignment)
+      -> absl::StatusOr<std::unique_ptr<corescape::train::DataParallelGroup>> {
+    if (assignment.world_size() == 1) {
+      return std::make_unique<corescape::train::SingleProcessGroup>();
+    }
+    auto group = corescape::worker::CommunicatorGroup::Connect(
+        transport.get(), assignment, absl::GetFlag(FLAGS_collective_timeout));
+    if (!group.ok()) return group.status();
+    return std::unique_ptr<corescape::train::DataParallelGroup>(*std::move(group));
+  };
+  // Flags are parsed inside RunNodeDaemon, before any hook runs.
+  std::unique_ptr<corescape::worker::JobRunner> runner;
   corescape::NodeDaemonHooks hooks;
+  hooks.start_data_plane = [&](const std::string& listen_host,
+                               const std::string& advertise_host) -> absl::StatusOr<std::string> {
+    corescape::comm::TransportOptions options;
+    options.listen_address = absl::StrCat(listen_host, ":0");
+    options.advertise_host = advertise_host;
+    auto created = corescape::comm::Transport::Create(options);
+    if (!created.ok()) return created.status();
+    transport = *std::move(created);
+    runner = std::make_unique<corescape::worker::JobRunner>(make_group,
+                                                            absl::GetFlag(FLAGS_threads));
+    return transport->address();
+  };
   hooks.on_command = [&](const corescape::v1::SchedulerCommand& command,
-                         corescape::NodeAgent& agent) { runner.Handle(command, agent); };
-  hooks.on_shutdown = [&]() { runner.Shutdown(); };
-  return corescape::RunNodeDaemon(corescape::v1::WORKER, argc, argv, hooks);
+                         corescape::NodeAgent& agent) { runner->Handle(command, agent); };
+  hooks.on_shutdown = [&]() { runner->Shutdown(); };
+  const int status = corescape::RunNodeDaemon(corescape::v1::WORKER, argc, argv, hooks);
+  runner.reset();
+  transport.reset();
+  return status;
 }

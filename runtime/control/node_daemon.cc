@@ -125,7 +125,8 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
   }
 
   if (hooks.start_data_plane) {
-    auto data_address = hooks.start_data_plane();
+    auto data_address =
+        hooks.start_data_plane(ParseHostPort(flags.listen, 0)->host, flags.advertise_host);
     if (!data_address.ok()) {
       LOG(ERROR) << "cannot start the data plane: " << data_address.status();
       return 1;

@@ -18,9 +18,12 @@ struct NodeDaemonHooks {
   // Adds the daemon's own gRPC services (health and reflection are added for
   // every daemon).
   std::function<void(grpc::ServerBuilder&)> register_services;
-  // Starts the node's data plane before it registers; returns the HOST:PORT
+  // Starts the node's data plane before it registers, listening on
+  // `listen_host` and reachable at `advertise_host`; returns the HOST:PORT
   // to register as its data address.
-  std::function<absl::StatusOr<std::string>()> start_data_plane;
+  std::function<absl::StatusOr<std::string>(const std::string& listen_host,
+                                            const std::string& advertise_host)>
+      start_data_plane;
   // Commands pushed by the scheduler other than lease grants (called on the
   // session's reader thread: do not block). Drain and Shutdown have default
   // handling before this is called. The agent sends reports back.

@@ -2,6 +2,7 @@
 #define CORESCAPE_RUNTIME_TRAIN_DATA_PARALLEL_GROUP_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 
@@ -18,6 +19,9 @@ class DataParallelGroup {
   virtual absl::Status AllReduceSum(float* data, int64_t count) = 0;
   virtual int64_t bytes_sent() const = 0;
   virtual int64_t bytes_received() const = 0;
+  // Makes pending and later collectives fail at once (a stopped job must not
+  // sit out a peer's timeout). Thread-safe.
+  virtual void Abort(const std::string& reason) {}
 };
 
 // World size 1: every collective is the identity.

@@ -1,0 +1,436 @@
+// Transport: UCP context/worker/listener, the progress thread and its work
+// queue, tagged sends and receives. Connection handling is in
+// transport_connections.cc.
+#include "runtime/comm/transport.h"
+
+#include <netdb.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <ucp/api/ucp.h>
+
+#include "absl/memory/memory.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "glog/logging.h"
+#include "runtime/base/host_port.h"
+#include "runtime/comm/message_tag.h"
+#include "runtime/comm/transport_internal.h"
+#include "runtime/comm/ucx_status.h"
+
+namespace corescape::comm {
+namespace {
+
+// After the last activity the progress thread keeps polling this long before
+// it sleeps on the event fd: short enough to cost little CPU on a shared
+// machine, long enough to keep a busy exchange off the sleep/wake path.
+absl::Duration SpinWindow() {
+  static const absl::Duration window = [] {
+    const char* env = getenv("CORESCAPE_UCX_SPIN_US");
+    int us = env != nullptr ? atoi(env) : 50;
+    return absl::Microseconds(us < 0 ? 0 : us);
+  }();
+  return window;
+}
+
+// Longest sleep: timers (connection deadlines) are checked at least this often.
+constexpr absl::Duration kMaxSleep = absl::Milliseconds(100);
+// How long shutdown waits for UCX to finish closing endpoints.
+constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(const TransportOptions& options) {
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("TransportOptions.timeout must be positive");
+  }
+  auto transport = absl::WrapUnique(new Transport(options));
+  if (absl::Status s = transport->Init(); !s.ok()) return s;
+  return transport;
+}
+
+Transport::Transport(const TransportOptions& options) : options_(options) {}
+
+absl::Status Transport::Init() {
+  absl::StatusOr<HostPort> listen = ParseHostPort(options_.listen_address, /*min_port=*/0);
+  if (!listen.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TransportOptions.listen_address: ", listen.status().message()));
+  }
+  absl::StatusOr<ResolvedAddress> addr = ResolveAddress(*listen, /*passive=*/true);
+  if (!addr.ok()) return addr.status();
+
+  ucp_config_t* config = nullptr;
+  if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) {
+    return UcxError(s, "reading UCX configuration");
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP;
+  params.name = "corescape";
+  ucs_status_t init_status = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  if (init_status != UCS_OK) return UcxError(init_status, "ucp_init");
+
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (wake_fd_ < 0 || epoll_fd_ < 0) {
+    return absl::InternalError(absl::StrCat("eventfd/epoll: ", strerror(errno)));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = wake_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+
+  // The worker and listener are created on the progress thread, which is the
+  // only thread that touches them.
+  absl::Status init_result;
+  absl::Notification initialized;
+  progress_thread_ = std::thread([&, this] {
+    progress_thread_id_.store(std::this_thread::get_id());
+    init_result = InitOnProgressThread(addr->storage, addr->length);
+    const bool ok = init_result.ok();
+    initialized.Notify();  // init_result/addr are not touched after this
+    if (ok) ProgressLoop();
+  });
+  initialized.WaitForNotification();
+  if (!init_result.ok()) {
+    progress_thread_.join();
+    return init_result;
+  }
+  std::string host = options_.advertise_host;
+  if (host.empty()) {
+    host = listen->host;
+    if (host == "0.0.0.0" || host == "::") {
+      char name[256] = {};
+      gethostname(name, sizeof(name) - 1);
+      host = name;
+    }
+  }
+  address_ = HostPort{host, bound_port_}.ToString();
+  LOG(INFO) << "data plane listening on " << options_.listen_address << " (port "
+            << bound_port_ << "), advertised as " << address_;
+  return absl::OkStatus();
+}
+
+absl::Status Transport::InitOnProgressThread(const sockaddr_storage& listen_addr,
+                                             socklen_t listen_len) {
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  if (ucs_status_t s = ucp_worker_create(context_, &wp, &worker_); s != UCS_OK) {
+    return UcxError(s, "ucp_worker_create");
+  }
+  if (ucs_status_t s = ucp_worker_get_efd(worker_, &worker_fd_); s != UCS_OK) {
+    return UcxError(s, "ucp_worker_get_efd");
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = worker_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, worker_fd_, &ev);
+
+  ucp_listener_params_t lp{};
+  lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&listen_addr);
+  lp.sockaddr.addrlen = listen_len;
+  lp.conn_handler.cb = &Transport::OnConnectionRequest;
+  lp.conn_handler.arg = this;
+  if (ucs_status_t s = ucp_listener_create(worker_, &lp, &listener_); s != UCS_OK) {
+    return UcxError(s, absl::StrCat("listening on ", options_.listen_address));
+  }
+  ucp_listener_attr_t attr{};
+  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+  if (ucs_status_t s = ucp_listener_query(listener_, &attr); s != UCS_OK) {
+    return UcxError(s, "ucp_listener_query");
+  }
+  bound_port_ = SockaddrPort(attr.sockaddr);
+  return absl::OkStatus();
+}
+
+Transport::~Transport() {
+  if (progress_thread_.joinable()) {
+    Enqueue([this] { ShutdownOnProgressThread(); });
+    progress_thread_.join();
+  } else if (worker_ != nullptr) {
+    ucp_worker_destroy(worker_);
+  }
+  if (context_ != nullptr) ucp_cleanup(context_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+}
+
+void Transport::ShutdownOnProgressThread() {
+  std::vector<EndpointId> ids;
+  for (const auto& [id, endpoint] : endpoints_) ids.push_back(id);
+  if (!ids.empty()) {
+    LOG(INFO) << "data plane shutting down with " << ids.size() << " open endpoint(s)";
+  }
+  for (EndpointId id : ids) ForceClose(id);
+  for (const auto& [raw, request] : in_flight_) {
+    if (request->is_receive() && request->ucx_request_ != nullptr) {
+      ucp_request_cancel(worker_, request->ucx_request_);
+    }
+  }
+  const absl::Time deadline = absl::Now() + kShutdownGrace;
+  while ((!endpoints_.empty() || !in_flight_.empty()) && absl::Now() < deadline) {
+    ucp_worker_progress(worker_);
+    RunQueuedWork();
+  }
+  if (!endpoints_.empty() || !in_flight_.empty()) {
+    LOG(WARNING) << "data plane shutdown: " << endpoints_.size() << " endpoint(s) and "
+                 << in_flight_.size() << " message(s) still open after "
+                 << kShutdownGrace;
+    for (const auto& [raw, request] : in_flight_) {
+      LOG(WARNING) << "  still open: " << (request->is_receive() ? "receive " : "send ")
+                   << TagDebugString(request->tag());
+    }
+  }
+  // Whatever UCX did not finish is failed here so no waiter hangs.
+  std::vector<std::shared_ptr<MessageRequest>> left;
+  for (auto& [raw, request] : in_flight_) left.push_back(request);
+  in_flight_.clear();
+  for (auto& request : left) {
+    FinishRequest(request.get(), absl::CancelledError("data plane transport shut down"), 0);
+  }
+  if (listener_ != nullptr) ucp_listener_destroy(listener_);
+  listener_ = nullptr;
+  ucp_worker_destroy(worker_);
+  worker_ = nullptr;
+  endpoints_.clear();
+  for (PendingUcxOp* op : pending_ops_) delete op;
+  pending_ops_.clear();
+  absl::MutexLock lock(&queue_mu_);
+  stop_ = true;
+}
+
+// ---------------------------------------------------------------------------
+// Progress thread and work queue.
+
+bool Transport::OnProgressThread() const {
+  return std::this_thread::get_id() == progress_thread_id_.load();
+}
+
+void Transport::Enqueue(std::function<void()> fn) {
+  bool wake;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    queue_.push_back(std::move(fn));
+    wake = sleeping_;
+  }
+  if (wake) {
+    uint64_t one = 1;
+    ssize_t n = write(wake_fd_, &one, sizeof(one));
+    (void)n;
+  }
+}
+
+void Transport::Run(std::function<void()> fn) { Enqueue(std::move(fn)); }
+
+void Transport::RunAndWait(std::function<void()> fn) {
+  if (OnProgressThread()) {
+    fn();
+    return;
+  }
+  absl::Notification done;
+  Enqueue([&] {
+    fn();
+    done.Notify();
+  });
+  done.WaitForNotification();
+}
+
+void Transport::RunAt(absl::Time when, std::function<void()> fn) {
+  Enqueue([this, when, fn = std::move(fn)]() mutable { timers_.emplace(when, std::move(fn)); });
+}
+
+bool Transport::RunQueuedWork() {
+  std::deque<std::function<void()>> batch;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    batch.swap(queue_);
+  }
+  for (auto& fn : batch) fn();
+  return !batch.empty();
+}
+
+void Transport::RunDueTimers() {
+  const absl::Time now = absl::Now();
+  while (!timers_.empty() && timers_.begin()->first <= now) {
+    std::function<void()> fn = std::move(timers_.begin()->second);
+    timers_.erase(timers_.begin());
+    fn();
+  }
+}
+
+void Transport::ProgressLoop() {
+  absl::Time last_activity = absl::Now();
+  while (true) {
+    const bool had_work = RunQueuedWork();
+    {
+      absl::MutexLock lock(&queue_mu_);
+      if (stop_) return;
+    }
+    unsigned progressed = 0;
+    for (int i = 0; i < 64; ++i) {
+      unsigned n = ucp_worker_progress(worker_);
+      if (n == 0) break;
+      progressed += n;
+    }
+    RunDueTimers();
+    const absl::Time now = absl::Now();
+    if (had_work || progressed > 0) {
+      last_activity = now;
+      continue;
+    }
+    if (now - last_activity < SpinWindow()) continue;
+
+    // Idle: sleep until UCX has an event, work is queued, or a timer is due.
+    ucs_status_t armed = ucp_worker_arm(worker_);
+    if (armed == UCS_ERR_BUSY) continue;
+    {
+      absl::MutexLock lock(&queue_mu_);
+      if (!queue_.empty() || stop_) continue;
+      sleeping_ = true;
+    }
+    absl::Duration sleep = kMaxSleep;
+    if (!timers_.empty()) sleep = std::min(sleep, timers_.begin()->first - now);
+    int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(
+        std::max(sleep, absl::ZeroDuration()), absl::Milliseconds(1))));
+    if (armed != UCS_OK) timeout_ms = std::min(timeout_ms, 1);  // cannot arm: poll
+    epoll_event events[4];
+    int n = epoll_wait(epoll_fd_, events, 4, timeout_ms);
+    {
+      absl::MutexLock lock(&queue_mu_);
+      sleeping_ = false;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.fd == wake_fd_) {
+        uint64_t value;
+        ssize_t r = read(wake_fd_, &value, sizeof(value));
+        (void)r;
+      }
+    }
+    last_activity = absl::Now();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Tagged messages.
+
+std::shared_ptr<MessageRequest> Transport::Send(EndpointId to, uint64_t tag, const void* data,
+                                                int64_t bytes, CompletionCallback on_complete) {
+  auto request = std::make_shared<MessageRequest>(/*is_receive=*/false, tag, bytes);
+  request->on_complete_ = std::move(on_complete);
+  Enqueue([this, request, to, tag, data, bytes] { DoSend(request, to, tag, data, bytes); });
+  return request;
+}
+
+std::shared_ptr<MessageRequest> Transport::Recv(uint64_t tag, void* data, int64_t capacity,
+                                                CompletionCallback on_complete) {
+  auto request = std::make_shared<MessageRequest>(/*is_receive=*/true, tag, capacity);
+  request->on_complete_ = std::move(on_complete);
+  Enqueue([this, request, tag, data, capacity] { DoRecv(request, tag, data, capacity); });
+  return request;
+}
+
+void Transport::Cancel(std::shared_ptr<MessageRequest> request) {
+  Enqueue([this, request = std::move(request)] {
+    if (request->ucx_request_ != nullptr && request->is_receive()) {
+      ucp_request_cancel(worker_, request->ucx_request_);
+    } else if (!request->done() && request->is_receive()) {
+      // Not posted to UCX (failed to post or already finishing): nothing to cancel.
+    }
+  });
+}
+
+void Transport::DoSend(const std::shared_ptr<MessageRequest>& request, EndpointId to,
+                       uint64_t tag, const void* data, int64_t bytes) {
+  EndpointState* endpoint = FindEndpoint(to);
+  if (endpoint == nullptr || endpoint->ep == nullptr || endpoint->closing || endpoint->failed) {
+    FinishRequest(request.get(),
+                  absl::UnavailableError(absl::StrCat("endpoint ", to, " is ",
+                                                      endpoint == nullptr ? "closed" : "failed")),
+                  0);
+    return;
+  }
+  ucp_request_param_t param{};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+  param.cb.send = &Transport::OnSendComplete;
+  param.user_data = request.get();
+  param.datatype = ucp_dt_make_contig(1);
+  request->owner_ = this;
+  ucs_status_ptr_t r = ucp_tag_send_nbx(endpoint->ep, data, bytes, tag, &param);
+  if (r == nullptr) {
+    FinishRequest(request.get(), absl::OkStatus(), bytes);
+  } else if (UCS_PTR_IS_ERR(r)) {
+    FinishRequest(request.get(), UcxError(UCS_PTR_STATUS(r), "send"), 0);
+  } else if (!request->ucx_completed_) {
+    request->ucx_request_ = r;
+    in_flight_[request.get()] = request;
+  }
+}
+
+void Transport::DoRecv(const std::shared_ptr<MessageRequest>& request, uint64_t tag, void* data,
+                       int64_t capacity) {
+  ucp_tag_recv_info_t info{};
+  ucp_request_param_t param{};
+  // Always through the callback: it reports the received length reliably.
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                       UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_RECV_INFO |
+                       UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.cb.recv = &Transport::OnRecvComplete;
+  param.user_data = request.get();
+  param.datatype = ucp_dt_make_contig(1);
+  param.recv_info.tag_info = &info;
+  request->owner_ = this;
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, data, capacity, tag, ~ucp_tag_t{0}, &param);
+  if (r == nullptr) {
+    FinishRequest(request.get(), absl::OkStatus(), static_cast<int64_t>(info.length));
+  } else if (UCS_PTR_IS_ERR(r)) {
+    FinishRequest(request.get(), UcxError(UCS_PTR_STATUS(r), "receive"), 0);
+  } else if (!request->ucx_completed_) {
+    // (With NO_IMM_CMPL the callback may already have run inside the call.)
+    request->ucx_request_ = r;
+    in_flight_[request.get()] = request;
+  }
+}
+
+void Transport::OnSendComplete(void* ucx_request, ucs_status_t status, void* user_data) {
+  auto* request = static_cast<MessageRequest*>(user_data);
+  Transport* self = request->owner_;
+  ucp_request_free(ucx_request);
+  request->ucx_request_ = nullptr;
+  request->ucx_completed_ = true;
+  self->FinishRequest(request, UcxError(status, "send"),
+                      status == UCS_OK ? request->requested_bytes() : 0);
+  self->in_flight_.erase(request);  // may free the request
+}
+
+void Transport::OnRecvComplete(void* ucx_request, ucs_status_t status,
+                               const ucp_tag_recv_info_t* info, void* user_data) {
+  auto* request = static_cast<MessageRequest*>(user_data);
+  Transport* self = request->owner_;
+  ucp_request_free(ucx_request);
+  request->ucx_request_ = nullptr;
+  request->ucx_completed_ = true;
+  int64_t length = (status == UCS_OK && info != nullptr) ? static_cast<int64_t>(info->length) : 0;
+  self->FinishRequest(request, UcxError(status, "receive"), length);
+  self->in_flight_.erase(request);  // may free the request
+}
+
+void Transport::FinishRequest(MessageRequest* request, absl::Status status, int64_t bytes) {
+  if (!request->SetResult(std::move(status), bytes)) return;
+  if (request->on_complete_) {
+    // Hooks run here, on the progress thread, before waiters wake (so, e.g.,
+    // byte counters are current when Wait returns); they only queue work.
+    auto hook = std::move(request->on_complete_);
+    hook(*request);
+  }
+  request->MarkDone();
+}
+
+}  // namespace corescape::comm

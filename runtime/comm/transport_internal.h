@@ -1,0 +1,66 @@
+#ifndef CORESCAPE_RUNTIME_COMM_TRANSPORT_INTERNAL_H_
+#define CORESCAPE_RUNTIME_COMM_TRANSPORT_INTERNAL_H_
+
+// Pieces of Transport shared by transport.cc and transport_connections.cc.
+
+#include <sys/socket.h>
+
+#include <functional>
+#include <string>
+
+#include <ucp/api/ucp.h>
+
+#include "absl/status/statusor.h"
+#include "runtime/base/host_port.h"
+#include "runtime/comm/hello_message.h"
+#include "runtime/comm/transport.h"
+
+namespace corescape::comm {
+
+struct ResolvedAddress {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+};
+// getaddrinfo for a HOST:PORT (passive: for listening; wildcard hosts allowed).
+absl::StatusOr<ResolvedAddress> ResolveAddress(const HostPort& host_port, bool passive);
+uint16_t SockaddrPort(const sockaddr_storage& addr);
+std::string SockaddrToString(const sockaddr_storage& addr);  // "1.2.3.4:5" / "[::1]:5"
+
+struct Transport::EndpointState {
+  enum class Role { kConnecting, kAccepting, kParked, kOwned };
+  struct ErrorArg {
+    Transport* transport;
+    EndpointId id;
+  };
+
+  EndpointId id = 0;
+  std::string peer_address;
+  ucp_ep_h ep = nullptr;
+  Role role = Role::kOwned;
+  bool failed = false;         // UCX reported an error
+  bool closing = false;        // Close() called: no new sends
+  bool close_started = false;  // ucp_ep_close_nbx issued
+  std::function<void(absl::Status)> on_error;
+  ConnectCallback connect_done;
+  ErrorArg error_arg{nullptr, 0};  // stable address handed to UCX
+};
+
+// A UCX operation other than a tagged message (stream hello, flush, close):
+// `done` runs on the progress thread, outside UCX callbacks.
+struct Transport::PendingUcxOp {
+  Transport* transport = nullptr;
+  std::function<void(ucs_status_t status, size_t length)> done;
+  HelloMessage::Bytes buffer{};  // stream sends and receives
+  size_t length = 0;
+  bool completed = false;  // UCX's callback has run (possibly inside the post)
+};
+
+struct Transport::ParkedHello {
+  EndpointId id = 0;
+  HelloMessage hello;
+  absl::Time deadline;
+};
+
+}  // namespace corescape::comm
+
+#endif  // CORESCAPE_RUNTIME_COMM_TRANSPORT_INTERNAL_H_

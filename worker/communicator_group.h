@@ -1,0 +1,41 @@
+#ifndef CORESCAPE_WORKER_COMMUNICATOR_GROUP_H_
+#define CORESCAPE_WORKER_COMMUNICATOR_GROUP_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "corescape/v1/node.pb.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/transport.h"
+#include "runtime/train/data_parallel_group.h"
+
+namespace corescape::worker {
+
+// A job's data-parallel group over the data plane: one communicator per
+// (job, generation), connected to the peers the assignment names and
+// authenticated with the job's token.
+class CommunicatorGroup final : public train::DataParallelGroup {
+ public:
+  static absl::StatusOr<std::unique_ptr<CommunicatorGroup>> Connect(
+      comm::Transport* transport, const v1::JobAssignment& assignment, absl::Duration timeout);
+
+  int rank() const override { return communicator_->rank(); }
+  int world_size() const override { return communicator_->world_size(); }
+  absl::Status AllReduceSum(float* data, int64_t count) override {
+    return communicator_->AllReduce(data, count, comm::ReduceOp::kSum);
+  }
+  int64_t bytes_sent() const override { return communicator_->counters().total_sent(); }
+  int64_t bytes_received() const override { return communicator_->counters().total_received(); }
+  void Abort(const std::string& reason) override { communicator_->Abort(reason); }
+
+ private:
+  explicit CommunicatorGroup(std::unique_ptr<comm::Communicator> communicator)
+      : communicator_(std::move(communicator)) {}
+  std::unique_ptr<comm::Communicator> communicator_;
+};
+
+}  // namespace corescape::worker
+
+#endif  // CORESCAPE_WORKER_COMMUNICATOR_GROUP_H_
