@@ -122,7 +122,9 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
   const int threads = config.threads > 0 ? config.threads : DefaultThreadCount();
   openblas_set_num_threads(threads);
   trainer->pool_ = std::make_unique<ThreadPool>(threads);
-  trainer->attention_ = std::make_unique<model::LocalCoreAttention>(trainer->pool_.get());
+  trainer->attention_ = config.attention != nullptr
+                            ? config.attention
+                            : std::make_shared<model::LocalCoreAttention>(trainer->pool_.get());
   auto model = model::Transformer::Create(config.model);
   if (!model.ok()) return model.status();
   trainer->model_ = std::make_unique<model::Transformer>(*std::move(model));

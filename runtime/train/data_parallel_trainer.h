@@ -33,6 +33,8 @@ struct TrainerConfig {
   optim::LrSchedule schedule;
   double grad_clip = 1.0;
   int threads = 0;           // 0: CORESCAPE_NUM_THREADS or all cores
+  // Where core attention runs; null: in this process (colocated).
+  std::shared_ptr<model::CoreAttentionExecutor> attention;
 };
 
 struct StepResult {
@@ -82,7 +84,7 @@ class DataParallelTrainer {
   TrainerConfig config_;
   DataParallelGroup* group_;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<model::LocalCoreAttention> attention_;
+  std::shared_ptr<model::CoreAttentionExecutor> attention_;
   std::unique_ptr<model::Transformer> model_;
   std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<data::BatchLoader> train_loader_;
