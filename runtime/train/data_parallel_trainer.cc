@@ -196,7 +196,7 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
   result.loss = global_tokens > 0 ? loss_sum[0] / global_tokens : 0.0;
   result.communication_seconds = absl::ToDoubleSeconds(communication);
   result.compute_seconds = absl::ToDoubleSeconds(total - communication);
-  result.tokens_per_second = double{config_.grad_accum} * config_.micro_batch * config_.seq_len /
+  result.tokens_per_second = static_cast<double>(config_.grad_accum) * config_.micro_batch * config_.seq_len /
                              std::max(1e-9, absl::ToDoubleSeconds(total));
   result.bytes_sent = group_->bytes_sent() - sent_before;
   result.bytes_received = group_->bytes_received() - received_before;
