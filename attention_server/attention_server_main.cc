@@ -1,7 +1,68 @@
 // corescape-attention-server: a core-attention daemon. It registers with the
-// scheduler and holds its lease; attention tasks arrive over the data plane.
+// scheduler and holds its lease; for each DISAGGREGATED job it is assigned,
+// it joins the job's attention communicator on the UCX data plane, receives
+// every worker's Q/K/V rows per layer, computes them in one fused kernel call
+// and sends back O/LSE (forward) or dQ/dK/dV (backward).
+#include <memory>
+
+// OpenBLAS (linked through the kernels) starts its threads when the library
+// loads, before the daemon blocks SIGTERM for its signal thread; a SIGTERM
+// delivered to one of them would kill the process instead of shutting it down
+// cleanly. Stopping them makes OpenBLAS start fresh ones, with the daemon's
+// signal mask, on first use.
+extern "C" void blas_thread_shutdown_(void);
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "attention_server/server_job_runner.h"
+#include "runtime/comm/transport.h"
 #include "runtime/control/node_daemon.h"
 
+ABSL_FLAG(absl::Duration, idle_timeout, absl::Minutes(10),
+          "how long to wait for the workers' next exchange (they optimise, validate and "
+          "checkpoint in between) before failing the job; a dead peer is noticed sooner");
+ABSL_FLAG(int32_t, threads, 0, "kernel threads (0: CORESCAPE_NUM_THREADS or all cores)");
+
 int main(int argc, char** argv) {
-  return corescape::RunNodeDaemon(corescape::v1::ATTENTION_SERVER, argc, argv);
+  blas_thread_shutdown_();
+  std::unique_ptr<corescape::comm::Transport> transport;
+  auto make_communicator = [&](const corescape::v1::JobAssignment& assignment)
+      -> absl::StatusOr<std::unique_ptr<corescape::comm::Communicator>> {
+    corescape::comm::CommunicatorOptions options;
+    options.rank = assignment.rank();
+    options.world_size =
+        assignment.peer_data_addresses_size() + assignment.attention_server_addresses_size();
+    options.generation = assignment.generation();
+    options.peer_addresses.assign(assignment.peer_data_addresses().begin(),
+                                  assignment.peer_data_addresses().end());
+    options.peer_addresses.insert(options.peer_addresses.end(),
+                                  assignment.attention_server_addresses().begin(),
+                                  assignment.attention_server_addresses().end());
+    options.secret_token = assignment.data_plane_token();
+    options.timeout = absl::GetFlag(FLAGS_idle_timeout);
+    options.job_id = absl::StrCat(assignment.job_id(), "/attn");
+    return corescape::comm::Communicator::Create(transport.get(), options);
+  };
+  std::unique_ptr<corescape::attention_server::ServerJobRunner> runner;
+  corescape::NodeDaemonHooks hooks;
+  hooks.start_data_plane = [&](const std::string& listen_host,
+                               const std::string& advertise_host) -> absl::StatusOr<std::string> {
+    corescape::comm::TransportOptions options;
+    options.listen_address = absl::StrCat(listen_host, ":0");
+    options.advertise_host = advertise_host;
+    auto created = corescape::comm::Transport::Create(options);
+    if (!created.ok()) return created.status();
+    transport = *std::move(created);
+    runner = std::make_unique<corescape::attention_server::ServerJobRunner>(
+        make_communicator, absl::GetFlag(FLAGS_threads));
+    return transport->address();
+  };
+  hooks.on_command = [&](const corescape::v1::SchedulerCommand& command,
+                         corescape::NodeAgent& agent) { runner->Handle(command, agent); };
+  hooks.on_shutdown = [&]() { runner->Shutdown(); };
+  const int status =
+      corescape::RunNodeDaemon(corescape::v1::ATTENTION_SERVER, argc, argv, hooks);
+  runner.reset();
+  transport.reset();
+  return status;
 }

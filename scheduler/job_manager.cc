@@ -281,21 +281,35 @@ void JobManager::StartRecovery(JobRecord& record, const std::string& reason) {
                               : std::string("the start (no checkpoint yet)")));
 }
 
+int JobManager::AttentionServersWanted(const v1::JobSpec& spec) {
+  return spec.attention().mode() == v1::DISAGGREGATED ? spec.attention().attention_servers() : 0;
+}
+
 void JobManager::Assign(JobRecord& record, const std::vector<v1::NodeInfo>& nodes,
+                        const std::vector<v1::NodeInfo>& servers,
                         int32_t gradient_accumulation) {
   v1::Job& job = record.job;
   v1::Job before = job;
   job.set_generation(job.generation() + 1);
   job.clear_assigned_nodes();
   job.clear_assigned_incarnations();
-  for (const v1::NodeInfo& node : nodes) {
-    job.add_assigned_nodes(node.name());
-    job.add_assigned_incarnations(node.incarnation());
+  // Workers by rank, then the attention servers (attention rank W + s).
+  for (const auto* group : {&nodes, &servers}) {
+    for (const v1::NodeInfo& node : *group) {
+      job.add_assigned_nodes(node.name());
+      job.add_assigned_incarnations(node.incarnation());
+    }
   }
   job.set_gradient_accumulation(gradient_accumulation);
   const std::string reason =
-      absl::StrFormat("generation %d on %s%s", job.generation(),
-                      absl::StrJoin(job.assigned_nodes(), ", "),
+      absl::StrFormat("generation %d on %s%s%s", job.generation(),
+                      absl::StrJoin(job.assigned_nodes().begin(),
+                                    job.assigned_nodes().begin() + nodes.size(), ", "),
+                      servers.empty()
+                          ? ""
+                          : absl::StrCat(" with attention servers ",
+                                         absl::StrJoin(job.assigned_nodes().begin() + nodes.size(),
+                                                       job.assigned_nodes().end(), ", ")),
                       gradient_accumulation != job.spec().data().gradient_accumulation()
                           ? absl::StrCat(" (elastic: gradient accumulation ",
                                          gradient_accumulation, ")")
@@ -304,25 +318,50 @@ void JobManager::Assign(JobRecord& record, const std::vector<v1::NodeInfo>& node
     job = before;
     return;
   }
-  for (int rank = 0; rank < static_cast<int>(nodes.size()); ++rank) {
+  // Workers: rank r of W (the data-parallel group). Attention servers: rank
+  // W + s of W + S (the job's attention communicator: workers first). Both
+  // get every worker's and server's address; peer_names covers all W + S.
+  const int workers = static_cast<int>(nodes.size());
+  const int total = workers + static_cast<int>(servers.size());
+  for (int rank = 0; rank < total; ++rank) {
+    const v1::NodeInfo& node = rank < workers ? nodes[rank] : servers[rank - workers];
     v1::SchedulerCommand command;
     v1::JobAssignment* assign = command.mutable_assign();
     assign->set_job_id(job.job_id());
     assign->set_generation(job.generation());
     assign->set_rank(rank);
-    assign->set_world_size(static_cast<int>(nodes.size()));
+    assign->set_world_size(rank < workers ? workers : total);
     for (const v1::NodeInfo& peer : nodes) {
       assign->add_peer_data_addresses(peer.data_address());
       assign->add_peer_names(peer.name());
+    }
+    for (const v1::NodeInfo& server : servers) {
+      assign->add_attention_server_addresses(server.data_address());
+      assign->add_peer_names(server.name());
     }
     *assign->mutable_spec() = job.spec();
     assign->set_resume_from_step(job.progress().checkpoint_step());
     assign->set_gradient_accumulation(gradient_accumulation);
     assign->set_data_plane_token(record.token);
-    if (absl::Status s = registry_->Push(nodes[rank].name(), nodes[rank].incarnation(), command);
-        !s.ok()) {
-      LOG(WARNING) << "cannot deliver assignment to " << nodes[rank].name() << ": " << s;
+    if (absl::Status s = registry_->Push(node.name(), node.incarnation(), command); !s.ok()) {
+      LOG(WARNING) << "cannot deliver assignment to " << node.name() << ": " << s;
     }
+  }
+}
+
+void JobManager::StopAttentionServers(const JobRecord& record, const std::string& reason) {
+  const v1::Job& job = record.job;
+  const int servers = AttentionServersWanted(job.spec());
+  for (int rank = job.assigned_nodes_size() - servers; rank < job.assigned_nodes_size();
+       ++rank) {
+    if (rank < 0) continue;
+    v1::SchedulerCommand command;
+    v1::StopJobCommand* stop = command.mutable_stop_job();
+    stop->set_job_id(job.job_id());
+    stop->set_generation(job.generation());
+    stop->set_reason(reason);
+    registry_->Push(job.assigned_nodes(rank), job.assigned_incarnations(rank), command)
+        .IgnoreError();
   }
 }
 
@@ -338,16 +377,21 @@ void JobManager::Reconcile() {
     v1::Job& job = record.job;
     if (job.state() != v1::RUNNING) continue;
     std::string failure;
+    const int workers = job.assigned_nodes_size() - AttentionServersWanted(job.spec());
     for (int rank = 0; rank < job.assigned_nodes_size() && failure.empty(); ++rank) {
+      // A dead attention server is handled like a dead worker for now:
+      // the job restarts from its checkpoint on a fresh set of nodes.
+      const std::string who =
+          rank < workers ? absl::StrCat("rank ", rank, " (", job.assigned_nodes(rank), ")")
+                         : absl::StrCat("attention server ", rank - workers, " (",
+                                        job.assigned_nodes(rank), ")");
       auto it = nodes.find(job.assigned_nodes(rank));
       if (it == nodes.end()) {
-        failure = absl::StrCat("rank ", rank, " (", job.assigned_nodes(rank), ") vanished");
+        failure = absl::StrCat(who, " vanished");
       } else if (it->second.state() == v1::DEAD || it->second.state() == v1::DEREGISTERED) {
-        failure = absl::StrCat("rank ", rank, " (", job.assigned_nodes(rank), ") is ",
-                               v1::NodeState_Name(it->second.state()));
+        failure = absl::StrCat(who, " is ", v1::NodeState_Name(it->second.state()));
       } else if (it->second.incarnation() != job.assigned_incarnations(rank)) {
-        failure = absl::StrCat("rank ", rank, " (", job.assigned_nodes(rank),
-                               ") restarted (incarnation ", it->second.incarnation(), ")");
+        failure = absl::StrCat(who, " restarted (incarnation ", it->second.incarnation(), ")");
       }
     }
     if (!failure.empty()) {
@@ -358,11 +402,11 @@ void JobManager::Reconcile() {
   }
 
   // 2. Place waiting jobs, oldest first, on free healthy workers (gang).
-  std::vector<v1::NodeInfo> free;
+  std::vector<v1::NodeInfo> free, free_servers;
   for (const auto& [name, node] : nodes) {
-    if (node.role() == v1::WORKER && node.state() == v1::ALIVE && !busy.count(name)) {
-      free.push_back(node);
-    }
+    if (node.state() != v1::ALIVE || busy.count(name)) continue;
+    if (node.role() == v1::WORKER) free.push_back(node);
+    if (node.role() == v1::ATTENTION_SERVER) free_servers.push_back(node);
   }
   std::vector<JobRecord*> waiting;
   for (auto& [id, record] : jobs_) {
@@ -377,6 +421,19 @@ void JobManager::Reconcile() {
   for (JobRecord* record : waiting) {
     const v1::JobSpec& spec = record->job.spec();
     const int wanted = spec.placement().workers();
+    // Disaggregated jobs also need their attention servers, all at once.
+    const int servers_wanted = AttentionServersWanted(spec);
+    if (static_cast<int>(free_servers.size()) < servers_wanted) {
+      const std::string reason =
+          absl::StrFormat("waiting for %d healthy free attention servers (%d free now)",
+                          servers_wanted, free_servers.size());
+      if (record->job.state() == v1::PENDING && record->job.state_reason() != reason) {
+        v1::Job updated = record->job;
+        record->job.set_state_reason(reason);
+        if (!Persist(*record).ok()) record->job = updated;
+      }
+      continue;
+    }
     std::vector<v1::NodeInfo> chosen;
     if (!spec.placement().node_names().empty()) {
       for (const std::string& name : spec.placement().node_names()) {
@@ -413,7 +470,11 @@ void JobManager::Reconcile() {
       }
       continue;
     }
-    Assign(*record, chosen, accumulation);
+    std::vector<v1::NodeInfo> servers(free_servers.begin(),
+                                      free_servers.begin() + servers_wanted);
+    Assign(*record, chosen, servers, accumulation);
+    if (record->job.state() != v1::RUNNING) continue;  // not recorded; retried next time
+    free_servers.erase(free_servers.begin(), free_servers.begin() + servers_wanted);
     for (const v1::NodeInfo& node : chosen) {
       free.erase(std::remove_if(free.begin(), free.end(),
                                 [&](const v1::NodeInfo& n) { return n.name() == node.name(); }),
@@ -458,6 +519,9 @@ void JobManager::OnStepReport(const std::string& node, uint64_t incarnation,
   if (report.step() >= job.spec().steps()) {
     Transition(*record, v1::SUCCEEDED,
                absl::StrFormat("finished %d steps, loss %.4f", report.step(), report.loss()));
+    // Workers end on their own; the servers are told (they also end when
+    // every worker says goodbye on the data plane).
+    StopAttentionServers(*record, "job succeeded");
   }
 }
 

@@ -86,8 +86,15 @@ class JobManager : public NodeReportSink {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartRecovery(JobRecord& record, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Job::assigned_nodes lists the workers by rank, then (DISAGGREGATED
+  // jobs) the attention servers.
   void Assign(JobRecord& record, const std::vector<v1::NodeInfo>& nodes,
-              int32_t gradient_accumulation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+              const std::vector<v1::NodeInfo>& servers, int32_t gradient_accumulation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StopAttentionServers(const JobRecord& record, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // attention.attention_servers for DISAGGREGATED jobs, else 0.
+  static int AttentionServersWanted(const v1::JobSpec& spec);
   void StopNodes(const JobRecord& record, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobRecord* Find(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -53,14 +53,14 @@ class JobManagerTest : public ::testing::Test {
     ASSERT_TRUE(jobs_->Load().ok());
   }
 
-  uint64_t AddWorker(const std::string& name) {
+  uint64_t AddWorker(const std::string& name, v1::NodeRole role = v1::WORKER) {
     v1::RegisterRequest request;
     request.set_name(name);
-    request.set_role(v1::WORKER);
+    request.set_role(role);
     request.set_host("h-" + name);
     request.set_pid(100);
     request.set_grpc_address("127.0.0.1:7000");
-    request.set_data_address("127.0.0.1:8000");
+    request.set_data_address("127.0.0.1:8000-" + name);
     auto response = registry_->Register(request);
     EXPECT_TRUE(response.ok()) << response.status();
     return response->incarnation();
@@ -308,6 +308,89 @@ TEST_F(JobManagerTest, InvalidSpecsNameTheField) {
   r.mutable_spec()->mutable_attention()->set_mode(v1::DISAGGREGATED);
   expect_field(r, "spec.attention.attention_servers");
   EXPECT_TRUE(jobs_->List({}, 0).empty());
+}
+
+TEST_F(JobManagerTest, DisaggregatedJobGangPlacesAttentionServers) {
+  const uint64_t w0 = AddWorker("w0");
+  const uint64_t w1 = AddWorker("w1");
+  v1::SubmitJobRequest request = Spec(2);
+  request.mutable_spec()->mutable_attention()->set_mode(v1::DISAGGREGATED);
+  request.mutable_spec()->mutable_attention()->set_attention_servers(2);
+  auto job = jobs_->Submit(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const uint64_t a0 = AddWorker("a0", v1::ATTENTION_SERVER);
+  jobs_->Reconcile();
+  // Workers alone are not enough; neither is one server of two.
+  EXPECT_EQ(StateOf(job->job_id()), v1::PENDING);
+  EXPECT_NE(jobs_->Get(job->job_id())->state_reason().find(
+                "waiting for 2 healthy free attention servers (1 free now)"),
+            std::string::npos)
+      << jobs_->Get(job->job_id())->state_reason();
+  EXPECT_TRUE(Commands("w0", w0).empty());
+  EXPECT_TRUE(Commands("a0", a0).empty());
+
+  const uint64_t a1 = AddWorker("a1", v1::ATTENTION_SERVER);
+  jobs_->Reconcile();
+  v1::Job running = *jobs_->Get(job->job_id());
+  ASSERT_EQ(running.state(), v1::RUNNING);
+  ASSERT_EQ(running.assigned_nodes_size(), 4);  // workers by rank, then servers
+  EXPECT_EQ(running.assigned_nodes(2), "a0");
+  EXPECT_EQ(running.assigned_nodes(3), "a1");
+  auto worker = Commands(running.assigned_nodes(0), running.assigned_nodes(0) == "w0" ? w0 : w1);
+  ASSERT_EQ(worker.size(), 1u);
+  EXPECT_EQ(worker[0].assign().rank(), 0);
+  EXPECT_EQ(worker[0].assign().world_size(), 2);
+  EXPECT_EQ(worker[0].assign().peer_data_addresses_size(), 2);
+  ASSERT_EQ(worker[0].assign().attention_server_addresses_size(), 2);
+  EXPECT_EQ(worker[0].assign().attention_server_addresses(1), "127.0.0.1:8000-a1");
+  EXPECT_EQ(worker[0].assign().peer_names_size(), 4);
+  auto server = Commands("a1", a1);
+  ASSERT_EQ(server.size(), 1u);
+  EXPECT_EQ(server[0].assign().rank(), 3);  // W + s in the attention communicator
+  EXPECT_EQ(server[0].assign().world_size(), 4);
+  EXPECT_EQ(server[0].assign().peer_data_addresses_size(), 2);
+  EXPECT_EQ(server[0].assign().attention_server_addresses(0), "127.0.0.1:8000-a0");
+  EXPECT_EQ(server[0].assign().data_plane_token(), worker[0].assign().data_plane_token());
+  Commands("a0", a0);
+
+  // A colocated job does not take the busy servers, nor wait for any.
+  const uint64_t w2 = AddWorker("w2");
+  auto colocated = jobs_->Submit(Spec(1));
+  jobs_->Reconcile();
+  EXPECT_EQ(StateOf(colocated->job_id()), v1::RUNNING);
+  EXPECT_EQ(jobs_->Get(colocated->job_id())->assigned_nodes_size(), 1);
+
+  // A dead attention server: recovery, as for a dead worker.
+  clock_.Advance(absl::Seconds(6));
+  for (auto [name, inc] : {std::pair<std::string, uint64_t>{"w0", w0}, {"w1", w1}, {"w2", w2}, {"a1", a1}}) {
+    ASSERT_TRUE(registry_->Renew(name, inc).ok());
+  }
+  clock_.Advance(absl::Seconds(6));
+  registry_->ExpireLeases();
+  jobs_->Reconcile();
+  v1::Job recovering = *jobs_->Get(job->job_id());
+  EXPECT_EQ(recovering.state(), v1::RECOVERING);
+  EXPECT_NE(recovering.state_reason().find("attention server 0 (a0) is DEAD"), std::string::npos)
+      << recovering.state_reason();
+  auto stop = Commands("a1", a1);
+  ASSERT_FALSE(stop.empty());
+  EXPECT_TRUE(stop[0].has_stop_job());
+
+  // It comes back: the job re-forms, and on success the servers are told.
+  const uint64_t a0_back = AddWorker("a0", v1::ATTENTION_SERVER);
+  jobs_->Reconcile();
+  v1::Job again = *jobs_->Get(job->job_id());
+  ASSERT_EQ(again.state(), v1::RUNNING) << again.state_reason();
+  EXPECT_EQ(again.generation(), 2u);
+  Commands("a0", a0_back);
+  Commands("a1", a1);
+  const std::string rank0 = again.assigned_nodes(0);
+  for (int step = 1; step <= 10; ++step) Report(rank0, rank0 == "w0" ? w0 : w1, again, 0, step);
+  EXPECT_EQ(StateOf(job->job_id()), v1::SUCCEEDED);
+  auto done = Commands("a0", a0_back);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].has_stop_job());
+  EXPECT_EQ(done[0].stop_job().generation(), 2u);
 }
 
 }  // namespace

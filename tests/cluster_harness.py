@@ -124,7 +124,9 @@ class Cluster:
         return result
 
     def nodes_json(self):
-        result = self.cli("nodes", "--json", "--scheduler", self.scheduler_address)
+        # A generous deadline: CI machines run other tests beside this one.
+        result = self.cli("nodes", "--json", "--scheduler", self.scheduler_address,
+                          "--rpc-timeout", "15")
         return {node["name"]: node for node in json.loads(result.stdout)}
 
     def wait_for_states(self, expected, timeout):

@@ -73,7 +73,11 @@ FINAL = (job_pb2.SUCCEEDED, job_pb2.FAILED, job_pb2.CANCELLED)
 class JobsEndToEndTest(unittest.TestCase):
 
     def setUp(self):
-        self.cluster = harness.Cluster(os.path.join(harness.TMP, self.id().split(".")[-1]))
+        # A lease long enough that a loaded machine never expires a healthy
+        # node (the restart test relies on the grace lease), short enough
+        # that a killed worker is noticed quickly.
+        self.cluster = harness.Cluster(os.path.join(harness.TMP, self.id().split(".")[-1]),
+                                       lease_ttl="4s")
         self.address = self.cluster.start_scheduler()
         self.jobs = Jobs(self.address)
 

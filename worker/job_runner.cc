@@ -12,8 +12,10 @@
 
 namespace corescape::worker {
 
-JobRunner::JobRunner(GroupFactory group_factory, int threads)
-    : group_factory_(std::move(group_factory)), threads_(threads) {}
+JobRunner::JobRunner(GroupFactory group_factory, int threads, AttentionFactory attention_factory)
+    : group_factory_(std::move(group_factory)),
+      attention_factory_(std::move(attention_factory)),
+      threads_(threads) {}
 
 JobRunner::~JobRunner() { Shutdown(); }
 
@@ -66,6 +68,7 @@ void JobRunner::StopCurrent(const std::string& reason) {
             << current_->assignment.generation() << ": " << reason;
   current_->stop = true;
   if (current_->group != nullptr) current_->group->Abort(reason);
+  if (current_->attention != nullptr) current_->attention->Abort(reason);
   stopping_.push_back(std::move(current_));
 }
 
@@ -138,6 +141,30 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
     absl::MutexLock lock(&mu_);
     run->group = group;
     if (run->stop) group->Abort("stop requested");
+  }
+  // Released when this run ends (the executor then tells the attention
+  // servers the job is done), not when the next assignment replaces the run.
+  struct ReleaseAttention {
+    JobRunner* runner;
+    Run* run;
+    ~ReleaseAttention() {
+      std::shared_ptr<AbortableAttention> attention;
+      absl::MutexLock lock(&runner->mu_);
+      attention.swap(run->attention);
+    }
+  } release_attention{this, run};
+  if (spec.attention().mode() == v1::DISAGGREGATED) {
+    if (attention_factory_ == nullptr) {
+      return fail(absl::UnimplementedError("this worker cannot run disaggregated attention"));
+    }
+    auto attention = attention_factory_(assignment, *config);
+    if (!attention.ok()) return fail(attention.status());
+    {
+      absl::MutexLock lock(&mu_);
+      run->attention = *attention;
+      if (run->stop) run->attention->Abort("stop requested");
+    }
+    config->attention = *std::move(attention);
   }
   auto trainer = train::DataParallelTrainer::Create(*config, group.get());
   if (!trainer.ok()) return fail(trainer.status());

@@ -28,9 +28,21 @@ using GroupFactory = std::function<absl::StatusOr<std::unique_ptr<train::DataPar
 // collective that timed out because a peer died) so the scheduler can
 // recover. StopJob — or a newer assignment — ends the current run at the
 // next step boundary.
+// Builds the job's core-attention executor for DISAGGREGATED jobs (the
+// attention communicator to the job's attention servers); the runner keeps it
+// so a stop can abort an exchange in flight.
+class AbortableAttention : public model::CoreAttentionExecutor {
+ public:
+  virtual void Abort(const std::string& reason) = 0;
+};
+using AttentionFactory = std::function<absl::StatusOr<std::shared_ptr<AbortableAttention>>(
+    const v1::JobAssignment& assignment, const train::TrainerConfig& config)>;
+
 class JobRunner {
  public:
-  JobRunner(GroupFactory group_factory, int threads);
+  // attention_factory may be null: DISAGGREGATED jobs then fail with a clear
+  // error.
+  JobRunner(GroupFactory group_factory, int threads, AttentionFactory attention_factory = nullptr);
   ~JobRunner();
 
   void Handle(const v1::SchedulerCommand& command, NodeAgent& agent);
@@ -47,12 +59,14 @@ class JobRunner {
     std::thread thread;
     // Set once connected, so a stop can abort a collective in flight.
     std::shared_ptr<train::DataParallelGroup> group;
+    std::shared_ptr<AbortableAttention> attention;  // DISAGGREGATED jobs
   };
 
   void Train(Run* run, NodeAgent* agent);
   void StopCurrent(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const GroupFactory group_factory_;
+  const AttentionFactory attention_factory_;
   const int threads_;
   absl::Mutex mu_;
   std::unique_ptr<Run> current_ ABSL_GUARDED_BY(mu_);

@@ -1,13 +1,22 @@
 // corescape-worker: a compute daemon. It registers with the scheduler, holds
 // its lease, and trains its rank of the jobs assigned over its session; the
-// ranks of a job talk over the UCX data plane.
+// ranks of a job talk over the UCX data plane, and DISAGGREGATED jobs send
+// their core attention to the job's attention servers over it too.
 #include <memory>
+
+// OpenBLAS (linked through the kernels) starts its threads when the library
+// loads, before the daemon blocks SIGTERM for its signal thread; a SIGTERM
+// delivered to one of them would kill the process instead of shutting it down
+// cleanly. Stopping them makes OpenBLAS start fresh ones, with the daemon's
+// signal mask, on first use.
+extern "C" void blas_thread_shutdown_(void);
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/comm/transport.h"
 #include "runtime/control/node_daemon.h"
 #include "worker/communicator_group.h"
+#include "worker/disaggregated_attention.h"
 #include "worker/job_runner.h"
 
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(30),
@@ -15,6 +24,7 @@ ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(30),
 ABSL_FLAG(int32_t, threads, 0, "compute threads per job (0: CORESCAPE_NUM_THREADS or all cores)");
 
 int main(int argc, char** argv) {
+  blas_thread_shutdown_();
   std::unique_ptr<corescape::comm::Transport> transport;
   auto make_group = [&](const corescape::v1::JobAssignment& assignment)
       -> absl::StatusOr<std::unique_ptr<corescape::train::DataParallelGroup>> {
@@ -37,8 +47,13 @@ int main(int argc, char** argv) {
     auto created = corescape::comm::Transport::Create(options);
     if (!created.ok()) return created.status();
     transport = *std::move(created);
-    runner = std::make_unique<corescape::worker::JobRunner>(make_group,
-                                                            absl::GetFlag(FLAGS_threads));
+    auto make_attention = [&](const corescape::v1::JobAssignment& assignment,
+                              const corescape::train::TrainerConfig& config) {
+      return corescape::worker::ConnectDisaggregatedAttention(
+          transport.get(), assignment, config, absl::GetFlag(FLAGS_collective_timeout));
+    };
+    runner = std::make_unique<corescape::worker::JobRunner>(
+        make_group, absl::GetFlag(FLAGS_threads), make_attention);
     return transport->address();
   };
   hooks.on_command = [&](const corescape::v1::SchedulerCommand& command,

@@ -63,7 +63,7 @@ uint16_t TagKey(const CommunicatorOptions& o) {
 }  // namespace
 
 CollectiveHandle::~CollectiveHandle() {
-  if (state_ != nullptr) state_->Wait().IgnoreError();
+  if (state_ != nullptr) state_->Release();
 }
 
 absl::Status CollectiveHandle::Wait() { return state_->Wait(); }

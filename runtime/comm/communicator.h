@@ -55,8 +55,8 @@ class CollectiveChannel;
 
 // An asynchronous operation. Wait() returns its result (the same on every
 // call); the buffers given when it started must stay valid until then.
-// Destroying a handle waits for the operation to finish (bounded by the
-// communicator's timeout).
+// Destroying a handle waits for a collective or a send to finish (bounded
+// by the communicator's timeout) and withdraws a receive nobody waited for.
 class CollectiveHandle {
  public:
   ~CollectiveHandle();

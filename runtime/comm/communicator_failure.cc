@@ -170,7 +170,9 @@ void Communicator::OnControlMessage(int peer, const MessageRequest& request) {
               DescribePeer(peer), " aborted the communicator: ", message->reason));
           break;
       }
-      if (break_reason.ok() && !closing_ && broken_.ok()) PostControlRecv(peer);
+      // Keep listening while closing too: the goodbye handshake is two
+      // messages per peer. The destructor cancels the last receive.
+      if (break_reason.ok() && broken_.ok()) PostControlRecv(peer);
     }
   }
   for (auto& r : stranded) transport_->Cancel(r);

@@ -11,11 +11,15 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/message_channel.h"
 #include "runtime/comm/message_request.h"
 
 namespace corescape::comm::internal {
+
+// How long a failed operation waits for its cancelled messages to settle.
+inline constexpr absl::Duration kDrainLimit = absl::Seconds(5);
 
 // Transport callbacks hold one of these instead of the Communicator: the
 // destructor clears `communicator` (waiting for a callback that holds the
@@ -35,6 +39,8 @@ struct HandleState {
   virtual ~HandleState() = default;
   virtual absl::Status Wait() = 0;
   virtual bool Test() = 0;
+  // The handle is being destroyed: finish without blocking for long.
+  virtual void Release() { Wait().IgnoreError(); }
 };
 
 // Result of a queued collective, set by the executor.

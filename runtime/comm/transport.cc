@@ -13,6 +13,7 @@
 #include <ucp/api/ucp.h>
 
 #include "absl/memory/memory.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "glog/logging.h"
@@ -36,10 +37,43 @@ absl::Duration SpinWindow() {
   return window;
 }
 
+// How long a thread in WaitFor drives UCX itself before it blocks and
+// leaves the rest to the progress thread. Short by default: on a machine
+// with more runnable threads than cores (the 2-core CI box, or P ranks per
+// node), a spinning waiter takes the CPU its peers need and every operation
+// gets slower (measured: 1 KiB all-reduce at P=4 on 2 cores, 1 ms with no
+// spin, 6-10 ms with 2 ms). Raise it on nodes with cores to spare.
+absl::Duration WaitSpin() {
+  static const absl::Duration spin = [] {
+    const char* env = getenv("CORESCAPE_UCX_WAIT_SPIN_US");
+    int us = env != nullptr ? atoi(env) : 50;
+    return absl::Microseconds(us < 0 ? 0 : us);
+  }();
+  return spin;
+}
+
 // Longest sleep: timers (connection deadlines) are checked at least this often.
 constexpr absl::Duration kMaxSleep = absl::Milliseconds(100);
 // How long shutdown waits for UCX to finish closing endpoints.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
+
+// Shared-memory transports take part in peer failure detection only when
+// asked to; without that UCX leaves them out of endpoints that use
+// UCP_ERR_HANDLING_MODE_PEER (ours), and processes on one host would talk
+// over TCP loopback. UCX reads these from the environment when it opens its
+// interfaces (ucp_config_modify does not reach transport options in 1.13);
+// a value already in the environment wins, and nothing is set when UCX_TLS
+// leaves the transport out (UCX would warn about an unused variable).
+void EnableSharedMemoryErrorHandling() {
+  const char* tls_env = getenv("UCX_TLS");
+  const std::string tls = tls_env == nullptr ? "" : tls_env;
+  auto selected = [&](absl::string_view transport) {
+    return tls.empty() || absl::StrContains(tls, "all") || absl::StrContains(tls, "sm") ||
+           absl::StrContains(tls, "shm") || absl::StrContains(tls, transport);
+  };
+  if (selected("posix")) setenv("UCX_POSIX_ERROR_HANDLING", "y", /*overwrite=*/0);
+  if (selected("sysv")) setenv("UCX_SYSV_ERROR_HANDLING", "y", /*overwrite=*/0);
+}
 
 }  // namespace
 
@@ -63,6 +97,7 @@ absl::Status Transport::Init() {
   absl::StatusOr<ResolvedAddress> addr = ResolveAddress(*listen, /*passive=*/true);
   if (!addr.ok()) return addr.status();
 
+  EnableSharedMemoryErrorHandling();
   ucp_config_t* config = nullptr;
   if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) {
     return UcxError(s, "reading UCX configuration");
@@ -90,8 +125,12 @@ absl::Status Transport::Init() {
   absl::Status init_result;
   absl::Notification initialized;
   progress_thread_ = std::thread([&, this] {
-    progress_thread_id_.store(std::this_thread::get_id());
-    init_result = InitOnProgressThread(addr->storage, addr->length);
+    {
+      absl::MutexLock lock(&ucx_mu_);
+      ucx_holder_.store(std::this_thread::get_id());
+      init_result = InitOnProgressThread(addr->storage, addr->length);
+      ucx_holder_.store(std::thread::id());
+    }
     const bool ok = init_result.ok();
     initialized.Notify();  // init_result/addr are not touched after this
     if (ok) ProgressLoop();
@@ -120,7 +159,7 @@ absl::Status Transport::InitOnProgressThread(const sockaddr_storage& listen_addr
                                              socklen_t listen_len) {
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // one thread at a time: the UCX lock
   if (ucs_status_t s = ucp_worker_create(context_, &wp, &worker_); s != UCS_OK) {
     return UcxError(s, "ucp_worker_create");
   }
@@ -195,6 +234,29 @@ void Transport::ShutdownOnProgressThread() {
   for (auto& request : left) {
     FinishRequest(request.get(), absl::CancelledError("data plane transport shut down"), 0);
   }
+  // Messages that arrived but were never received (a peer's last control
+  // message after we stopped listening, or traffic of a broken
+  // communicator): receive and drop them, so UCX does not warn about each.
+  for (int i = 0; i < 10000; ++i) {
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h message = ucp_tag_probe_nb(worker_, 0, 0, /*remove=*/1, &info);
+    if (message == nullptr) break;
+    VLOG(1) << "dropping unreceived message (" << info.length << " bytes): "
+            << TagDebugString(info.sender_tag);
+    std::vector<char> sink(info.length);
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    param.datatype = ucp_dt_make_contig(1);
+    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, sink.data(), sink.size(), message, &param);
+    if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
+      const absl::Time until = absl::Now() + absl::Milliseconds(200);
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && absl::Now() < until) {
+        ucp_worker_progress(worker_);
+      }
+      if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(worker_, r);
+      ucp_request_free(r);
+    }
+  }
   if (listener_ != nullptr) ucp_listener_destroy(listener_);
   listener_ = nullptr;
   ucp_worker_destroy(worker_);
@@ -209,8 +271,36 @@ void Transport::ShutdownOnProgressThread() {
 // ---------------------------------------------------------------------------
 // Progress thread and work queue.
 
-bool Transport::OnProgressThread() const {
-  return std::this_thread::get_id() == progress_thread_id_.load();
+bool Transport::HoldsUcxLock() const {
+  return std::this_thread::get_id() == ucx_holder_.load();
+}
+
+bool Transport::WaitFor(const MessageRequest& request, absl::Time deadline) {
+  const absl::Time spin_until = std::min(deadline, absl::Now() + WaitSpin());
+  while (!request.done()) {
+    if (ucx_mu_.TryLock()) {
+      ucx_holder_.store(std::this_thread::get_id());
+      RunQueuedWork();
+      ProgressSome();
+      ucx_holder_.store(std::thread::id());
+      ucx_mu_.Unlock();
+    } else {
+      std::this_thread::yield();
+    }
+    if (absl::Now() >= spin_until) break;
+  }
+  return request.done() || request.WaitUntil(deadline);
+}
+
+unsigned Transport::ProgressSome() {
+  unsigned progressed = 0;
+  if (worker_ == nullptr) return 0;  // shut down
+  for (int i = 0; i < 64; ++i) {
+    unsigned n = ucp_worker_progress(worker_);
+    if (n == 0) break;
+    progressed += n;
+  }
+  return progressed;
 }
 
 void Transport::Enqueue(std::function<void()> fn) {
@@ -230,7 +320,7 @@ void Transport::Enqueue(std::function<void()> fn) {
 void Transport::Run(std::function<void()> fn) { Enqueue(std::move(fn)); }
 
 void Transport::RunAndWait(std::function<void()> fn) {
-  if (OnProgressThread()) {
+  if (HoldsUcxLock()) {
     fn();
     return;
   }
@@ -268,18 +358,20 @@ void Transport::RunDueTimers() {
 void Transport::ProgressLoop() {
   absl::Time last_activity = absl::Now();
   while (true) {
-    const bool had_work = RunQueuedWork();
+    bool had_work;
+    unsigned progressed;
+    {
+      absl::MutexLock lock(&ucx_mu_);
+      ucx_holder_.store(std::this_thread::get_id());
+      had_work = RunQueuedWork();
+      progressed = ProgressSome();
+      RunDueTimers();
+      ucx_holder_.store(std::thread::id());
+    }
     {
       absl::MutexLock lock(&queue_mu_);
       if (stop_) return;
     }
-    unsigned progressed = 0;
-    for (int i = 0; i < 64; ++i) {
-      unsigned n = ucp_worker_progress(worker_);
-      if (n == 0) break;
-      progressed += n;
-    }
-    RunDueTimers();
     const absl::Time now = absl::Now();
     if (had_work || progressed > 0) {
       last_activity = now;
@@ -288,15 +380,19 @@ void Transport::ProgressLoop() {
     if (now - last_activity < SpinWindow()) continue;
 
     // Idle: sleep until UCX has an event, work is queued, or a timer is due.
-    ucs_status_t armed = ucp_worker_arm(worker_);
+    ucs_status_t armed;
+    absl::Duration sleep = kMaxSleep;
+    {
+      absl::MutexLock lock(&ucx_mu_);
+      armed = ucp_worker_arm(worker_);
+      if (!timers_.empty()) sleep = std::min(sleep, timers_.begin()->first - now);
+    }
     if (armed == UCS_ERR_BUSY) continue;
     {
       absl::MutexLock lock(&queue_mu_);
       if (!queue_.empty() || stop_) continue;
       sleeping_ = true;
     }
-    absl::Duration sleep = kMaxSleep;
-    if (!timers_.empty()) sleep = std::min(sleep, timers_.begin()->first - now);
     int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(
         std::max(sleep, absl::ZeroDuration()), absl::Milliseconds(1))));
     if (armed != UCS_OK) timeout_ms = std::min(timeout_ms, 1);  // cannot arm: poll
@@ -338,10 +434,9 @@ std::shared_ptr<MessageRequest> Transport::Recv(uint64_t tag, void* data, int64_
 
 void Transport::Cancel(std::shared_ptr<MessageRequest> request) {
   Enqueue([this, request = std::move(request)] {
+    // Already completed (or never reached UCX): nothing to cancel.
     if (request->ucx_request_ != nullptr && request->is_receive()) {
       ucp_request_cancel(worker_, request->ucx_request_);
-    } else if (!request->done() && request->is_receive()) {
-      // Not posted to UCX (failed to post or already finishing): nothing to cancel.
     }
   });
 }

@@ -60,10 +60,14 @@ class HelloHandler {
 };
 
 // One per process: a UCP context and worker, a listener on HOST:PORT, and a
-// progress thread that makes every UCX call (the worker runs in UCX's
-// single-thread mode). Other threads hand it work through a queue and wait
-// on MessageRequests. The thread polls UCX briefly after activity and then
-// sleeps on the worker's event fd, so an idle process costs no CPU.
+// progress thread. UCX is called by one thread at a time (the worker runs in
+// UCX's serialized mode), whoever holds the UCX lock: the progress thread,
+// or a thread waiting in WaitFor(), which drives UCX itself for a moment
+// instead of waiting for the progress thread to wake it (a thread hand-off
+// per message costs more than the message on a busy machine). Other threads
+// hand work over through a queue that the lock holder drains. The progress
+// thread polls briefly after activity and then sleeps on the worker's event
+// fd, so an idle process costs no CPU.
 //
 // Transports are chosen by UCX's configuration (UCX_TLS, UCX_NET_DEVICES...),
 // not here. Connections are made with UCX's sockaddr connection manager; the
@@ -125,10 +129,15 @@ class Transport {
   // When this returns, the handler is no longer called.
   void UnregisterHelloHandler(const std::string& job_id, uint64_t generation);
 
-  // ---- The progress thread ----
-  void Run(std::function<void()> fn);         // queued; inline on the progress thread
-  void RunAndWait(std::function<void()> fn);  // blocks until fn has run
-  bool OnProgressThread() const;
+  // Waits until `request` is done or `deadline` passes (false), driving UCX
+  // from this thread for a short while first. The caller must not hold locks
+  // that completion callbacks take.
+  bool WaitFor(const MessageRequest& request, absl::Time deadline);
+
+  // ---- Work that needs the UCX lock ----
+  void Run(std::function<void()> fn);         // queued for the next lock holder
+  void RunAndWait(std::function<void()> fn);  // blocks until fn has run (inline if holding)
+  bool HoldsUcxLock() const;
   // Calls fn on the progress thread once `when` has passed.
   void RunAt(absl::Time when, std::function<void()> fn);
 
@@ -143,7 +152,8 @@ class Transport {
                                     socklen_t listen_len);
   void ProgressLoop();
   void Enqueue(std::function<void()> fn);
-  bool RunQueuedWork();  // true if there was any
+  bool RunQueuedWork();  // true if there was any; needs the UCX lock
+  unsigned ProgressSome();  // ucp_worker_progress until idle (bounded); needs the lock
   void RunDueTimers();
   void ShutdownOnProgressThread();
 
@@ -199,14 +209,17 @@ class Transport {
   int epoll_fd_ = -1;
 
   std::thread progress_thread_;
-  std::atomic<std::thread::id> progress_thread_id_{};
+  // Whoever holds ucx_mu_ may call UCX and touch the state marked
+  // "UCX lock" below; ucx_holder_ says which thread that is.
+  absl::Mutex ucx_mu_;
+  std::atomic<std::thread::id> ucx_holder_{};
 
   absl::Mutex queue_mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(queue_mu_);
   bool sleeping_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool stop_ ABSL_GUARDED_BY(queue_mu_) = false;
 
-  // Progress-thread state.
+  // State under the UCX lock.
   std::multimap<absl::Time, std::function<void()>> timers_;
   std::map<EndpointId, std::unique_ptr<EndpointState>> endpoints_;
   EndpointId next_endpoint_id_ = 1;

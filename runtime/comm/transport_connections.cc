@@ -273,6 +273,10 @@ void Transport::DoConnect(const std::string& peer_address, const sockaddr_storag
       return;
     }
     e->role = EndpointState::Role::kOwned;
+    if (getenv("CORESCAPE_UCX_PRINT_EP") != nullptr) {
+      // Which UCX transports carry this endpoint's lanes (diagnostics).
+      ucp_ep_print_info(e->ep, stderr);
+    }
     ConnectCallback cb = std::move(e->connect_done);
     cb(id, std::move(reply));
   });

@@ -1,0 +1,118 @@
+#include "attention_server/server_job_runner.h"
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "runtime/attention/attention_server_session.h"
+
+namespace corescape::attention_server {
+
+ServerJobRunner::ServerJobRunner(CommunicatorFactory communicator_factory, int threads)
+    : communicator_factory_(std::move(communicator_factory)),
+      pool_(std::make_unique<ThreadPool>(threads > 0 ? threads : DefaultThreadCount())) {}
+
+ServerJobRunner::~ServerJobRunner() { Shutdown(); }
+
+void ServerJobRunner::StopCurrent(const std::string& reason) {
+  if (current_ == nullptr) return;
+  LOG(INFO) << "stopping attention for job " << current_->assignment.job_id() << " generation "
+            << current_->assignment.generation() << ": " << reason;
+  current_->stop = true;
+  if (current_->communicator != nullptr) current_->communicator->Abort(reason);
+  stopping_.push_back(std::move(current_));
+}
+
+void ServerJobRunner::Handle(const v1::SchedulerCommand& command, NodeAgent& agent) {
+  absl::MutexLock lock(&mu_);
+  if (command.has_stop_job()) {
+    const v1::StopJobCommand& stop = command.stop_job();
+    if (current_ != nullptr && current_->assignment.job_id() == stop.job_id() &&
+        current_->assignment.generation() <= stop.generation()) {
+      StopCurrent(stop.reason());
+    }
+    return;
+  }
+  if (!command.has_assign()) return;
+  const v1::JobAssignment& assign = command.assign();
+  if (current_ != nullptr && current_->assignment.job_id() == assign.job_id() &&
+      current_->assignment.generation() == assign.generation()) {
+    return;  // redelivered
+  }
+  StopCurrent(absl::StrCat("superseded by job ", assign.job_id(), " generation ",
+                           assign.generation()));
+  auto run = std::make_unique<Run>();
+  run->assignment = assign;
+  LOG(INFO) << "job " << assign.job_id() << " generation " << assign.generation()
+            << ": attention server " << assign.rank() - assign.peer_data_addresses_size()
+            << " of " << assign.attention_server_addresses_size() << " for "
+            << assign.peer_data_addresses_size() << " workers";
+  Run* raw = run.get();
+  NodeAgent* agent_ptr = &agent;
+  run->thread = std::thread([this, raw, agent_ptr]() { Serve(raw, agent_ptr); });
+  current_ = std::move(run);
+}
+
+void ServerJobRunner::Serve(Run* run, NodeAgent* agent) {
+  std::vector<std::unique_ptr<Run>> previous;
+  {
+    absl::MutexLock lock(&mu_);
+    previous.swap(stopping_);
+  }
+  for (auto& old : previous) {
+    if (old->thread.joinable()) old->thread.join();
+  }
+  const v1::JobAssignment& assignment = run->assignment;
+  auto fail = [&](const absl::Status& status) {
+    if (run->stop) {
+      LOG(INFO) << "attention for job " << assignment.job_id() << " stopped: " << status;
+      return;
+    }
+    LOG(ERROR) << "attention for job " << assignment.job_id() << " (rank " << assignment.rank()
+               << ") failed: " << status;
+    v1::NodeMessage message;
+    v1::JobFailureReport* report = message.mutable_job_failure();
+    report->set_job_id(assignment.job_id());
+    report->set_generation(assignment.generation());
+    report->set_rank(assignment.rank());
+    report->set_error(std::string(status.ToString()));
+    agent->Send(std::move(message));
+  };
+  auto communicator = communicator_factory_(assignment);
+  if (!communicator.ok()) return fail(communicator.status());
+  std::shared_ptr<comm::Communicator> shared = *std::move(communicator);
+  {
+    absl::MutexLock lock(&mu_);
+    run->communicator = shared;
+    if (run->stop) shared->Abort("stop requested");
+  }
+  attention::ServerSessionOptions options;
+  options.workers = assignment.peer_data_addresses_size();
+  options.servers = assignment.attention_server_addresses_size();
+  options.tolerance = assignment.spec().attention().tolerance();
+  options.keep_qkv_for_backward = assignment.spec().attention().keep_qkv_for_backward();
+  options.pool = pool_.get();
+  attention::AttentionServerSession session(shared.get(), options);
+  absl::Status served = session.Serve();
+  const attention::ServerSessionStats& stats = session.stats();
+  LOG(INFO) << "attention for job " << assignment.job_id() << " generation "
+            << assignment.generation() << ": " << stats.exchanges << " exchanges, "
+            << stats.micro_batches << " micro-batches, " << stats.tasks << " tasks, "
+            << stats.query_rows << " query rows, " << stats.kernel_seconds << " s in the kernel";
+  if (!served.ok()) return fail(served);
+  LOG(INFO) << "attention for job " << assignment.job_id() << " done: the workers finished";
+  absl::MutexLock lock(&mu_);
+  run->communicator.reset();  // the last reference goes with `shared`
+}
+
+void ServerJobRunner::Shutdown() {
+  std::vector<std::unique_ptr<Run>> runs;
+  {
+    absl::MutexLock lock(&mu_);
+    StopCurrent("attention server shutting down");
+    runs.swap(stopping_);
+  }
+  for (auto& run : runs) {
+    if (run->thread.joinable()) run->thread.join();
+  }
+}
+
+}  // namespace corescape::attention_server

@@ -1,0 +1,58 @@
+#ifndef CORESCAPE_ATTENTION_SERVER_SERVER_JOB_RUNNER_H_
+#define CORESCAPE_ATTENTION_SERVER_SERVER_JOB_RUNNER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "corescape/v1/node.pb.h"
+#include "runtime/base/thread_pool.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/control/node_agent.h"
+
+namespace corescape::attention_server {
+
+// Connects the job's attention communicator from an assignment.
+using CommunicatorFactory = std::function<absl::StatusOr<std::unique_ptr<comm::Communicator>>(
+    const v1::JobAssignment& assignment)>;
+
+// The attention server's side of a DISAGGREGATED job: on JobAssignment it
+// serves the job's core attention (runtime/attention AttentionServerSession)
+// on a thread until the workers end the job; StopJob or a newer assignment
+// aborts it. A failure is reported like a worker's (JobFailureReport with
+// its attention rank), so the scheduler recovers the job.
+class ServerJobRunner {
+ public:
+  ServerJobRunner(CommunicatorFactory communicator_factory, int threads);
+  ~ServerJobRunner();
+
+  void Handle(const v1::SchedulerCommand& command, NodeAgent& agent);
+  void Shutdown();
+
+ private:
+  struct Run {
+    v1::JobAssignment assignment;
+    std::atomic<bool> stop{false};
+    std::thread thread;
+    std::shared_ptr<comm::Communicator> communicator;  // once connected
+  };
+
+  void Serve(Run* run, NodeAgent* agent);
+  void StopCurrent(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CommunicatorFactory communicator_factory_;
+  std::unique_ptr<ThreadPool> pool_;
+  absl::Mutex mu_;
+  std::unique_ptr<Run> current_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Run>> stopping_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace corescape::attention_server
+
+#endif  // CORESCAPE_ATTENTION_SERVER_SERVER_JOB_RUNNER_H_

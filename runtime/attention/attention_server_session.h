@@ -1,0 +1,83 @@
+#ifndef CORESCAPE_RUNTIME_ATTENTION_ATTENTION_SERVER_SESSION_H_
+#define CORESCAPE_RUNTIME_ATTENTION_ATTENTION_SERVER_SESSION_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "runtime/attention/micro_batch_plan.h"
+#include "runtime/attention/wire_format.h"
+#include "runtime/base/thread_pool.h"
+#include "runtime/comm/communicator.h"
+
+namespace corescape::attention {
+
+struct ServerSessionOptions {
+  int32_t workers = 1;
+  int32_t servers = 1;
+  double tolerance = 0.05;
+  PlannerKind planner = PlannerKind::kCorescape;
+  // Keep each layer's Q/K/V/O/LSE from forward until its backward (memory:
+  // all layers of one micro-batch); false: workers resend them.
+  bool keep_qkv_for_backward = true;
+  ThreadPool* pool = nullptr;  // for the kernel; null: the calling thread
+};
+
+struct ServerSessionStats {
+  int64_t exchanges = 0;
+  int64_t micro_batches = 0;
+  int64_t tasks = 0;        // kernel tasks run (forward)
+  int64_t query_rows = 0;   // forward query rows computed
+  double kernel_seconds = 0;
+};
+
+// An attention server's part of one job generation: for every exchange
+// (wire_format.h) it hears all workers, checks they are in step with each
+// other and with the call order (per micro-batch forward of layers 0..L-1,
+// then optionally backward of L-1..0), computes the same plan as the
+// workers, copies every worker's rows into one fused batch, runs ONE kernel
+// call over all of them (K/V gradients of a document's pieces summed by the
+// kernel), and answers each worker with its rows. Buffers are reused across
+// exchanges, so memory stays at the largest micro-batch's.
+class AttentionServerSession {
+ public:
+  // `communicator`: rank = workers + server index, world = workers + servers.
+  AttentionServerSession(comm::Communicator* communicator, const ServerSessionOptions& options);
+
+  // Serves until every worker has said it is done (OK) or an error (the
+  // communicator is aborted with it, so the workers fail too).
+  absl::Status Serve();
+  // One exchange; *done once the workers ended the job.
+  absl::Status ServeOne(bool* done);
+
+  const ServerSessionStats& stats() const { return stats_; }
+  int32_t server_index() const { return server_; }
+
+ private:
+  struct Tensors {
+    std::vector<float> q, k, v, o, lse;
+  };
+  absl::Status CheckOrder(const ExchangeHeader& header) const;
+  absl::Status ReceiveDocuments(const ExchangeHeader& header);
+  absl::Status Compute(const ExchangeHeader& header);
+  Tensors& ForwardTensors(int layer) { return options_.keep_qkv_for_backward ? layers_[layer] : layers_[0]; }
+  std::string Describe(int32_t worker) const;
+
+  comm::Communicator* const communicator_;
+  const ServerSessionOptions options_;
+  const int32_t server_;
+  uint64_t exchange_ = 0;
+  std::optional<ExchangeHeader> last_;  // the previous exchange
+  std::optional<MicroBatchPlan> plan_;
+  std::vector<kernels::AttentionTask> tasks_;  // this server's fused batch
+  std::vector<Tensors> layers_;
+  std::vector<float> d_o_, d_q_, d_k_, d_v_;
+  std::vector<HeaderBytes> headers_;
+  std::vector<std::vector<float>> requests_, replies_;  // [worker]
+  ServerSessionStats stats_;
+};
+
+}  // namespace corescape::attention
+
+#endif  // CORESCAPE_RUNTIME_ATTENTION_ATTENTION_SERVER_SESSION_H_

@@ -1,0 +1,337 @@
+#include "runtime/attention/disaggregated_core_attention.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace corescape::attention {
+namespace {
+
+using Handles = std::vector<std::unique_ptr<comm::CollectiveHandle>>;
+
+// Waits for every handle (so no buffer is still in use) and returns the
+// first error.
+absl::Status WaitAll(Handles& handles) {
+  absl::Status first;
+  for (auto& handle : handles) {
+    if (handle == nullptr) continue;
+    absl::Status s = handle->Wait();
+    if (first.ok() && !s.ok()) first = s;
+  }
+  handles.clear();
+  return first;
+}
+
+absl::Status Post(Handles& handles,
+                  absl::StatusOr<std::unique_ptr<comm::CollectiveHandle>> handle) {
+  if (!handle.ok()) return handle.status();
+  handles.push_back(*std::move(handle));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DisaggregatedCoreAttention>> DisaggregatedCoreAttention::Create(
+    std::unique_ptr<comm::Communicator> communicator, const DisaggregatedOptions& options) {
+  if (communicator == nullptr) return absl::InvalidArgumentError("no attention communicator");
+  if (options.workers < 1 || options.servers < 1 || options.n_layers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("disaggregated attention: ", options.workers,
+                                                   " workers, ", options.servers, " servers, ",
+                                                   options.n_layers, " layers"));
+  }
+  if (communicator->world_size() != options.workers + options.servers ||
+      communicator->rank() >= options.workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention communicator rank ", communicator->rank(), " of ", communicator->world_size(),
+        " does not fit ", options.workers, " workers + ", options.servers, " servers"));
+  }
+  return std::unique_ptr<DisaggregatedCoreAttention>(
+      new DisaggregatedCoreAttention(std::move(communicator), options));
+}
+
+DisaggregatedCoreAttention::DisaggregatedCoreAttention(
+    std::unique_ptr<comm::Communicator> communicator, const DisaggregatedOptions& options)
+    : communicator_(std::move(communicator)),
+      options_(options),
+      rank_(communicator_->rank()),
+      requests_(options.servers),
+      replies_(options.servers),
+      send_headers_(options.servers + options.workers),
+      reply_headers_(options.servers + options.workers) {}
+
+DisaggregatedCoreAttention::~DisaggregatedCoreAttention() {
+  if (!communicator_->health().ok()) return;
+  ExchangeHeader end;
+  end.pass = Pass::kEnd;
+  end.exchange = exchange_;
+  // The servers acknowledge: closing before they have read the end would
+  // look to them like a worker leaving mid-job.
+  Handles handles;
+  for (int32_t s = 0; s < options_.servers; ++s) {
+    send_headers_[s] = EncodeHeader(end);
+    if (!Post(handles, communicator_->RecvAsync(server_rank(s), kReplyHeaderTag,
+                                                reply_headers_[s].data(), kHeaderBytes))
+             .ok() ||
+        !Post(handles, communicator_->SendAsync(server_rank(s), kHeaderTag,
+                                                send_headers_[s].data(), kHeaderBytes))
+             .ok()) {
+      break;
+    }
+  }
+  if (absl::Status s = WaitAll(handles); !s.ok()) {
+    LOG(WARNING) << "could not tell the attention servers this worker is done: " << s;
+  }
+}
+
+void DisaggregatedCoreAttention::Abort(const std::string& reason) { communicator_->Abort(reason); }
+
+absl::Status DisaggregatedCoreAttention::Fail(absl::Status status) {
+  communicator_->Abort(status.message());
+  return status;
+}
+
+ExchangeHeader DisaggregatedCoreAttention::MakeHeader(Pass pass, int layer,
+                                                      const kernels::AttentionShape& shape) const {
+  ExchangeHeader h;
+  h.pass = pass;
+  h.flags = pass == Pass::kBackward && !options_.keep_qkv_for_backward ? kCarriesForwardTensors
+                                                                        : 0;
+  h.exchange = exchange_;
+  h.micro_batch = static_cast<uint64_t>(micro_batch_);
+  h.layer = layer;
+  h.n_layers = options_.n_layers;
+  h.n_heads = shape.n_heads;
+  h.n_kv_heads = shape.n_kv_heads;
+  h.head_dim = shape.head_dim;
+  h.softmax_scale = shape.softmax_scale;
+  return h;
+}
+
+absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
+    const kernels::AttentionShape& shape, absl::Span<const kernels::AttentionTask> tasks,
+    int64_t rows) {
+  if (absl::Status s = kernels::ValidateAttentionArgs(shape, tasks, std::max<int64_t>(rows, 1),
+                                                      std::max<int64_t>(rows, 1));
+      !s.ok()) {
+    return s;
+  }
+  std::vector<int64_t> lengths;
+  std::vector<int64_t> document_rows;
+  lengths.reserve(tasks.size());
+  for (const kernels::AttentionTask& task : tasks) {
+    if (task.q_begin != 0 || task.q_row != task.kv_row) {
+      return absl::UnimplementedError(
+          "disaggregated attention takes whole-document tasks (q_begin 0, q_row = kv_row)");
+    }
+    lengths.push_back(task.q_end);
+    document_rows.push_back(task.q_row);
+  }
+  ++micro_batch_;
+  tasks_.assign(tasks.begin(), tasks.end());
+  rows_ = rows;
+
+  // Tell every other rank this worker's document lengths; hear the other
+  // workers'.
+  const int world = communicator_->world_size();
+  ExchangeHeader announce = MakeHeader(Pass::kForward, 0, shape);
+  announce.num_documents = static_cast<int32_t>(lengths.size());
+  announce.payload_bytes = 0;
+  const HeaderBytes announce_bytes = EncodeHeader(announce);
+  std::vector<std::vector<int64_t>> all_lengths(options_.workers);
+  Handles receives, sends;
+  for (int peer = 0; peer < options_.workers; ++peer) {
+    if (peer == rank_) continue;
+    if (absl::Status s = Post(receives, communicator_->RecvAsync(peer, kDocumentsHeaderTag,
+                                                                 reply_headers_[peer].data(),
+                                                                 kHeaderBytes));
+        !s.ok()) {
+      return Fail(s);
+    }
+  }
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == rank_) continue;
+    absl::Status s = Post(sends, communicator_->SendAsync(peer, kDocumentsHeaderTag,
+                                                          announce_bytes.data(), kHeaderBytes));
+    if (s.ok() && !lengths.empty()) {
+      s = Post(sends, communicator_->SendAsync(peer, kDocumentsTag, lengths.data(),
+                                               lengths.size() * sizeof(int64_t)));
+    }
+    if (!s.ok()) return Fail(s);
+  }
+  if (absl::Status s = WaitAll(receives); !s.ok()) return Fail(s);
+  for (int peer = 0; peer < options_.workers; ++peer) {
+    if (peer == rank_) {
+      all_lengths[peer] = lengths;
+      continue;
+    }
+    const std::string who = absl::StrCat("worker ", communicator_->DescribePeer(peer));
+    auto header = DecodeHeader(reply_headers_[peer], who);
+    if (!header.ok()) return Fail(header.status());
+    if (absl::Status s = CheckHeaderMatches(announce, *header, who); !s.ok()) return Fail(s);
+    all_lengths[peer].resize(header->num_documents);
+    if (header->num_documents > 0) {
+      if (absl::Status s = Post(receives, communicator_->RecvAsync(
+                                              peer, kDocumentsTag, all_lengths[peer].data(),
+                                              header->num_documents * sizeof(int64_t)));
+          !s.ok()) {
+        return Fail(s);
+      }
+    }
+  }
+  if (absl::Status s = WaitAll(receives); !s.ok()) return Fail(s);
+  if (absl::Status s = WaitAll(sends); !s.ok()) return Fail(s);
+
+  PlanOptions plan_options;
+  plan_options.servers = options_.servers;
+  plan_options.tolerance = options_.tolerance;
+  plan_options.planner = options_.planner;
+  auto plan = PlanMicroBatch(std::move(all_lengths), shape, plan_options);
+  if (!plan.ok()) return Fail(plan.status());
+  plan_ = *std::move(plan);
+  query_rows_.resize(options_.servers);
+  kv_rows_.resize(options_.servers);
+  for (int32_t s = 0; s < options_.servers; ++s) {
+    query_rows_[s] = WorkerQueryRows(*plan_, s, rank_, document_rows);
+    kv_rows_[s] = WorkerKvRows(*plan_, s, rank_, document_rows);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DisaggregatedCoreAttention::CheckSameMicroBatch(
+    absl::Span<const kernels::AttentionTask> tasks, int64_t rows) const {
+  bool same = plan_.has_value() && rows == rows_ && tasks.size() == tasks_.size();
+  for (size_t i = 0; same && i < tasks.size(); ++i) {
+    same = tasks[i].q_begin == tasks_[i].q_begin && tasks[i].q_end == tasks_[i].q_end &&
+           tasks[i].q_row == tasks_[i].q_row && tasks[i].kv_row == tasks_[i].kv_row;
+  }
+  if (!same) {
+    return absl::FailedPreconditionError(
+        "disaggregated attention: the tasks differ from those of this micro-batch's layer 0 "
+        "forward (calls out of order?)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DisaggregatedCoreAttention::Exchange(
+    ExchangeHeader header, const std::function<int64_t(int32_t)>& request_floats,
+    const std::function<void(int32_t, float*)>& fill,
+    const std::function<int64_t(int32_t)>& reply_floats,
+    const std::function<void(int32_t, const float*)>& consume) {
+  Handles header_receives, payload_receives, sends;
+  for (int32_t s = 0; s < options_.servers; ++s) {
+    const int peer = server_rank(s);
+    replies_[s].resize(reply_floats(s));
+    absl::Status status = Post(header_receives, communicator_->RecvAsync(
+                                                    peer, kReplyHeaderTag,
+                                                    reply_headers_[s].data(), kHeaderBytes));
+    if (status.ok() && !replies_[s].empty()) {
+      status = Post(payload_receives,
+                    communicator_->RecvAsync(peer, kReplyPayloadTag, replies_[s].data(),
+                                             replies_[s].size() * sizeof(float)));
+    }
+    if (!status.ok()) return Fail(status);
+  }
+  for (int32_t s = 0; s < options_.servers; ++s) {
+    const int peer = server_rank(s);
+    requests_[s].resize(request_floats(s));
+    fill(s, requests_[s].data());
+    header.payload_bytes = static_cast<int64_t>(requests_[s].size() * sizeof(float));
+    send_headers_[s] = EncodeHeader(header);
+    absl::Status status = Post(sends, communicator_->SendAsync(peer, kHeaderTag,
+                                                               send_headers_[s].data(),
+                                                               kHeaderBytes));
+    if (status.ok() && !requests_[s].empty()) {
+      status = Post(sends, communicator_->SendAsync(peer, kPayloadTag, requests_[s].data(),
+                                                    header.payload_bytes));
+    }
+    if (!status.ok()) return Fail(status);
+  }
+  if (absl::Status s = WaitAll(header_receives); !s.ok()) return Fail(s);
+  for (int32_t s = 0; s < options_.servers; ++s) {
+    const std::string who =
+        absl::StrCat("attention server ", communicator_->DescribePeer(server_rank(s)));
+    auto reply = DecodeHeader(reply_headers_[s], who);
+    if (!reply.ok()) return Fail(reply.status());
+    if (absl::Status st = CheckHeaderMatches(header, *reply, who); !st.ok()) return Fail(st);
+    const int64_t expected = static_cast<int64_t>(replies_[s].size() * sizeof(float));
+    if (reply->payload_bytes != expected) {
+      return Fail(absl::DataLossError(absl::StrCat(
+          who, " answers ", header.Describe(), " with ", reply->payload_bytes,
+          " bytes; the plan says ", expected)));
+    }
+  }
+  if (absl::Status s = WaitAll(payload_receives); !s.ok()) return Fail(s);
+  if (absl::Status s = WaitAll(sends); !s.ok()) return Fail(s);
+  for (int32_t s = 0; s < options_.servers; ++s) consume(s, replies_[s].data());
+  ++exchange_;
+  return absl::OkStatus();
+}
+
+absl::Status DisaggregatedCoreAttention::Forward(int layer, const kernels::AttentionShape& shape,
+                                                 absl::Span<const kernels::AttentionTask> tasks,
+                                                 const float* q, const float* k, const float* v,
+                                                 int64_t rows, float* o, float* lse) {
+  if (absl::Status s = communicator_->health(); !s.ok()) return s;
+  if (layer < 0 || layer >= options_.n_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer ", layer, " of a ", options_.n_layers, "-layer model"));
+  }
+  if (layer == 0) {
+    if (absl::Status s = BeginMicroBatch(shape, tasks, rows); !s.ok()) return s;
+  } else if (absl::Status s = CheckSameMicroBatch(tasks, rows); !s.ok()) {
+    return s;
+  }
+  const RowWidths widths = RowWidths::Of(shape);
+  const auto& shares = plan_->shares;
+  return Exchange(
+      MakeHeader(Pass::kForward, layer, shape),
+      [&](int32_t s) { return ForwardRequestFloats(shares[s][rank_], widths); },
+      [&](int32_t s, float* out) {
+        out = GatherRows(q, widths.q, query_rows_[s], out);
+        out = GatherRows(k, widths.kv, kv_rows_[s], out);
+        GatherRows(v, widths.kv, kv_rows_[s], out);
+      },
+      [&](int32_t s) { return ForwardReplyFloats(shares[s][rank_], widths); },
+      [&](int32_t s, const float* in) {
+        in = ScatterRows(in, widths.q, query_rows_[s], o, /*accumulate=*/false);
+        ScatterRows(in, widths.lse, query_rows_[s], lse, /*accumulate=*/false);
+      });
+}
+
+absl::Status DisaggregatedCoreAttention::Backward(
+    int layer, const kernels::AttentionShape& shape,
+    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
+    const float* v, const float* o, const float* lse, const float* d_o, int64_t rows,
+    float* d_q, float* d_k, float* d_v) {
+  if (absl::Status s = communicator_->health(); !s.ok()) return s;
+  if (layer < 0 || layer >= options_.n_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer ", layer, " of a ", options_.n_layers, "-layer model"));
+  }
+  if (absl::Status s = CheckSameMicroBatch(tasks, rows); !s.ok()) return s;
+  const RowWidths widths = RowWidths::Of(shape);
+  const bool resend = !options_.keep_qkv_for_backward;
+  const auto& shares = plan_->shares;
+  return Exchange(
+      MakeHeader(Pass::kBackward, layer, shape),
+      [&](int32_t s) { return BackwardRequestFloats(shares[s][rank_], widths, resend); },
+      [&](int32_t s, float* out) {
+        out = GatherRows(d_o, widths.q, query_rows_[s], out);
+        if (!resend) return;
+        out = GatherRows(q, widths.q, query_rows_[s], out);
+        out = GatherRows(k, widths.kv, kv_rows_[s], out);
+        out = GatherRows(v, widths.kv, kv_rows_[s], out);
+        out = GatherRows(o, widths.q, query_rows_[s], out);
+        GatherRows(lse, widths.lse, query_rows_[s], out);
+      },
+      [&](int32_t s) { return BackwardReplyFloats(shares[s][rank_], widths); },
+      [&](int32_t s, const float* in) {
+        in = ScatterRows(in, widths.q, query_rows_[s], d_q, /*accumulate=*/false);
+        // A document split over servers gets a partial K/V gradient from each.
+        in = ScatterRows(in, widths.kv, kv_rows_[s], d_k, /*accumulate=*/true);
+        ScatterRows(in, widths.kv, kv_rows_[s], d_v, /*accumulate=*/true);
+      });
+}
+
+}  // namespace corescape::attention

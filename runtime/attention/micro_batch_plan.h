@@ -1,0 +1,95 @@
+#ifndef CORESCAPE_RUNTIME_ATTENTION_MICRO_BATCH_PLAN_H_
+#define CORESCAPE_RUNTIME_ATTENTION_MICRO_BATCH_PLAN_H_
+
+// How one micro-batch's core attention is split between attention servers,
+// computed independently — and identically — by every worker and every
+// server from all workers' document lengths (exchanged at the forward of
+// layer 0) with the pure planner. Nobody ships a plan: agreeing on the
+// inputs is enough.
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "runtime/kernels/core_attention.h"
+#include "runtime/planner/plan.h"
+#include "runtime/planner/server_batch.h"
+
+namespace corescape::attention {
+
+enum class PlannerKind {
+  kCorescape,     // planner::PlanAttention
+  kDistcaGreedy,  // planner::PlanDistcaGreedy (mirrored head/tail pieces)
+};
+
+struct PlanOptions {
+  int32_t servers = 1;
+  double tolerance = 0.05;
+  PlannerKind planner = PlannerKind::kCorescape;
+};
+
+// Worker w's part of server s's fused batch: contiguous, because the
+// server's tasks are sorted by worker first.
+struct WorkerShare {
+  int64_t first_task = 0, num_tasks = 0;          // in ServerBatch::tasks
+  int64_t first_document = 0, num_documents = 0;  // in ServerBatch::documents
+  int64_t q_row = 0, q_rows = 0;                  // server's Q/O/LSE rows
+  int64_t kv_row = 0, kv_rows = 0;                // server's K/V rows
+};
+
+struct MicroBatchPlan {
+  std::vector<std::vector<int64_t>> worker_documents;  // [worker][document] = length
+  planner::Plan plan;
+  std::vector<planner::ServerBatch> batches;      // [server]
+  std::vector<std::vector<WorkerShare>> shares;   // [server][worker]
+};
+
+absl::StatusOr<MicroBatchPlan> PlanMicroBatch(std::vector<std::vector<int64_t>> worker_documents,
+                                              const kernels::AttentionShape& shape,
+                                              const PlanOptions& options);
+
+// Row widths in floats.
+struct RowWidths {
+  int64_t q = 0;    // n_heads * head_dim (Q, O, dO, dQ)
+  int64_t kv = 0;   // n_kv_heads * head_dim (K, V, dK, dV)
+  int64_t lse = 0;  // n_heads
+  static RowWidths Of(const kernels::AttentionShape& shape);
+};
+
+// Payload sizes in floats (wire_format.h lists the parts).
+int64_t ForwardRequestFloats(const WorkerShare& share, const RowWidths& w);
+int64_t ForwardReplyFloats(const WorkerShare& share, const RowWidths& w);
+int64_t BackwardRequestFloats(const WorkerShare& share, const RowWidths& w,
+                              bool carries_forward_tensors);
+int64_t BackwardReplyFloats(const WorkerShare& share, const RowWidths& w);
+
+// Rows [row, row + count) of a buffer.
+struct RowRange {
+  int64_t row = 0;
+  int64_t count = 0;
+};
+
+// The worker's rows, in wire order, of its tasks (Q/O/LSE/dO/dQ rows) and of
+// its document prefixes (K/V/dK/dV rows) on `server`. document_rows[d] is
+// the worker's row of its document d's first token.
+std::vector<RowRange> WorkerQueryRows(const MicroBatchPlan& plan, int32_t server, int32_t worker,
+                                      absl::Span<const int64_t> document_rows);
+std::vector<RowRange> WorkerKvRows(const MicroBatchPlan& plan, int32_t server, int32_t worker,
+                                   absl::Span<const int64_t> document_rows);
+
+// Copies the ranges' rows (width floats each) back to back into `out`;
+// returns the end of what was written.
+float* GatherRows(const float* buffer, int64_t width, absl::Span<const RowRange> ranges,
+                  float* out);
+// Writes (or adds, with accumulate) back-to-back rows from `in` into the
+// ranges' rows; returns the end of what was read.
+const float* ScatterRows(const float* in, int64_t width, absl::Span<const RowRange> ranges,
+                         float* buffer, bool accumulate);
+
+// The server's kernel tasks as the kernel takes them.
+std::vector<kernels::AttentionTask> KernelTasks(const planner::ServerBatch& batch);
+
+}  // namespace corescape::attention
+
+#endif  // CORESCAPE_RUNTIME_ATTENTION_MICRO_BATCH_PLAN_H_

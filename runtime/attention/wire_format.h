@@ -1,0 +1,96 @@
+#ifndef CORESCAPE_RUNTIME_ATTENTION_WIRE_FORMAT_H_
+#define CORESCAPE_RUNTIME_ATTENTION_WIRE_FORMAT_H_
+
+// The messages workers and attention servers exchange for one executor call
+// (an "exchange": one layer of one micro-batch, forward or backward), over a
+// job's attention communicator (ranks 0..W-1 workers, W..W+S-1 servers).
+//
+// Per exchange, every worker sends (point to point, FIFO per (peer, tag)):
+//   at the forward of layer 0 (a new micro-batch), to every other rank,
+//   workers and servers:
+//     kDocumentsHeaderTag  ExchangeHeader with num_documents = n
+//     kDocumentsTag        n int64 document lengths (omitted when n = 0)
+//   then to every server:
+//     kHeaderTag           ExchangeHeader (64 bytes), payload_bytes set
+//     kPayloadTag          fp32 payload (omitted when empty)
+// and every server answers every worker:
+//   kReplyHeaderTag   ExchangeHeader (payload_bytes = its reply's size)
+//   kReplyPayloadTag  fp32 payload (omitted when empty)
+//
+// Payloads, per (worker, server) in plan order (micro_batch_plan.h):
+//   forward request:   Q rows of the worker's tasks there | K rows of each
+//                      document prefix there | V rows of the same prefixes
+//   forward reply:     O rows | LSE rows
+//   backward request:  dO rows [| Q | K | V | O | LSE when the server does not
+//                      keep the forward tensors (kCarriesForwardTensors)]
+//   backward reply:    dQ rows | dK prefixes | dV prefixes, each prefix's
+//                      gradient summed over the server's tasks of it
+// fp32 on the wire: the result must match colocated attention to 1e-5.
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/kernels/core_attention.h"
+
+namespace corescape::attention {
+
+inline constexpr uint64_t kDocumentsHeaderTag = 1;
+inline constexpr uint64_t kDocumentsTag = 2;
+inline constexpr uint64_t kHeaderTag = 3;
+inline constexpr uint64_t kPayloadTag = 4;
+inline constexpr uint64_t kReplyHeaderTag = 5;
+inline constexpr uint64_t kReplyPayloadTag = 6;
+
+enum class Pass : uint8_t {
+  kForward = 1,
+  kBackward = 2,
+  kEnd = 3,  // the worker is done with this communicator (job finished)
+};
+absl::string_view PassName(Pass pass);
+
+// Header flags.
+inline constexpr uint8_t kCarriesForwardTensors = 1;  // backward request resends Q/K/V/O/LSE
+
+inline constexpr int32_t kMaxDocumentsPerMicroBatch = 1 << 24;
+
+struct ExchangeHeader {
+  Pass pass = Pass::kForward;
+  uint8_t flags = 0;
+  uint64_t exchange = 0;     // executor calls since the communicator formed
+  uint64_t micro_batch = 0;  // forwards of layer 0 since then, minus one
+  int32_t layer = 0;
+  int32_t n_layers = 0;
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+  float softmax_scale = 0;
+  int32_t num_documents = 0;  // documents header only: lengths that follow
+  int64_t payload_bytes = 0;  // size of the payload message that follows (0: none)
+
+  bool operator==(const ExchangeHeader&) const = default;
+  kernels::AttentionShape shape() const {
+    return {n_heads, n_kv_heads, head_dim, softmax_scale};
+  }
+  // "forward layer 2 of micro-batch 7 (exchange 15)"
+  std::string Describe() const;
+};
+
+inline constexpr int64_t kHeaderBytes = 64;
+using HeaderBytes = std::array<char, kHeaderBytes>;
+
+HeaderBytes EncodeHeader(const ExchangeHeader& header);
+// Checks magic, version, pass and ranges; errors say what is wrong and name
+// `peer`.
+absl::StatusOr<ExchangeHeader> DecodeHeader(const HeaderBytes& bytes, absl::string_view peer);
+
+// Checks that `got` is the exchange the receiver expects: same sequence
+// numbers, pass, layer, model shape, flags. Names the peer and both sides.
+absl::Status CheckHeaderMatches(const ExchangeHeader& expected, const ExchangeHeader& got,
+                                absl::string_view peer);
+
+}  // namespace corescape::attention
+
+#endif  // CORESCAPE_RUNTIME_ATTENTION_WIRE_FORMAT_H_

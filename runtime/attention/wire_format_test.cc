@@ -1,0 +1,150 @@
+#include "runtime/attention/wire_format.h"
+
+#include <random>
+
+#include "gtest/gtest.h"
+#include "runtime/attention/micro_batch_plan.h"
+
+namespace corescape::attention {
+namespace {
+
+ExchangeHeader Sample() {
+  ExchangeHeader h;
+  h.pass = Pass::kBackward;
+  h.flags = kCarriesForwardTensors;
+  h.exchange = 123456789012;
+  h.micro_batch = 42;
+  h.layer = 2;
+  h.n_layers = 3;
+  h.n_heads = 4;
+  h.n_kv_heads = 2;
+  h.head_dim = 24;
+  h.softmax_scale = 0.2041f;
+  h.payload_bytes = 4096;
+  return h;
+}
+
+TEST(WireFormatTest, HeaderRoundTrips) {
+  const ExchangeHeader h = Sample();
+  auto decoded = DecodeHeader(EncodeHeader(h), "worker 0");
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, h);
+  ExchangeHeader end;
+  end.pass = Pass::kEnd;
+  end.exchange = 9;
+  EXPECT_EQ(*DecodeHeader(EncodeHeader(end), "w"), end);
+}
+
+TEST(WireFormatTest, RejectsDamagedHeadersNamingThePeer) {
+  auto expect_error = [](HeaderBytes bytes, const std::string& what) {
+    auto decoded = DecodeHeader(bytes, "worker 1 (10.0.0.2:4000)");
+    ASSERT_FALSE(decoded.ok());
+    EXPECT_NE(decoded.status().message().find("worker 1 (10.0.0.2:4000)"), std::string::npos);
+    EXPECT_NE(decoded.status().message().find(what), std::string::npos) << decoded.status();
+  };
+  HeaderBytes bytes = EncodeHeader(Sample());
+  bytes[0] ^= 1;
+  expect_error(bytes, "magic");
+  bytes = EncodeHeader(Sample());
+  bytes[4] = 9;
+  expect_error(bytes, "version");
+  bytes = EncodeHeader(Sample());
+  bytes[6] = 7;
+  expect_error(bytes, "pass");
+  ExchangeHeader h = Sample();
+  h.layer = 3;
+  expect_error(EncodeHeader(h), "layer 3 of 3");
+  h = Sample();
+  h.n_kv_heads = 3;
+  expect_error(EncodeHeader(h), "shape");
+  h = Sample();
+  h.num_documents = 5;  // only with the forward of layer 0
+  expect_error(EncodeHeader(h), "documents");
+  h = Sample();
+  h.payload_bytes = 7;
+  expect_error(EncodeHeader(h), "payload");
+}
+
+TEST(WireFormatTest, MismatchSaysWhichSideIsOutOfStep) {
+  const ExchangeHeader a = Sample();
+  ExchangeHeader b = a;
+  b.payload_bytes = 8;  // differs per peer: not compared
+  EXPECT_TRUE(CheckHeaderMatches(a, b, "p").ok());
+  b.layer = 1;
+  absl::Status s = CheckHeaderMatches(a, b, "server 0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("out of step"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("backward layer 1 of micro-batch 42"), std::string::npos) << s;
+  b = a;
+  b.flags = 0;
+  EXPECT_NE(CheckHeaderMatches(a, b, "p").message().find("keep_qkv_for_backward"),
+            std::string::npos);
+  b = a;
+  b.head_dim = 8;
+  EXPECT_NE(CheckHeaderMatches(a, b, "p").message().find("shape"), std::string::npos);
+}
+
+// The shares of every server tile its fused batch, and every query row of
+// every worker's documents is sent to exactly one server, with its prefix.
+TEST(MicroBatchPlanTest, SharesTileBatchesAndCoverEveryQueryOnce) {
+  std::mt19937 rng(7);
+  const kernels::AttentionShape shape{4, 2, 8, 0.35f};
+  for (PlannerKind kind : {PlannerKind::kCorescape, PlannerKind::kDistcaGreedy}) {
+    for (int trial = 0; trial < 30; ++trial) {
+      const int workers = 1 + trial % 3, servers = 1 + trial % 4;
+      std::vector<std::vector<int64_t>> documents(workers);
+      std::vector<std::vector<int64_t>> rows(workers);
+      for (int w = 0; w < workers; ++w) {
+        int64_t row = 0;
+        const int n = static_cast<int>(rng() % 6);
+        for (int d = 0; d < n; ++d) {
+          const int64_t length = 1 + rng() % (d == 0 ? 300 : 40);
+          documents[w].push_back(length);
+          rows[w].push_back(row);
+          row += length;
+        }
+      }
+      PlanOptions options;
+      options.servers = servers;
+      options.tolerance = 0.0;
+      options.planner = kind;
+      auto plan = PlanMicroBatch(documents, shape, options);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      for (int w = 0; w < workers; ++w) {
+        int64_t total = 0;
+        for (int64_t length : documents[w]) total += length;
+        std::vector<int> covered(total, 0);
+        for (int s = 0; s < servers; ++s) {
+          for (const RowRange& r : WorkerQueryRows(*plan, s, w, rows[w])) {
+            for (int64_t i = r.row; i < r.row + r.count; ++i) ++covered[i];
+          }
+          int64_t q = 0, kv = 0;
+          for (const RowRange& r : WorkerQueryRows(*plan, s, w, rows[w])) q += r.count;
+          for (const RowRange& r : WorkerKvRows(*plan, s, w, rows[w])) kv += r.count;
+          EXPECT_EQ(q, plan->shares[s][w].q_rows);
+          EXPECT_EQ(kv, plan->shares[s][w].kv_rows);
+        }
+        for (int64_t i = 0; i < total; ++i) ASSERT_EQ(covered[i], 1) << "row " << i;
+      }
+    }
+  }
+}
+
+TEST(MicroBatchPlanTest, GatherScatterRoundTrip) {
+  std::vector<float> buffer(20);
+  for (int i = 0; i < 20; ++i) buffer[i] = static_cast<float>(i);
+  const std::vector<RowRange> ranges = {{3, 2}, {0, 1}};  // width 2
+  std::vector<float> packed(6);
+  EXPECT_EQ(GatherRows(buffer.data(), 2, ranges, packed.data()), packed.data() + 6);
+  EXPECT_EQ(packed, (std::vector<float>{6, 7, 8, 9, 0, 1}));
+  std::vector<float> out(20, 1.0f);
+  ScatterRows(packed.data(), 2, ranges, out.data(), /*accumulate=*/true);
+  EXPECT_EQ(out[6], 7.0f);
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[2], 1.0f);
+  ScatterRows(packed.data(), 2, ranges, out.data(), /*accumulate=*/false);
+  EXPECT_EQ(out[6], 6.0f);
+}
+
+}  // namespace
+}  // namespace corescape::attention
