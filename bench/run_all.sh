@@ -15,3 +15,7 @@ bazel run //bench/planner:planner_bench -- --seeds=3 --repeats=5 2>/dev/null
 echo
 echo "== disaggregation at scale, simulated (bench/attention_sim)"
 bazel run //bench/attention_sim:attention_sim -- --seeds=2 2>/dev/null
+
+echo
+echo "== data plane: collectives vs ucx_perftest (bench/comm)"
+./bench/comm/run.sh

@@ -29,7 +29,7 @@ fi
 
 if [[ -x /usr/local/cuda/bin/nvcc ]]; then
   echo "== bazel build --config=cuda (nvcc found: GPU code must keep compiling)"
-  if set -o pipefail; bazel build --config=cuda //worker:corescape-worker \
+  if set -o pipefail; bazel build --config=cuda //worker:corescape-worker //runtime/comm:nccl_communicator \
        //attention_server:corescape-attention-server 2>&1 | tail -5; then
     passed=$((passed + 1))
     echo "//:cuda_build PASSED"

@@ -62,15 +62,18 @@ void Communicator::OnPeerError(int peer, absl::Status error) {
     ++connect_events_;
     Peer& p = peers_[peer];
     if (p.failed) return;
-    p.failed = true;
     endpoint = p.endpoint;
     departed = p.departed;
-    if (closing_) {
-      // We are leaving ourselves; the peer going too is expected.
+    if (closing_ || departed) {
+      // We are leaving too, or it said goodbye first: the disconnect is the
+      // end of a clean exit, not a failure (and what it sent before its
+      // goodbye can still be received).
+      VLOG_IF(1, departed) << DescribePeer(peer) << " disconnected after its goodbye";
       p.endpoint = 0;
       if (endpoint != 0) transport_->Close(endpoint);
       return;
     }
+    p.failed = true;
     if (connecting_) {
       // Not formed yet: the dialing side tries again, the other side waits
       // for a new hello.
@@ -81,11 +84,6 @@ void Communicator::OnPeerError(int peer, absl::Status error) {
       if (endpoint != 0) transport_->Close(endpoint);
       return;
     }
-  }
-  if (departed) {
-    // It said goodbye first: the disconnect is the end of a clean exit.
-    VLOG(1) << DescribePeer(peer) << " disconnected after its goodbye";
-    return;
   }
   Break(DecorateError("", absl::UnavailableError(absl::StrCat(DescribePeer(peer), " failed: ",
                                                               error.message()))),

@@ -142,7 +142,9 @@ absl::StatusOr<std::unique_ptr<CollectiveHandle>> Communicator::StartPointToPoin
     if (closing_) return absl::FailedPreconditionError("the communicator is being destroyed");
     if (!broken_.ok()) return broken_;
     const Peer& p = peers_[peer];
-    if (p.departed || p.failed) {
+    // A peer that left cannot send any more, but what it sent before its
+    // goodbye is already here: a receive may still find it (below).
+    if (p.failed || (send && p.departed)) {
       return DecorateError("", absl::UnavailableError(absl::StrCat(
                                    DescribePeer(peer), " has left the communicator")));
     }
@@ -153,6 +155,15 @@ absl::StatusOr<std::unique_ptr<CollectiveHandle>> Communicator::StartPointToPoin
     } else {
       result->request = transport_->Recv(
           PointToPointTag(tag_key_, peer, static_cast<uint32_t>(tag)), data, bytes, count);
+      if (p.departed) {
+        // Queued after the receive is posted: if it did not match at once,
+        // no message will ever come.
+        Transport* transport = transport_;
+        std::shared_ptr<MessageRequest> request = result->request;
+        transport_->Run([transport, request] {
+          if (!request->done()) transport->Cancel(request);
+        });
+      }
     }
     result->pending_id = next_pending_id_++;
     pending_[result->pending_id] = {result->request, peer, /*point_to_point=*/true};

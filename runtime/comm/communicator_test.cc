@@ -205,6 +205,42 @@ TEST(CommunicatorTest, GenerationsDoNotMix) {
   for (auto& t : threads) t.join();
 }
 
+TEST(CommunicatorTest, DepartedPeer) {
+  // Rank 1 sends, then leaves cleanly. What it sent can still be received;
+  // anything more fails at once, naming it, and so does the next collective.
+  Group g = MakeTransports(2);
+  absl::Notification rank1_gone;
+  std::thread leaver([&] {
+    auto c = Communicator::Create(g.transports[1].get(), Options(g, 1));
+    ASSERT_TRUE(c.ok()) << c.status();
+    int value = 7;
+    auto s = (*c)->SendAsync(0, 1, &value, sizeof(value));
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->Wait().ok());
+    s->reset();
+    c->reset();  // goodbye
+    rank1_gone.Notify();
+  });
+  auto c = Communicator::Create(g.transports[0].get(), Options(g, 0));
+  ASSERT_TRUE(c.ok()) << c.status();
+  rank1_gone.WaitForNotification();
+  int got = 0;
+  auto r = (*c)->RecvAsync(1, 1, &got, sizeof(got));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE((*r)->Wait().ok());
+  EXPECT_EQ(got, 7);
+  auto never = (*c)->RecvAsync(1, 2, &got, sizeof(got));
+  ASSERT_TRUE(never.ok());
+  absl::Status st = (*never)->Wait();
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st;
+  float x = 1;
+  st = (*c)->AllReduce(&x, 1, ReduceOp::kSum);
+  EXPECT_NE(st.message().find("left the communicator after 0 collectives"), std::string::npos)
+      << st;
+  leaver.join();
+}
+
 TEST(CommunicatorTest, WorldSizeOne) {
   TransportOptions to;
   to.listen_address = "127.0.0.1:0";

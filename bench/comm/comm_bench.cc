@@ -1,0 +1,156 @@
+// One rank of the data-plane bandwidth benchmark (bench/comm/run.sh starts P
+// of them). For each size it times all_reduce (fp32 sum) or all_gather
+// (equal blocks, all-gather-v with every size equal) and prints one JSON line
+// per size with algorithm and bus bandwidth as nccl-tests defines them:
+//   algbw = bytes / time;  busbw = algbw * 2(P-1)/P (all-reduce),
+//                                  algbw * (P-1)/P  (all-gather),
+// where `bytes` is the whole buffer (all-gather: the gathered result).
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "runtime/base/atomic_file.h"
+#include "runtime/comm/communicator.h"
+
+ABSL_FLAG(int, rank, 0, "this rank");
+ABSL_FLAG(int, world_size, 2, "ranks");
+ABSL_FLAG(std::string, rendezvous_dir, "", "where ranks publish their addresses");
+ABSL_FLAG(std::string, op, "all_reduce", "all_reduce | all_gather");
+ABSL_FLAG(std::string, sizes, "1024,1048576", "buffer sizes in bytes");
+ABSL_FLAG(double, seconds_per_size, 0.5, "target time measured per size");
+ABSL_FLAG(int, max_iters, 200, "at most this many timed iterations per size");
+ABSL_FLAG(int64_t, segment_bytes, 1 << 20, "pipeline segment (AlgorithmSettings)");
+
+namespace corescape::comm {
+namespace {
+
+absl::StatusOr<std::vector<std::string>> Rendezvous(const std::string& dir, int rank, int world,
+                                                    const std::string& address) {
+  if (auto s = WriteFileAtomically(absl::StrCat(dir, "/rank", rank, ".addr"), address); !s.ok()) {
+    return s;
+  }
+  std::vector<std::string> addresses(world);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  for (int r = 0; r < world; ++r) {
+    while (true) {
+      auto a = ReadFileToString(absl::StrCat(dir, "/rank", r, ".addr"));
+      if (a.ok() && !a->empty()) {
+        addresses[r] = *a;
+        break;
+      }
+      if (absl::Now() > deadline) return absl::DeadlineExceededError("rendezvous");
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+  return addresses;
+}
+
+int Main() {
+  const int rank = absl::GetFlag(FLAGS_rank);
+  const int world = absl::GetFlag(FLAGS_world_size);
+  TransportOptions to;
+  to.listen_address = "127.0.0.1:0";
+  auto transport = Transport::Create(to);
+  if (!transport.ok()) {
+    std::fprintf(stderr, "%s\n", transport.status().ToString().c_str());
+    return 2;
+  }
+  auto addresses =
+      Rendezvous(absl::GetFlag(FLAGS_rendezvous_dir), rank, world, (*transport)->address());
+  if (!addresses.ok()) {
+    std::fprintf(stderr, "%s\n", addresses.status().ToString().c_str());
+    return 2;
+  }
+  CommunicatorOptions o;
+  o.rank = rank;
+  o.world_size = world;
+  o.peer_addresses = *addresses;
+  o.secret_token = "bench";
+  o.job_id = "bench";
+  o.timeout = absl::Seconds(60);
+  o.algorithms.segment_bytes = absl::GetFlag(FLAGS_segment_bytes);
+  auto comm = Communicator::Create(transport->get(), o);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "%s\n", comm.status().ToString().c_str());
+    return 2;
+  }
+  Communicator& c = **comm;
+  const std::string op = absl::GetFlag(FLAGS_op);
+  std::vector<int64_t> sizes;
+  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',', absl::SkipEmpty())) {
+    int64_t n;
+    if (absl::SimpleAtoi(s, &n)) sizes.push_back(n);
+  }
+  const int64_t max_bytes = *std::max_element(sizes.begin(), sizes.end());
+  std::vector<float> data(max_bytes / 4 + 1, 1.0f);
+  std::vector<char> gathered(max_bytes + world);
+  std::vector<char> block(max_bytes / world + 1, static_cast<char>(rank));
+
+  auto run_once = [&](int64_t bytes) -> absl::Status {
+    if (op == "all_reduce") return c.AllReduce(data.data(), bytes / 4, ReduceOp::kSum);
+    if (op == "send_recv") {  // rank 0 -> rank 1, like ucx_perftest tag_bw
+      if (rank > 1) return absl::OkStatus();
+      auto h = rank == 0 ? c.SendAsync(1, 1, data.data(), bytes)
+                         : c.RecvAsync(0, 1, data.data(), bytes);
+      if (!h.ok()) return h.status();
+      return (*h)->Wait();
+    }
+    const int64_t per_rank = bytes / world;
+    std::vector<int64_t> per(world, per_rank);
+    return c.AllGatherV(block.data(), per_rank, gathered.data(), per);
+  };
+  for (int64_t bytes : sizes) {
+    // Warm-up (also lets UCX register memory / set up rendezvous lanes),
+    // then agree on an iteration count from rank 0's estimate.
+    for (int i = 0; i < 2; ++i) {
+      if (auto s = run_once(bytes); !s.ok()) {
+        std::fprintf(stderr, "%s\n", s.ToString().c_str());
+        return 3;
+      }
+    }
+    absl::Time t0 = absl::Now();
+    if (auto s = run_once(bytes); !s.ok()) return 3;
+    double one = absl::ToDoubleSeconds(absl::Now() - t0);
+    int iters = static_cast<int>(absl::GetFlag(FLAGS_seconds_per_size) / std::max(one, 1e-6));
+    iters = std::clamp(iters, 3, absl::GetFlag(FLAGS_max_iters));
+    int32_t agreed = iters;
+    if (auto s = c.Broadcast(&agreed, sizeof(agreed), 0); !s.ok()) return 3;
+    if (auto s = c.Barrier(); !s.ok()) return 3;
+    t0 = absl::Now();
+    for (int i = 0; i < agreed; ++i) {
+      if (auto s = run_once(bytes); !s.ok()) {
+        std::fprintf(stderr, "%s\n", s.ToString().c_str());
+        return 3;
+      }
+    }
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - t0) / agreed;
+    const int64_t effective = op == "all_reduce" ? bytes / 4 * 4 : bytes / world * world;
+    const double algbw = effective / seconds;
+    const double factor = op == "all_reduce" ? 2.0 * (world - 1) / world
+                                             : static_cast<double>(world - 1) / world;
+    if (rank == 0) {
+      std::printf("{\"op\": \"%s\", \"world\": %d, \"bytes\": %lld, \"iters\": %d, "
+                  "\"time_us\": %.1f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f}\n",
+                  op.c_str(), world, static_cast<long long>(bytes), agreed, seconds * 1e6,
+                  algbw / 1e9, algbw * factor / 1e9);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace corescape::comm
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return corescape::comm::Main();
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Data-plane bandwidth: all_reduce and all_gather bus bandwidth (nccl-tests'
+# definition) at P = 2 and 4, beside ucx_perftest tag_bw measured in the same
+# run on the same UCX transport, as a ratio.
+#   bench/comm/run.sh [quick]
+# "quick" measures 1 KiB, 64 KiB, 1 MiB, 16 MiB only.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bazel build //bench/comm:comm_bench >/dev/null 2>&1 || bazel build //bench/comm:comm_bench
+bench=bazel-bin/bench/comm/comm_bench
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+[[ -n "${KEEP_RESULTS:-}" ]] && trap - EXIT
+
+if [[ "${1:-}" == quick ]]; then
+  sizes=(1024 65536 1048576 16777216)
+else
+  sizes=(1024 4096 16384 65536 262144 1048576 4194304 16777216 67108864 268435456)
+fi
+size_list=$(IFS=,; echo "${sizes[*]}")
+port=$((20000 + RANDOM % 20000))
+
+# name | UCX environment. "sm" keeps tcp in UCX_TLS: UCX 1.13 needs it to
+# establish client/server (sockaddr) endpoints; data then goes over shared
+# memory (see docs/data_plane.md for which lanes UCX picks).
+configs=("tcp|UCX_TLS=tcp" "sm|UCX_TLS=sm,tcp")
+
+for config in "${configs[@]}"; do
+  name=${config%%|*}
+  env_vars=${config#*|}
+  # ucx_perftest tag_bw: one process sends, the other receives.
+  for size in "${sizes[@]}"; do
+    iters=$(( 268435456 / size )); (( iters > 2000 )) && iters=2000; (( iters < 8 )) && iters=8
+    port=$((port + 1))
+    env $env_vars ucx_perftest -t tag_bw -s "$size" -n "$iters" -w 2 -p "$port" \
+      >/dev/null 2>&1 &
+    server=$!
+    sleep 0.3
+    line=$(env $env_vars timeout 120 ucx_perftest 127.0.0.1 -t tag_bw -s "$size" -n "$iters" \
+             -w 2 -p "$port" -f 2>/dev/null | tail -1 || true)
+    wait "$server" 2>/dev/null || true
+    echo "{\"transport\": \"$name\", \"perftest_size\": $size, \"line\": \"$line\"}" >>"$out/results"
+  done
+  for world in 2 4; do
+    for op in all_reduce all_gather; do
+      dir=$(mktemp -d -p "$out")
+      for ((rank = 0; rank < world; rank++)); do
+        env $env_vars "$bench" --rank=$rank --world_size=$world --rendezvous_dir="$dir" \
+          --op=$op --sizes="$size_list" --seconds_per_size=0.3 --max_iters=100 \
+          >"$dir/out.$rank" 2>"$dir/err.$rank" &
+      done
+      if ! wait; then
+        echo "comm_bench failed ($name P=$world $op):" >&2
+        tail -5 "$dir"/err.* >&2
+        exit 1
+      fi
+      # (UCX prints its warnings on stdout: keep only our JSON lines.)
+      grep "^{" "$dir/out.0" | sed "s/^{/{\"transport\": \"$name\", /" >>"$out/results"
+    done
+  done
+done
+echo "date: $(date -u +%Y-%m-%d); $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); UCX $(ucx_info -v | sed -n 's/# Version //p')"
+/usr/bin/python3 bench/comm/report.py "$out/results"
