@@ -123,6 +123,27 @@ class JobsEndToEndTest(unittest.TestCase):
         self.assertAlmostEqual(job_two.progress.loss, job_one.progress.loss,
                                delta=1e-5 * job_one.progress.loss)
 
+    def test_scape_job_trains_and_sends_less_than_dense_adams(self):
+        self.start_worker("worker-0")
+        self.start_worker("worker-1")
+        finished = {}
+        for optimizer in ("adams", "scape"):
+            s = spec(optimizer, steps=30)
+            s.placement.workers = 2
+            s.optimizer.name = optimizer
+            s.optimizer.learning_rate = 1e-3
+            s.optimizer.scape.density = 0.1
+            s.optimizer.scape.dense_warmup_steps = 5
+            job_id = self.jobs.run(s)
+            finished[optimizer] = self.jobs.wait_state(job_id, FINAL, timeout=120)
+            self.assertEqual(finished[optimizer].state, job_pb2.SUCCEEDED,
+                             finished[optimizer].state_reason)
+            self.assertEqual(self.final_crc("worker-0", job_id), self.final_crc("worker-1", job_id))
+        dense, sparse = finished["adams"].progress, finished["scape"].progress
+        self.assertLess(sparse.loss, 5.0)
+        # 25 of 30 steps send ~10% of the values (plus masks) instead of all.
+        self.assertLess(sparse.bytes_sent, 0.5 * dense.bytes_sent)
+
     def test_kill_one_of_two_workers_recovers_on_a_replacement(self):
         self.start_worker("worker-0")
         self.start_worker("worker-1")

@@ -26,6 +26,13 @@ class CommunicatorGroup final : public train::DataParallelGroup {
   absl::Status AllReduceSum(float* data, int64_t count) override {
     return communicator_->AllReduce(data, count, comm::ReduceOp::kSum);
   }
+  absl::Status AllGatherV(const void* send, int64_t send_bytes, void* recv,
+                          absl::Span<const int64_t> bytes_per_rank) override {
+    return communicator_->AllGatherV(send, send_bytes, recv, bytes_per_rank);
+  }
+  absl::StatusOr<std::unique_ptr<optim::PendingCollective>> StartAllGatherV(
+      const void* send, int64_t send_bytes, void* recv,
+      absl::Span<const int64_t> bytes_per_rank) override;
   int64_t bytes_sent() const override { return communicator_->counters().total_sent(); }
   int64_t bytes_received() const override { return communicator_->counters().total_received(); }
   void Abort(const std::string& reason) override { communicator_->Abort(reason); }

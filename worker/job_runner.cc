@@ -58,6 +58,9 @@ absl::StatusOr<train::TrainerConfig> JobRunner::TrainerConfigFor(
   config.schedule.warmup_steps = opt.warmup_steps();
   config.schedule.total_steps = spec.steps();
   config.grad_clip = opt.grad_clip();
+  config.scape.density = opt.scape().density() > 0 ? opt.scape().density() : 0.1;
+  config.scape.dense_warmup_steps = opt.scape().dense_warmup_steps();
+  config.generation = assignment.generation();
   config.threads = threads;
   return config;
 }
@@ -205,8 +208,10 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
     if (checkpoint_interval > 0 && step % checkpoint_interval == 0 && step < spec.steps()) {
       // Rank 0 writes for everyone: the replicas are bitwise identical.
       if (reporter) {
-        if (absl::Status s = checkpoint::WriteCheckpoint(checkpoint_dir, (*trainer)->Snapshot(),
-                                                         spec.checkpoint().keep());
+        auto snapshot = (*trainer)->Snapshot();
+        if (!snapshot.ok()) return fail(snapshot.status());
+        if (absl::Status s =
+                checkpoint::WriteCheckpoint(checkpoint_dir, *snapshot, spec.checkpoint().keep());
             !s.ok()) {
           return fail(s);
         }

@@ -29,6 +29,8 @@ class AdamW {
   int64_t step_count() const { return step_; }
   std::vector<float>& first_moment() { return m_; }
   std::vector<float>& second_moment() { return v_; }
+  const std::vector<float>& first_moment() const { return m_; }
+  const std::vector<float>& second_moment() const { return v_; }
   void set_step_count(int64_t step) { step_ = step; }
 
  private:

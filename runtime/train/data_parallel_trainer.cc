@@ -10,6 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/data/dataset_manifest.h"
 #include "runtime/data/shard_set.h"
+#include "runtime/optim/scape_optimizer.h"
 #include "runtime/train/model_batch.h"
 
 namespace corescape::train {
@@ -81,9 +82,9 @@ DataParallelTrainer::DataParallelTrainer(const TrainerConfig& config, DataParall
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create(
     const TrainerConfig& config, DataParallelGroup* group) {
   if (config.train_data.empty()) return absl::InvalidArgumentError("train_data: required");
-  if (config.optimizer != "adamw") {
-    return absl::UnimplementedError(absl::StrCat(
-        "optimizer '", config.optimizer, "' is not available in the data-parallel trainer yet"));
+  if (config.optimizer != "adamw" && config.optimizer != "adams" && config.optimizer != "scape") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer: unknown '", config.optimizer, "' (adamw, adams, scape)"));
   }
   std::unique_ptr<DataParallelTrainer> trainer(new DataParallelTrainer(config, group));
   auto train = OpenData(config.train_data, "train");
@@ -135,7 +136,24 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
       std::fill(decay_mask.begin() + slot.offset, decay_mask.begin() + slot.offset + slot.size, 1);
     }
   }
-  trainer->optimizer_ = std::make_unique<optim::AdamW>(config.adamw, std::move(decay_mask));
+  if (config.optimizer == "adams") {
+    optim::AdamSConfig adams{config.adamw.beta1, config.adamw.beta2, config.adamw.epsilon,
+                             config.adamw.weight_decay};
+    trainer->dp_optimizer_ =
+        std::make_unique<optim::DenseAdamSDataParallel>(group, adams, std::move(decay_mask));
+  } else if (config.optimizer == "scape") {
+    optim::ScapeConfig scape;
+    scape.adams = {config.adamw.beta1, config.adamw.beta2, config.adamw.epsilon,
+                   config.adamw.weight_decay};
+    scape.density = config.scape.density;
+    scape.dense_warmup_steps = std::max<int64_t>(1, config.scape.dense_warmup_steps);
+    scape.generation = config.generation;
+    auto scape_optimizer = optim::ScapeOptimizer::Create(group, scape, std::move(decay_mask));
+    if (!scape_optimizer.ok()) return scape_optimizer.status();
+    trainer->dp_optimizer_ = *std::move(scape_optimizer);
+  } else {
+    trainer->optimizer_ = std::make_unique<optim::AdamW>(config.adamw, std::move(decay_mask));
+  }
   return trainer;
 }
 
@@ -173,21 +191,32 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
     }
   }
   loss_sum[0] = static_cast<float>(local_loss_sum);
-  comm_start = absl::Now();
   std::vector<float>& gradients = model_->gradients();
-  if (absl::Status s = group_->AllReduceSum(gradients.data(), gradients.size()); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = group_->AllReduceSum(loss_sum, 1); !s.ok()) return s;
-  communication += absl::Now() - comm_start;
-
   StepResult result;
-  result.grad_norm = optim::ClipGradientNorm(gradients.data(), gradients.size(), config_.grad_clip);
   result.learning_rate = config_.schedule.At(step_);
-  if (absl::Status s = optimizer_->Step(model_->parameters().data(), gradients.data(),
-                                        gradients.size(), result.learning_rate);
-      !s.ok()) {
-    return s;
+  comm_start = absl::Now();
+  if (absl::Status s = group_->AllReduceSum(loss_sum, 1); !s.ok()) return s;
+  if (dp_optimizer_ != nullptr) {
+    // AdamS/SCAPE synchronize (all or part of) the signal themselves; their
+    // normalizer bounds each step, so there is no global-norm clip here.
+    if (absl::Status s = dp_optimizer_->Step(model_->parameters().data(), gradients.data(),
+                                             gradients.size(), result.learning_rate);
+        !s.ok()) {
+      return s;
+    }
+    communication += absl::Now() - comm_start;
+  } else {
+    if (absl::Status s = group_->AllReduceSum(gradients.data(), gradients.size()); !s.ok()) {
+      return s;
+    }
+    communication += absl::Now() - comm_start;
+    result.grad_norm =
+        optim::ClipGradientNorm(gradients.data(), gradients.size(), config_.grad_clip);
+    if (absl::Status s = optimizer_->Step(model_->parameters().data(), gradients.data(),
+                                          gradients.size(), result.learning_rate);
+        !s.ok()) {
+      return s;
+    }
   }
   ++step_;
   const absl::Duration total = absl::Now() - start;
@@ -225,14 +254,24 @@ absl::StatusOr<double> DataParallelTrainer::Validate(int64_t max_batches) {
   return totals[0] / totals[1];
 }
 
-checkpoint::Checkpoint DataParallelTrainer::Snapshot() const {
+absl::StatusOr<checkpoint::Checkpoint> DataParallelTrainer::Snapshot() {
   checkpoint::Checkpoint checkpoint;
   checkpoint.step = step_;
   checkpoint.blobs["params"] = FloatsToBytes(model_->parameters());
-  checkpoint.blobs["adamw_m"] = FloatsToBytes(optimizer_->first_moment());
-  checkpoint.blobs["adamw_v"] = FloatsToBytes(optimizer_->second_moment());
+  int64_t optimizer_steps = 0;
+  if (dp_optimizer_ != nullptr) {
+    auto state = dp_optimizer_->SaveState();
+    if (!state.ok()) return state.status();
+    checkpoint.blobs["optimizer_state"] = *std::move(state);
+    optimizer_steps = dp_optimizer_->step_count();
+  } else {
+    checkpoint.blobs["adamw_m"] = FloatsToBytes(optimizer_->first_moment());
+    checkpoint.blobs["adamw_v"] = FloatsToBytes(optimizer_->second_moment());
+    optimizer_steps = optimizer_->step_count();
+  }
   checkpoint.blobs["trainer.json"] =
-      nlohmann::json{{"step", step_}, {"optimizer_steps", optimizer_->step_count()},
+      nlohmann::json{{"step", step_}, {"optimizer", config_.optimizer},
+                     {"optimizer_steps", optimizer_steps},
                      {"parameters", model_->layout().total_size()}}
           .dump();
   checkpoint.blobs["loader.json"] = train_loader_->state().ToJson();
@@ -240,7 +279,14 @@ checkpoint::Checkpoint DataParallelTrainer::Snapshot() const {
 }
 
 absl::Status DataParallelTrainer::Restore(const checkpoint::Checkpoint& checkpoint) {
-  for (const char* name : {"params", "adamw_m", "adamw_v", "trainer.json", "loader.json"}) {
+  std::vector<const char*> required = {"params", "trainer.json", "loader.json"};
+  if (dp_optimizer_ != nullptr) {
+    required.push_back("optimizer_state");
+  } else {
+    required.push_back("adamw_m");
+    required.push_back("adamw_v");
+  }
+  for (const char* name : required) {
     if (!checkpoint.blobs.count(name)) {
       return absl::FailedPreconditionError(absl::StrCat("checkpoint lacks '", name, "'"));
     }
@@ -254,16 +300,23 @@ absl::Status DataParallelTrainer::Restore(const checkpoint::Checkpoint& checkpoi
   auto loader_state = data::LoaderState::FromJson(checkpoint.blobs.at("loader.json"));
   if (!loader_state.ok()) return loader_state.status();
   std::vector<float> params = model_->parameters();
-  std::vector<float> m = optimizer_->first_moment();
-  std::vector<float> v = optimizer_->second_moment();
   if (absl::Status s = BytesToFloats(checkpoint.blobs.at("params"), params, "params"); !s.ok()) return s;
-  if (absl::Status s = BytesToFloats(checkpoint.blobs.at("adamw_m"), m, "adamw_m"); !s.ok()) return s;
-  if (absl::Status s = BytesToFloats(checkpoint.blobs.at("adamw_v"), v, "adamw_v"); !s.ok()) return s;
+  if (dp_optimizer_ != nullptr) {
+    if (absl::Status s = dp_optimizer_->RestoreState(checkpoint.blobs.at("optimizer_state"));
+        !s.ok()) {
+      return s;
+    }
+  } else {
+    std::vector<float> m = optimizer_->first_moment();
+    std::vector<float> v = optimizer_->second_moment();
+    if (absl::Status s = BytesToFloats(checkpoint.blobs.at("adamw_m"), m, "adamw_m"); !s.ok()) return s;
+    if (absl::Status s = BytesToFloats(checkpoint.blobs.at("adamw_v"), v, "adamw_v"); !s.ok()) return s;
+    optimizer_->first_moment() = std::move(m);
+    optimizer_->second_moment() = std::move(v);
+    optimizer_->set_step_count(trainer["optimizer_steps"].get<int64_t>());
+  }
   if (absl::Status s = train_loader_->Restore(*loader_state); !s.ok()) return s;
   model_->parameters() = std::move(params);
-  optimizer_->first_moment() = std::move(m);
-  optimizer_->second_moment() = std::move(v);
-  optimizer_->set_step_count(trainer["optimizer_steps"].get<int64_t>());
   step_ = trainer["step"].get<int64_t>();
   return absl::OkStatus();
 }

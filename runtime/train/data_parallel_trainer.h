@@ -13,6 +13,7 @@
 #include "runtime/data/batch_loader.h"
 #include "runtime/model/transformer.h"
 #include "runtime/optim/adamw.h"
+#include "runtime/optim/data_parallel_optimizer.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/train/data_parallel_group.h"
 
@@ -28,8 +29,13 @@ struct TrainerConfig {
   int32_t grad_accum = 1;    // micro-batches per step
   int64_t steps = 100;
   uint64_t seed = 1;
-  std::string optimizer = "adamw";
-  optim::AdamWConfig adamw;
+  std::string optimizer = "adamw";  // adamw | adams | scape
+  optim::AdamWConfig adamw;         // also AdamS's hyper-parameters
+  struct Scape {
+    double density = 0.1;
+    int64_t dense_warmup_steps = 0;
+  } scape;
+  uint64_t generation = 0;          // the job's; SCAPE masks carry it
   optim::LrSchedule schedule;
   double grad_clip = 1.0;
   int threads = 0;           // 0: CORESCAPE_NUM_THREADS or all cores
@@ -68,9 +74,9 @@ class DataParallelTrainer {
   // of every rank; 0: all), reduced across ranks.
   absl::StatusOr<double> Validate(int64_t max_batches = 0);
 
-  // Everything needed to continue exactly: parameters, optimizer moments
-  // and step count, loader position.
-  checkpoint::Checkpoint Snapshot() const;
+  // Everything needed to continue exactly: parameters, optimizer state
+  // (moments, step count; SCAPE's residuals and masks), loader position.
+  absl::StatusOr<checkpoint::Checkpoint> Snapshot();
   absl::Status Restore(const checkpoint::Checkpoint& checkpoint);
 
   int64_t step() const { return step_; }
@@ -86,7 +92,9 @@ class DataParallelTrainer {
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<model::CoreAttentionExecutor> attention_;
   std::unique_ptr<model::Transformer> model_;
-  std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<optim::AdamW> optimizer_;  // adamw: the trainer all-reduces
+  // adams/scape: the optimizer synchronizes what it needs itself.
+  std::unique_ptr<optim::DataParallelOptimizer> dp_optimizer_;
   std::unique_ptr<data::BatchLoader> train_loader_;
   std::unique_ptr<data::BatchLoader> validation_loader_;
   model::Activations activations_;

@@ -1,6 +1,7 @@
 #include "runtime/train/data_parallel_trainer.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -67,6 +68,21 @@ class ThreadGroup {
       group_->Reduce(rank_, data, count);
       return absl::OkStatus();
     }
+    absl::Status AllGatherV(const void* send, int64_t send_bytes, void* recv,
+                            absl::Span<const int64_t> bytes_per_rank) override {
+      group_->Gather(rank_, send, send_bytes, recv, bytes_per_rank);
+      return absl::OkStatus();
+    }
+    absl::StatusOr<std::unique_ptr<optim::PendingCollective>> StartAllGatherV(
+        const void* send, int64_t send_bytes, void* recv,
+        absl::Span<const int64_t> bytes_per_rank) override {
+      // Completed at once: every rank reaches the same call in lock-step.
+      group_->Gather(rank_, send, send_bytes, recv, bytes_per_rank);
+      struct Done final : optim::PendingCollective {
+        absl::Status Wait() override { return absl::OkStatus(); }
+      };
+      return std::unique_ptr<optim::PendingCollective>(new Done());
+    }
     int64_t bytes_sent() const override { return 0; }
     int64_t bytes_received() const override { return 0; }
 
@@ -76,6 +92,30 @@ class ThreadGroup {
   };
 
  private:
+  void Gather(int rank, const void* send, int64_t send_bytes, void* recv,
+              absl::Span<const int64_t> bytes_per_rank) {
+    absl::MutexLock lock(&mu_);
+    const uint64_t round = round_;
+    sends_.resize(size_);
+    recvs_.resize(size_);
+    sends_[rank] = std::string(static_cast<const char*>(send), send_bytes);
+    recvs_[rank] = recv;
+    if (++arrived_ == size_) {
+      for (int r = 0; r < size_; ++r) {
+        char* out = static_cast<char*>(recvs_[r]);
+        for (int from = 0; from < size_; ++from) {
+          std::memcpy(out, sends_[from].data(), sends_[from].size());
+          out += bytes_per_rank[from];
+        }
+      }
+      arrived_ = 0;
+      ++round_;
+    } else {
+      auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return round_ != round; };
+      mu_.Await(absl::Condition(&done));
+    }
+  }
+
   void Reduce(int rank, float* data, int64_t count) {
     absl::MutexLock lock(&mu_);
     const uint64_t round = round_;
@@ -97,6 +137,8 @@ class ThreadGroup {
   const int size_;
   absl::Mutex mu_;
   std::vector<float*> buffers_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> sends_ ABSL_GUARDED_BY(mu_);
+  std::vector<void*> recvs_ ABSL_GUARDED_BY(mu_);
   int arrived_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t round_ ABSL_GUARDED_BY(mu_) = 0;
 };
@@ -137,6 +179,44 @@ TEST(DataParallelTrainerTest, TwoRanksOfBEqualOneRankOf2BAndStayIdentical) {
   EXPECT_LT(reference_losses.back(), reference_losses.front());
 }
 
+// AdamS and SCAPE synchronize inside the optimizer: replicas must still
+// agree bitwise, SCAPE must send less, and both must learn.
+TEST(DataParallelTrainerTest, AdamSAndScapeKeepReplicasIdentical) {
+  for (const char* optimizer : {"adams", "scape"}) {
+    ThreadGroup group(2);
+    ThreadGroup::Member members[2] = {{&group, 0}, {&group, 1}};
+    std::unique_ptr<DataParallelTrainer> ranks[2];
+    for (int r = 0; r < 2; ++r) {
+      TrainerConfig config = Config(2);
+      config.optimizer = optimizer;
+      config.steps = 8;
+      config.schedule.total_steps = 8;
+      config.scape.density = 0.1;
+      config.scape.dense_warmup_steps = 2;
+      auto trainer = DataParallelTrainer::Create(config, &members[r]);
+      ASSERT_TRUE(trainer.ok()) << optimizer << ": " << trainer.status();
+      ranks[r] = *std::move(trainer);
+    }
+    std::vector<double> losses;
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r]() {
+        for (int i = 0; i < 8; ++i) {
+          auto result = ranks[r]->Step();
+          ASSERT_TRUE(result.ok()) << result.status();
+          if (r == 0) losses.push_back(result->loss);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(ranks[0]->model().parameters(), ranks[1]->model().parameters()) << optimizer;
+    EXPECT_LT(losses.back(), losses.front()) << optimizer;
+    auto snapshot = ranks[0]->Snapshot();
+    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+    EXPECT_TRUE(snapshot->blobs.count("optimizer_state")) << optimizer;
+  }
+}
+
 TEST(DataParallelTrainerTest, ResumeFromSnapshotContinuesBitwise) {
   SingleProcessGroup group;
   auto straight = DataParallelTrainer::Create(Config(2), &group);
@@ -146,7 +226,9 @@ TEST(DataParallelTrainerTest, ResumeFromSnapshotContinuesBitwise) {
   auto first = DataParallelTrainer::Create(Config(2), &group);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE((*first)->Step().ok());
   const std::string dir = TestDir("checkpoints");
-  ASSERT_TRUE(checkpoint::WriteCheckpoint(dir, (*first)->Snapshot()).ok());
+  auto snapshot = (*first)->Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  ASSERT_TRUE(checkpoint::WriteCheckpoint(dir, *snapshot).ok());
   auto loaded = checkpoint::LoadNewestCheckpoint(dir);
   ASSERT_TRUE(loaded.ok());
   auto resumed = DataParallelTrainer::Create(Config(2), &group);
@@ -159,7 +241,7 @@ TEST(DataParallelTrainerTest, ResumeFromSnapshotContinuesBitwise) {
 TEST(DataParallelTrainerTest, RestoreRejectsAForeignCheckpoint) {
   SingleProcessGroup group;
   auto trainer = DataParallelTrainer::Create(Config(2), &group);
-  checkpoint::Checkpoint bad = (*trainer)->Snapshot();
+  checkpoint::Checkpoint bad = *(*trainer)->Snapshot();
   bad.blobs["params"].resize(100);
   EXPECT_FALSE((*trainer)->Restore(bad).ok());
   bad.blobs.erase("loader.json");

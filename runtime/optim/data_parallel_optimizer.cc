@@ -1,0 +1,214 @@
+#include "runtime/optim/data_parallel_optimizer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/optim/optimizer_state.h"
+#include "runtime/optim/sparse_mask.h"
+
+namespace corescape::optim {
+namespace {
+
+// Counter deltas around one step.
+class StepBytes {
+ public:
+  explicit StepBytes(const RankGroup& group)
+      : group_(group), sent_(group.bytes_sent()), received_(group.bytes_received()) {}
+  void Record(OptimizerStepStats& stats) const {
+    stats.bytes_sent = group_.bytes_sent() - sent_;
+    stats.bytes_received = group_.bytes_received() - received_;
+  }
+
+ private:
+  const RankGroup& group_;
+  int64_t sent_, received_;
+};
+
+absl::Status CheckSize(int64_t size, int64_t expected, absl::string_view who) {
+  if (size != expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, ": buffer of ", size, " entries, optimizer built for ", expected));
+  }
+  return absl::OkStatus();
+}
+
+std::string SaveAdamW(const AdamW& adamw, absl::string_view kind,
+                      const std::vector<float>* residual) {
+  StateWriter w;
+  w.AddString("kind", kind);
+  w.AddInt64("step", adamw.step_count());
+  w.AddFloats("m", adamw.first_moment());
+  w.AddFloats("v", adamw.second_moment());
+  if (residual) w.AddFloats("residual", *residual);
+  return w.Finish();
+}
+
+absl::Status RestoreAdamW(absl::string_view blob, absl::string_view kind, AdamW& adamw,
+                          std::vector<float>* residual) {
+  auto reader = StateReader::Parse(blob);
+  if (!reader.ok()) return reader.status();
+  auto stored_kind = reader->String("kind");
+  if (!stored_kind.ok()) return stored_kind.status();
+  if (*stored_kind != kind) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("optimizer state is for '", *stored_kind, "', not '", kind, "'"));
+  }
+  const int64_t n = static_cast<int64_t>(adamw.first_moment().size());
+  auto step = reader->Int64("step");
+  auto m = reader->FloatsOfSize("m", n);
+  auto v = reader->FloatsOfSize("v", n);
+  for (const absl::Status& s : {step.status(), m.status(), v.status()}) {
+    if (!s.ok()) return s;
+  }
+  if (residual) {
+    auto r = reader->FloatsOfSize("residual", n);
+    if (!r.ok()) return r.status();
+    *residual = std::move(*r);
+  }
+  adamw.set_step_count(*step);
+  adamw.first_moment() = std::move(*m);
+  adamw.second_moment() = std::move(*v);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+DenseAdamWDataParallel::DenseAdamWDataParallel(RankGroup* group, AdamWConfig config,
+                                               DecayMask decay_mask)
+    : group_(group), adamw_(config, std::move(decay_mask)) {}
+
+const std::vector<float>& DenseAdamWDataParallel::first_moment() const {
+  return adamw_.first_moment();
+}
+
+absl::Status DenseAdamWDataParallel::Step(float* params, float* grads, int64_t size, double lr) {
+  if (absl::Status s = CheckSize(size, adamw_.first_moment().size(), "adamw"); !s.ok()) return s;
+  StepBytes bytes(*group_);
+  if (absl::Status s = group_->AllReduceSum(grads, size); !s.ok()) return s;
+  if (absl::Status s = adamw_.Step(params, grads, size, lr); !s.ok()) return s;
+  last_step_ = {};
+  last_step_.step = adamw_.step_count();
+  last_step_.synced_values = size;
+  bytes.Record(last_step_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> DenseAdamWDataParallel::SaveState() {
+  return SaveAdamW(adamw_, "adamw", nullptr);
+}
+
+absl::Status DenseAdamWDataParallel::RestoreState(absl::string_view state) {
+  return RestoreAdamW(state, "adamw", adamw_, nullptr);
+}
+
+DenseAdamSDataParallel::DenseAdamSDataParallel(RankGroup* group, AdamSConfig config,
+                                               DecayMask decay_mask)
+    : group_(group), adams_(config, std::move(decay_mask)) {}
+
+absl::Status DenseAdamSDataParallel::Step(float* params, float* grads, int64_t size, double lr) {
+  if (absl::Status s = CheckSize(size, adams_.first_moment().size(), "adams"); !s.ok()) return s;
+  StepBytes bytes(*group_);
+  if (absl::Status s = group_->AllReduceSum(grads, size); !s.ok()) return s;
+  if (absl::Status s = adams_.Step(params, grads, size, lr); !s.ok()) return s;
+  last_step_ = {};
+  last_step_.step = adams_.step_count();
+  last_step_.synced_values = size;
+  bytes.Record(last_step_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> DenseAdamSDataParallel::SaveState() {
+  StateWriter w;
+  w.AddString("kind", "adams");
+  w.AddInt64("step", adams_.step_count());
+  w.AddFloats("m", adams_.first_moment());
+  return w.Finish();
+}
+
+absl::Status DenseAdamSDataParallel::RestoreState(absl::string_view state) {
+  auto reader = StateReader::Parse(state);
+  if (!reader.ok()) return reader.status();
+  auto kind = reader->String("kind");
+  if (!kind.ok()) return kind.status();
+  if (*kind != "adams") {
+    return absl::FailedPreconditionError(
+        absl::StrCat("optimizer state is for '", *kind, "', not 'adams'"));
+  }
+  auto step = reader->Int64("step");
+  if (!step.ok()) return step.status();
+  auto m = reader->FloatsOfSize("m", adams_.first_moment().size());
+  if (!m.ok()) return m.status();
+  adams_.set_step_count(*step);
+  adams_.first_moment() = std::move(*m);
+  return absl::OkStatus();
+}
+
+TopKGradientAdamW::TopKGradientAdamW(RankGroup* group, AdamWConfig config, DecayMask decay_mask,
+                                     double density)
+    : group_(group),
+      adamw_(config, std::move(decay_mask)),
+      density_(density),
+      residual_(adamw_.first_moment().size(), 0.0f) {}
+
+const std::vector<float>& TopKGradientAdamW::first_moment() const {
+  return adamw_.first_moment();
+}
+
+absl::Status TopKGradientAdamW::Step(float* params, float* grads, int64_t size, double lr) {
+  if (absl::Status s = CheckSize(size, residual_.size(), "topk-adamw"); !s.ok()) return s;
+  StepBytes bytes(*group_);
+  magnitude_.resize(size);
+  for (int64_t i = 0; i < size; ++i) {
+    residual_[i] += grads[i];
+    magnitude_[i] = std::fabs(residual_[i]);
+  }
+  const int64_t k = MaskCountForRange(size, density_);
+  const std::vector<int64_t> picked = SelectTopK(magnitude_, 0, k);
+  // (index, value) pairs, 8 bytes each; every rank sends exactly k.
+  std::vector<char> send(k * 8);
+  for (int64_t p = 0; p < k; ++p) {
+    const uint32_t index = static_cast<uint32_t>(picked[p]);
+    std::memcpy(send.data() + 8 * p, &index, 4);
+    std::memcpy(send.data() + 8 * p + 4, &residual_[picked[p]], 4);
+    residual_[picked[p]] = 0.0f;
+  }
+  const int world = group_->world_size();
+  std::vector<int64_t> sizes(world, k * 8);
+  std::vector<char> recv(k * 8 * world);
+  if (absl::Status s = group_->AllGatherV(send.data(), k * 8, recv.data(), sizes); !s.ok()) {
+    return s;
+  }
+  // Sum in rank order: identical on every rank.
+  summed_.assign(size, 0.0f);
+  std::vector<uint8_t> touched(size, 0);
+  for (int64_t p = 0; p < k * world; ++p) {
+    uint32_t index;
+    float value;
+    std::memcpy(&index, recv.data() + 8 * p, 4);
+    std::memcpy(&value, recv.data() + 8 * p + 4, 4);
+    if (index >= size) return absl::DataLossError("topk-adamw: index out of range");
+    summed_[index] += value;
+    touched[index] = 1;
+  }
+  last_union_size_ = 0;
+  for (uint8_t t : touched) last_union_size_ += t;
+  if (absl::Status s = adamw_.Step(params, summed_.data(), size, lr); !s.ok()) return s;
+  last_step_ = {};
+  last_step_.step = adamw_.step_count();
+  last_step_.dense = false;
+  last_step_.synced_values = k;
+  last_step_.mask_entries = last_union_size_;
+  bytes.Record(last_step_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> TopKGradientAdamW::SaveState() {
+  return SaveAdamW(adamw_, "topk-adamw", &residual_);
+}
+
+absl::Status TopKGradientAdamW::RestoreState(absl::string_view state) {
+  return RestoreAdamW(state, "topk-adamw", adamw_, &residual_);
+}
+
+}  // namespace corescape::optim

@@ -1,0 +1,122 @@
+#ifndef CORESCAPE_RUNTIME_OPTIM_DATA_PARALLEL_OPTIMIZER_H_
+#define CORESCAPE_RUNTIME_OPTIM_DATA_PARALLEL_OPTIMIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/optim/adams.h"
+#include "runtime/optim/adamw.h"
+#include "runtime/optim/mask_codec.h"
+#include "runtime/optim/rank_group.h"
+
+namespace corescape::optim {
+
+// What one rank's last step did and cost.
+struct OptimizerStepStats {
+  int64_t step = 0;              // 1-based index of the step just taken
+  bool dense = true;             // every coordinate was synchronized
+  int64_t synced_values = 0;     // floats in the step's value collective
+  int64_t mask_entries = 0;      // entries of the mask applied (0 when dense)
+  int64_t bytes_sent = 0;        // by this rank during the step (values + masks)
+  int64_t bytes_received = 0;
+  int64_t mask_part_bytes = 0;   // this rank's encoded mask part for the next step
+  MaskEncoding mask_encoding = MaskEncoding::kBitmask;
+};
+
+// One rank's optimizer in data-parallel training: it synchronizes what it
+// needs through a RankGroup and leaves the parameters bitwise identical on
+// every rank. Every rank calls Step with the same lr at the same step.
+class DataParallelOptimizer {
+ public:
+  virtual ~DataParallelOptimizer() = default;
+
+  virtual std::string name() const = 0;
+
+  // `grads` is this rank's gradient, scaled so that the SUM over ranks is
+  // the gradient of the global mean loss (model grad_scale = 1 / tokens of
+  // the global batch); it may be overwritten. `size` is the flat buffer's.
+  virtual absl::Status Step(float* params, float* grads, int64_t size, double lr) = 0;
+
+  // Everything needed to continue bitwise (waits for an in-flight mask
+  // exchange first). Restore into an optimizer built with the same
+  // configuration on the same rank.
+  virtual absl::StatusOr<std::string> SaveState() = 0;
+  virtual absl::Status RestoreState(absl::string_view state) = 0;
+
+  virtual int64_t step_count() const = 0;
+  virtual const std::vector<float>& first_moment() const = 0;
+
+  const OptimizerStepStats& last_step() const { return last_step_; }
+
+ protected:
+  OptimizerStepStats last_step_;
+};
+
+// 1 for the entries that take weight decay (matrices), 0 for the rest.
+using DecayMask = std::vector<uint8_t>;
+
+// Dense AdamW: all-reduce the gradient (N floats), then AdamW on every rank.
+class DenseAdamWDataParallel final : public DataParallelOptimizer {
+ public:
+  DenseAdamWDataParallel(RankGroup* group, AdamWConfig config, DecayMask decay_mask);
+  std::string name() const override { return "adamw"; }
+  absl::Status Step(float* params, float* grads, int64_t size, double lr) override;
+  absl::StatusOr<std::string> SaveState() override;
+  absl::Status RestoreState(absl::string_view state) override;
+  int64_t step_count() const override { return adamw_.step_count(); }
+  const std::vector<float>& first_moment() const override;
+
+ private:
+  RankGroup* group_;
+  AdamW adamw_;
+};
+
+// Dense AdamS: all-reduce the gradient (N floats), then AdamS on every rank.
+class DenseAdamSDataParallel final : public DataParallelOptimizer {
+ public:
+  DenseAdamSDataParallel(RankGroup* group, AdamSConfig config, DecayMask decay_mask);
+  std::string name() const override { return "adams"; }
+  absl::Status Step(float* params, float* grads, int64_t size, double lr) override;
+  absl::StatusOr<std::string> SaveState() override;
+  absl::Status RestoreState(absl::string_view state) override;
+  int64_t step_count() const override { return adams_.step_count(); }
+  const std::vector<float>& first_moment() const override { return adams_.first_moment(); }
+
+ private:
+  RankGroup* group_;
+  AdamS adams_;
+};
+
+// Top-k of raw gradients with error feedback feeding AdamW (the DGC/Ok-Topk
+// family SCAPE replaces): each rank adds its gradient to its residual, sends
+// the ceil(density·N) largest |residual| entries of the WHOLE buffer as
+// (uint32 index, float value) pairs through an all-gather-v, zeroes what it
+// sent, and every rank runs AdamW on the sum of what everyone sent. The
+// union of the ranks' picks grows with P (fill-in).
+class TopKGradientAdamW final : public DataParallelOptimizer {
+ public:
+  TopKGradientAdamW(RankGroup* group, AdamWConfig config, DecayMask decay_mask, double density);
+  std::string name() const override { return "topk-adamw"; }
+  absl::Status Step(float* params, float* grads, int64_t size, double lr) override;
+  absl::StatusOr<std::string> SaveState() override;
+  absl::Status RestoreState(absl::string_view state) override;
+  int64_t step_count() const override { return adamw_.step_count(); }
+  const std::vector<float>& first_moment() const override;
+  int64_t last_union_size() const { return last_union_size_; }
+
+ private:
+  RankGroup* group_;
+  AdamW adamw_;
+  double density_;
+  std::vector<float> residual_, summed_, magnitude_;
+  int64_t last_union_size_ = 0;
+};
+
+}  // namespace corescape::optim
+
+#endif  // CORESCAPE_RUNTIME_OPTIM_DATA_PARALLEL_OPTIMIZER_H_

@@ -1,0 +1,274 @@
+#include "runtime/optim/mask_codec.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace corescape::optim {
+namespace {
+
+constexpr uint8_t kMagic = 0x5C;  // 'SCAPE mask', version 1
+
+int VarintBytes(uint64_t value) {
+  int bytes = 1;
+  while (value >= 0x80) {
+    value >>= 7;
+    ++bytes;
+  }
+  return bytes;
+}
+
+void PutVarint(std::string& out, uint64_t value) {
+  while (value >= 0x80) {
+    out.push_back(static_cast<char>((value & 0x7F) | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<char>(value));
+}
+
+bool GetVarint(absl::string_view& in, uint64_t& value) {
+  value = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (in.empty()) return false;
+    const uint8_t byte = static_cast<uint8_t>(in.front());
+    in.remove_prefix(1);
+    value |= uint64_t{byte & 0x7Fu} << shift;
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+template <typename T>
+void PutFixed(std::string& out, T value) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));  // little-endian hosts only (x86-64, aarch64)
+  out.append(bytes, sizeof(T));
+}
+
+template <typename T>
+T GetFixed(const char* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return value;
+}
+
+// Coordinates in exactly one of two sorted lists.
+std::vector<int64_t> SymmetricDifference(absl::Span<const int64_t> a, absl::Span<const int64_t> b) {
+  std::vector<int64_t> out;
+  std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+int64_t GapListBytes(absl::Span<const int64_t> sorted, int64_t begin) {
+  int64_t bytes = 0;
+  int64_t next = begin;  // smallest value the next entry may take
+  for (int64_t index : sorted) {
+    bytes += VarintBytes(static_cast<uint64_t>(index - next));
+    next = index + 1;
+  }
+  return bytes;
+}
+
+void PutGapList(std::string& out, absl::Span<const int64_t> sorted, int64_t begin) {
+  int64_t next = begin;
+  for (int64_t index : sorted) {
+    PutVarint(out, static_cast<uint64_t>(index - next));
+    next = index + 1;
+  }
+}
+
+absl::Status GetGapList(absl::string_view& in, int64_t count, int64_t begin, int64_t end,
+                        std::vector<int64_t>& out) {
+  out.clear();
+  out.reserve(count);
+  int64_t next = begin;
+  for (int64_t i = 0; i < count; ++i) {
+    uint64_t gap;
+    if (!GetVarint(in, gap)) return absl::DataLossError("mask: truncated varint");
+    if (gap >= static_cast<uint64_t>(end - next)) {
+      return absl::DataLossError("mask: index past the end of its range");
+    }
+    out.push_back(next + static_cast<int64_t>(gap));
+    next = out.back() + 1;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const char* MaskEncodingName(MaskEncoding encoding) {
+  switch (encoding) {
+    case MaskEncoding::kBitmask: return "bitmask";
+    case MaskEncoding::kIndexList: return "index-list";
+    case MaskEncoding::kDeltaIndices: return "delta-indices";
+    case MaskEncoding::kChangeFromPrevious: return "change-from-previous";
+  }
+  return "unknown";
+}
+
+std::optional<int64_t> MaskPayloadBytes(MaskEncoding encoding, const MaskPartitionView& mask,
+                                        const std::vector<int64_t>* previous) {
+  const int64_t count = static_cast<int64_t>(mask.indices.size());
+  switch (encoding) {
+    case MaskEncoding::kBitmask: return (mask.end - mask.begin + 7) / 8;
+    case MaskEncoding::kIndexList: return count * 4;
+    case MaskEncoding::kDeltaIndices: return GapListBytes(mask.indices, mask.begin);
+    case MaskEncoding::kChangeFromPrevious: {
+      if (previous == nullptr) return std::nullopt;
+      const std::vector<int64_t> changed = SymmetricDifference(mask.indices, *previous);
+      return VarintBytes(changed.size()) + GapListBytes(changed, mask.begin);
+    }
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
+                                                const MaskPartitionView& mask,
+                                                const std::vector<int64_t>* previous,
+                                                std::optional<MaskEncoding> force) {
+  if (mask.end < mask.begin || mask.end - mask.begin > (int64_t{1} << 32)) {
+    return absl::InvalidArgumentError("mask range must be non-negative and < 2^32 long");
+  }
+  for (size_t i = 0; i < mask.indices.size(); ++i) {
+    if (mask.indices[i] < mask.begin || mask.indices[i] >= mask.end ||
+        (i > 0 && mask.indices[i] <= mask.indices[i - 1])) {
+      return absl::InvalidArgumentError("mask indices must be sorted, unique and in range");
+    }
+  }
+  if (previous != nullptr) {
+    for (int64_t index : *previous) {
+      if (index < mask.begin || index >= mask.end) {
+        return absl::InvalidArgumentError("previous mask outside the range");
+      }
+    }
+  }
+  header.count = static_cast<int64_t>(mask.indices.size());
+  if (force) {
+    if (!MaskPayloadBytes(*force, mask, previous)) {
+      return absl::FailedPreconditionError("change-from-previous needs a previous mask");
+    }
+    header.encoding = *force;
+  } else {
+    int64_t best = -1;
+    for (MaskEncoding e : {MaskEncoding::kBitmask, MaskEncoding::kIndexList,
+                           MaskEncoding::kDeltaIndices, MaskEncoding::kChangeFromPrevious}) {
+      std::optional<int64_t> bytes = MaskPayloadBytes(e, mask, previous);
+      if (bytes && (best < 0 || *bytes < best)) {
+        best = *bytes;
+        header.encoding = e;
+      }
+    }
+  }
+  std::string out;
+  out.push_back(static_cast<char>(kMagic));
+  out.push_back(static_cast<char>(header.encoding));
+  PutFixed<uint16_t>(out, static_cast<uint16_t>(header.rank));
+  PutFixed<uint32_t>(out, static_cast<uint32_t>(header.count));
+  PutFixed<uint64_t>(out, header.generation);
+  PutFixed<int64_t>(out, header.epoch);
+  switch (header.encoding) {
+    case MaskEncoding::kBitmask: {
+      std::string bits((mask.end - mask.begin + 7) / 8, '\0');
+      for (int64_t index : mask.indices) {
+        const int64_t offset = index - mask.begin;
+        bits[offset / 8] = static_cast<char>(bits[offset / 8] | (1 << (offset % 8)));
+      }
+      out += bits;
+      break;
+    }
+    case MaskEncoding::kIndexList:
+      for (int64_t index : mask.indices) {
+        PutFixed<uint32_t>(out, static_cast<uint32_t>(index - mask.begin));
+      }
+      break;
+    case MaskEncoding::kDeltaIndices:
+      PutGapList(out, mask.indices, mask.begin);
+      break;
+    case MaskEncoding::kChangeFromPrevious: {
+      const std::vector<int64_t> changed = SymmetricDifference(mask.indices, *previous);
+      PutVarint(out, changed.size());
+      PutGapList(out, changed, mask.begin);
+      break;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<DecodedMaskPartition> DecodeMaskPartition(absl::string_view bytes, int64_t begin,
+                                                         int64_t end,
+                                                         const std::vector<int64_t>* previous) {
+  if (static_cast<int64_t>(bytes.size()) < kMaskHeaderBytes ||
+      static_cast<uint8_t>(bytes[0]) != kMagic) {
+    return absl::DataLossError("mask: missing or bad header");
+  }
+  DecodedMaskPartition out;
+  MaskPartitionHeader& h = out.header;
+  const uint8_t encoding = static_cast<uint8_t>(bytes[1]);
+  if (encoding > static_cast<uint8_t>(MaskEncoding::kChangeFromPrevious)) {
+    return absl::DataLossError(absl::StrCat("mask: unknown encoding ", encoding));
+  }
+  h.encoding = static_cast<MaskEncoding>(encoding);
+  h.rank = GetFixed<uint16_t>(bytes.data() + 2);
+  h.count = GetFixed<uint32_t>(bytes.data() + 4);
+  h.generation = GetFixed<uint64_t>(bytes.data() + 8);
+  h.epoch = GetFixed<int64_t>(bytes.data() + 16);
+  absl::string_view payload = bytes.substr(kMaskHeaderBytes);
+  const int64_t range = end - begin;
+  if (h.count > range) return absl::DataLossError("mask: more entries than its range");
+  switch (h.encoding) {
+    case MaskEncoding::kBitmask: {
+      if (static_cast<int64_t>(payload.size()) != (range + 7) / 8) {
+        return absl::DataLossError("mask: bitmask of the wrong size");
+      }
+      for (int64_t offset = 0; offset < range; ++offset) {
+        if ((static_cast<uint8_t>(payload[offset / 8]) >> (offset % 8)) & 1) {
+          out.indices.push_back(begin + offset);
+        }
+      }
+      break;
+    }
+    case MaskEncoding::kIndexList: {
+      if (static_cast<int64_t>(payload.size()) != h.count * 4) {
+        return absl::DataLossError("mask: index list of the wrong size");
+      }
+      for (int64_t i = 0; i < h.count; ++i) {
+        const int64_t index = begin + GetFixed<uint32_t>(payload.data() + 4 * i);
+        if (index >= end || (!out.indices.empty() && index <= out.indices.back())) {
+          return absl::DataLossError("mask: index list not sorted or out of range");
+        }
+        out.indices.push_back(index);
+      }
+      payload = {};
+      break;
+    }
+    case MaskEncoding::kDeltaIndices:
+      if (absl::Status s = GetGapList(payload, h.count, begin, end, out.indices); !s.ok()) return s;
+      break;
+    case MaskEncoding::kChangeFromPrevious: {
+      if (previous == nullptr) {
+        return absl::FailedPreconditionError(
+            "mask: change-from-previous without the previous mask");
+      }
+      uint64_t changes;
+      if (!GetVarint(payload, changes) || changes > static_cast<uint64_t>(range)) {
+        return absl::DataLossError("mask: bad change count");
+      }
+      std::vector<int64_t> changed;
+      if (absl::Status s = GetGapList(payload, changes, begin, end, changed); !s.ok()) return s;
+      out.indices = SymmetricDifference(*previous, changed);
+      break;
+    }
+  }
+  if (h.encoding != MaskEncoding::kBitmask && h.encoding != MaskEncoding::kIndexList &&
+      !payload.empty()) {
+    return absl::DataLossError("mask: trailing bytes");
+  }
+  if (static_cast<int64_t>(out.indices.size()) != h.count) {
+    return absl::DataLossError(absl::StrCat("mask: header says ", h.count, " entries, payload has ",
+                                            out.indices.size()));
+  }
+  return out;
+}
+
+}  // namespace corescape::optim

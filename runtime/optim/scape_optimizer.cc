@@ -1,0 +1,480 @@
+#include "runtime/optim/scape_optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/optim/optimizer_state.h"
+
+namespace corescape::optim {
+namespace {
+
+const char* RuleName(ScapeRule rule) {
+  switch (rule) {
+    case ScapeRule::kReconstructed: return "reconstructed";
+    case ScapeRule::kCatchUp: return "catch-up";
+    case ScapeRule::kLinearized: return "linearized";
+  }
+  return "?";
+}
+
+}  // namespace
+
+absl::Status ScapeConfig::Validate() const {
+  if (!(density > 0 && density <= 1)) return absl::InvalidArgumentError("scape: density must be in (0, 1]");
+  if (dense_warmup_steps < 0) return absl::InvalidArgumentError("scape: dense_warmup_steps < 0");
+  if (dense_refresh_interval < 0) return absl::InvalidArgumentError("scape: dense_refresh_interval < 0");
+  if (!(exploration >= 0 && exploration <= 1)) {
+    return absl::InvalidArgumentError("scape: exploration must be in [0, 1]");
+  }
+  if (!(catch_up_exponent >= 0 && catch_up_exponent <= 1)) {
+    return absl::InvalidArgumentError("scape: catch_up_exponent must be in [0, 1]");
+  }
+  if (!(forecast >= 0 && forecast <= 1)) return absl::InvalidArgumentError("scape: forecast must be in [0, 1]");
+  if (!(normalizer_beta >= 0 && normalizer_beta < 1)) {
+    return absl::InvalidArgumentError("scape: normalizer_beta must be in [0, 1)");
+  }
+  if (!(adams.beta1 >= 0 && adams.beta1 < 1) || !(adams.beta2 >= 0 && adams.beta2 < 1) ||
+      !(adams.epsilon > 0)) {
+    return absl::InvalidArgumentError("scape: AdamS betas must be in [0, 1), epsilon > 0");
+  }
+  return absl::OkStatus();
+}
+
+std::string ScapeConfig::ToString() const {
+  return absl::StrFormat(
+      "b1=%.17g b2=%.17g eps=%.17g wd=%.17g d=%.17g warmup=%d refresh_every=%d scope=%d rule=%s off=%d stat=%d "
+      "explore=%.17g forecast=%.17g rho=%.17g refresh=%d lrw=%d catchup=%.17g gen=%d",
+      adams.beta1, adams.beta2, adams.epsilon, adams.weight_decay, density, dense_warmup_steps,
+      dense_refresh_interval,
+      static_cast<int>(scope), RuleName(rule), static_cast<int>(off_mask),
+      static_cast<int>(statistic), exploration, forecast, normalizer_beta,
+      static_cast<int>(refresh), lr_weighted ? 1 : 0, catch_up_exponent, generation);
+}
+
+absl::StatusOr<std::unique_ptr<ScapeOptimizer>> ScapeOptimizer::Create(RankGroup* group,
+                                                                        ScapeConfig config,
+                                                                        DecayMask decay_mask) {
+  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  auto partition = ParameterPartition::Balanced(decay_mask.size(), group->world_size());
+  if (!partition.ok()) return partition.status();
+  return std::unique_ptr<ScapeOptimizer>(
+      new ScapeOptimizer(group, config, std::move(decay_mask), std::move(*partition)));
+}
+
+ScapeOptimizer::ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask decay_mask,
+                               ParameterPartition partition)
+    : group_(group),
+      config_(config),
+      decay_mask_(std::move(decay_mask)),
+      partition_(std::move(partition)),
+      exchange_(&partition_, config.scope),
+      m_(decay_mask_.size(), 0.0f),
+      vbar_(decay_mask_.size(), 0.0f),
+      residual_(decay_mask_.size(), 0.0f),
+      last_sync_(decay_mask_.size(), -1) {}
+
+bool ScapeOptimizer::DenseAt(int64_t step) const {
+  const int64_t warmup = std::max<int64_t>(1, config_.dense_warmup_steps);
+  if (config_.density >= 1.0 || step < warmup) return true;
+  return config_.dense_refresh_interval > 0 &&
+         (step - warmup + 1) % config_.dense_refresh_interval == 0;
+}
+
+absl::Status ScapeOptimizer::TakeMask(int64_t step) {
+  if (exchange_.in_flight()) {
+    auto mask = exchange_.Finish(config_.generation, step);
+    if (!mask.ok()) return mask.status();
+    pending_ = std::move(*mask);
+  }
+  if (!pending_) return absl::FailedPreconditionError(absl::StrCat("scape: no mask for step ", step));
+  if (pending_->epoch != step || pending_->generation != config_.generation) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "scape: refusing a mask of generation ", pending_->generation, " epoch ",
+        pending_->epoch, " at step ", step, " of generation ", config_.generation));
+  }
+  const int64_t n = static_cast<int64_t>(m_.size());
+  for (size_t i = 0; i < pending_->indices.size(); ++i) {
+    const int64_t j = pending_->indices[i];
+    if (j < 0 || j >= n || (i > 0 && j <= pending_->indices[i - 1])) {
+      return absl::FailedPreconditionError("scape: mask indices not sorted or out of range");
+    }
+  }
+  current_ = std::move(*pending_);
+  pending_.reset();
+  return absl::OkStatus();
+}
+
+absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, double lr) {
+  const int64_t n = static_cast<int64_t>(m_.size());
+  if (size != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scape: buffer of ", size, " entries, optimizer built for ", n));
+  }
+  const int64_t sent_before = group_->bytes_sent(), received_before = group_->bytes_received();
+  const int64_t t = step_;
+  const bool dense = DenseAt(t);
+  if (dense) {
+    if (exchange_.in_flight() || pending_) {
+      return absl::FailedPreconditionError("scape: a mask is pending at a dense step");
+    }
+    current_ = GlobalMask{config_.generation, t, {}, {}};
+  } else if (absl::Status s = TakeMask(t); !s.ok()) {
+    return s;
+  }
+
+  // Error-compensated increments: e ← e + (1−β1)·g (minus this rank's share
+  // of the momentum forecast, which the synchronized value corrects).
+  const bool lr_weighted = config_.lr_weighted && config_.rule == ScapeRule::kLinearized;
+  if (lr_weighted && !(lr > 0)) {
+    return absl::InvalidArgumentError("scape: lr-weighted residuals need a positive lr");
+  }
+  lr_sum_.push_back((lr_sum_.empty() ? 0.0 : lr_sum_.back()) + lr);
+  const float one_minus_b1 =
+      static_cast<float>((1.0 - config_.adams.beta1) * (lr_weighted ? lr : 1.0));
+  const float forecast_share =
+      config_.rule == ScapeRule::kLinearized
+          ? static_cast<float>((1.0 - config_.adams.beta1) * config_.forecast *
+                               (lr_weighted ? lr : 1.0) / group_->world_size())
+          : 0.0f;
+  if (forecast_share != 0.0f) {
+    for (int64_t j = 0; j < n; ++j) residual_[j] += one_minus_b1 * grads[j] - forecast_share * m_[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) residual_[j] += one_minus_b1 * grads[j];
+  }
+
+  // Pack at the mask (in mask order) and zero what is sent: ONE all-reduce.
+  const std::vector<int64_t>& mask = current_.indices;
+  const int64_t synced = dense ? n : static_cast<int64_t>(mask.size());
+  values_.resize(synced);
+  if (dense) {
+    std::copy(residual_.begin(), residual_.end(), values_.begin());
+    std::fill(residual_.begin(), residual_.end(), 0.0f);
+  } else {
+    for (int64_t p = 0; p < synced; ++p) {
+      values_[p] = residual_[mask[p]];
+      residual_[mask[p]] = 0.0f;
+    }
+  }
+  if (absl::Status s = group_->AllReduceSum(values_.data(), synced); !s.ok()) return s;
+
+  Apply(params, n, lr, dense);
+  ++step_;
+
+  int64_t part_bytes = 0;
+  if (!DenseAt(step_)) {
+    const std::vector<int64_t> own = SelectOwnPart();
+    if (absl::Status s = exchange_.Start(*group_, config_.generation, step_, own, &current_);
+        !s.ok()) {
+      return s;
+    }
+    part_bytes = exchange_.last_part_bytes();
+  }
+  last_step_ = {};
+  last_step_.step = step_;
+  last_step_.dense = dense;
+  last_step_.synced_values = synced;
+  last_step_.mask_entries = dense ? 0 : synced;
+  last_step_.bytes_sent = group_->bytes_sent() - sent_before;
+  last_step_.bytes_received = group_->bytes_received() - received_before;
+  last_step_.mask_part_bytes = part_bytes;
+  last_step_.mask_encoding = exchange_.last_encoding();
+  return absl::OkStatus();
+}
+
+void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
+  const ScapeConfig& c = config_;
+  const float b1 = static_cast<float>(c.adams.beta1), b2 = static_cast<float>(c.adams.beta2);
+  const float eps = static_cast<float>(c.adams.epsilon), flr = static_cast<float>(lr);
+  const float decay = static_cast<float>(1.0 - lr * c.adams.weight_decay);
+  const float one_minus_b1 = 1.0f - b1;
+  const float rho = static_cast<float>(c.normalizer_beta);
+  const bool lr_weighted = c.lr_weighted && c.rule == ScapeRule::kLinearized;
+  const int64_t t = step_;
+  const std::vector<int64_t>& mask = current_.indices;
+  const int64_t mask_size = static_cast<int64_t>(mask.size());
+  // Momentum multiplier off the mask under the forecast: β1 + (1−β1)·φ.
+  const double a = c.adams.beta1 + (1.0 - c.adams.beta1) * c.forecast;
+  // v of a window of K steps from its mean gradient ĝ: signal ĝ² plus the
+  // per-step noise AdamS's normalizer would have seen, estimated from K·ĝ²
+  // (E[K·ĝ²] = K·μ² + σ²): v_window = ĝ²·(1 + c_noise·(K−1)), with c_noise
+  // the noise share of AdamS's v (β2(1−β1)/(1+β1) + 1−β2 ≈ 0.1).
+  const double c_noise = c.adams.beta2 * (1.0 - c.adams.beta1) / (1.0 + c.adams.beta1) +
+                         (1.0 - c.adams.beta2);
+
+  int64_t p = 0;  // position in the mask / the packed values
+  for (int64_t j = 0; j < n; ++j) {
+    const bool on = dense || (p < mask_size && mask[p] == j);
+    const float d = decay_mask_[j] ? decay : 1.0f;
+    float& theta = params[j];
+    float& m = m_[j];
+    if (on) {
+      const float b_sent = values_[dense ? j : p];
+      const float b = b_sent;
+      ++p;
+      const int64_t since = last_sync_[j];
+      const int64_t k = t - since;  // steps this value covers (≥ 1)
+      last_sync_[j] = t;
+      switch (c.rule) {
+        case ScapeRule::kReconstructed: {
+          const float g_hat = b / one_minus_b1;
+          const float v = b2 * m * m + (1.0f - b2) * g_hat * g_hat;
+          vbar_[j] = t == 0 ? v : rho * vbar_[j] + (1.0f - rho) * v;
+          AdamSUpdate(theta, m, g_hat, b1, b2, eps, flr, d);
+          break;
+        }
+        case ScapeRule::kCatchUp: {
+          const float g_hat = b / (one_minus_b1 * static_cast<float>(k));
+          const float v = b2 * m * m + (1.0f - b2) * g_hat * g_hat;
+          vbar_[j] = t == 0 ? v : rho * vbar_[j] + (1.0f - rho) * v;
+          const float b1k = static_cast<float>(std::pow(c.adams.beta1, static_cast<double>(k)));
+          m = b1k * m + (1.0f - b1k) * g_hat;
+          theta *= d;
+          const float steps = c.catch_up_exponent == 1.0
+                                  ? static_cast<float>(k)
+                                  : static_cast<float>(std::pow(static_cast<double>(k), c.catch_up_exponent));
+          theta -= flr * steps * m / (std::sqrt(v) + eps);
+          break;
+        }
+        case ScapeRule::kLinearized: {
+          const float m_prev = m;
+          // With lr-weighted residuals the value carries Σ η_s(1−β1)g_s: in
+          // gradient units at today's η it is value/η.
+          const float b = lr_weighted ? b_sent / flr : b_sent;
+          // Mean gradient over the window: the forecast it carried plus the
+          // synchronized correction, over the window's length (Σ η when
+          // lr-weighted).
+          float g_hat;
+          if (k == 1) {
+            g_hat = static_cast<float>(c.forecast) * m_prev + b / one_minus_b1;
+          } else {
+            double forecast_sum = 0.0;
+            if (c.forecast > 0 && a > 0) {
+              const double span = a == 1.0 ? static_cast<double>(k)
+                                            : (std::pow(a, -static_cast<double>(k)) - 1.0) / (1.0 / a - 1.0);
+              forecast_sum = c.forecast * m_prev * span * (lr_weighted ? lr : 1.0);
+            }
+            const double window = lr_weighted ? lr_sum_[t] - (since >= 0 ? lr_sum_[since] : 0.0)
+                                              : static_cast<double>(k);
+            g_hat = static_cast<float>((forecast_sum + b_sent / one_minus_b1) / window);
+          }
+          const float v = b2 * m_prev * m_prev + (1.0f - b2) * g_hat * g_hat;
+          m = static_cast<float>(a) * m_prev + b;
+          float denominator;
+          if (k == 1) {
+            // AdamS exactly (the forecast cancels: a·m + (1−β1)(ḡ − φm) = β1m + (1−β1)ḡ).
+            vbar_[j] = t == 0 ? v : rho * vbar_[j] + (1.0f - rho) * v;
+            denominator = std::sqrt(v) + eps;
+          } else {
+            const float v_window = static_cast<float>(
+                double{g_hat} * g_hat * (1.0 + c_noise * static_cast<double>(k - 1)));
+            if (c.refresh == NormalizerRefresh::kSmoothed) {
+              const float rho_k = static_cast<float>(std::pow(c.normalizer_beta, static_cast<double>(k)));
+              vbar_[j] = rho_k * vbar_[j] + (1.0f - rho_k) * v_window;
+            } else if (c.refresh == NormalizerRefresh::kWindow) {
+              vbar_[j] = v_window;
+            } else if (c.refresh == NormalizerRefresh::kMax) {
+              const float rho_k = static_cast<float>(std::pow(c.normalizer_beta, static_cast<double>(k)));
+              vbar_[j] = std::max(rho_k * vbar_[j], g_hat * g_hat);
+            }
+            denominator = std::sqrt(vbar_[j]) + eps;
+          }
+          theta *= d;
+          theta -= flr * m / denominator;
+          break;
+        }
+      }
+      continue;
+    }
+    // Off the mask.
+    switch (c.rule) {
+      case ScapeRule::kReconstructed:
+        if (c.off_mask == OffMaskRule::kDecayOnly) {
+          theta *= d;
+        } else if (c.off_mask == OffMaskRule::kMomentumKeepsMoving) {
+          AdamSUpdate(theta, m, 0.0f, b1, b2, eps, flr, d);
+        }
+        break;
+      case ScapeRule::kCatchUp:
+        theta *= d;
+        break;
+      case ScapeRule::kLinearized:
+        m = static_cast<float>(a) * m;
+        theta *= d;
+        theta -= flr * m / (std::sqrt(vbar_[j]) + eps);
+        break;
+    }
+  }
+}
+
+std::vector<float> ScapeOptimizer::MaskStatisticValues() const {
+  const int rank = group_->rank();
+  const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
+  const float b1 = static_cast<float>(config_.adams.beta1);
+  const float eps = static_cast<float>(config_.adams.epsilon);
+  const float world = static_cast<float>(group_->world_size());
+  std::vector<float> out(end - begin);
+  for (int64_t j = begin; j < end; ++j) {
+    float s = 0.0f;
+    switch (config_.statistic) {
+      case MaskStatistic::kMomentumPlusResidual: s = std::fabs(b1 * m_[j] + residual_[j]); break;
+      case MaskStatistic::kResidual: s = std::fabs(residual_[j]); break;
+      case MaskStatistic::kMomentum: s = std::fabs(m_[j]); break;
+      case MaskStatistic::kNormalizedResidual:
+        s = std::fabs(residual_[j]) / (std::sqrt(vbar_[j]) + eps);
+        break;
+      case MaskStatistic::kMomentumPlusScaledResidual:
+        s = std::fabs(b1 * m_[j] + world * residual_[j]);
+        break;
+    }
+    out[j - begin] = s;
+  }
+  return out;
+}
+
+std::vector<int64_t> ScapeOptimizer::SelectOwnPart() const {
+  const int rank = group_->rank();
+  const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
+  const int64_t k = MaskCountForRange(end - begin, config_.density);
+  const int64_t k_explore = static_cast<int64_t>(std::floor(config_.exploration * k));
+  std::vector<int64_t> chosen = SelectTopK(MaskStatisticValues(), begin, k - k_explore);
+  if (k_explore == 0) return chosen;
+  // The rest: the least recently synchronized coordinates not chosen yet.
+  std::vector<float> age(end - begin);
+  for (int64_t j = begin; j < end; ++j) age[j - begin] = static_cast<float>(step_ - last_sync_[j]);
+  for (int64_t j : chosen) age[j - begin] = -1.0f;
+  std::vector<int64_t> explored = SelectTopK(age, begin, k_explore);
+  std::vector<int64_t> merged;
+  merged.reserve(k);
+  std::merge(chosen.begin(), chosen.end(), explored.begin(), explored.end(),
+             std::back_inserter(merged));
+  return merged;
+}
+
+namespace {
+
+void AddMask(StateWriter& w, const std::string& prefix, const GlobalMask& mask) {
+  w.AddInt64(prefix + ".epoch", mask.epoch);
+  w.AddInt64(prefix + ".generation", static_cast<int64_t>(mask.generation));
+  std::vector<int64_t> counts, flat;
+  for (const std::vector<int64_t>& part : mask.parts) {
+    counts.push_back(static_cast<int64_t>(part.size()));
+    flat.insert(flat.end(), part.begin(), part.end());
+  }
+  w.AddInt64s(prefix + ".part_sizes", counts);
+  w.AddInt64s(prefix + ".parts", flat);
+  w.AddInt64s(prefix + ".indices", mask.indices);
+}
+
+absl::StatusOr<GlobalMask> ReadMask(const StateReader& r, const std::string& prefix) {
+  GlobalMask mask;
+  auto epoch = r.Int64(prefix + ".epoch");
+  auto generation = r.Int64(prefix + ".generation");
+  auto counts = r.Int64s(prefix + ".part_sizes");
+  auto flat = r.Int64s(prefix + ".parts");
+  auto indices = r.Int64s(prefix + ".indices");
+  for (const absl::Status& s : {epoch.status(), generation.status(), counts.status(),
+                                flat.status(), indices.status()}) {
+    if (!s.ok()) return s;
+  }
+  mask.epoch = *epoch;
+  mask.generation = static_cast<uint64_t>(*generation);
+  int64_t offset = 0;
+  for (int64_t count : *counts) {
+    if (count < 0 || offset + count > static_cast<int64_t>(flat->size())) {
+      return absl::DataLossError("optimizer state: mask parts do not add up");
+    }
+    mask.parts.emplace_back(flat->begin() + offset, flat->begin() + offset + count);
+    offset += count;
+  }
+  mask.indices = std::move(*indices);
+  return mask;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ScapeOptimizer::SaveState() {
+  if (exchange_.in_flight()) {
+    auto mask = exchange_.Finish(config_.generation, step_);
+    if (!mask.ok()) return mask.status();
+    pending_ = std::move(*mask);
+  }
+  StateWriter w;
+  w.AddString("kind", "scape");
+  w.AddString("config", config_.ToString());
+  w.AddInt64("rank", group_->rank());
+  w.AddInt64("world_size", group_->world_size());
+  w.AddInt64("step", step_);
+  w.AddFloats("m", m_);
+  w.AddFloats("vbar", vbar_);
+  w.AddFloats("residual", residual_);
+  w.AddInt64s("last_sync", last_sync_);
+  w.AddDoubles("lr_sum", lr_sum_);
+  AddMask(w, "current", current_);
+  w.AddInt64("has_pending", pending_.has_value() ? 1 : 0);
+  if (pending_) AddMask(w, "pending", *pending_);
+  return w.Finish();
+}
+
+absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
+  if (exchange_.in_flight()) {
+    return absl::FailedPreconditionError("scape: cannot restore while a mask exchange is in flight");
+  }
+  auto r = StateReader::Parse(state);
+  if (!r.ok()) return r.status();
+  auto kind = r->String("kind");
+  if (!kind.ok()) return kind.status();
+  if (*kind != "scape") {
+    return absl::FailedPreconditionError(absl::StrCat("optimizer state is for '", *kind, "', not 'scape'"));
+  }
+  auto config = r->String("config");
+  auto rank = r->Int64("rank");
+  auto world = r->Int64("world_size");
+  for (const absl::Status& s : {config.status(), rank.status(), world.status()}) {
+    if (!s.ok()) return s;
+  }
+  if (*config != config_.ToString()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "scape: state from another configuration (", *config, ") than this (", config_.ToString(), ")"));
+  }
+  if (*rank != group_->rank() || *world != group_->world_size()) {
+    return absl::FailedPreconditionError(absl::StrCat("scape: state of rank ", *rank, " of ", *world,
+                                                      ", this is rank ", group_->rank(), " of ",
+                                                      group_->world_size()));
+  }
+  const int64_t n = static_cast<int64_t>(m_.size());
+  auto step = r->Int64("step");
+  auto m = r->FloatsOfSize("m", n);
+  auto vbar = r->FloatsOfSize("vbar", n);
+  auto residual = r->FloatsOfSize("residual", n);
+  auto last_sync = r->Int64s("last_sync");
+  auto current = ReadMask(*r, "current");
+  auto has_pending = r->Int64("has_pending");
+  auto lr_sum = r->Doubles("lr_sum");
+  for (const absl::Status& s : {step.status(), m.status(), vbar.status(), residual.status(),
+                                last_sync.status(), current.status(), has_pending.status(),
+                                lr_sum.status()}) {
+    if (!s.ok()) return s;
+  }
+  if (static_cast<int64_t>(last_sync->size()) != n) {
+    return absl::FailedPreconditionError("scape: state of another buffer size");
+  }
+  std::optional<GlobalMask> pending;
+  if (*has_pending) {
+    auto mask = ReadMask(*r, "pending");
+    if (!mask.ok()) return mask.status();
+    pending = std::move(*mask);
+  }
+  step_ = *step;
+  m_ = std::move(*m);
+  vbar_ = std::move(*vbar);
+  residual_ = std::move(*residual);
+  last_sync_ = std::move(*last_sync);
+  lr_sum_ = std::move(*lr_sum);
+  current_ = std::move(*current);
+  pending_ = std::move(pending);
+  return absl::OkStatus();
+}
+
+}  // namespace corescape::optim

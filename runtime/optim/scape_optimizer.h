@@ -1,0 +1,160 @@
+#ifndef CORESCAPE_RUNTIME_OPTIM_SCAPE_OPTIMIZER_H_
+#define CORESCAPE_RUNTIME_OPTIM_SCAPE_OPTIMIZER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/optim/adams.h"
+#include "runtime/optim/data_parallel_optimizer.h"
+#include "runtime/optim/rank_group.h"
+#include "runtime/optim/sparse_mask.h"
+
+namespace corescape::optim {
+
+// How a synchronized value becomes a step (docs/scape.md has the equations
+// and the measurements behind the default).
+enum class ScapeRule {
+  // BRIEF §3's working reconstruction: AdamS on the masked coordinates with
+  // ĝ = b/(1−β1); the off-mask rule decides the rest.
+  kReconstructed,
+  // Round-2 "lazy" catch-up: a coordinate last synchronized K steps ago
+  // applies K steps of the window's mean gradient at once.
+  kCatchUp,
+  // Linearized AdamS: m ← a·m + b on every coordinate (b = 0 off the mask),
+  // θ ← θ − η(m/D + λθ) everywhere, with D the AdamS normalizer of the
+  // coordinate's last synchronization (smoothed), so an accumulated residual
+  // turns into K steps' worth of movement and off-mask coordinates keep
+  // moving on their decaying momentum. With K = 1 (dense) D = √v + ε: AdamS.
+  kLinearized,
+};
+
+// Off-mask rule for kReconstructed (round 1's variants A, C, B).
+enum class OffMaskRule { kDecayOnly, kFrozen, kMomentumKeepsMoving };
+
+// The first-moment statistic rank r ranks its range by.
+enum class MaskStatistic {
+  kMomentumPlusResidual,  // |β1·m + e^r|
+  kResidual,              // |e^r|
+  kMomentum,              // |m|
+  kNormalizedResidual,    // |e^r| / (√v̄ + ε): pending movement in steps
+  kMomentumPlusScaledResidual,  // |β1·m + P·e^r|: e^r is rank r's 1/P share
+                                // of the global residual, scaled up to estimate it
+};
+
+// How kLinearized refreshes the normalizer of a coordinate synchronized
+// after K > 1 steps (K = 1 always uses AdamS's own v).
+enum class NormalizerRefresh {
+  kFrozen,    // keep v̄ as it was
+  kSmoothed,  // v̄ ← ρ^K·v̄ + (1−ρ^K)·v_window
+  kWindow,    // v̄ ← v_window
+  kMax,       // v̄ ← max(ρ^K·v̄, ĝ²): grows with the signal at once, never
+              // inflates it by K, forgets slowly
+};
+
+struct ScapeConfig {
+  AdamSConfig adams;
+  double density = 0.01;            // d = 1 − sparsity; 1.0 is dense AdamS
+  int64_t dense_warmup_steps = 0;   // steps before the first mask (at least 1)
+  // After the warm-up, every dense_refresh_interval-th step synchronizes
+  // everything (flushing all residuals); 0: never. The scheduler's forced
+  // dense refresh steps, made periodic.
+  int64_t dense_refresh_interval = 0;
+  MaskScope scope = MaskScope::kPartitioned;  // kWholeBuffer: per-rank global top-k baseline
+  ScapeRule rule = ScapeRule::kLinearized;
+  OffMaskRule off_mask = OffMaskRule::kDecayOnly;
+  MaskStatistic statistic = MaskStatistic::kNormalizedResidual;
+  // Share of each rank's k given to the coordinates of its range synchronized
+  // least recently (starvation guard); the rest go by the statistic.
+  double exploration = 0.0;
+  // kLinearized: off the mask the momentum is forecast to continue as if the
+  // gradient were forecast·m (0: decays with β1; 1: stays); residuals carry
+  // the forecast's error.
+  double forecast = 0.0;
+  double normalizer_beta = 0.95;    // ρ of the smoothed normalizer v̄
+  // kCatchUp: a value covering K steps moves K^catch_up_exponent steps
+  // (1: full catch-up; 0.5: damped to the random-walk length).
+  double catch_up_exponent = 1.0;
+  // kLinearized: residuals accumulate η_t·(1−β1)·g (what the step would have
+  // moved), converted back at the current η when sent, so an increment
+  // delayed into a lower learning rate still moves as far as it would have.
+  // At K = 1 this is the plain rule up to rounding.
+  bool lr_weighted = false;
+  NormalizerRefresh refresh = NormalizerRefresh::kSmoothed;
+  uint64_t generation = 0;          // membership generation masks must carry
+
+  absl::Status Validate() const;
+  std::string ToString() const;     // every field; stored in checkpoints
+};
+
+// SCAPE (arXiv 2607.01678) as one rank runs it, over a RankGroup:
+//  - the mask for step t+1 is selected at the end of step t from first-moment
+//    statistics, each rank only inside its partition range (ceil(d·|range|)
+//    entries), and exchanged by an asynchronous all-gather-v that overlaps
+//    step t+1's forward/backward;
+//  - at step t every rank adds its error-compensated increment to its
+//    residual, packs the residual at the mask in mask order and zeroes it
+//    there; ONE all-reduce of the packed vector synchronizes the values;
+//  - m, θ (and v̄, ages) are updated from that buffer alone, so they stay
+//    bitwise identical on every rank.
+// Steps before dense_warmup_steps (and every step at density 1) synchronize
+// every coordinate with the same code path.
+class ScapeOptimizer final : public DataParallelOptimizer {
+ public:
+  static absl::StatusOr<std::unique_ptr<ScapeOptimizer>> Create(RankGroup* group,
+                                                                ScapeConfig config,
+                                                                DecayMask decay_mask);
+
+  std::string name() const override { return "scape"; }
+  absl::Status Step(float* params, float* grads, int64_t size, double lr) override;
+  absl::StatusOr<std::string> SaveState() override;
+  absl::Status RestoreState(absl::string_view state) override;
+  int64_t step_count() const override { return step_; }
+  const std::vector<float>& first_moment() const override { return m_; }
+
+  const ScapeConfig& config() const { return config_; }
+  const ParameterPartition& partition() const { return partition_; }
+  const std::vector<float>& residual() const { return residual_; }
+  const std::vector<float>& normalizer() const { return vbar_; }
+  const std::vector<int64_t>& last_sync() const { return last_sync_; }
+  // The mask applied at the last step (epoch = that step; no parts if dense).
+  const GlobalMask& current_mask() const { return current_; }
+  // The mask for the next step once its exchange finished (SaveState waits).
+  const std::optional<GlobalMask>& pending_mask() const { return pending_; }
+  // Replaces the pending mask (a scheduler-driven refresh, or tests). Step
+  // refuses it unless its epoch is the next step and its generation ours.
+  void SetPendingMask(GlobalMask mask) { pending_ = std::move(mask); }
+
+  // This rank's statistic over its scope after the last step: what the next
+  // mask is selected from.
+  std::vector<float> MaskStatisticValues() const;
+
+ private:
+  ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask decay_mask,
+                 ParameterPartition partition);
+  bool DenseAt(int64_t step) const;
+  absl::Status TakeMask(int64_t step);
+  void Apply(float* params, int64_t size, double lr, bool dense);
+  std::vector<int64_t> SelectOwnPart() const;
+
+  RankGroup* group_;
+  ScapeConfig config_;
+  DecayMask decay_mask_;
+  ParameterPartition partition_;
+  MaskExchange exchange_;
+  int64_t step_ = 0;
+  std::vector<float> m_;          // first moment, identical on every rank
+  std::vector<float> vbar_;       // smoothed AdamS normalizer, identical on every rank
+  std::vector<float> residual_;   // this rank's unsent increments
+  std::vector<int64_t> last_sync_;  // step each coordinate was last synchronized (−1: never)
+  std::vector<double> lr_sum_;      // Σ η up to and including each step
+  std::vector<float> values_;     // packed buffer of the all-reduce
+  GlobalMask current_;
+  std::optional<GlobalMask> pending_;
+};
+
+}  // namespace corescape::optim
+
+#endif  // CORESCAPE_RUNTIME_OPTIM_SCAPE_OPTIMIZER_H_

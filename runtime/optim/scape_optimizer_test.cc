@@ -1,0 +1,410 @@
+// SCAPE and the baselines over P in-process ranks on a synthetic noisy
+// quadratic: every rank's gradient is a deterministic function of (θ, rank,
+// step), so runs can be repeated and compared bitwise.
+#include "runtime/optim/scape_optimizer.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/optim/adams.h"
+#include "runtime/optim/in_process_rank_group.h"
+
+namespace corescape::optim {
+namespace {
+
+constexpr int kRanks = 4;
+constexpr int64_t kSize = 1003;  // not a multiple of P: unequal ranges
+
+float Hash01(uint64_t x) {  // SplitMix64 finalizer → [−1, 1)
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return static_cast<float>((x >> 40) * (1.0 / (1ull << 24))) * 2.0f - 1.0f;
+}
+
+std::vector<float> InitialParams() {
+  std::vector<float> p(kSize);
+  for (int64_t j = 0; j < kSize; ++j) p[j] = 0.5f * Hash01(j * 7 + 1);
+  return p;
+}
+
+DecayMask Decay() {
+  DecayMask d(kSize);
+  for (int64_t j = 0; j < kSize; ++j) d[j] = j % 5 != 0;
+  return d;
+}
+
+// Rank r's share of the gradient of Σ_j c_j(θ_j − 0.3)²/2 plus noise; the
+// shares sum to the global gradient. `salt` changes the noise.
+void Gradient(const std::vector<float>& params, int rank, int64_t step, uint64_t salt,
+              std::vector<float>& grads) {
+  grads.resize(kSize);
+  for (int64_t j = 0; j < kSize; ++j) {
+    const float curvature = 0.1f + (j % 13) * 0.2f;
+    const float noise = Hash01((salt * 1000003 + step) * 1000003 * 8 + j * 8 + rank);
+    grads[j] = (curvature * (params[j] - 0.3f) + 0.5f * noise) / kRanks;
+  }
+}
+
+struct RankTrace {
+  std::vector<std::vector<float>> params;  // after every step
+  std::vector<std::vector<float>> m;
+  std::vector<GlobalMask> masks;           // applied at every step
+  std::vector<OptimizerStepStats> stats;
+  std::vector<std::vector<float>> statistic;  // after every step
+  std::string saved;                        // SaveState() after `save_at` steps
+};
+
+struct RunOptions {
+  int64_t steps = 12;
+  int64_t save_at = -1;
+  // Before step `s` (0-based) on every rank: replace the optimizer state.
+  std::function<absl::Status(int rank, int64_t step, DataParallelOptimizer&)> before_step;
+  uint64_t salt_from = 1u << 30;  // steps ≥ this use salt 1 (different noise)
+  std::vector<float> start_params = InitialParams();
+  std::vector<std::string> restore;  // per-rank state to start from
+  int64_t first_step = 0;
+};
+
+using Factory = std::function<std::unique_ptr<DataParallelOptimizer>(RankGroup*)>;
+
+absl::Status RunRanks(const Factory& make, const RunOptions& options, std::vector<RankTrace>& traces) {
+  traces.assign(kRanks, {});
+  return RunInProcessRanks(kRanks, [&](int rank, RankGroup& group) -> absl::Status {
+    std::unique_ptr<DataParallelOptimizer> opt = make(&group);
+    if (!options.restore.empty()) {
+      if (auto s = opt->RestoreState(options.restore[rank]); !s.ok()) return s;
+    }
+    std::vector<float> params = options.start_params, grads;
+    RankTrace& trace = traces[rank];
+    for (int64_t step = options.first_step; step < options.steps; ++step) {
+      if (options.before_step) {
+        if (auto s = options.before_step(rank, step, *opt); !s.ok()) return s;
+      }
+      Gradient(params, rank, step, step >= static_cast<int64_t>(options.salt_from) ? 1 : 0, grads);
+      const double lr = 0.01 * std::min<double>(1.0, (step + 1) / 4.0);
+      if (auto s = opt->Step(params.data(), grads.data(), kSize, lr); !s.ok()) return s;
+      trace.params.push_back(params);
+      trace.m.push_back(opt->first_moment());
+      trace.stats.push_back(opt->last_step());
+      if (auto* scape = dynamic_cast<ScapeOptimizer*>(opt.get())) {
+        trace.masks.push_back(scape->current_mask());
+        trace.statistic.push_back(scape->MaskStatisticValues());
+      }
+      if (step + 1 == options.save_at) {
+        auto saved = opt->SaveState();
+        if (!saved.ok()) return saved.status();
+        trace.saved = *saved;
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+Factory Scape(ScapeConfig config) {
+  return [config](RankGroup* group) -> std::unique_ptr<DataParallelOptimizer> {
+    auto opt = ScapeOptimizer::Create(group, config, Decay());
+    EXPECT_TRUE(opt.ok()) << opt.status();
+    return std::move(*opt);
+  };
+}
+
+ScapeConfig Sparse(double density, ScapeRule rule = ScapeRule::kLinearized) {
+  ScapeConfig c;
+  c.density = density;
+  c.dense_warmup_steps = 2;
+  c.rule = rule;
+  return c;
+}
+
+bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(ScapeOptimizerTest, DensityOneIsDenseAdamS) {
+  std::vector<RankTrace> dense;
+  ASSERT_TRUE(RunRanks([](RankGroup* g) -> std::unique_ptr<DataParallelOptimizer> {
+                return std::make_unique<DenseAdamSDataParallel>(g, AdamSConfig{}, Decay());
+              }, {}, dense).ok());
+  struct Variant {
+    ScapeRule rule;
+    double forecast;
+    bool lr_weighted;
+  };
+  for (Variant v : {Variant{ScapeRule::kReconstructed, 0, false}, Variant{ScapeRule::kCatchUp, 0, false},
+                    Variant{ScapeRule::kLinearized, 0, false}, Variant{ScapeRule::kLinearized, 0.5, false},
+                    Variant{ScapeRule::kLinearized, 0.5, true}}) {
+    ScapeConfig c;
+    c.density = 1.0;
+    c.rule = v.rule;
+    c.forecast = v.forecast;
+    c.lr_weighted = v.lr_weighted;
+    std::vector<RankTrace> scape;
+    ASSERT_TRUE(RunRanks(Scape(c), {}, scape).ok());
+    double worst = 0.0, moved = 0.0;
+    const std::vector<float> start = InitialParams();
+    for (size_t s = 0; s < dense[0].params.size(); ++s) {
+      for (int64_t j = 0; j < kSize; ++j) {
+        worst = std::max(worst, double{std::fabs(scape[0].params[s][j] - dense[0].params[s][j])});
+        moved = std::max(moved, double{std::fabs(dense[0].params[s][j] - start[j])});
+      }
+    }
+    // fp32 rounding only ((1−β1)·Σg / (1−β1) vs Σg): far below one step (lr ≤ 0.01).
+    EXPECT_LT(worst, 1e-6) << static_cast<int>(v.rule) << " forecast " << v.forecast;
+    EXPECT_GT(moved, 0.05);
+    EXPECT_TRUE(scape[0].stats.back().dense);
+  }
+}
+
+TEST(ScapeOptimizerTest, MasksArePartitionedExactAndIdenticalEverywhere) {
+  for (double density : {0.01, 0.1, 0.37}) {
+    std::vector<RankTrace> t;
+    ASSERT_TRUE(RunRanks(Scape(Sparse(density)), {}, t).ok());
+    auto partition = ParameterPartition::Balanced(kSize, kRanks);
+    for (size_t s = 2; s < t[0].masks.size(); ++s) {
+      const GlobalMask& mask = t[0].masks[s];
+      EXPECT_EQ(mask.epoch, static_cast<int64_t>(s));
+      ASSERT_EQ(mask.parts.size(), static_cast<size_t>(kRanks));
+      int64_t total = 0;
+      for (int r = 0; r < kRanks; ++r) {
+        EXPECT_EQ(static_cast<int64_t>(mask.parts[r].size()),
+                  MaskCountForRange(partition->size(r), density));
+        for (int64_t j : mask.parts[r]) {
+          EXPECT_GE(j, partition->begin(r));
+          EXPECT_LT(j, partition->end(r));
+        }
+        total += mask.parts[r].size();
+        EXPECT_EQ(t[r].masks[s], mask) << "rank " << r << " step " << s;
+      }
+      EXPECT_EQ(static_cast<int64_t>(mask.indices.size()), total);  // no fill-in
+      EXPECT_FALSE(t[0].stats[s].dense);
+      EXPECT_EQ(t[0].stats[s].synced_values, total);
+    }
+    for (size_t s = 0; s < 2; ++s) EXPECT_TRUE(t[0].stats[s].dense);
+  }
+}
+
+TEST(ScapeOptimizerTest, FirstMomentAndParametersBitwiseIdenticalOnAllRanks) {
+  for (ScapeRule rule : {ScapeRule::kReconstructed, ScapeRule::kCatchUp, ScapeRule::kLinearized}) {
+    ScapeConfig c = Sparse(0.05, rule);
+    c.exploration = 0.25;
+    c.forecast = rule == ScapeRule::kLinearized ? 0.5 : 0.0;
+    c.lr_weighted = rule == ScapeRule::kLinearized;
+    std::vector<RankTrace> t;
+    ASSERT_TRUE(RunRanks(Scape(c), {}, t).ok());
+    for (size_t s = 0; s < t[0].params.size(); ++s) {
+      for (int r = 1; r < kRanks; ++r) {
+        ASSERT_TRUE(BitwiseEqual(t[r].params[s], t[0].params[s])) << "rank " << r << " step " << s;
+        ASSERT_TRUE(BitwiseEqual(t[r].m[s], t[0].m[s])) << "rank " << r << " step " << s;
+      }
+    }
+  }
+}
+
+TEST(ScapeOptimizerTest, MaskIsSelectedOneStepEarlyFromTheStateThen) {
+  // Same run twice, except the gradients from step 6 on. The mask applied at
+  // step 6 cannot see step 6's gradient: identical in both runs, and equal to
+  // each rank's top-k of its statistic after step 5.
+  std::vector<RankTrace> a, b;
+  ASSERT_TRUE(RunRanks(Scape(Sparse(0.05)), {}, a).ok());
+  RunOptions other;
+  other.salt_from = 6;
+  ASSERT_TRUE(RunRanks(Scape(Sparse(0.05)), other, b).ok());
+  EXPECT_EQ(a[0].masks[6], b[0].masks[6]);
+  EXPECT_FALSE(BitwiseEqual(a[0].params[6], b[0].params[6]));
+  EXPECT_NE(a[0].masks[7], b[0].masks[7]);  // step 6's gradient shapes step 7's mask
+  auto partition = ParameterPartition::Balanced(kSize, kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    const auto expected = SelectTopK(a[r].statistic[5], partition->begin(r),
+                                     MaskCountForRange(partition->size(r), 0.05));
+    EXPECT_EQ(a[0].masks[6].parts[r], expected) << "rank " << r;
+  }
+}
+
+TEST(ScapeOptimizerTest, ResumeFromSavedStateContinuesBitwise) {
+  for (MaskScope scope : {MaskScope::kPartitioned, MaskScope::kWholeBuffer}) {
+    ScapeConfig c = Sparse(0.05);
+    c.scope = scope;
+    c.exploration = 0.2;
+    c.lr_weighted = true;
+    RunOptions full;
+    full.steps = 14;
+    full.save_at = 7;  // a mask exchange for step 7 is in flight here
+    std::vector<RankTrace> whole;
+    ASSERT_TRUE(RunRanks(Scape(c), full, whole).ok());
+
+    RunOptions resumed;
+    resumed.steps = 14;
+    resumed.first_step = 7;
+    resumed.start_params = whole[0].params[6];
+    for (int r = 0; r < kRanks; ++r) resumed.restore.push_back(whole[r].saved);
+    std::vector<RankTrace> tail;
+    ASSERT_TRUE(RunRanks(Scape(c), resumed, tail).ok());
+    for (int r = 0; r < kRanks; ++r) {
+      for (size_t s = 0; s < tail[r].params.size(); ++s) {
+        ASSERT_TRUE(BitwiseEqual(tail[r].params[s], whole[r].params[7 + s]))
+            << "rank " << r << " step " << 7 + s;
+        ASSERT_TRUE(BitwiseEqual(tail[r].m[s], whole[r].m[7 + s]));
+        ASSERT_EQ(tail[r].masks[s], whole[r].masks[7 + s]);
+      }
+    }
+  }
+}
+
+TEST(ScapeOptimizerTest, StateRoundTripsAndIsRefusedElsewhere) {
+  RunOptions options;
+  options.steps = 6;
+  options.save_at = 6;
+  std::vector<RankTrace> t;
+  ASSERT_TRUE(RunRanks(Scape(Sparse(0.1)), options, t).ok());
+  ASSERT_TRUE(RunInProcessRanks(kRanks, [&](int rank, RankGroup& group) -> absl::Status {
+                auto same = ScapeOptimizer::Create(&group, Sparse(0.1), Decay());
+                EXPECT_TRUE((*same)->RestoreState(t[rank].saved).ok());
+                EXPECT_EQ((*same)->step_count(), 6);
+                EXPECT_TRUE(BitwiseEqual((*same)->first_moment(), t[rank].m.back()));
+                EXPECT_TRUE((*same)->pending_mask().has_value());
+                EXPECT_EQ((*same)->pending_mask()->epoch, 6);
+                auto again = (*same)->SaveState();
+                EXPECT_EQ(*again, t[rank].saved);  // round trip is exact
+                // Another density, another rank's state, a corrupted blob.
+                auto other = ScapeOptimizer::Create(&group, Sparse(0.2), Decay());
+                EXPECT_FALSE((*other)->RestoreState(t[rank].saved).ok());
+                auto fresh = ScapeOptimizer::Create(&group, Sparse(0.1), Decay());
+                EXPECT_FALSE((*fresh)->RestoreState(t[(rank + 1) % kRanks].saved).ok());
+                std::string corrupt = t[rank].saved;
+                corrupt[corrupt.size() / 2] ^= 1;
+                EXPECT_FALSE((*fresh)->RestoreState(corrupt).ok());
+                DenseAdamSDataParallel adams(&group, AdamSConfig{}, Decay());
+                EXPECT_FALSE(adams.RestoreState(t[rank].saved).ok());
+                return absl::OkStatus();
+              }).ok());
+}
+
+TEST(ScapeOptimizerTest, RefusesAMaskOfTheWrongEpochOrGeneration) {
+  for (int variant = 0; variant < 3; ++variant) {
+    RunOptions options;
+    options.steps = 6;
+    options.before_step = [variant](int, int64_t step, DataParallelOptimizer& opt) -> absl::Status {
+      if (step != 4) return absl::OkStatus();
+      auto& scape = dynamic_cast<ScapeOptimizer&>(opt);
+      if (auto saved = scape.SaveState(); !saved.ok()) return saved.status();  // finish the exchange
+      GlobalMask mask = *scape.pending_mask();
+      if (variant == 0) mask.epoch = 3;       // last step's mask again
+      if (variant == 1) mask.epoch = 5;       // one from the future
+      if (variant == 2) mask.generation = 7;  // another membership
+      scape.SetPendingMask(mask);
+      return absl::OkStatus();
+    };
+    std::vector<RankTrace> t;
+    absl::Status s = RunRanks(Scape(Sparse(0.1)), options, t);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find("refusing"), absl::string_view::npos) << s;
+    EXPECT_EQ(t[0].params.size(), 4u);  // nothing applied at step 4
+  }
+}
+
+TEST(ScapeOptimizerTest, CountsValueAndMaskBytesExactly) {
+  std::vector<RankTrace> t;
+  ASSERT_TRUE(RunRanks(Scape(Sparse(0.05)), {}, t).ok());
+  for (int r = 0; r < kRanks; ++r) {
+    // Dense step 0: N floats all-reduced; the mask for step 1 is not yet built.
+    EXPECT_EQ(t[r].stats[0].bytes_sent, InProcessRankGroup::RingAllReduceBytesSent(kSize, kRanks, r));
+    for (size_t s = 2; s < t[r].stats.size(); ++s) {
+      const int64_t values = t[r].stats[s].synced_values;
+      // Values + this step's mask exchange (sizes, then the parts).
+      std::vector<int64_t> part_bytes(kRanks);
+      for (int q = 0; q < kRanks; ++q) part_bytes[q] = t[q].stats[s].mask_part_bytes;
+      const int64_t expected = InProcessRankGroup::RingAllReduceBytesSent(values, kRanks, r) +
+                               InProcessRankGroup::RingAllGatherBytesSent({8, 8, 8, 8}, r) +
+                               InProcessRankGroup::RingAllGatherBytesSent(part_bytes, r);
+      EXPECT_EQ(t[r].stats[s].bytes_sent, expected) << "rank " << r << " step " << s;
+      EXPECT_GT(t[r].stats[s].mask_part_bytes, kMaskHeaderBytes);
+    }
+  }
+}
+
+TEST(ScapeOptimizerTest, PeriodicDenseRefreshFlushesEveryResidual) {
+  ScapeConfig c = Sparse(0.05);
+  c.dense_refresh_interval = 4;  // warm-up steps 0, 1; then dense at 5, 9
+  std::vector<RankTrace> t;
+  ASSERT_TRUE(RunRanks(Scape(c), {}, t).ok());
+  for (size_t s = 0; s < t[0].stats.size(); ++s) {
+    const bool dense = s < 2 || s == 5 || s == 9;
+    EXPECT_EQ(t[0].stats[s].dense, dense) << s;
+    EXPECT_EQ(t[0].stats[s].synced_values, dense ? kSize : static_cast<int64_t>(t[0].masks[s].indices.size()));
+    for (int r = 1; r < kRanks; ++r) ASSERT_TRUE(BitwiseEqual(t[r].params[s], t[0].params[s]));
+  }
+}
+
+TEST(ScapeOptimizerTest, PerRankGlobalTopKFillsIn) {
+  ScapeConfig c = Sparse(0.02);
+  c.scope = MaskScope::kWholeBuffer;
+  std::vector<RankTrace> t;
+  ASSERT_TRUE(RunRanks(Scape(c), {}, t).ok());
+  const int64_t k = MaskCountForRange(kSize, 0.02);
+  for (size_t s = 2; s < t[0].masks.size(); ++s) {
+    const int64_t union_size = t[0].masks[s].indices.size();
+    EXPECT_GE(union_size, k);
+    EXPECT_LE(union_size, kRanks * k);
+    for (int r = 1; r < kRanks; ++r) EXPECT_TRUE(BitwiseEqual(t[r].params[s], t[0].params[s]));
+  }
+  EXPECT_GT(t[0].masks.back().indices.size(), static_cast<size_t>(k));  // fill-in
+}
+
+TEST(ScapeOptimizerTest, SparseTrainingStillDescends) {
+  // A sanity check on the quadratic, not a quality claim (tools/scape).
+  auto loss = [](const std::vector<float>& p) {
+    double l = 0;
+    for (int64_t j = 0; j < kSize; ++j) l += (0.1 + (j % 13) * 0.2) * (p[j] - 0.3) * (p[j] - 0.3) / 2;
+    return l;
+  };
+  for (ScapeRule rule : {ScapeRule::kReconstructed, ScapeRule::kLinearized}) {
+    RunOptions options;
+    options.steps = 60;
+    std::vector<RankTrace> t;
+    ASSERT_TRUE(RunRanks(Scape(Sparse(0.1, rule)), options, t).ok());
+    EXPECT_LT(loss(t[0].params.back()), 0.8 * loss(InitialParams())) << static_cast<int>(rule);
+  }
+}
+
+TEST(DenseDataParallelTest, AdamWOnTheSummedGradientBitwise) {
+  std::vector<RankTrace> t;
+  ASSERT_TRUE(RunRanks([](RankGroup* g) -> std::unique_ptr<DataParallelOptimizer> {
+                return std::make_unique<DenseAdamWDataParallel>(g, AdamWConfig{}, Decay());
+              }, {}, t).ok());
+  AdamW reference(AdamWConfig{}, Decay());
+  std::vector<float> params = InitialParams(), grads, sum;
+  for (int64_t step = 0; step < 12; ++step) {
+    sum.assign(kSize, 0.0f);
+    for (int r = 0; r < kRanks; ++r) {
+      Gradient(params, r, step, 0, grads);
+      for (int64_t j = 0; j < kSize; ++j) sum[j] += grads[j];
+    }
+    ASSERT_TRUE(reference.Step(params.data(), sum.data(), kSize,
+                               0.01 * std::min<double>(1.0, (step + 1) / 4.0)).ok());
+    for (int r = 0; r < kRanks; ++r) ASSERT_TRUE(BitwiseEqual(t[r].params[step], params));
+  }
+}
+
+TEST(DenseDataParallelTest, TopKGradientAdamWStaysInLockStep) {
+  std::vector<RankTrace> t;
+  ASSERT_TRUE(RunRanks([](RankGroup* g) -> std::unique_ptr<DataParallelOptimizer> {
+                return std::make_unique<TopKGradientAdamW>(g, AdamWConfig{}, Decay(), 0.02);
+              }, {}, t).ok());
+  const int64_t k = MaskCountForRange(kSize, 0.02);
+  for (size_t s = 0; s < t[0].params.size(); ++s) {
+    for (int r = 1; r < kRanks; ++r) ASSERT_TRUE(BitwiseEqual(t[r].params[s], t[0].params[s]));
+    EXPECT_LE(t[0].stats[s].mask_entries, kRanks * k);
+    EXPECT_GE(t[0].stats[s].mask_entries, k);
+    // k (index, value) pairs per rank through a ring all-gather.
+    EXPECT_EQ(t[0].stats[s].bytes_sent, 8 * k * (kRanks - 1));
+  }
+}
+
+}  // namespace
+}  // namespace corescape::optim

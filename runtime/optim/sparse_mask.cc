@@ -1,0 +1,162 @@
+#include "runtime/optim/sparse_mask.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+
+namespace corescape::optim {
+
+absl::StatusOr<ParameterPartition> ParameterPartition::Balanced(int64_t total, int world_size) {
+  if (world_size < 1) return absl::InvalidArgumentError("partition: world_size must be positive");
+  if (total < world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("partition: ", total, " entries cannot give ", world_size, " ranks one each"));
+  }
+  ParameterPartition p;
+  p.bounds_.resize(world_size + 1, 0);
+  const int64_t base = total / world_size, extra = total % world_size;
+  for (int r = 0; r < world_size; ++r) p.bounds_[r + 1] = p.bounds_[r] + base + (r < extra ? 1 : 0);
+  return p;
+}
+
+int ParameterPartition::OwnerOf(int64_t index) const {
+  return static_cast<int>(std::upper_bound(bounds_.begin(), bounds_.end(), index) -
+                          bounds_.begin()) - 1;
+}
+
+int64_t MaskCountForRange(int64_t range_size, double density) {
+  if (range_size <= 0 || !(density > 0)) return 0;
+  // Relative slack so products that are whole numbers in exact arithmetic
+  // (0.1·10) do not round up to the next one.
+  const long double exact = static_cast<long double>(density) * range_size;
+  const int64_t k = static_cast<int64_t>(std::ceil(exact - exact * 1e-12L));
+  return std::clamp<int64_t>(k, 0, range_size);
+}
+
+std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin, int64_t k) {
+  const int64_t n = static_cast<int64_t>(statistic.size());
+  k = std::clamp<int64_t>(k, 0, n);
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), int64_t{0});
+  auto key = [&](int64_t i) {
+    const float s = statistic[i];
+    return std::isnan(s) ? -INFINITY : s;
+  };
+  // A strict total order (value descending, then index ascending): the top k
+  // set is unique, whatever nth_element does internally.
+  auto before = [&](int64_t a, int64_t b) {
+    const float ka = key(a), kb = key(b);
+    return ka > kb || (ka == kb && a < b);
+  };
+  if (k < n) std::nth_element(order.begin(), order.begin() + k, order.end(), before);
+  order.resize(k);
+  std::sort(order.begin(), order.end());
+  for (int64_t& i : order) i += begin;
+  return order;
+}
+
+int64_t MaskExchange::RangeBegin(int rank) const {
+  return scope_ == MaskScope::kPartitioned ? partition_->begin(rank) : 0;
+}
+
+int64_t MaskExchange::RangeEnd(int rank) const {
+  return scope_ == MaskScope::kPartitioned ? partition_->end(rank) : partition_->total();
+}
+
+absl::Status MaskExchange::Start(RankGroup& group, uint64_t generation, int64_t epoch,
+                                 const std::vector<int64_t>& own_part,
+                                 const GlobalMask* previous) {
+  if (pending_) return absl::FailedPreconditionError("mask exchange already in flight");
+  const int rank = group.rank();
+  // Change-from-previous only against the epoch just before, which every
+  // receiver holds too.
+  const bool have_previous = previous != nullptr && previous->epoch == epoch - 1 &&
+                             previous->generation == generation &&
+                             static_cast<int>(previous->parts.size()) == group.world_size();
+  if (have_previous) {
+    previous_copy_ = *previous;
+    previous_ = &previous_copy_;
+  } else {
+    previous_ = nullptr;
+  }
+  MaskPartitionHeader header;
+  header.generation = generation;
+  header.epoch = epoch;
+  header.rank = rank;
+  auto encoded = EncodeMaskPartition(header, {RangeBegin(rank), RangeEnd(rank), own_part},
+                                     have_previous ? &previous->parts[rank] : nullptr);
+  if (!encoded.ok()) return encoded.status();
+  send_ = std::move(*encoded);
+  last_part_bytes_ = static_cast<int64_t>(send_.size());
+  last_encoding_ = static_cast<MaskEncoding>(send_[1]);
+  sizes_.assign(group.world_size(), 0);
+  if (absl::Status s = group.AllGatherInt64(last_part_bytes_, absl::MakeSpan(sizes_)); !s.ok()) {
+    return s;
+  }
+  recv_.assign(std::accumulate(sizes_.begin(), sizes_.end(), int64_t{0}), 0);
+  auto pending = group.StartAllGatherV(send_.data(), last_part_bytes_, recv_.data(), sizes_);
+  if (!pending.ok()) return pending.status();
+  pending_ = std::move(*pending);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GlobalMask> MaskExchange::Finish(uint64_t expected_generation,
+                                                int64_t expected_epoch) {
+  if (!pending_) return absl::FailedPreconditionError("no mask exchange in flight");
+  absl::Status waited = pending_->Wait();
+  pending_.reset();
+  if (!waited.ok()) return waited;
+  std::vector<std::string> parts;
+  int64_t offset = 0;
+  for (int64_t size : sizes_) {
+    parts.emplace_back(recv_.data() + offset, size);
+    offset += size;
+  }
+  return AssembleGlobalMask(*this, parts, expected_generation, expected_epoch, previous_);
+}
+
+absl::StatusOr<GlobalMask> AssembleGlobalMask(const MaskExchange& ranges,
+                                              absl::Span<const std::string> encoded_parts,
+                                              uint64_t expected_generation,
+                                              int64_t expected_epoch,
+                                              const GlobalMask* previous) {
+  GlobalMask mask;
+  mask.generation = expected_generation;
+  mask.epoch = expected_epoch;
+  const int world_size = static_cast<int>(encoded_parts.size());
+  bool disjoint = true;
+  for (int r = 0; r < world_size; ++r) {
+    const std::vector<int64_t>* previous_part =
+        previous != nullptr && static_cast<int>(previous->parts.size()) == world_size
+            ? &previous->parts[r]
+            : nullptr;
+    auto part = DecodeMaskPartition(encoded_parts[r], ranges.RangeBegin(r), ranges.RangeEnd(r),
+                                    previous_part);
+    if (!part.ok()) return part.status();
+    const MaskPartitionHeader& h = part->header;
+    if (h.generation != expected_generation || h.epoch != expected_epoch) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "mask part of rank ", r, " is for generation ", h.generation, " epoch ", h.epoch,
+          ", expected generation ", expected_generation, " epoch ", expected_epoch,
+          ": refused"));
+    }
+    if (h.rank != r) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("mask part in slot ", r, " says it is rank ", h.rank, "'s"));
+    }
+    if (r > 0 && ranges.RangeBegin(r) < ranges.RangeEnd(r - 1)) disjoint = false;
+    mask.parts.push_back(std::move(part->indices));
+  }
+  for (const std::vector<int64_t>& part : mask.parts) {
+    mask.indices.insert(mask.indices.end(), part.begin(), part.end());
+  }
+  if (!disjoint) {  // overlapping scopes: the union, each coordinate once
+    std::sort(mask.indices.begin(), mask.indices.end());
+    mask.indices.erase(std::unique(mask.indices.begin(), mask.indices.end()), mask.indices.end());
+  }
+  return mask;
+}
+
+}  // namespace corescape::optim

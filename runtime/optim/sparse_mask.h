@@ -1,0 +1,103 @@
+#ifndef CORESCAPE_RUNTIME_OPTIM_SPARSE_MASK_H_
+#define CORESCAPE_RUNTIME_OPTIM_SPARSE_MASK_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "runtime/optim/mask_codec.h"
+#include "runtime/optim/rank_group.h"
+
+namespace corescape::optim {
+
+// The flat buffer cut into P contiguous ranges balanced by element count
+// (sizes differ by at most one, the longer ones first): the cut a ZeRO-1
+// optimizer shard would use. Rank r selects mask entries only in range r.
+class ParameterPartition {
+ public:
+  static absl::StatusOr<ParameterPartition> Balanced(int64_t total, int world_size);
+
+  int world_size() const { return static_cast<int>(bounds_.size()) - 1; }
+  int64_t total() const { return bounds_.back(); }
+  int64_t begin(int rank) const { return bounds_[rank]; }
+  int64_t end(int rank) const { return bounds_[rank + 1]; }
+  int64_t size(int rank) const { return end(rank) - begin(rank); }
+  int OwnerOf(int64_t index) const;
+
+ private:
+  std::vector<int64_t> bounds_;  // P + 1 entries
+};
+
+// Entries a rank selects in a range of `range_size`: ceil(density·range_size),
+// clamped to [0, range_size] (computed so that e.g. 0.1·10 is exactly 1).
+int64_t MaskCountForRange(int64_t range_size, double density);
+
+// The k coordinates of [begin, begin + statistic.size()) with the largest
+// statistic, ascending. Ties go to the lower index and NaN counts as −∞, so
+// the choice is a function of the values alone.
+std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin, int64_t k);
+
+// A mask every rank applies at one step: the union of the ranks' parts.
+struct GlobalMask {
+  uint64_t generation = 0;
+  int64_t epoch = -1;                       // the step it is applied at
+  std::vector<std::vector<int64_t>> parts;  // rank r's sorted selection
+  std::vector<int64_t> indices;             // sorted union of the parts
+
+  bool operator==(const GlobalMask&) const = default;
+};
+
+// Where each rank's part may lie: its own partition range, or anywhere (the
+// per-rank global top-k baseline, whose union grows with P: fill-in).
+enum class MaskScope { kPartitioned, kWholeBuffer };
+
+// Exchanges the ranks' mask parts for one epoch: each rank encodes its part
+// (smallest encoding, change-from-previous against its part of `previous`
+// when that is the epoch before), the sizes are all-gathered, then the
+// payloads with an asynchronous all-gather-v that overlaps the next step's
+// forward/backward. Finish() decodes and checks every part: a part of
+// another epoch or generation is refused.
+class MaskExchange {
+ public:
+  MaskExchange(const ParameterPartition* partition, MaskScope scope)
+      : partition_(partition), scope_(scope) {}
+
+  int64_t RangeBegin(int rank) const;
+  int64_t RangeEnd(int rank) const;
+
+  absl::Status Start(RankGroup& group, uint64_t generation, int64_t epoch,
+                     const std::vector<int64_t>& own_part, const GlobalMask* previous);
+  bool in_flight() const { return pending_ != nullptr; }
+  absl::StatusOr<GlobalMask> Finish(uint64_t expected_generation, int64_t expected_epoch);
+
+  // Encoded bytes of this rank's last part, and its encoding.
+  int64_t last_part_bytes() const { return last_part_bytes_; }
+  MaskEncoding last_encoding() const { return last_encoding_; }
+
+ private:
+  const ParameterPartition* partition_;
+  MaskScope scope_;
+  std::string send_;
+  std::vector<char> recv_;
+  std::vector<int64_t> sizes_;
+  std::unique_ptr<PendingCollective> pending_;
+  const GlobalMask* previous_ = nullptr;
+  GlobalMask previous_copy_;
+  int64_t last_part_bytes_ = 0;
+  MaskEncoding last_encoding_ = MaskEncoding::kBitmask;
+};
+
+// Decodes every rank's encoded part and checks generation, epoch and rank:
+// the receiving half of MaskExchange, public so tests can feed it bytes.
+absl::StatusOr<GlobalMask> AssembleGlobalMask(const MaskExchange& ranges,
+                                              absl::Span<const std::string> encoded_parts,
+                                              uint64_t expected_generation,
+                                              int64_t expected_epoch,
+                                              const GlobalMask* previous);
+
+}  // namespace corescape::optim
+
+#endif  // CORESCAPE_RUNTIME_OPTIM_SPARSE_MASK_H_

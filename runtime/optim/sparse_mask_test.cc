@@ -1,0 +1,133 @@
+#include "runtime/optim/sparse_mask.h"
+
+#include <numeric>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "runtime/optim/in_process_rank_group.h"
+
+namespace corescape::optim {
+namespace {
+
+TEST(ParameterPartitionTest, DisjointCoveringBalanced) {
+  for (int64_t total : {4, 7, 1000, 354528, 1000003}) {
+    for (int world : {1, 2, 3, 4, 7}) {
+      if (total < world) continue;
+      auto p = ParameterPartition::Balanced(total, world);
+      ASSERT_TRUE(p.ok());
+      EXPECT_EQ(p->world_size(), world);
+      EXPECT_EQ(p->begin(0), 0);
+      EXPECT_EQ(p->end(world - 1), total);
+      int64_t smallest = total, largest = 0;
+      for (int r = 0; r < world; ++r) {
+        if (r > 0) EXPECT_EQ(p->begin(r), p->end(r - 1));  // contiguous, no overlap, no gap
+        EXPECT_GT(p->size(r), 0);
+        smallest = std::min(smallest, p->size(r));
+        largest = std::max(largest, p->size(r));
+        EXPECT_EQ(p->OwnerOf(p->begin(r)), r);
+        EXPECT_EQ(p->OwnerOf(p->end(r) - 1), r);
+      }
+      EXPECT_LE(largest - smallest, 1);
+    }
+  }
+  EXPECT_FALSE(ParameterPartition::Balanced(3, 4).ok());
+  EXPECT_FALSE(ParameterPartition::Balanced(10, 0).ok());
+}
+
+TEST(MaskCountTest, CeilOfDensityTimesRange) {
+  EXPECT_EQ(MaskCountForRange(10, 0.1), 1);
+  EXPECT_EQ(MaskCountForRange(100, 0.01), 1);
+  EXPECT_EQ(MaskCountForRange(88632, 0.01), 887);  // ceil(886.32)
+  EXPECT_EQ(MaskCountForRange(88632, 0.1), 8864);  // ceil(8863.2)
+  EXPECT_EQ(MaskCountForRange(1000, 0.3), 300);
+  EXPECT_EQ(MaskCountForRange(7, 1.0), 7);
+  EXPECT_EQ(MaskCountForRange(7, 1e-9), 1);
+  EXPECT_EQ(MaskCountForRange(0, 0.5), 0);
+}
+
+TEST(SelectTopKTest, LargestFirstTiesToLowerIndexNanLast) {
+  const std::vector<float> s = {1, 5, NAN, 5, 3, 5, 0};
+  EXPECT_EQ(SelectTopK(s, 100, 2), (std::vector<int64_t>{101, 103}));
+  EXPECT_EQ(SelectTopK(s, 0, 4), (std::vector<int64_t>{1, 3, 4, 5}));
+  EXPECT_EQ(SelectTopK(s, 0, 7).size(), 7u);
+  EXPECT_EQ(SelectTopK(s, 0, 0).size(), 0u);
+}
+
+// Every rank selects in its own range; the exchange gives every rank the
+// same mask; a part of another epoch or generation is refused.
+TEST(MaskExchangeTest, PartitionedPartsAssembleIdenticallyOnEveryRank) {
+  constexpr int kRanks = 4;
+  constexpr int64_t kTotal = 10007;
+  auto partition = ParameterPartition::Balanced(kTotal, kRanks);
+  std::vector<GlobalMask> masks(kRanks);
+  ASSERT_TRUE(RunInProcessRanks(kRanks, [&](int rank, RankGroup& group) -> absl::Status {
+                MaskExchange exchange(&*partition, MaskScope::kPartitioned);
+                std::mt19937 rng(rank);
+                std::vector<float> stat(partition->size(rank));
+                for (float& x : stat) x = std::uniform_real_distribution<float>()(rng);
+                const int64_t k = MaskCountForRange(partition->size(rank), 0.05);
+                auto own = SelectTopK(stat, partition->begin(rank), k);
+                if (auto s = exchange.Start(group, 9, 42, own, nullptr); !s.ok()) return s;
+                auto mask = exchange.Finish(9, 42);
+                if (!mask.ok()) return mask.status();
+                masks[rank] = *mask;
+                EXPECT_EQ(mask->parts[rank], own);
+                return absl::OkStatus();
+              }).ok());
+  int64_t expected = 0;
+  for (int r = 0; r < kRanks; ++r) {
+    expected += MaskCountForRange(partition->size(r), 0.05);
+    EXPECT_EQ(masks[r], masks[0]);
+    for (int64_t j : masks[0].parts[r]) {
+      EXPECT_GE(j, partition->begin(r));
+      EXPECT_LT(j, partition->end(r));
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(masks[0].indices.size()), expected);  // no fill-in
+  EXPECT_TRUE(std::is_sorted(masks[0].indices.begin(), masks[0].indices.end()));
+}
+
+TEST(MaskExchangeTest, RefusesAPartOfAnotherEpochOrGeneration) {
+  auto partition = ParameterPartition::Balanced(100, 2);
+  MaskExchange ranges(&*partition, MaskScope::kPartitioned);
+  auto part = [&](int rank, int64_t epoch, uint64_t generation) {
+    MaskPartitionHeader h;
+    h.rank = rank;
+    h.epoch = epoch;
+    h.generation = generation;
+    const std::vector<int64_t> one = {partition->begin(rank)};
+    return *EncodeMaskPartition(h, {partition->begin(rank), partition->end(rank), one}, nullptr);
+  };
+  EXPECT_TRUE(AssembleGlobalMask(ranges, {part(0, 5, 1), part(1, 5, 1)}, 1, 5, nullptr).ok());
+  auto stale = AssembleGlobalMask(ranges, {part(0, 5, 1), part(1, 4, 1)}, 1, 5, nullptr);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition);
+  auto other_generation = AssembleGlobalMask(ranges, {part(0, 5, 0), part(1, 5, 1)}, 1, 5, nullptr);
+  EXPECT_EQ(other_generation.status().code(), absl::StatusCode::kFailedPrecondition);
+  auto swapped = AssembleGlobalMask(ranges, {part(1, 5, 1), part(0, 5, 1)}, 1, 5, nullptr);
+  EXPECT_FALSE(swapped.ok());
+}
+
+TEST(MaskExchangeTest, WholeBufferPartsFillIn) {
+  // Per-rank global top-k: each rank picks k anywhere; the union grows with P.
+  constexpr int kRanks = 4;
+  constexpr int64_t kTotal = 4000;
+  auto partition = ParameterPartition::Balanced(kTotal, kRanks);
+  std::vector<int64_t> union_size(kRanks);
+  ASSERT_TRUE(RunInProcessRanks(kRanks, [&](int rank, RankGroup& group) -> absl::Status {
+                MaskExchange exchange(&*partition, MaskScope::kWholeBuffer);
+                std::mt19937 rng(100 + rank);
+                std::vector<float> stat(kTotal);
+                for (float& x : stat) x = std::uniform_real_distribution<float>()(rng);
+                auto own = SelectTopK(stat, 0, 40);
+                if (auto s = exchange.Start(group, 0, 1, own, nullptr); !s.ok()) return s;
+                auto mask = exchange.Finish(0, 1);
+                if (!mask.ok()) return mask.status();
+                union_size[rank] = mask->indices.size();
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_GT(union_size[0], 40 * 3);  // independent picks barely overlap
+  EXPECT_LE(union_size[0], 40 * kRanks);
+}
+
+}  // namespace
+}  // namespace corescape::optim
