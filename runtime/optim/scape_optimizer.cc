@@ -25,6 +25,7 @@ absl::Status ScapeConfig::Validate() const {
   if (!(density > 0 && density <= 1)) return absl::InvalidArgumentError("scape: density must be in (0, 1]");
   if (dense_warmup_steps < 0) return absl::InvalidArgumentError("scape: dense_warmup_steps < 0");
   if (dense_refresh_interval < 0) return absl::InvalidArgumentError("scape: dense_refresh_interval < 0");
+  if (density_ramp_steps < 0) return absl::InvalidArgumentError("scape: density_ramp_steps < 0");
   if (!(exploration >= 0 && exploration <= 1)) {
     return absl::InvalidArgumentError("scape: exploration must be in [0, 1]");
   }
@@ -44,13 +45,14 @@ absl::Status ScapeConfig::Validate() const {
 
 std::string ScapeConfig::ToString() const {
   return absl::StrFormat(
-      "b1=%.17g b2=%.17g eps=%.17g wd=%.17g d=%.17g warmup=%d refresh_every=%d scope=%d rule=%s off=%d stat=%d "
-      "explore=%.17g forecast=%.17g rho=%.17g refresh=%d lrw=%d catchup=%.17g gen=%d",
+      "b1=%.17g b2=%.17g eps=%.17g wd=%.17g d=%.17g warmup=%d refresh_every=%d ramp=%d scope=%d rule=%s off=%d stat=%d "
+      "explore=%.17g forecast=%.17g rho=%.17g refresh=%d lrw=%d catchup=%.17g decayed=%d gen=%d",
       adams.beta1, adams.beta2, adams.epsilon, adams.weight_decay, density, dense_warmup_steps,
-      dense_refresh_interval,
+      dense_refresh_interval, density_ramp_steps,
       static_cast<int>(scope), RuleName(rule), static_cast<int>(off_mask),
       static_cast<int>(statistic), exploration, forecast, normalizer_beta,
-      static_cast<int>(refresh), lr_weighted ? 1 : 0, catch_up_exponent, generation);
+      static_cast<int>(refresh), lr_weighted ? 1 : 0, catch_up_exponent, decayed_residual ? 1 : 0,
+      generation);
 }
 
 absl::StatusOr<std::unique_ptr<ScapeOptimizer>> ScapeOptimizer::Create(RankGroup* group,
@@ -80,6 +82,15 @@ bool ScapeOptimizer::DenseAt(int64_t step) const {
   if (config_.density >= 1.0 || step < warmup) return true;
   return config_.dense_refresh_interval > 0 &&
          (step - warmup + 1) % config_.dense_refresh_interval == 0;
+}
+
+double ScapeOptimizer::DensityAt(int64_t step) const {
+  const int64_t warmup = std::max<int64_t>(1, config_.dense_warmup_steps);
+  if (config_.density_ramp_steps <= 0 || step - warmup + 1 >= config_.density_ramp_steps) {
+    return config_.density;
+  }
+  const double progress = static_cast<double>(step - warmup + 1) / config_.density_ramp_steps;
+  return std::pow(config_.density, progress);
 }
 
 absl::Status ScapeOptimizer::TakeMask(int64_t step) {
@@ -138,8 +149,12 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
           ? static_cast<float>((1.0 - config_.adams.beta1) * config_.forecast *
                                (lr_weighted ? lr : 1.0) / group_->world_size())
           : 0.0f;
+  const bool decayed = config_.decayed_residual && config_.rule == ScapeRule::kCatchUp;
   if (forecast_share != 0.0f) {
     for (int64_t j = 0; j < n; ++j) residual_[j] += one_minus_b1 * grads[j] - forecast_share * m_[j];
+  } else if (decayed) {
+    const float b1 = static_cast<float>(config_.adams.beta1);
+    for (int64_t j = 0; j < n; ++j) residual_[j] = b1 * residual_[j] + one_minus_b1 * grads[j];
   } else {
     for (int64_t j = 0; j < n; ++j) residual_[j] += one_minus_b1 * grads[j];
   }
@@ -225,11 +240,14 @@ void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
           break;
         }
         case ScapeRule::kCatchUp: {
-          const float g_hat = b / (one_minus_b1 * static_cast<float>(k));
+          const float b1k = static_cast<float>(std::pow(c.adams.beta1, static_cast<double>(k)));
+          // Window mean gradient: b holds (1−β1)·Σg, or with decayed
+          // residuals the EMA share Σ(1−β1)β1^(K−s)g_s = (1−β1^K)·ĝ.
+          const float g_hat = c.decayed_residual ? b / (1.0f - b1k)
+                                                 : b / (one_minus_b1 * static_cast<float>(k));
           const float v = b2 * m * m + (1.0f - b2) * g_hat * g_hat;
           vbar_[j] = t == 0 ? v : rho * vbar_[j] + (1.0f - rho) * v;
-          const float b1k = static_cast<float>(std::pow(c.adams.beta1, static_cast<double>(k)));
-          m = b1k * m + (1.0f - b1k) * g_hat;
+          m = c.decayed_residual ? b1k * m + b : b1k * m + (1.0f - b1k) * g_hat;
           theta *= d;
           const float steps = c.catch_up_exponent == 1.0
                                   ? static_cast<float>(k)
@@ -336,7 +354,7 @@ std::vector<float> ScapeOptimizer::MaskStatisticValues() const {
 std::vector<int64_t> ScapeOptimizer::SelectOwnPart() const {
   const int rank = group_->rank();
   const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
-  const int64_t k = MaskCountForRange(end - begin, config_.density);
+  const int64_t k = MaskCountForRange(end - begin, DensityAt(step_));
   const int64_t k_explore = static_cast<int64_t>(std::floor(config_.exploration * k));
   std::vector<int64_t> chosen = SelectTopK(MaskStatisticValues(), begin, k - k_explore);
   if (k_explore == 0) return chosen;

@@ -62,6 +62,11 @@ struct ScapeConfig {
   // everything (flushing all residuals); 0: never. The scheduler's forced
   // dense refresh steps, made periodic.
   int64_t dense_refresh_interval = 0;
+  // After the warm-up the density falls geometrically from 1 to `density`
+  // over this many steps (d_t = density^((t − warm-up + 1)/ramp)), so the
+  // fast-learning phase right after the warm-up is not cut off at once;
+  // 0: straight to `density`.
+  int64_t density_ramp_steps = 0;
   MaskScope scope = MaskScope::kPartitioned;  // kWholeBuffer: per-rank global top-k baseline
   ScapeRule rule = ScapeRule::kLinearized;
   OffMaskRule off_mask = OffMaskRule::kDecayOnly;
@@ -77,6 +82,11 @@ struct ScapeConfig {
   // kCatchUp: a value covering K steps moves K^catch_up_exponent steps
   // (1: full catch-up; 0.5: damped to the random-walk length).
   double catch_up_exponent = 1.0;
+  // kCatchUp: residuals decay with β1 (e ← β1·e + (1−β1)·g), so the summed
+  // residual is exactly the ranks' share of the first moment built since the
+  // coordinate was last sent, and m ← β1^K·m + b is the dense first moment.
+  // false: plain error-compensated increments, m ← β1^K·m + (1−β1^K)·ĝ.
+  bool decayed_residual = false;
   // kLinearized: residuals accumulate η_t·(1−β1)·g (what the step would have
   // moved), converted back at the current η when sent, so an increment
   // delayed into a lower learning rate still moves as far as it would have.
@@ -135,6 +145,7 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask decay_mask,
                  ParameterPartition partition);
   bool DenseAt(int64_t step) const;
+  double DensityAt(int64_t step) const;
   absl::Status TakeMask(int64_t step);
   void Apply(float* params, int64_t size, double lr, bool dense);
   std::vector<int64_t> SelectOwnPart() const;

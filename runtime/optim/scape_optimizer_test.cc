@@ -138,12 +138,15 @@ TEST(ScapeOptimizerTest, DensityOneIsDenseAdamS) {
   };
   for (Variant v : {Variant{ScapeRule::kReconstructed, 0, false}, Variant{ScapeRule::kCatchUp, 0, false},
                     Variant{ScapeRule::kLinearized, 0, false}, Variant{ScapeRule::kLinearized, 0.5, false},
-                    Variant{ScapeRule::kLinearized, 0.5, true}}) {
+                    Variant{ScapeRule::kLinearized, 0.5, true}, Variant{ScapeRule::kCatchUp, 1, false}}) {
     ScapeConfig c;
     c.density = 1.0;
     c.rule = v.rule;
     c.forecast = v.forecast;
     c.lr_weighted = v.lr_weighted;
+    // (kCatchUp with forecast 1 in this table: decayed residuals.)
+    c.decayed_residual = v.rule == ScapeRule::kCatchUp && v.forecast == 1;
+    if (c.decayed_residual) c.forecast = 0;
     std::vector<RankTrace> scape;
     ASSERT_TRUE(RunRanks(Scape(c), {}, scape).ok());
     double worst = 0.0, moved = 0.0;
