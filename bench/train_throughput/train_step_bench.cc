@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     last_loss = loss->mean();
   }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  const double tokens = double{steps} * batch.rows();
+  const double tokens = static_cast<double>(steps) * batch.rows();
   std::printf(
       "{\"impl\": \"corescape\", \"model\": \"%s\", \"parameters\": %lld, \"batch\": %d, "
       "\"seq\": %d, \"threads\": %d, \"tokens_per_s\": %.1f, \"step_ms\": %.2f, "
