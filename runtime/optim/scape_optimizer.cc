@@ -29,7 +29,7 @@ absl::Status ScapeConfig::Validate() const {
   if (!(exploration >= 0 && exploration <= 1)) {
     return absl::InvalidArgumentError("scape: exploration must be in [0, 1]");
   }
-  if (!(catch_up_exponent >= 0 && catch_up_exponent <= 1)) {
+  if (!(catch_up_exponent >= 0 && catch_up_exponent <= 1) || catch_up_exponent_consistent > 1) {
     return absl::InvalidArgumentError("scape: catch_up_exponent must be in [0, 1]");
   }
   if (!(forecast >= 0 && forecast <= 1)) return absl::InvalidArgumentError("scape: forecast must be in [0, 1]");
@@ -46,12 +46,13 @@ absl::Status ScapeConfig::Validate() const {
 std::string ScapeConfig::ToString() const {
   return absl::StrFormat(
       "b1=%.17g b2=%.17g eps=%.17g wd=%.17g d=%.17g warmup=%d refresh_every=%d ramp=%d scope=%d rule=%s off=%d stat=%d "
-      "explore=%.17g forecast=%.17g rho=%.17g refresh=%d lrw=%d catchup=%.17g decayed=%d gen=%d",
+      "explore=%.17g forecast=%.17g rho=%.17g refresh=%d lrw=%d catchup=%.17g/%.17g decayed=%d gen=%d",
       adams.beta1, adams.beta2, adams.epsilon, adams.weight_decay, density, dense_warmup_steps,
       dense_refresh_interval, density_ramp_steps,
       static_cast<int>(scope), RuleName(rule), static_cast<int>(off_mask),
       static_cast<int>(statistic), exploration, forecast, normalizer_beta,
-      static_cast<int>(refresh), lr_weighted ? 1 : 0, catch_up_exponent, decayed_residual ? 1 : 0,
+      static_cast<int>(refresh), lr_weighted ? 1 : 0, catch_up_exponent,
+      catch_up_exponent_consistent, decayed_residual ? 1 : 0,
       generation);
 }
 
@@ -247,11 +248,17 @@ void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
                                                  : b / (one_minus_b1 * static_cast<float>(k));
           const float v = b2 * m * m + (1.0f - b2) * g_hat * g_hat;
           vbar_[j] = t == 0 ? v : rho * vbar_[j] + (1.0f - rho) * v;
+          double exponent = c.catch_up_exponent;
+          if (c.catch_up_exponent_consistent >= 0 && k > 1) {
+            const double agree = std::max(0.0, double{g_hat} * m) /
+                                 std::max({double{g_hat} * g_hat, double{m} * m, 1e-30});
+            exponent += (c.catch_up_exponent_consistent - c.catch_up_exponent) * agree;
+          }
           m = c.decayed_residual ? b1k * m + b : b1k * m + (1.0f - b1k) * g_hat;
           theta *= d;
-          const float steps = c.catch_up_exponent == 1.0
+          const float steps = exponent == 1.0
                                   ? static_cast<float>(k)
-                                  : static_cast<float>(std::pow(static_cast<double>(k), c.catch_up_exponent));
+                                  : static_cast<float>(std::pow(static_cast<double>(k), exponent));
           theta -= flr * steps * m / (std::sqrt(v) + eps);
           break;
         }

@@ -68,9 +68,9 @@ struct ScapeConfig {
   // 0: straight to `density`.
   int64_t density_ramp_steps = 0;
   MaskScope scope = MaskScope::kPartitioned;  // kWholeBuffer: per-rank global top-k baseline
-  ScapeRule rule = ScapeRule::kLinearized;
+  ScapeRule rule = ScapeRule::kCatchUp;
   OffMaskRule off_mask = OffMaskRule::kDecayOnly;
-  MaskStatistic statistic = MaskStatistic::kNormalizedResidual;
+  MaskStatistic statistic = MaskStatistic::kMomentumPlusScaledResidual;
   // Share of each rank's k given to the coordinates of its range synchronized
   // least recently (starvation guard); the rest go by the statistic.
   double exploration = 0.0;
@@ -81,7 +81,11 @@ struct ScapeConfig {
   double normalizer_beta = 0.95;    // ρ of the smoothed normalizer v̄
   // kCatchUp: a value covering K steps moves K^catch_up_exponent steps
   // (1: full catch-up; 0.5: damped to the random-walk length).
-  double catch_up_exponent = 1.0;
+  double catch_up_exponent = 0.65;
+  // If ≥ 0: the exponent of a coordinate whose window mean ĝ agrees with its
+  // previous m (agreement = max(0, ĝ·m)/max(ĝ², m²) ∈ [0, 1]); the exponent
+  // moves linearly from catch_up_exponent (agreement 0) to this (1).
+  double catch_up_exponent_consistent = -1.0;
   // kCatchUp: residuals decay with β1 (e ← β1·e + (1−β1)·g), so the summed
   // residual is exactly the ranks' share of the first moment built since the
   // coordinate was last sent, and m ← β1^K·m + b is the dense first moment.

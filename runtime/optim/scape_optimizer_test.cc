@@ -114,7 +114,7 @@ Factory Scape(ScapeConfig config) {
   };
 }
 
-ScapeConfig Sparse(double density, ScapeRule rule = ScapeRule::kLinearized) {
+ScapeConfig Sparse(double density, ScapeRule rule = ScapeConfig{}.rule) {
   ScapeConfig c;
   c.density = density;
   c.dense_warmup_steps = 2;
@@ -133,20 +133,19 @@ TEST(ScapeOptimizerTest, DensityOneIsDenseAdamS) {
               }, {}, dense).ok());
   struct Variant {
     ScapeRule rule;
-    double forecast;
-    bool lr_weighted;
+    double forecast = 0;
+    bool lr_weighted = false;
+    bool decayed_residual = false;
   };
-  for (Variant v : {Variant{ScapeRule::kReconstructed, 0, false}, Variant{ScapeRule::kCatchUp, 0, false},
-                    Variant{ScapeRule::kLinearized, 0, false}, Variant{ScapeRule::kLinearized, 0.5, false},
-                    Variant{ScapeRule::kLinearized, 0.5, true}, Variant{ScapeRule::kCatchUp, 1, false}}) {
+  for (Variant v : {Variant{ScapeRule::kReconstructed}, Variant{ScapeRule::kCatchUp},
+                    Variant{ScapeRule::kCatchUp, 0, false, true}, Variant{ScapeRule::kLinearized},
+                    Variant{ScapeRule::kLinearized, 0.5}, Variant{ScapeRule::kLinearized, 0.5, true}}) {
     ScapeConfig c;
     c.density = 1.0;
     c.rule = v.rule;
     c.forecast = v.forecast;
     c.lr_weighted = v.lr_weighted;
-    // (kCatchUp with forecast 1 in this table: decayed residuals.)
-    c.decayed_residual = v.rule == ScapeRule::kCatchUp && v.forecast == 1;
-    if (c.decayed_residual) c.forecast = 0;
+    c.decayed_residual = v.decayed_residual;
     std::vector<RankTrace> scape;
     ASSERT_TRUE(RunRanks(Scape(c), {}, scape).ok());
     double worst = 0.0, moved = 0.0;
@@ -344,6 +343,21 @@ TEST(ScapeOptimizerTest, PeriodicDenseRefreshFlushesEveryResidual) {
   }
 }
 
+TEST(ScapeOptimizerTest, DensityRampFallsGeometricallyToTheTarget) {
+  ScapeConfig c = Sparse(0.01);
+  c.density_ramp_steps = 4;  // warm-up 0, 1; then d^(1/4), d^(2/4), d^(3/4), d, d, ...
+  std::vector<RankTrace> t;
+  ASSERT_TRUE(RunRanks(Scape(c), {}, t).ok());
+  auto partition = ParameterPartition::Balanced(kSize, kRanks);
+  for (size_t s = 2; s < t[0].masks.size(); ++s) {
+    const double density = std::pow(0.01, std::min(1.0, (s - 1) / 4.0));
+    for (int r = 0; r < kRanks; ++r) {
+      EXPECT_EQ(static_cast<int64_t>(t[0].masks[s].parts[r].size()),
+                MaskCountForRange(partition->size(r), density)) << "step " << s;
+    }
+  }
+}
+
 TEST(ScapeOptimizerTest, PerRankGlobalTopKFillsIn) {
   ScapeConfig c = Sparse(0.02);
   c.scope = MaskScope::kWholeBuffer;
@@ -366,7 +380,7 @@ TEST(ScapeOptimizerTest, SparseTrainingStillDescends) {
     for (int64_t j = 0; j < kSize; ++j) l += (0.1 + (j % 13) * 0.2) * (p[j] - 0.3) * (p[j] - 0.3) / 2;
     return l;
   };
-  for (ScapeRule rule : {ScapeRule::kReconstructed, ScapeRule::kLinearized}) {
+  for (ScapeRule rule : {ScapeRule::kReconstructed, ScapeRule::kCatchUp, ScapeRule::kLinearized}) {
     RunOptions options;
     options.steps = 60;
     std::vector<RankTrace> t;

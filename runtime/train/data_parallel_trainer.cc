@@ -148,11 +148,8 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     scape.density = config.scape.density;
     scape.dense_warmup_steps = std::max<int64_t>(1, config.scape.dense_warmup_steps);
     scape.generation = config.generation;
-    // The best formulation measured so far (docs/scape.md, 4 ranks, tiny on
-    // fortunes): catch-up with a damped exponent, mask by |β1·m + P·e|.
-    scape.rule = optim::ScapeRule::kCatchUp;
-    scape.catch_up_exponent = 0.5;
-    scape.statistic = optim::MaskStatistic::kMomentumPlusScaledResidual;
+    // Rule, exponent and mask statistic stay at ScapeConfig's defaults: the
+    // best formulation measured (docs/scape.md).
     auto scape_optimizer = optim::ScapeOptimizer::Create(group, scape, std::move(decay_mask));
     if (!scape_optimizer.ok()) return scape_optimizer.status();
     trainer->dp_optimizer_ = *std::move(scape_optimizer);

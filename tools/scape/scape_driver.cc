@@ -107,7 +107,8 @@ absl::StatusOr<DriverSummary> RunDataParallelTraining(
   if (!config.csv.empty()) {
     csv = std::make_unique<std::ofstream>(config.csv);
     if (!*csv) return absl::InvalidArgumentError(absl::StrCat("cannot write ", config.csv));
-    *csv << "step,train_loss,val_loss,lr,bytes_sent_per_worker,synced_values,dense,elapsed_s\n";
+    *csv << "step,train_loss,val_loss,lr,bytes_sent_per_worker,synced_values,dense,"
+            "mask_part_bytes,mask_encoding,elapsed_s\n";
   }
 
   DriverSummary summary;
@@ -199,6 +200,8 @@ absl::StatusOr<DriverSummary> RunDataParallelTraining(
         r.lr = lr;
         r.synced_values = stats.synced_values;
         r.dense = stats.dense;
+        r.mask_part_bytes = stats.mask_part_bytes;
+        r.mask_encoding = stats.mask_part_bytes > 0 ? optim::MaskEncodingName(stats.mask_encoding) : "";
         r.elapsed = absl::ToDoubleSeconds(absl::Now() - start);
         if (val >= 0) summary.final_val_loss = val;
       }
@@ -215,8 +218,8 @@ absl::StatusOr<DriverSummary> RunDataParallelTraining(
           *csv << r.step << "," << absl::StrFormat("%.6f", r.train_loss) << ","
                << (r.val_loss >= 0 ? absl::StrFormat("%.6f", r.val_loss) : "") << ","
                << absl::StrFormat("%.6g", r.lr) << "," << absl::StrFormat("%.1f", r.bytes_sent)
-               << "," << r.synced_values << "," << (r.dense ? 1 : 0) << ","
-               << absl::StrFormat("%.2f", r.elapsed) << "\n";
+               << "," << r.synced_values << "," << (r.dense ? 1 : 0) << "," << r.mask_part_bytes
+               << "," << r.mask_encoding << "," << absl::StrFormat("%.2f", r.elapsed) << "\n";
           csv->flush();
         }
         if (on_step) on_step(r);

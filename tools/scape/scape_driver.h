@@ -58,6 +58,8 @@ struct StepRecord {
   double bytes_sent = 0;  // mean over ranks, this step
   int64_t synced_values = 0;
   bool dense = true;
+  int64_t mask_part_bytes = 0;  // rank 0's encoded part for the next step (0: none)
+  std::string mask_encoding;    // its encoding
   double elapsed = 0;
 };
 

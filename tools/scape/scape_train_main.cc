@@ -30,14 +30,17 @@ ABSL_FLAG(double, density, 0.01, "SCAPE / top-k density d = 1 − sparsity");
 ABSL_FLAG(int64_t, dense_warmup, 0, "SCAPE: dense steps before the first mask");
 ABSL_FLAG(int64_t, dense_refresh, 0, "SCAPE: a dense step every N steps after the warm-up (0: never)");
 ABSL_FLAG(int64_t, density_ramp, 0, "SCAPE: density falls geometrically from 1 over N steps after the warm-up");
-ABSL_FLAG(std::string, rule, "linearized", "SCAPE: reconstructed | catch-up | linearized");
+ABSL_FLAG(std::string, rule, "catch-up", "SCAPE: reconstructed | catch-up | linearized");
 ABSL_FLAG(std::string, off_mask, "decay", "SCAPE reconstructed: decay | frozen | momentum");
-ABSL_FLAG(std::string, statistic, "normalized-residual",
-          "SCAPE mask statistic: momentum-plus-residual | residual | momentum | normalized-residual");
+ABSL_FLAG(std::string, statistic, "momentum-plus-scaled-residual",
+          "SCAPE mask statistic: momentum-plus-scaled-residual | momentum-plus-residual | residual | "
+          "momentum | normalized-residual");
 ABSL_FLAG(double, exploration, 0.0, "SCAPE: share of k for the least recently synchronized");
 ABSL_FLAG(double, forecast, 0.0, "SCAPE linearized: off-mask momentum forecast φ");
 ABSL_FLAG(double, normalizer_beta, 0.95, "SCAPE linearized: ρ of the smoothed normalizer");
-ABSL_FLAG(double, catch_up_exponent, 1.0, "SCAPE catch-up: a K-step value moves K^this steps");
+ABSL_FLAG(double, catch_up_exponent, 0.65, "SCAPE catch-up: a K-step value moves K^this steps");
+ABSL_FLAG(double, catch_up_exponent_consistent, -1.0,
+          "SCAPE catch-up: exponent for coordinates whose ĝ agrees with m (< 0: off)");
 ABSL_FLAG(bool, decayed_residual, false, "SCAPE catch-up: residuals decay with β1 (exact EMA share)");
 ABSL_FLAG(bool, lr_weighted, false, "SCAPE linearized: residuals carry η·(1−β1)·g");
 ABSL_FLAG(std::string, refresh, "smoothed", "SCAPE linearized: frozen | smoothed | window");
@@ -114,6 +117,7 @@ int main(int argc, char** argv) {
   s.lr_weighted = absl::GetFlag(FLAGS_lr_weighted);
   s.catch_up_exponent = absl::GetFlag(FLAGS_catch_up_exponent);
   s.decayed_residual = absl::GetFlag(FLAGS_decayed_residual);
+  s.catch_up_exponent_consistent = absl::GetFlag(FLAGS_catch_up_exponent_consistent);
   std::string error;
   if (!ParseEnums(s, error)) {
     std::fprintf(stderr, "corescape-scape-train: unknown value %s\n", error.c_str());
