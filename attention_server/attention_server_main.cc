@@ -15,6 +15,7 @@ extern "C" void blas_thread_shutdown_(void);
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "attention_server/server_job_runner.h"
+#include "runtime/attention/wire_format.h"
 #include "runtime/comm/transport.h"
 #include "runtime/control/node_daemon.h"
 
@@ -40,7 +41,8 @@ int main(int argc, char** argv) {
                                   assignment.attention_server_addresses().end());
     options.secret_token = assignment.data_plane_token();
     options.timeout = absl::GetFlag(FLAGS_idle_timeout);
-    options.job_id = absl::StrCat(assignment.job_id(), "/attn");
+    options.job_id = corescape::attention::AttentionCommunicatorId(
+        assignment.job_id(), assignment.attention_epoch());
     return corescape::comm::Communicator::Create(transport.get(), options);
   };
   std::unique_ptr<corescape::attention_server::ServerJobRunner> runner;

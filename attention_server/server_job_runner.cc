@@ -1,6 +1,7 @@
 #include "attention_server/server_job_runner.h"
 
 #include "absl/strings/str_cat.h"
+#include "attention_server/attention_timing_reports.h"
 #include "glog/logging.h"
 #include "runtime/attention/attention_server_session.h"
 
@@ -34,14 +35,18 @@ void ServerJobRunner::Handle(const v1::SchedulerCommand& command, NodeAgent& age
   if (!command.has_assign()) return;
   const v1::JobAssignment& assign = command.assign();
   if (current_ != nullptr && current_->assignment.job_id() == assign.job_id() &&
-      current_->assignment.generation() == assign.generation()) {
+      current_->assignment.generation() == assign.generation() &&
+      current_->assignment.attention_epoch() >= assign.attention_epoch()) {
     return;  // redelivered
   }
+  // A newer generation, or a newer attention epoch of the same one (the job
+  // was re-planned after losing a server): serve it from a fresh session.
   StopCurrent(absl::StrCat("superseded by job ", assign.job_id(), " generation ",
-                           assign.generation()));
+                           assign.generation(), " attention epoch ", assign.attention_epoch()));
   auto run = std::make_unique<Run>();
   run->assignment = assign;
   LOG(INFO) << "job " << assign.job_id() << " generation " << assign.generation()
+            << " attention epoch " << assign.attention_epoch()
             << ": attention server " << assign.rank() - assign.peer_data_addresses_size()
             << " of " << assign.attention_server_addresses_size() << " for "
             << assign.peer_data_addresses_size() << " workers";
@@ -62,6 +67,21 @@ void ServerJobRunner::Serve(Run* run, NodeAgent* agent) {
   }
   const v1::JobAssignment& assignment = run->assignment;
   auto fail = [&](const absl::Status& status) {
+    if (!run->stop) {
+      // The workers abort the session when another server dies; the
+      // scheduler then sends a new attention epoch (which stops this run).
+      // Only a failure nobody re-plans or stops is reported.
+      const absl::Duration timeout =
+          assignment.attention_failover_timeout_ms() > 0
+              ? absl::Milliseconds(assignment.attention_failover_timeout_ms())
+              : absl::Seconds(20);
+      LOG(WARNING) << "attention for job " << assignment.job_id() << " (rank "
+                   << assignment.rank() << ") failed: " << status << "; waiting up to "
+                   << absl::FormatDuration(timeout) << " for a new attention epoch";
+      absl::MutexLock lock(&mu_);
+      auto stopped = [&]() { return run->stop.load(); };
+      mu_.AwaitWithTimeout(absl::Condition(&stopped), timeout);
+    }
     if (run->stop) {
       LOG(INFO) << "attention for job " << assignment.job_id() << " stopped: " << status;
       return;
@@ -74,6 +94,7 @@ void ServerJobRunner::Serve(Run* run, NodeAgent* agent) {
     report->set_generation(assignment.generation());
     report->set_rank(assignment.rank());
     report->set_error(std::string(status.ToString()));
+    report->set_attention_epoch(assignment.attention_epoch());
     agent->Send(std::move(message));
   };
   auto communicator = communicator_factory_(assignment);
@@ -90,6 +111,9 @@ void ServerJobRunner::Serve(Run* run, NodeAgent* agent) {
   options.tolerance = assignment.spec().attention().tolerance();
   options.keep_qkv_for_backward = assignment.spec().attention().keep_qkv_for_backward();
   options.pool = pool_.get();
+  options.on_micro_batch_timing = [&assignment, agent](const attention::MicroBatchTiming& t) {
+    agent->Send(AttentionTimingMessage(assignment, t));
+  };
   attention::AttentionServerSession session(shared.get(), options);
   absl::Status served = session.Serve();
   const attention::ServerSessionStats& stats = session.stats();

@@ -25,8 +25,11 @@ using CommunicatorFactory = std::function<absl::StatusOr<std::unique_ptr<comm::C
 // The attention server's side of a DISAGGREGATED job: on JobAssignment it
 // serves the job's core attention (runtime/attention AttentionServerSession)
 // on a thread until the workers end the job; StopJob or a newer assignment
-// aborts it. A failure is reported like a worker's (JobFailureReport with
-// its attention rank), so the scheduler recovers the job.
+// (a new generation, or a new attention epoch after another server was
+// lost) aborts it. A failed session first waits, bounded, for such a
+// command; only then is it reported like a worker's failure
+// (JobFailureReport with its attention rank), so the scheduler recovers
+// the job.
 class ServerJobRunner {
  public:
   ServerJobRunner(CommunicatorFactory communicator_factory, int threads);

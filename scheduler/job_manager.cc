@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "absl/random/random.h"
@@ -12,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "glog/logging.h"
 #include "scheduler/job_validation.h"
+#include "scheduler/mask_epochs.h"
 
 namespace corescape::scheduler {
 namespace {
@@ -301,6 +303,25 @@ void JobManager::Assign(JobRecord& record, const std::vector<v1::NodeInfo>& node
     }
   }
   job.set_gradient_accumulation(gradient_accumulation);
+  // Attention epochs count re-plans within a generation.
+  job.set_attention_epoch(0);
+  job.set_assigned_attention_servers(static_cast<int32_t>(servers.size()));
+  // SCAPE: every assignment starts a mask epoch (partition map for this
+  // membership); it is persisted with the transition below.
+  std::optional<v1::MaskEpochCommand> mask_epoch;
+  if (UsesMaskEpochs(job.spec().optimizer().name())) {
+    auto next = NextMaskEpoch(job, static_cast<int>(nodes.size()));
+    if (!next.ok()) {
+      LOG(ERROR) << "job " << job.job_id() << ": no mask epoch: " << next.status();
+      job = before;
+      Transition(record, v1::FAILED, absl::StrCat("cannot start a SCAPE mask epoch: ",
+                                                  next.status().message()));
+      return;
+    }
+    mask_epoch = *std::move(next);
+    job.set_mask_epoch(mask_epoch->epoch());
+    job.set_mask_epoch_world_size(mask_epoch->world_size());
+  }
   const std::string reason =
       absl::StrFormat("generation %d on %s%s%s", job.generation(),
                       absl::StrJoin(job.assigned_nodes().begin(),
@@ -343,6 +364,9 @@ void JobManager::Assign(JobRecord& record, const std::vector<v1::NodeInfo>& node
     assign->set_resume_from_step(job.progress().checkpoint_step());
     assign->set_gradient_accumulation(gradient_accumulation);
     assign->set_data_plane_token(record.token);
+    assign->set_attention_failover_timeout_ms(
+        absl::ToInt64Milliseconds(AttentionFailoverTimeout()));
+    if (mask_epoch && rank < workers) *assign->mutable_mask_epoch() = *mask_epoch;
     if (absl::Status s = registry_->Push(node.name(), node.incarnation(), command); !s.ok()) {
       LOG(WARNING) << "cannot deliver assignment to " << node.name() << ": " << s;
     }
@@ -351,7 +375,7 @@ void JobManager::Assign(JobRecord& record, const std::vector<v1::NodeInfo>& node
 
 void JobManager::StopAttentionServers(const JobRecord& record, const std::string& reason) {
   const v1::Job& job = record.job;
-  const int servers = AttentionServersWanted(job.spec());
+  const int servers = AssignedAttentionServers(job);
   for (int rank = job.assigned_nodes_size() - servers; rank < job.assigned_nodes_size();
        ++rank) {
     if (rank < 0) continue;
@@ -365,26 +389,102 @@ void JobManager::StopAttentionServers(const JobRecord& record, const std::string
   }
 }
 
+absl::Duration JobManager::AttentionFailoverTimeout() const {
+  return 2 * registry_->options().lease_ttl;
+}
+
+void JobManager::ReplanAttention(JobRecord& record, const std::vector<LostAttentionServer>& lost,
+                                 const std::map<std::string, v1::NodeInfo>& nodes,
+                                 std::vector<v1::NodeInfo>& spare_servers) {
+  v1::Job& job = record.job;
+  const int servers_before = AssignedAttentionServers(job);
+  const int workers = job.assigned_nodes_size() - servers_before;
+  std::vector<std::string> reasons;
+  for (const LostAttentionServer& l : lost) reasons.push_back(l.why);
+  const std::string what = absl::StrJoin(reasons, "; ");
+  // The workers were checked alive with their incarnations; the survivors
+  // keep their order and replacements follow them.
+  std::vector<v1::NodeInfo> worker_nodes, server_nodes;
+  for (int rank = 0; rank < workers; ++rank) {
+    worker_nodes.push_back(nodes.at(job.assigned_nodes(rank)));
+  }
+  for (int index = 0; index < servers_before; ++index) {
+    const bool gone = std::any_of(lost.begin(), lost.end(),
+                                  [&](const LostAttentionServer& l) { return l.index == index; });
+    if (!gone) server_nodes.push_back(nodes.at(job.assigned_nodes(workers + index)));
+  }
+  const size_t replacements = std::min(lost.size(), spare_servers.size());
+  server_nodes.insert(server_nodes.end(), spare_servers.begin(),
+                      spare_servers.begin() + replacements);
+  if (server_nodes.empty()) {
+    // Nothing to re-plan over: restart from the checkpoint once servers are
+    // back (RECOVERING waits for them), as before attention epochs.
+    StartRecovery(record, absl::StrCat(what, "; no attention server left"));
+    return;
+  }
+  const v1::Job before = job;
+  job.set_attention_epoch(job.attention_epoch() + 1);
+  job.clear_assigned_nodes();
+  job.clear_assigned_incarnations();
+  for (const auto* group : {&worker_nodes, &server_nodes}) {
+    for (const v1::NodeInfo& node : *group) {
+      job.add_assigned_nodes(node.name());
+      job.add_assigned_incarnations(node.incarnation());
+    }
+  }
+  job.set_assigned_attention_servers(static_cast<int32_t>(server_nodes.size()));
+  std::vector<std::string> server_names;
+  for (const v1::NodeInfo& server : server_nodes) server_names.push_back(server.name());
+  const std::string message = absl::StrFormat(
+      "%s; re-planned over %d attention server%s (%s) in attention epoch %d, generation %d "
+      "continues",
+      what, server_nodes.size(), server_nodes.size() == 1 ? "" : "s",
+      absl::StrJoin(server_names, ", "), job.attention_epoch(), job.generation());
+  job.set_state_reason(message);
+  if (!Persist(record).ok()) {
+    job = before;  // retried by the next Reconcile
+    return;
+  }
+  spare_servers.erase(spare_servers.begin(), spare_servers.begin() + replacements);
+  v1::JobEvent event;
+  event.set_attention_epoch(job.attention_epoch());
+  event.set_message(message);
+  AppendEvent(record, std::move(event));
+  events_->Append(v1::ClusterEvent::ATTENTION_REPLANNED, lost.front().name, job.job_id(), message);
+  LOG(INFO) << "job " << job.job_id() << ": " << message;
+  // Workers keep training and rebuild only their attention communicator;
+  // survivors and replacements serve the new epoch.
+  const std::vector<v1::JobAssignment> assignments = AttentionMembershipAssignments(
+      job, record.token, worker_nodes, server_nodes, AttentionFailoverTimeout());
+  for (size_t rank = 0; rank < assignments.size(); ++rank) {
+    const v1::NodeInfo& node =
+        rank < worker_nodes.size() ? worker_nodes[rank] : server_nodes[rank - worker_nodes.size()];
+    v1::SchedulerCommand command;
+    *command.mutable_assign() = assignments[rank];
+    if (absl::Status s = registry_->Push(node.name(), node.incarnation(), command); !s.ok()) {
+      LOG(WARNING) << "cannot deliver attention epoch " << job.attention_epoch() << " to "
+                   << node.name() << ": " << s;
+    }
+  }
+}
+
 void JobManager::Reconcile() {
   absl::MutexLock lock(&mu_);
   // Observed membership.
   std::map<std::string, v1::NodeInfo> nodes;
   for (v1::NodeInfo& node : registry_->List()) nodes[node.name()] = std::move(node);
 
-  // 1. Running jobs whose nodes died or restarted recover.
+  // 1. Running jobs whose workers died or restarted recover; jobs that only
+  //    lost attention servers are re-planned below, without a restart.
   std::set<std::string> busy;
+  std::vector<std::pair<JobRecord*, std::vector<LostAttentionServer>>> replans;
   for (auto& [id, record] : jobs_) {
     v1::Job& job = record.job;
     if (job.state() != v1::RUNNING) continue;
     std::string failure;
-    const int workers = job.assigned_nodes_size() - AttentionServersWanted(job.spec());
-    for (int rank = 0; rank < job.assigned_nodes_size() && failure.empty(); ++rank) {
-      // A dead attention server is handled like a dead worker for now:
-      // the job restarts from its checkpoint on a fresh set of nodes.
-      const std::string who =
-          rank < workers ? absl::StrCat("rank ", rank, " (", job.assigned_nodes(rank), ")")
-                         : absl::StrCat("attention server ", rank - workers, " (",
-                                        job.assigned_nodes(rank), ")");
+    const int workers = job.assigned_nodes_size() - AssignedAttentionServers(job);
+    for (int rank = 0; rank < workers && failure.empty(); ++rank) {
+      const std::string who = absl::StrCat("rank ", rank, " (", job.assigned_nodes(rank), ")");
       auto it = nodes.find(job.assigned_nodes(rank));
       if (it == nodes.end()) {
         failure = absl::StrCat(who, " vanished");
@@ -398,7 +498,33 @@ void JobManager::Reconcile() {
       StartRecovery(record, failure);
       continue;
     }
-    for (const std::string& name : job.assigned_nodes()) busy.insert(name);
+    std::vector<LostAttentionServer> lost = FindLostAttentionServers(job, nodes);
+    for (int rank = 0; rank < job.assigned_nodes_size(); ++rank) {
+      const bool gone = std::any_of(lost.begin(), lost.end(), [&](const LostAttentionServer& l) {
+        return workers + l.index == rank;
+      });
+      if (!gone) busy.insert(job.assigned_nodes(rank));
+    }
+    if (!lost.empty()) replans.emplace_back(&record, std::move(lost));
+  }
+  // Free healthy servers replace lost ones (a restarted server can rejoin
+  // as its own replacement).
+  std::vector<v1::NodeInfo> spare_servers;
+  for (const auto& [name, node] : nodes) {
+    if (node.state() == v1::ALIVE && node.role() == v1::ATTENTION_SERVER && !busy.count(name)) {
+      spare_servers.push_back(node);
+    }
+  }
+  for (auto& [record, lost] : replans) {
+    ReplanAttention(*record, lost, nodes, spare_servers);
+    const bool running = record->job.state() == v1::RUNNING;
+    for (const std::string& name : record->job.assigned_nodes()) {
+      if (running) {
+        busy.insert(name);
+      } else {
+        busy.erase(name);  // recovering: its nodes are free again, as above
+      }
+    }
   }
 
   // 2. Place waiting jobs, oldest first, on free healthy workers (gang).
@@ -530,8 +656,9 @@ void JobManager::OnJobFailure(const std::string& node, uint64_t incarnation,
   absl::MutexLock lock(&mu_);
   JobRecord* record = Find(report.job_id());
   if (record == nullptr || record->job.state() != v1::RUNNING ||
-      report.generation() != record->job.generation()) {
-    return;
+      report.generation() != record->job.generation() ||
+      report.attention_epoch() < record->job.attention_epoch()) {
+    return;  // stale: an old generation, or an attention epoch already re-planned
   }
   StartRecovery(*record, absl::StrCat("rank ", report.rank(), " (", node, ") failed: ",
                                       report.error().substr(0, 512)));

@@ -13,6 +13,7 @@
 #include "corescape/v1/job.pb.h"
 #include "corescape/v1/node.pb.h"
 #include "runtime/base/clock.h"
+#include "scheduler/attention_failover.h"
 #include "scheduler/event_log.h"
 #include "scheduler/node_registry.h"
 #include "scheduler/state_store.h"
@@ -42,7 +43,8 @@ class NodeReportSink {
 // every transition written to the store before it is acknowledged or acted
 // on. Reconcile() compares desired with observed state (job placements vs
 // node liveness and incarnations) and acts; the scheduler calls it
-// periodically.
+// periodically. A dead worker means recovery; a DISAGGREGATED job that only
+// lost attention servers stays RUNNING, re-planned in a new attention epoch.
 class JobManager : public NodeReportSink {
  public:
   JobManager(const Clock* clock, StateStore* store, EventLog* events,
@@ -93,6 +95,17 @@ class JobManager : public NodeReportSink {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopAttentionServers(const JobRecord& record, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A RUNNING DISAGGREGATED job lost attention servers (its workers are
+  // fine): a new attention epoch over the survivors plus replacements taken
+  // from `spare_servers`, recorded, then re-sent to every worker and server.
+  // No servers left: recovery from the checkpoint, as for a dead worker.
+  void ReplanAttention(JobRecord& record, const std::vector<LostAttentionServer>& lost,
+                       const std::map<std::string, v1::NodeInfo>& nodes,
+                       std::vector<v1::NodeInfo>& spare_servers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How long a participant whose attention failed waits for the re-plan:
+  // the scheduler notices a dead server within a lease.
+  absl::Duration AttentionFailoverTimeout() const;
   // attention.attention_servers for DISAGGREGATED jobs, else 0.
   static int AttentionServersWanted(const v1::JobSpec& spec);
   void StopNodes(const JobRecord& record, const std::string& reason)

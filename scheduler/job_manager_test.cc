@@ -360,7 +360,14 @@ TEST_F(JobManagerTest, DisaggregatedJobGangPlacesAttentionServers) {
   EXPECT_EQ(StateOf(colocated->job_id()), v1::RUNNING);
   EXPECT_EQ(jobs_->Get(colocated->job_id())->assigned_nodes_size(), 1);
 
-  // A dead attention server: recovery, as for a dead worker.
+  // A dead attention server: no recovery. The job stays RUNNING in the same
+  // generation, re-planned over the server it has left (attention epoch 1).
+  const std::string rank0 = running.assigned_nodes(0);
+  const uint64_t inc0 = rank0 == "w0" ? w0 : w1;
+  Report(rank0, inc0, running, 0, 1, /*checkpoint=*/1);
+  Commands("w0", w0);
+  Commands("w1", w1);
+  Commands("a1", a1);
   clock_.Advance(absl::Seconds(6));
   for (auto [name, inc] : {std::pair<std::string, uint64_t>{"w0", w0}, {"w1", w1}, {"w2", w2}, {"a1", a1}}) {
     ASSERT_TRUE(registry_->Renew(name, inc).ok());
@@ -368,29 +375,166 @@ TEST_F(JobManagerTest, DisaggregatedJobGangPlacesAttentionServers) {
   clock_.Advance(absl::Seconds(6));
   registry_->ExpireLeases();
   jobs_->Reconcile();
-  v1::Job recovering = *jobs_->Get(job->job_id());
-  EXPECT_EQ(recovering.state(), v1::RECOVERING);
-  EXPECT_NE(recovering.state_reason().find("attention server 0 (a0) is DEAD"), std::string::npos)
-      << recovering.state_reason();
-  auto stop = Commands("a1", a1);
-  ASSERT_FALSE(stop.empty());
-  EXPECT_TRUE(stop[0].has_stop_job());
+  v1::Job replanned = *jobs_->Get(job->job_id());
+  EXPECT_EQ(replanned.state(), v1::RUNNING) << replanned.state_reason();
+  EXPECT_EQ(replanned.generation(), 1u);
+  EXPECT_EQ(replanned.recoveries(), 0);
+  EXPECT_EQ(replanned.attention_epoch(), 1u);
+  EXPECT_EQ(replanned.assigned_attention_servers(), 1);
+  ASSERT_EQ(replanned.assigned_nodes_size(), 3);
+  EXPECT_EQ(replanned.assigned_nodes(0), running.assigned_nodes(0));
+  EXPECT_EQ(replanned.assigned_nodes(1), running.assigned_nodes(1));
+  EXPECT_EQ(replanned.assigned_nodes(2), "a1");
+  EXPECT_NE(replanned.state_reason().find("attention server 0 (a0) is DEAD; re-planned over 1 "
+                                          "attention server (a1) in attention epoch 1"),
+            std::string::npos)
+      << replanned.state_reason();
+  // Every worker and the surviving server get the new membership; a1 is now
+  // attention rank W + 0.
+  for (auto [name, inc] : {std::pair<std::string, uint64_t>{"w0", w0}, {"w1", w1}}) {
+    auto commands = Commands(name, inc);
+    ASSERT_EQ(commands.size(), 1u) << name;
+    const v1::JobAssignment& assign = commands[0].assign();
+    EXPECT_EQ(assign.generation(), 1u);
+    EXPECT_EQ(assign.attention_epoch(), 1u);
+    EXPECT_EQ(assign.world_size(), 2);
+    EXPECT_EQ(assign.rank(), name == rank0 ? 0 : 1);
+    ASSERT_EQ(assign.attention_server_addresses_size(), 1);
+    EXPECT_EQ(assign.attention_server_addresses(0), "127.0.0.1:8000-a1");
+    EXPECT_EQ(assign.attention_failover_timeout_ms(), 20000);  // 2 leases
+  }
+  auto survivor = Commands("a1", a1);
+  ASSERT_EQ(survivor.size(), 1u);
+  EXPECT_EQ(survivor[0].assign().rank(), 2);
+  EXPECT_EQ(survivor[0].assign().world_size(), 3);
+  EXPECT_EQ(survivor[0].assign().attention_epoch(), 1u);
+  // The job's events say so, and show no recovery.
+  auto events = jobs_->EventsAfter(job->job_id(), 0);
+  ASSERT_TRUE(events.ok());
+  int replans = 0;
+  for (const v1::JobEvent& e : *events) {
+    if (e.body_case() == v1::JobEvent::kAttentionEpoch) {
+      ++replans;
+      EXPECT_EQ(e.attention_epoch(), 1u);
+      EXPECT_NE(e.message().find("a0"), std::string::npos) << e.message();
+    }
+    if (e.body_case() == v1::JobEvent::kState) EXPECT_NE(e.state(), v1::RECOVERING);
+  }
+  EXPECT_EQ(replans, 1);
+  // The re-plan is durable.
+  Restart();
+  EXPECT_EQ(jobs_->Get(job->job_id())->attention_epoch(), 1u);
+  EXPECT_EQ(jobs_->Get(job->job_id())->assigned_attention_servers(), 1);
 
-  // It comes back: the job re-forms, and on success the servers are told.
+  // A failure report from the old epoch is stale; progress goes on.
+  v1::JobFailureReport stale;
+  stale.set_job_id(job->job_id());
+  stale.set_generation(1);
+  stale.set_rank(1);
+  stale.set_attention_epoch(0);
+  stale.set_error("attention server rank 2 failed");
+  jobs_->OnJobFailure(replanned.assigned_nodes(1), rank0 == "w0" ? w1 : w0, stale);
+  EXPECT_EQ(StateOf(job->job_id()), v1::RUNNING);
+
+  // a0 comes back: it is free (the job does not grow back), and on success
+  // only the job's current server is told.
   const uint64_t a0_back = AddWorker("a0", v1::ATTENTION_SERVER);
+  jobs_->Reconcile();
+  EXPECT_TRUE(Commands("a0", a0_back).empty());
+  for (int step = 2; step <= 10; ++step) Report(rank0, inc0, replanned, 0, step);
+  EXPECT_EQ(StateOf(job->job_id()), v1::SUCCEEDED);
+  auto done = Commands("a1", a1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].has_stop_job());
+  EXPECT_EQ(done[0].stop_job().generation(), 1u);
+  EXPECT_TRUE(Commands("a0", a0_back).empty());
+}
+
+// Lost servers are replaced by free ones (a restarted server by itself); a
+// failure reported in the current epoch is real; losing the last server with
+// no spare restarts the job from its checkpoint (RECOVERING waits for
+// servers), as before attention epochs.
+TEST_F(JobManagerTest, LostAttentionServersAreReplacedThenLastLossRecovers) {
+  const uint64_t w0 = AddWorker("w0");
+  v1::SubmitJobRequest request = Spec(1);
+  request.mutable_spec()->mutable_attention()->set_mode(v1::DISAGGREGATED);
+  request.mutable_spec()->mutable_attention()->set_attention_servers(1);
+  auto job = jobs_->Submit(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const uint64_t a0 = AddWorker("a0", v1::ATTENTION_SERVER);
+  jobs_->Reconcile();
+  v1::Job running = *jobs_->Get(job->job_id());
+  ASSERT_EQ(running.state(), v1::RUNNING);
+  EXPECT_EQ(running.attention_epoch(), 0u);
+  EXPECT_EQ(running.assigned_attention_servers(), 1);
+  Report("w0", w0, running, 0, 2, /*checkpoint=*/2);
+  Commands("w0", w0);
+  Commands("a0", a0);
+
+  // a0 restarts (a new incarnation) while a spare b0 waits: spares are
+  // taken in name order, so the restarted a0 rejoins as its own replacement.
+  const uint64_t b0 = AddWorker("b0", v1::ATTENTION_SERVER);
+  const uint64_t a0_new = AddWorker("a0", v1::ATTENTION_SERVER);
+  jobs_->Reconcile();
+  v1::Job replaced = *jobs_->Get(job->job_id());
+  ASSERT_EQ(replaced.state(), v1::RUNNING) << replaced.state_reason();
+  EXPECT_EQ(replaced.generation(), 1u);
+  EXPECT_EQ(replaced.attention_epoch(), 1u);
+  ASSERT_EQ(replaced.assigned_nodes_size(), 2);
+  EXPECT_EQ(replaced.assigned_nodes(1), "a0");  // the restarted a0 rejoins (ALIVE, free)
+  EXPECT_EQ(replaced.assigned_incarnations(1), a0_new);
+  EXPECT_NE(replaced.state_reason().find("attention server 0 (a0) restarted"), std::string::npos)
+      << replaced.state_reason();
+  auto worker = Commands("w0", w0);
+  ASSERT_EQ(worker.size(), 1u);
+  EXPECT_EQ(worker[0].assign().attention_epoch(), 1u);
+  EXPECT_EQ(worker[0].assign().attention_server_addresses(0), "127.0.0.1:8000-a0");
+  auto server = Commands("a0", a0_new);
+  ASSERT_EQ(server.size(), 1u);
+  EXPECT_EQ(server[0].assign().rank(), 1);
+  EXPECT_EQ(server[0].assign().attention_epoch(), 1u);
+  EXPECT_TRUE(Commands("b0", b0).empty());
+
+  // The new a0 deregisters: b0, the free one, replaces it (epoch 2).
+  ASSERT_TRUE(registry_->Deregister("a0", a0_new, "test").ok());
   jobs_->Reconcile();
   v1::Job again = *jobs_->Get(job->job_id());
   ASSERT_EQ(again.state(), v1::RUNNING) << again.state_reason();
-  EXPECT_EQ(again.generation(), 2u);
-  Commands("a0", a0_back);
-  Commands("a1", a1);
-  const std::string rank0 = again.assigned_nodes(0);
-  for (int step = 1; step <= 10; ++step) Report(rank0, rank0 == "w0" ? w0 : w1, again, 0, step);
-  EXPECT_EQ(StateOf(job->job_id()), v1::SUCCEEDED);
-  auto done = Commands("a0", a0_back);
-  ASSERT_EQ(done.size(), 1u);
-  EXPECT_TRUE(done[0].has_stop_job());
-  EXPECT_EQ(done[0].stop_job().generation(), 2u);
+  EXPECT_EQ(again.attention_epoch(), 2u);
+  EXPECT_EQ(again.assigned_nodes(1), "b0");
+  ASSERT_EQ(Commands("b0", b0).size(), 1u);
+
+  // A failure in the current epoch is real: recovery, epochs start over.
+  v1::JobFailureReport failure;
+  failure.set_job_id(job->job_id());
+  failure.set_generation(1);
+  failure.set_rank(1);
+  failure.set_attention_epoch(2);
+  failure.set_error("kernel failed");
+  jobs_->OnJobFailure("b0", b0, failure);
+  EXPECT_EQ(StateOf(job->job_id()), v1::RECOVERING);
+  jobs_->Reconcile();
+  v1::Job regenerated = *jobs_->Get(job->job_id());
+  ASSERT_EQ(regenerated.state(), v1::RUNNING) << regenerated.state_reason();
+  EXPECT_EQ(regenerated.generation(), 2u);
+  EXPECT_EQ(regenerated.attention_epoch(), 0u);
+  Commands("w0", w0);
+  Commands("b0", b0);
+
+  // The last server dies with no spare: recovery from the checkpoint.
+  ASSERT_TRUE(registry_->Deregister("b0", b0, "test").ok());
+  jobs_->Reconcile();
+  v1::Job recovering = *jobs_->Get(job->job_id());
+  EXPECT_EQ(recovering.state(), v1::RECOVERING);
+  EXPECT_EQ(recovering.recoveries(), 2);
+  EXPECT_NE(recovering.state_reason().find("attention server 0 (b0) is DEREGISTERED; no "
+                                           "attention server left; restarting from checkpoint "
+                                           "step 2"),
+            std::string::npos)
+      << recovering.state_reason();
+  auto stop = Commands("w0", w0);
+  ASSERT_FALSE(stop.empty());
+  EXPECT_TRUE(stop[0].has_stop_job());
 }
 
 }  // namespace

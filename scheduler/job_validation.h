@@ -1,10 +1,16 @@
 #ifndef CORESCAPE_SCHEDULER_JOB_VALIDATION_H_
 #define CORESCAPE_SCHEDULER_JOB_VALIDATION_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "corescape/v1/job.pb.h"
 
 namespace corescape::scheduler {
+
+// Optimizers whose masks follow the scheduler's mask epochs (SCAPE and its
+// per-rank global top-k baseline).
+bool UsesMaskEpochs(const std::string& optimizer);
 
 // The most workers one job may ask for: a typo guard ("more workers than can
 // ever exist"), far above anything this scheduler has been run with.

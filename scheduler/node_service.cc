@@ -8,6 +8,25 @@
 #include "scheduler/status_conversion.h"
 
 namespace corescape::scheduler {
+namespace {
+
+// A refused report is the node's problem, not the session's: log it (rate
+// limited, a node repeats its mistakes every step) and keep the session.
+void RouteAttentionReport(AttentionReportSink& sink, const std::string& node,
+                          uint64_t incarnation, const v1::NodeMessage& message) {
+  absl::Status status;
+  if (message.has_attention_demand()) {
+    status = sink.OnAttentionDemand(node, incarnation, message.attention_demand());
+  } else if (message.has_attention_timing()) {
+    status = sink.OnAttentionTiming(node, incarnation, message.attention_timing());
+  }
+  if (!status.ok()) {
+    LOG_EVERY_N(WARNING, 50) << "attention report from " << node << " refused: " << status
+                             << " (every 50th shown)";
+  }
+}
+
+}  // namespace
 
 grpc::Status NodeServiceImpl::Register(grpc::ServerContext* context,
                                        const v1::RegisterRequest* request,
@@ -63,6 +82,9 @@ grpc::Status NodeServiceImpl::Session(
         reports_->OnStepReport(name, incarnation, message.step_report());
       } else if (reports_ != nullptr && message.has_job_failure()) {
         reports_->OnJobFailure(name, incarnation, message.job_failure());
+      }
+      if (attention_reports_ != nullptr) {
+        RouteAttentionReport(*attention_reports_, name, incarnation, message);
       }
       if (message.has_heartbeat()) {
         v1::SchedulerCommand command;

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "corescape/v1/node.grpc.pb.h"
+#include "scheduler/attention_planning.h"
 #include "scheduler/job_manager.h"
 #include "scheduler/node_registry.h"
 
@@ -13,9 +14,12 @@ namespace corescape::scheduler {
 // renewals in, lease grants and commands out), deregistration.
 class NodeServiceImpl final : public v1::NodeService::Service {
  public:
-  // `reports` receives step and failure reports from sessions (may be null).
-  NodeServiceImpl(NodeRegistry* registry, NodeReportSink* reports)
-      : registry_(registry), reports_(reports) {}
+  // `reports` receives step and failure reports from sessions,
+  // `attention_reports` attention demands and task timings (either may be
+  // null).
+  NodeServiceImpl(NodeRegistry* registry, NodeReportSink* reports,
+                  AttentionReportSink* attention_reports = nullptr)
+      : registry_(registry), reports_(reports), attention_reports_(attention_reports) {}
 
   grpc::Status Register(grpc::ServerContext* context,
                         const v1::RegisterRequest* request,
@@ -35,6 +39,7 @@ class NodeServiceImpl final : public v1::NodeService::Service {
  private:
   NodeRegistry* registry_;
   NodeReportSink* reports_;
+  AttentionReportSink* attention_reports_;
   std::atomic<bool> shutting_down_{false};
 };
 

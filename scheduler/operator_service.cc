@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_format.h"
 #include "scheduler/request_validation.h"
 #include "scheduler/status_conversion.h"
 
@@ -92,15 +93,34 @@ grpc::Status OperatorServiceImpl::WatchEvents(
 grpc::Status OperatorServiceImpl::Rebalance(grpc::ServerContext* context,
                                             const v1::RebalanceRequest* request,
                                             v1::RebalanceResponse* response) {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                      "Rebalance: core-attention planning is not in this build yet");
+  if (attention_planning_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "Rebalance: this scheduler does no core-attention planning");
+  }
+  auto plans = attention_planning_->Rebalance(request->job_id());
+  if (!plans.ok()) return ToGrpcStatus(plans.status());
+  for (v1::AttentionPlan& plan : *plans) {
+    events_->Append(v1::ClusterEvent::ATTENTION_REPLANNED, "", plan.job_id(),
+                    absl::StrFormat("step %d re-planned over %d attention servers: "
+                                    "imbalance %.3f, %d bytes moved",
+                                    plan.step(), plan.server_names_size(), plan.imbalance(),
+                                    plan.bytes_moved()));
+    *response->add_plans() = std::move(plan);
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status OperatorServiceImpl::GetAttentionPlan(
     grpc::ServerContext* context, const v1::GetAttentionPlanRequest* request,
     v1::GetAttentionPlanResponse* response) {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                      "GetAttentionPlan: core-attention planning is not in this build yet");
+  if (attention_planning_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "GetAttentionPlan: this scheduler does no core-attention planning");
+  }
+  auto plan = attention_planning_->LatestPlan(request->job_id());
+  if (!plan.ok()) return ToGrpcStatus(plan.status());
+  *response->mutable_plan() = *std::move(plan);
+  return grpc::Status::OK;
 }
 
 }  // namespace corescape::scheduler

@@ -5,6 +5,7 @@
 
 #include "absl/time/time.h"
 #include "corescape/v1/operator.grpc.pb.h"
+#include "scheduler/attention_planning.h"
 #include "scheduler/event_log.h"
 #include "scheduler/job_manager.h"
 #include "scheduler/node_registry.h"
@@ -14,11 +15,15 @@ namespace corescape::scheduler {
 // corescape.v1.OperatorService: what the CLI and dashboards call.
 class OperatorServiceImpl final : public v1::OperatorService::Service {
  public:
+  // `attention_planning` may be null: GetAttentionPlan and Rebalance then
+  // answer UNIMPLEMENTED.
   OperatorServiceImpl(NodeRegistry* registry, EventLog* events, JobManager* jobs,
-                      std::string version, absl::Time started)
+                      std::string version, absl::Time started,
+                      AttentionPlanning* attention_planning = nullptr)
       : registry_(registry),
         events_(events),
         jobs_(jobs),
+        attention_planning_(attention_planning),
         version_(std::move(version)),
         started_(started) {}
 
@@ -45,6 +50,7 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
   NodeRegistry* registry_;
   EventLog* events_;
   JobManager* jobs_;
+  AttentionPlanning* attention_planning_;
   const std::string version_;
   const absl::Time started_;
 };

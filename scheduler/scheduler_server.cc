@@ -50,11 +50,17 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->jobs_ = std::make_unique<JobManager>(clock, server->store_.get(),
                                                server->events_.get(), server->registry_.get());
   if (absl::Status s = server->jobs_->Load(); !s.ok()) return s;
-  server->node_service_ =
-      std::make_unique<NodeServiceImpl>(server->registry_.get(), server->jobs_.get());
+  server->attention_planning_ = std::make_unique<AttentionPlanning>(
+      [jobs = server->jobs_.get()](const std::string& id) { return jobs->Get(id); },
+      [registry = server->registry_.get()](const std::string& name) {
+        return registry->Get(name);
+      },
+      clock);
+  server->node_service_ = std::make_unique<NodeServiceImpl>(
+      server->registry_.get(), server->jobs_.get(), server->attention_planning_.get());
   server->operator_service_ = std::make_unique<OperatorServiceImpl>(
       server->registry_.get(), server->events_.get(), server->jobs_.get(), config.version,
-      clock->Now());
+      clock->Now(), server->attention_planning_.get());
   server->job_service_ = std::make_unique<JobServiceImpl>(server->jobs_.get());
 
   grpc::EnableDefaultHealthCheckService(true);

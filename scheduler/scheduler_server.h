@@ -12,6 +12,7 @@
 #include "corescape/v1/job.grpc.pb.h"
 #include "grpcpp/server.h"
 #include "runtime/base/clock.h"
+#include "scheduler/attention_planning.h"
 #include "scheduler/event_log.h"
 #include "scheduler/job_manager.h"
 #include "scheduler/job_service.h"
@@ -57,6 +58,7 @@ class SchedulerServer {
   std::unique_ptr<NodeServiceImpl> node_service_;
   std::unique_ptr<OperatorServiceImpl> operator_service_;
   std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<AttentionPlanning> attention_planning_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<grpc::Server> server_;
   std::string bound_address_;

@@ -1,8 +1,11 @@
 """Core-attention disaggregation end to end on real processes: DISAGGREGATED
 jobs train on 2 workers whose core attention runs on 1 or 2 attention-server
-daemons, and end with the loss of the same job COLOCATED."""
+daemons, and end with the loss of the same job COLOCATED — also when one of
+the servers is killed mid-job (re-planned over the other, no restart)."""
 
+import json
 import os
+import signal
 import unittest
 
 import cluster_harness as harness
@@ -33,16 +36,74 @@ class DisaggregationEndToEndTest(unittest.TestCase):
         self.cluster.start_node(name, binary, ["--threads=1"] + (
             ["--collective_timeout=10s"] if binary == harness.WORKER else []))
 
-    def train(self, name, mode, servers=0, keep=True):
-        s = spec(name, steps=STEPS, eval_interval=10)
+    def job_spec(self, name, mode, servers=0, keep=True, steps=STEPS, **kwargs):
+        s = spec(name, steps=steps, eval_interval=10, **kwargs)
         s.placement.workers = 2
         s.attention.mode = mode
         s.attention.attention_servers = servers
         s.attention.keep_qkv_for_backward = keep
-        job_id = self.jobs.run(s)
+        return s
+
+    def train(self, name, mode, servers=0, keep=True, steps=STEPS):
+        job_id = self.jobs.run(self.job_spec(name, mode, servers, keep, steps))
         job = self.jobs.wait_state(job_id, FINAL, timeout=120)
         self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
         return job
+
+    def cli_json(self, *args):
+        result = self.cluster.cli(*args, "--json", "--scheduler", self.address,
+                                  "--rpc-timeout", "15")
+        return json.loads(result.stdout)
+
+    def check_attention_plans(self, colocated, job):
+        """The scheduler planned every step of `job` (2 servers) from the
+        workers' demands, weighted by the servers' timings; `corescape plan`
+        and `corescape rebalance` show it."""
+        harness.wait_for(lambda: self.cli_json("plan", job.job_id)["step"] == STEPS, 10,
+                         f"the plan of step {STEPS}")
+        plan = self.cli_json("plan", job.job_id)
+        print(f"plan of {job.job_id} step {plan['step']}: imbalance {plan['imbalance']:.4f}, "
+              f"{plan['bytes_moved']} bytes moved, servers " + ", ".join(
+                  f"{s['name']} weight {s['speed_weight']:.3f} share {s['share']:.3f}"
+                  for s in plan["servers"]), flush=True)
+        self.assertEqual(plan["generation"], job.generation)
+        self.assertEqual(sorted(s["name"] for s in plan["servers"]), ["attn-0", "attn-1"])
+        self.assertEqual(plan["excluded_servers"], [])
+        for server in plan["servers"]:
+            self.assertGreater(server["cost"], 0, server)
+            self.assertGreater(server["tasks"], 0, server)
+            self.assertGreater(server["measured_speed"], 0, f"no timings from {server['name']}")
+        weights = [s["speed_weight"] for s in plan["servers"]]
+        self.assertAlmostEqual(sum(weights) / len(weights), 1.0, places=6)
+        self.assertLessEqual(plan["imbalance"], 1 + plan["tolerance"] + 0.02)
+        self.assertEqual(len(plan["worker_tokens"]), 2)
+        self.assertTrue(all(tokens > 0 for tokens in plan["worker_tokens"]))
+
+        table = self.cluster.cli("plan", job.job_id, "--scheduler", self.address).stdout
+        self.assertIn("Imbalance:", table)
+        self.assertRegex(table, r"(?m)^attn-0 ")
+
+        rebalanced = self.cli_json("rebalance", job.job_id)
+        self.assertEqual(len(rebalanced), 1)
+        self.assertEqual(rebalanced[0]["step"], STEPS)
+        self.assertGreaterEqual(rebalanced[0]["planned_unix_ms"], plan["planned_unix_ms"])
+        self.assertLessEqual(rebalanced[0]["imbalance"], 1 + plan["tolerance"] + 0.02)
+        self.assertTrue(all(s["cost"] > 0 for s in rebalanced[0]["servers"]))
+        self.assertEqual(self.cli_json("plan", job.job_id)["planned_unix_ms"],
+                         rebalanced[0]["planned_unix_ms"])
+        self.assertEqual(self.cli_json("rebalance"), [], "no job is running any more")
+        events = self.cli_json("status")["recent_events"]
+        self.assertTrue(any(e["kind"] == "ATTENTION_REPLANNED" and e["job_id"] == job.job_id
+                            for e in events), events)
+
+        # A COLOCATED job has no plan: exit 1 with the reason; unknown: 4.
+        result = self.cluster.cli("plan", colocated.job_id, "--scheduler", self.address,
+                                  check=False)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn("COLOCATED", result.stderr)
+        result = self.cluster.cli("plan", "job-nosuch", "--scheduler", self.address,
+                                  check=False)
+        self.assertEqual(result.returncode, 4, result.stderr)
 
     def test_disaggregated_jobs_match_colocated(self):
         for name in ("worker-0", "worker-1"):
@@ -75,6 +136,63 @@ class DisaggregationEndToEndTest(unittest.TestCase):
             log = self.cluster.nodes[name].log()
             self.assertIn(f"attention for job {two.job_id} done: the workers finished", log)
             self.assertNotIn("failed", log)
+        self.check_attention_plans(colocated, two)
+
+    def test_killed_attention_server_costs_a_step_not_a_restart(self):
+        for name in ("worker-0", "worker-1"):
+            self.start(name, harness.WORKER)
+        for name in ("attn-0", "attn-1"):
+            self.start(name, harness.ATTENTION_SERVER)
+        self.cluster.wait_for_states({"worker-0": "ALIVE", "worker-1": "ALIVE",
+                                      "attn-0": "ALIVE", "attn-1": "ALIVE"}, timeout=20)
+        steps = 30
+        colocated = self.train("colocated", job_pb2.COLOCATED, steps=steps)
+
+        # Checkpoints on, so a restart from one would be possible (and seen).
+        checkpoints = os.path.join(self.cluster.workdir, "ckpt")
+        job_id = self.jobs.run(self.job_spec(
+            "failover", job_pb2.DISAGGREGATED, servers=2, steps=steps,
+            checkpoint_dir=checkpoints, checkpoint_interval=5))
+        harness.wait_for(lambda: self.jobs.job(job_id).progress.step >= 7, 120, "step 7",
+                         interval=0.02)
+        running = self.jobs.job(job_id)
+        # Server 0: the survivor's attention rank changes too (W + 1 → W + 0).
+        victim, survivor = running.assigned_nodes[2], running.assigned_nodes[3]
+        self.cluster.nodes[victim].kill(signal.SIGKILL)
+
+        job = self.jobs.wait_state(job_id, FINAL, timeout=120)
+        self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
+        # Same generation, no recovery; re-planned over the survivor.
+        self.assertEqual(job.generation, 1)
+        self.assertEqual(job.recoveries, 0)
+        self.assertEqual(job.attention_epoch, 1)
+        self.assertEqual(list(job.assigned_nodes), list(running.assigned_nodes[:2]) + [survivor])
+        events = list(self.jobs.watch(job_pb2.WatchJobRequest(job_id=job_id), timeout=30))
+        replans = [e for e in events if e.WhichOneof("body") == "attention_epoch"]
+        self.assertEqual(len(replans), 1, [e.message for e in replans])
+        self.assertIn(f"attention server 0 ({victim}) is DEAD", replans[0].message)
+        self.assertIn(f"re-planned over 1 attention server ({survivor})", replans[0].message)
+        states = [e.state for e in events if e.WhichOneof("body") == "state"]
+        self.assertEqual(states, [job_pb2.PENDING, job_pb2.RUNNING, job_pb2.SUCCEEDED])
+        # Every step reported once, in order: the failed one was redone, not skipped.
+        progress = [e.progress.step for e in events if e.WhichOneof("body") == "progress"]
+        self.assertEqual(progress, list(range(1, steps + 1)))
+        for name in ("worker-0", "worker-1"):
+            log = self.cluster.nodes[name].log()
+            self.assertNotIn("restored checkpoint", log)
+            self.assertIn(f"job {job_id} rank", log)
+            self.assertIn("joining attention epoch 1", log)
+        log = self.cluster.nodes[survivor].log()
+        self.assertIn(f"attention for job {job_id} done: the workers finished", log)
+        # The loss trajectory is unchanged.
+        print(f"colocated: loss {colocated.progress.loss:.8f} validation "
+              f"{colocated.progress.validation_loss:.8f}; after failover: loss "
+              f"{job.progress.loss:.8f} validation {job.progress.validation_loss:.8f}",
+              flush=True)
+        self.assertAlmostEqual(job.progress.loss, colocated.progress.loss,
+                               delta=1e-4 * colocated.progress.loss)
+        self.assertAlmostEqual(job.progress.validation_loss, colocated.progress.validation_loss,
+                               delta=1e-4 * colocated.progress.validation_loss)
 
     def test_job_waits_for_attention_servers(self):
         for name in ("worker-0", "worker-1"):

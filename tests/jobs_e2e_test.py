@@ -127,7 +127,9 @@ class JobsEndToEndTest(unittest.TestCase):
         self.start_worker("worker-0")
         self.start_worker("worker-1")
         finished = {}
-        for optimizer in ("adams", "scape"):
+        # The baselines run in the same code path: per-rank global top-k
+        # masks (fill-in) and raw-gradient top-k feeding AdamW.
+        for optimizer in ("adams", "scape", "scape-global", "topk-adamw"):
             s = spec(optimizer, steps=30)
             s.placement.workers = 2
             s.optimizer.name = optimizer
@@ -141,8 +143,46 @@ class JobsEndToEndTest(unittest.TestCase):
             self.assertEqual(self.final_crc("worker-0", job_id), self.final_crc("worker-1", job_id))
         dense, sparse = finished["adams"].progress, finished["scape"].progress
         self.assertLess(sparse.loss, 5.0)
+        self.assertLess(finished["topk-adamw"].progress.loss, 5.0)
         # 25 of 30 steps send ~10% of the values (plus masks) instead of all.
         self.assertLess(sparse.bytes_sent, 0.5 * dense.bytes_sent)
+        # Two ranks' global top-k masks overlap only partly: their union is
+        # larger than the partitioned mask's exact Σk.
+        self.assertGreater(finished["scape-global"].progress.bytes_sent, sparse.bytes_sent)
+
+    def test_scape_job_resumes_exactly_in_a_new_mask_epoch_after_kill(self):
+        # Checkpoints follow dense steps, so rank 0's checkpoint resumes every
+        # rank, and the replacement continues the uninterrupted trajectory.
+        self.start_worker("worker-0")
+        self.start_worker("worker-1")
+        checkpoints = os.path.join(self.cluster.workdir, "ckpt")
+
+        def scape_spec(name):
+            s = spec(name, steps=40, checkpoint_dir=checkpoints, checkpoint_interval=10)
+            s.placement.workers = 2
+            s.optimizer.name = "scape"
+            s.optimizer.learning_rate = 1e-3
+            s.optimizer.scape.density = 0.1
+            s.optimizer.scape.dense_warmup_steps = 3
+            return s
+
+        reference = self.jobs.wait_state(self.jobs.run(scape_spec("scape-reference")), FINAL,
+                                         timeout=120)
+        self.assertEqual(reference.state, job_pb2.SUCCEEDED, reference.state_reason)
+        self.assertEqual(reference.mask_epoch, 1)
+        job_id = self.jobs.run(scape_spec("scape-recovered"))
+        harness.wait_for(lambda: self.jobs.job(job_id).progress.checkpoint_step >= 10, 120,
+                         "a checkpoint at step 10", interval=0.02)
+        self.cluster.nodes["worker-1"].kill(signal.SIGKILL)
+        self.start_worker("worker-2")
+        job = self.jobs.wait_state(job_id, FINAL, timeout=180)
+        self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
+        self.assertGreaterEqual(job.recoveries, 1)
+        self.assertEqual(job.mask_epoch, 1 + job.recoveries)
+        self.assertEqual(job.mask_epoch_world_size, 2)
+        self.assertEqual(self.final_crc("worker-0", job_id), self.final_crc("worker-2", job_id))
+        self.assertAlmostEqual(job.progress.loss, reference.progress.loss,
+                               delta=1e-5 * reference.progress.loss)
 
     def test_kill_one_of_two_workers_recovers_on_a_replacement(self):
         self.start_worker("worker-0")

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/attention/disaggregated_core_attention.h"
+#include "runtime/attention/wire_format.h"
 #include "runtime/comm/communicator.h"
 
 namespace corescape::worker {
@@ -53,7 +54,8 @@ absl::StatusOr<std::shared_ptr<AbortableAttention>> ConnectDisaggregatedAttentio
                                 assignment.attention_server_addresses().end());
   options.secret_token = assignment.data_plane_token();
   options.timeout = timeout;
-  options.job_id = absl::StrCat(assignment.job_id(), "/attn");
+  options.job_id =
+      attention::AttentionCommunicatorId(assignment.job_id(), assignment.attention_epoch());
   auto communicator = comm::Communicator::Create(transport, options);
   if (!communicator.ok()) return communicator.status();
   attention::DisaggregatedOptions attention_options;

@@ -8,13 +8,16 @@
 #include "glog/logging.h"
 #include "runtime/base/crc32c.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/control/model_spec.h"
 #include "runtime/model/model_config.h"
+#include "worker/attention_reports.h"
 
 namespace corescape::worker {
 
 JobRunner::JobRunner(GroupFactory group_factory, int threads, AttentionFactory attention_factory)
     : group_factory_(std::move(group_factory)),
-      attention_factory_(std::move(attention_factory)),
+      demand_reports_(std::make_unique<AttentionDemandReports>()),
+      attention_factory_(demand_reports_->Wrap(std::move(attention_factory))),
       threads_(threads) {}
 
 JobRunner::~JobRunner() { Shutdown(); }
@@ -22,21 +25,10 @@ JobRunner::~JobRunner() { Shutdown(); }
 absl::StatusOr<train::TrainerConfig> JobRunner::TrainerConfigFor(
     const v1::JobAssignment& assignment, int threads) {
   const v1::JobSpec& spec = assignment.spec();
-  auto model = model::PresetConfig(spec.model().preset());
+  auto model = ModelConfigFromSpec(spec.model());
   if (!model.ok()) return model.status();
   train::TrainerConfig config;
   config.model = *model;
-  const v1::ModelSpec& m = spec.model();
-  if (m.n_layers()) config.model.n_layers = m.n_layers();
-  if (m.d_model()) config.model.d_model = m.d_model();
-  if (m.n_heads()) config.model.n_heads = m.n_heads();
-  if (m.n_kv_heads()) config.model.n_kv_heads = m.n_kv_heads();
-  if (m.d_ff()) config.model.d_ff = m.d_ff();
-  if (m.vocab_size()) config.model.vocab_size = m.vocab_size();
-  if (m.max_seq_len()) config.model.max_seq_len = m.max_seq_len();
-  if (m.rope_theta() > 0) config.model.rope_theta = m.rope_theta();
-  if (m.norm_eps() > 0) config.model.norm_eps = m.norm_eps();
-  if (m.tie_embeddings()) config.model.tie_embeddings = true;
   config.train_data.assign(spec.data().train_shards().begin(), spec.data().train_shards().end());
   config.validation_data.assign(spec.data().validation_shards().begin(),
                                 spec.data().validation_shards().end());
@@ -61,6 +53,25 @@ absl::StatusOr<train::TrainerConfig> JobRunner::TrainerConfigFor(
   config.scape.density = opt.scape().density() > 0 ? opt.scape().density() : 0.1;
   config.scape.dense_warmup_steps = opt.scape().dense_warmup_steps();
   config.generation = assignment.generation();
+  if (opt.name() == "scape" || opt.name() == "scape-global") {
+    // The scheduler's mask epoch: partition map, dense steps, the number
+    // masks carry. Without one the ranks could disagree on the partition.
+    const v1::MaskEpochCommand& epoch = assignment.mask_epoch();
+    if (epoch.epoch() <= 0 || epoch.world_size() != assignment.world_size() ||
+        epoch.generation() != assignment.generation()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "SCAPE assignment of job ", assignment.job_id(), " carries no valid mask epoch (epoch ",
+          epoch.epoch(), " for ", epoch.world_size(), " ranks of generation ", epoch.generation(),
+          "; the assignment is generation ", assignment.generation(), " of ",
+          assignment.world_size(), " ranks)"));
+    }
+    config.scape.mask_epoch = static_cast<uint64_t>(epoch.epoch());
+    config.scape.partition_bounds.assign(epoch.partition_bounds().begin(),
+                                         epoch.partition_bounds().end());
+    config.scape.dense_period = epoch.dense_period();
+    config.scape.forced_dense_steps.assign(epoch.forced_dense_steps().begin(),
+                                           epoch.forced_dense_steps().end());
+  }
   config.threads = threads;
   return config;
 }
@@ -89,12 +100,33 @@ void JobRunner::Handle(const v1::SchedulerCommand& command, NodeAgent& agent) {
   const v1::JobAssignment& assign = command.assign();
   if (current_ != nullptr && current_->assignment.job_id() == assign.job_id() &&
       current_->assignment.generation() == assign.generation()) {
-    return;  // redelivered
+    if (assign.attention_epoch() > current_->attention_membership.attention_epoch()) {
+      // Re-planned over other attention servers: the run goes on. An
+      // exchange in flight fails now rather than at a timeout; the trainer
+      // then redoes the step in the new epoch.
+      LOG(INFO) << "job " << assign.job_id() << ": attention epoch " << assign.attention_epoch()
+                << " over " << assign.attention_server_addresses_size() << " servers";
+      current_->attention_membership = assign;
+      if (current_->attention != nullptr) {
+        current_->attention->Abort(absl::StrCat("attention epoch ", assign.attention_epoch(),
+                                                " replaces this one"));
+      }
+    }
+    return;  // otherwise redelivered
+  }
+  if (assign.attention_epoch() > 0) {
+    // Re-plans never start a run: this worker lost the job's run (it is
+    // recovering and will get a new generation).
+    LOG(WARNING) << "ignoring attention epoch " << assign.attention_epoch() << " of job "
+                 << assign.job_id() << " generation " << assign.generation()
+                 << ": not running it";
+    return;
   }
   StopCurrent(absl::StrCat("superseded by job ", assign.job_id(), " generation ",
                            assign.generation()));
   auto run = std::make_unique<Run>();
   run->assignment = assign;
+  run->attention_membership = assign;
   LOG(INFO) << "job " << assign.job_id() << " generation " << assign.generation() << ": rank "
             << assign.rank() << " of " << assign.world_size()
             << (assign.resume_from_step() >= 0
@@ -119,6 +151,7 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
 
   const v1::JobAssignment& assignment = run->assignment;
   const v1::JobSpec& spec = assignment.spec();
+  uint64_t attention_epoch = 0;  // of the attention communicator in use
   auto fail = [&](const absl::Status& status) {
     if (run->stop) {
       LOG(INFO) << "job " << assignment.job_id() << " stopped: " << status;
@@ -132,6 +165,7 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
     report->set_generation(assignment.generation());
     report->set_rank(assignment.rank());
     report->set_error(std::string(status.ToString()));
+    report->set_attention_epoch(attention_epoch);
     agent->Send(std::move(message));
   };
 
@@ -156,11 +190,19 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
       attention.swap(run->attention);
     }
   } release_attention{this, run};
-  if (spec.attention().mode() == v1::DISAGGREGATED) {
+  const bool disaggregated = spec.attention().mode() == v1::DISAGGREGATED;
+  if (disaggregated) {
     if (attention_factory_ == nullptr) {
       return fail(absl::UnimplementedError("this worker cannot run disaggregated attention"));
     }
-    auto attention = attention_factory_(assignment, *config);
+    // The newest membership: a re-plan may have come before we connected.
+    v1::JobAssignment membership;
+    {
+      absl::MutexLock lock(&mu_);
+      membership = run->attention_membership;
+    }
+    attention_epoch = membership.attention_epoch();
+    auto attention = attention_factory_(membership, *config);
     if (!attention.ok()) return fail(attention.status());
     {
       absl::MutexLock lock(&mu_);
@@ -171,6 +213,7 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
   }
   auto trainer = train::DataParallelTrainer::Create(*config, group.get());
   if (!trainer.ok()) return fail(trainer.status());
+  config->attention.reset();  // the trainer and the run hold it
   // Per job: two jobs given the same directory never see each other's steps.
   const std::string checkpoint_dir =
       absl::StrCat(spec.checkpoint().directory(), "/", assignment.job_id());
@@ -189,7 +232,18 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
   const int64_t checkpoint_interval = spec.checkpoint().interval_steps();
   while ((*trainer)->step() < spec.steps()) {
     if (run->stop) return fail(absl::CancelledError("stop requested"));
+    demand_reports_->ExpectStep(assignment, (*trainer)->step() + 1,
+                                [agent](v1::NodeMessage m) { agent->Send(std::move(m)); });
     auto result = (*trainer)->Step();
+    if (!result.ok() && disaggregated && train::IsDiscardedForAttention(result.status())) {
+      // Every rank dropped the step: redo it in the next attention epoch.
+      if (absl::Status s =
+              FailOverAttention(run, **trainer, *config, result.status(), attention_epoch);
+          !s.ok()) {
+        return fail(s);
+      }
+      continue;
+    }
     if (!result.ok()) return fail(result.status());
     if (!std::isfinite(result->loss)) {
       return fail(absl::InternalError(absl::StrCat("loss is ", result->loss, " at step ",
@@ -199,6 +253,14 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
     double validation_loss = std::numeric_limits<double>::quiet_NaN();
     if ((eval_interval > 0 && step % eval_interval == 0) || step == spec.steps()) {
       auto val = (*trainer)->Validate();
+      while (!val.ok() && disaggregated && train::IsDiscardedForAttention(val.status())) {
+        if (absl::Status s =
+                FailOverAttention(run, **trainer, *config, val.status(), attention_epoch);
+            !s.ok()) {
+          return fail(s);
+        }
+        val = (*trainer)->Validate();
+      }
       if (val.ok()) {
         validation_loss = *val;
       } else if (val.status().code() != absl::StatusCode::kFailedPrecondition) {
@@ -241,6 +303,63 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
   LOG(INFO) << "job " << assignment.job_id() << " rank " << assignment.rank() << " finished "
             << spec.steps() << " steps; parameter crc32c "
             << absl::StrFormat("%08x", Crc32c(params.data(), params.size() * sizeof(float)));
+}
+
+absl::Status JobRunner::FailOverAttention(Run* run, train::DataParallelTrainer& trainer,
+                                          const train::TrainerConfig& config,
+                                          const absl::Status& why, uint64_t& epoch) {
+  const v1::JobAssignment& assignment = run->assignment;
+  // The scheduler re-plans within a lease of a server's death; a failure
+  // with no re-plan behind it (no server was lost) is reported after this.
+  const absl::Duration timeout =
+      assignment.attention_failover_timeout_ms() > 0
+          ? absl::Milliseconds(assignment.attention_failover_timeout_ms())
+          : absl::Seconds(20);
+  LOG(WARNING) << "job " << assignment.job_id() << " rank " << assignment.rank() << ": "
+               << why.message() << "; waiting up to " << absl::FormatDuration(timeout)
+               << " for a new attention epoch";
+  absl::Status last = why;
+  for (;;) {
+    v1::JobAssignment membership;
+    std::shared_ptr<AbortableAttention> broken;
+    {
+      absl::MutexLock lock(&mu_);
+      auto newer = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return run->stop.load() || run->attention_membership.attention_epoch() > epoch;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&newer), timeout);
+      if (run->stop) return absl::CancelledError("stop requested");
+      if (run->attention_membership.attention_epoch() <= epoch) {
+        return absl::Status(last.code(),
+                            absl::StrCat(last.message(), "; no new attention epoch within ",
+                                         absl::FormatDuration(timeout)));
+      }
+      membership = run->attention_membership;
+      broken.swap(run->attention);
+    }
+    LOG(INFO) << "job " << assignment.job_id() << " rank " << assignment.rank()
+              << ": joining attention epoch " << membership.attention_epoch() << " ("
+              << membership.attention_server_addresses_size() << " servers)";
+    auto attention = attention_factory_(membership, config);
+    // Tried, even if it failed: another server may have gone meanwhile, and
+    // only a newer epoch can help.
+    epoch = membership.attention_epoch();
+    if (!attention.ok()) {
+      last = attention.status();
+      LOG(WARNING) << "cannot join attention epoch " << epoch << ": " << last;
+      continue;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      run->attention = *attention;
+      if (run->stop) run->attention->Abort("stop requested");
+      if (run->attention_membership.attention_epoch() > epoch) {
+        run->attention->Abort("a newer attention epoch came while connecting");
+      }
+    }
+    trainer.SetAttention(*std::move(attention));
+    return absl::OkStatus();
+  }
 }
 
 void JobRunner::Shutdown() {

@@ -16,6 +16,8 @@
 
 namespace corescape::worker {
 
+class AttentionDemandReports;  // attention_reports.h
+
 // Builds the job's data-parallel group (its communicator) from an
 // assignment: peers, generation, token.
 using GroupFactory = std::function<absl::StatusOr<std::unique_ptr<train::DataParallelGroup>>(
@@ -27,7 +29,9 @@ using GroupFactory = std::function<absl::StatusOr<std::unique_ptr<train::DataPar
 // checkpoints at the spec's intervals, and reports a failure (for example a
 // collective that timed out because a peer died) so the scheduler can
 // recover. StopJob — or a newer assignment — ends the current run at the
-// next step boundary.
+// next step boundary. DISAGGREGATED jobs survive a lost attention server: a
+// step dropped because core attention failed is redone once the scheduler
+// sends the same generation's next attention epoch (FailOverAttention).
 // Builds the job's core-attention executor for DISAGGREGATED jobs (the
 // attention communicator to the job's attention servers); the runner keeps it
 // so a stop can abort an exchange in flight.
@@ -60,12 +64,26 @@ class JobRunner {
     // Set once connected, so a stop can abort a collective in flight.
     std::shared_ptr<train::DataParallelGroup> group;
     std::shared_ptr<AbortableAttention> attention;  // DISAGGREGATED jobs
+    // DISAGGREGATED jobs: the newest attention membership the scheduler
+    // sent for this generation (highest attention_epoch). Guarded by mu_.
+    v1::JobAssignment attention_membership;
   };
 
   void Train(Run* run, NodeAgent* agent);
+  // After a step or validation every rank dropped because core attention
+  // failed: waits (attention_failover_timeout_ms) for the scheduler's next
+  // attention epoch, connects it and gives it to the trainer; `epoch` is the
+  // one in use. Without a new epoch (no server was lost) or on stop, fails
+  // with `why`.
+  absl::Status FailOverAttention(Run* run, train::DataParallelTrainer& trainer,
+                                 const train::TrainerConfig& config, const absl::Status& why,
+                                 uint64_t& epoch);
   void StopCurrent(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const GroupFactory group_factory_;
+  // Attention demands to the scheduler; before attention_factory_, whose
+  // executors report to it.
+  const std::unique_ptr<AttentionDemandReports> demand_reports_;
   const AttentionFactory attention_factory_;
   const int threads_;
   absl::Mutex mu_;

@@ -60,8 +60,9 @@ int MissingCommand(const CLI::App& app) {
 int RunCorescapeCli(int argc, const char* const* argv) {
   CLI::App app(
       "corescape: operate a corescape cluster (nodes, status, draining, a "
-      "local cluster for development) and its training jobs (submit, jobs, "
-      "job, watch, cancel, plot).\n"
+      "local cluster for development), its training jobs (submit, jobs, "
+      "job, watch, cancel, plot) and their core-attention plans (plan, "
+      "rebalance).\n"
       "Exit codes: 0 ok, 1 failure, 2 usage error, 3 scheduler unreachable, "
       "4 not found, 5 invalid argument.",
       "corescape");
@@ -82,6 +83,8 @@ int RunCorescapeCli(int argc, const char* const* argv) {
       AddWatchCommand(app, globals),
       AddCancelCommand(app, globals),
       AddPlotCommand(app, globals),
+      AddPlanCommand(app, globals),
+      AddRebalanceCommand(app, globals),
   };
   for (auto& cluster_command : AddClusterCommands(app)) {
     subcommands.push_back(std::move(cluster_command));

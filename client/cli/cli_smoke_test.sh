@@ -72,12 +72,13 @@ run 2 submit /nonexistent/job.json
 stderr_has "^corescape: error: job file '/nonexistent/job.json' does not exist$"
 run 2 submit --optimizer sgd; stderr_has "--optimizer"
 run 2 watch;            stderr_has "JOB is required"
+run 2 plan;             stderr_has "JOB is required"
 run 2 plot j-1 --scheduler 127.0.0.1:1; stderr_has "--csv"
 for example in "${EXAMPLES}"/*.json "${EXAMPLES}"/*.yaml; do
   # Parses, then finds no scheduler.
   run 3 submit "${example}" --scheduler 127.0.0.1:1; stderr_one_error_line
 done
-for command in "jobs" "job j-1" "watch j-1" "cancel j-1"; do
+for command in "jobs" "job j-1" "watch j-1" "cancel j-1" "plan j-1" "rebalance"; do
   run 3 ${command} --scheduler 127.0.0.1:1
   stderr_has "^corescape: error: scheduler at 127.0.0.1:1 is unreachable"
   stderr_one_error_line
@@ -143,6 +144,12 @@ run 0 jobs --json;      stdout_has "^\[\]$"
 run 4 job j-nosuch;     stderr_has "^corescape: error: no job with id 'j-nosuch'$"
 run 5 submit --name bad --steps 1 --train-data /nonexistent/shards
 stderr_has "^corescape: error: .*train_shards"; stderr_one_error_line
+
+# Attention plans: none yet anywhere.
+run 4 plan j-nosuch;    stderr_has "^corescape: error: no job with id 'j-nosuch'$"
+run 4 rebalance j-nosuch; stderr_has "^corescape: error: no job with id 'j-nosuch'$"
+run 0 rebalance;        stdout_has "^no running DISAGGREGATED job"
+run 0 rebalance --json; stdout_has "^\[\]$"
 
 run 0 cluster down
 stdout_has "^stopped worker-0 "

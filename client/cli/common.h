@@ -96,6 +96,8 @@ Subcommand AddJobCommand(CLI::App& parent, GlobalOptions& globals);
 Subcommand AddWatchCommand(CLI::App& parent, GlobalOptions& globals);
 Subcommand AddCancelCommand(CLI::App& parent, GlobalOptions& globals);
 Subcommand AddPlotCommand(CLI::App& parent, GlobalOptions& globals);
+Subcommand AddPlanCommand(CLI::App& parent, GlobalOptions& globals);
+Subcommand AddRebalanceCommand(CLI::App& parent, GlobalOptions& globals);
 std::vector<Subcommand> AddClusterCommands(CLI::App& parent);
 std::vector<Subcommand> AddToolCommands(CLI::App& parent);
 

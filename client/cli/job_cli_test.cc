@@ -688,7 +688,7 @@ TEST_F(JobCliTest, JobsListsNewestFirstAndFiltersByState) {
   const std::vector<std::string> lines = table.OutLines();
   ASSERT_EQ(lines.size(), 3) << table;
   EXPECT_TRUE(absl::StartsWith(lines[0], "JOB  NAME  STATE      STEP/TOTAL  LOSS   "
-                                         "VAL-LOSS  TOKENS/S  WORKERS  AGE"))
+                                         "VAL-LOSS  TOKENS/S  WORKERS  SERVERS  AGE"))
       << table;
   EXPECT_TRUE(absl::StartsWith(lines[1], "j-2  new   FAILED     4/4         4.000  4.100     "
                                          "1,004     2/2      "))

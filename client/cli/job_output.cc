@@ -148,10 +148,26 @@ void SortJobsNewestFirst(std::vector<v1::Job>& jobs) {
                    });
 }
 
+int AssignedAttentionServers(const v1::Job& job) {
+  if (job.spec().attention().mode() != v1::DISAGGREGATED ||
+      job.assigned_nodes_size() == 0) {
+    return 0;
+  }
+  // Fewer than the spec's after the scheduler re-planned around a lost one.
+  const int servers = job.assigned_attention_servers() > 0
+                          ? job.assigned_attention_servers()
+                          : job.spec().attention().attention_servers();
+  return std::min(servers, job.assigned_nodes_size());
+}
+
+int AssignedWorkers(const v1::Job& job) {
+  return job.assigned_nodes_size() - AssignedAttentionServers(job);
+}
+
 std::string RenderJobsTable(const std::vector<v1::Job>& jobs,
                             int64_t now_unix_ms) {
   Table table({"JOB", "NAME", "STATE", "STEP/TOTAL", "LOSS", "VAL-LOSS",
-               "TOKENS/S", "WORKERS", "AGE"});
+               "TOKENS/S", "WORKERS", "SERVERS", "AGE"});
   for (const auto& job : jobs) {
     const v1::JobProgress& progress = job.progress();
     const bool stepped = progress.step() > 0;
@@ -168,8 +184,11 @@ std::string RenderJobsTable(const std::vector<v1::Job>& jobs,
         progress.tokens_per_second() > 0
             ? FormatThousands(std::llround(progress.tokens_per_second()))
             : "-",
-        absl::StrCat(job.assigned_nodes_size(), "/",
-                     job.spec().placement().workers()),
+        absl::StrCat(AssignedWorkers(job), "/", job.spec().placement().workers()),
+        job.spec().attention().mode() == v1::DISAGGREGATED
+            ? absl::StrCat(AssignedAttentionServers(job), "/",
+                           job.spec().attention().attention_servers())
+            : "-",
         job.submitted_unix_ms() == 0
             ? "-"
             : FormatShortDuration(

@@ -37,7 +37,13 @@ nlohmann::json JobEventToJson(const corescape::v1::JobEvent& event);
 // Newest submission first (ties: larger job id first).
 void SortJobsNewestFirst(std::vector<corescape::v1::Job>& jobs);
 
-// JOB NAME STATE STEP/TOTAL LOSS VAL-LOSS TOKENS/S WORKERS AGE
+// Job::assigned_nodes holds the workers by rank, then (DISAGGREGATED jobs)
+// the attention servers: how many of each are assigned now.
+int AssignedWorkers(const corescape::v1::Job& job);
+int AssignedAttentionServers(const corescape::v1::Job& job);
+
+// JOB NAME STATE STEP/TOTAL LOSS VAL-LOSS TOKENS/S WORKERS SERVERS AGE
+// (WORKERS and SERVERS: assigned/wanted; SERVERS "-" unless DISAGGREGATED)
 std::string RenderJobsTable(const std::vector<corescape::v1::Job>& jobs,
                             int64_t now_unix_ms);
 

@@ -88,12 +88,40 @@ TEST(JobsTableTest, NewestFirstWithEveryColumn) {
   EXPECT_EQ(Lines(RenderJobsTable(jobs, kNow)),
             (std::vector<std::string>{
                 "JOB  NAME           STATE    STEP/TOTAL  LOSS   VAL-LOSS  "
-                "TOKENS/S  WORKERS  AGE",
+                "TOKENS/S  WORKERS  SERVERS  AGE",
                 "j-3  -              PENDING  0/10        -      -         "
-                "-         0/4      5s",
+                "-         0/4      -        5s",
                 "j-2  tiny-fortunes  RUNNING  120/300     2.310  2.450     "
-                "12,345    2/2      3m12s",
+                "12,345    2/2      -        3m12s",
             }));
+}
+
+// assigned_nodes of a DISAGGREGATED job lists the workers, then the
+// attention servers: WORKERS must not count the servers.
+TEST(JobsTableTest, CountsWorkersAndAttentionServersApart) {
+  v1::Job job = RunningJob();
+  job.mutable_spec()->mutable_attention()->set_mode(v1::DISAGGREGATED);
+  job.mutable_spec()->mutable_attention()->set_attention_servers(2);
+  job.add_assigned_nodes("attn-0");
+  job.add_assigned_nodes("attn-1");
+  EXPECT_EQ(AssignedWorkers(job), 2);
+  EXPECT_EQ(AssignedAttentionServers(job), 2);
+  std::vector<std::string> lines = Lines(RenderJobsTable({job}, kNow));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_TRUE(absl::StrContains(lines[1], "12,345    2/2      2/2      3m12s")) << lines[1];
+
+  // After a failover left one server (attention_failover.h).
+  job.mutable_assigned_nodes()->RemoveLast();
+  job.set_assigned_attention_servers(1);
+  lines = Lines(RenderJobsTable({job}, kNow));
+  EXPECT_TRUE(absl::StrContains(lines[1], "12,345    2/2      1/2      3m12s")) << lines[1];
+
+  v1::Job pending = PendingJob();
+  pending.mutable_spec()->mutable_attention()->set_mode(v1::DISAGGREGATED);
+  pending.mutable_spec()->mutable_attention()->set_attention_servers(1);
+  EXPECT_EQ(AssignedWorkers(pending), 0);
+  lines = Lines(RenderJobsTable({pending}, kNow));
+  EXPECT_TRUE(absl::StrContains(lines[1], "0/4      0/1      5s")) << lines[1];
 }
 
 TEST(JobsTableTest, SortBreaksTiesByJobId) {

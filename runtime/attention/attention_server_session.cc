@@ -39,6 +39,14 @@ void Put(float*& out, const float* in, int64_t count) {
   out += count;
 }
 
+// The plan's cost of one pass over a server's batch: the planner counts
+// forward + backward FLOPs per pair, backward_factor times forward's.
+double PassCost(const planner::Plan& plan, int32_t server, Pass pass) {
+  const double backward = planner::CostModel{}.backward_factor;
+  const double share = pass == Pass::kForward ? 1 / (1 + backward) : backward / (1 + backward);
+  return plan.servers[server].flops * share;
+}
+
 }  // namespace
 
 AttentionServerSession::AttentionServerSession(comm::Communicator* communicator,
@@ -117,7 +125,16 @@ absl::Status AttentionServerSession::CheckOrder(const ExchangeHeader& h) const {
   return absl::OkStatus();
 }
 
+void AttentionServerSession::ReportTiming() {
+  if (options_.on_micro_batch_timing && timing_.cost_units > 0 && timing_.seconds > 0) {
+    options_.on_micro_batch_timing(timing_);
+  }
+  timing_ = MicroBatchTiming{};
+}
+
 absl::Status AttentionServerSession::ReceiveDocuments(const ExchangeHeader& header) {
+  ReportTiming();  // a new micro-batch: the previous one is over
+  timing_.micro_batch = header.micro_batch;
   const int32_t workers = options_.workers;
   Handles receives;
   for (int32_t w = 0; w < workers; ++w) {
@@ -208,6 +225,7 @@ absl::Status AttentionServerSession::ServeOne(bool* done) {
       }
     }
     if (absl::Status s = WaitAll(sends); !s.ok()) return s;
+    ReportTiming();
     *done = true;
     return absl::OkStatus();
   }
@@ -345,7 +363,10 @@ absl::Status AttentionServerSession::Compute(const ExchangeHeader& h) {
       Put(out, d_v_.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
     }
   }
-  stats_.kernel_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  stats_.kernel_seconds += seconds;
+  timing_.seconds += seconds;
+  timing_.cost_units += PassCost(plan_->plan, server_, h.pass);
   return absl::OkStatus();
 }
 

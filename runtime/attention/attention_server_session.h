@@ -2,6 +2,7 @@
 #define CORESCAPE_RUNTIME_ATTENTION_ATTENTION_SERVER_SESSION_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -13,6 +14,15 @@
 
 namespace corescape::attention {
 
+// What one micro-batch cost this server, for the scheduler to learn its
+// speed: the planner's FLOPs of the passes it ran (forward, and backward
+// when there was one) and the seconds spent computing them.
+struct MicroBatchTiming {
+  uint64_t micro_batch = 0;
+  double cost_units = 0;
+  double seconds = 0;
+};
+
 struct ServerSessionOptions {
   int32_t workers = 1;
   int32_t servers = 1;
@@ -22,6 +32,9 @@ struct ServerSessionOptions {
   // all layers of one micro-batch); false: workers resend them.
   bool keep_qkv_for_backward = true;
   ThreadPool* pool = nullptr;  // for the kernel; null: the calling thread
+  // Called (on the serving thread) once a micro-batch with work for this
+  // server is over; may be empty.
+  std::function<void(const MicroBatchTiming&)> on_micro_batch_timing;
 };
 
 struct ServerSessionStats {
@@ -63,6 +76,8 @@ class AttentionServerSession {
   absl::Status Compute(const ExchangeHeader& header);
   Tensors& ForwardTensors(int layer) { return options_.keep_qkv_for_backward ? layers_[layer] : layers_[0]; }
   std::string Describe(int32_t worker) const;
+  // Hands the finished micro-batch's timing to on_micro_batch_timing.
+  void ReportTiming();
 
   comm::Communicator* const communicator_;
   const ServerSessionOptions options_;
@@ -76,6 +91,7 @@ class AttentionServerSession {
   std::vector<HeaderBytes> headers_;
   std::vector<std::vector<float>> requests_, replies_;  // [worker]
   ServerSessionStats stats_;
+  MicroBatchTiming timing_;  // of the current micro-batch
 };
 
 }  // namespace corescape::attention

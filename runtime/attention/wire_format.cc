@@ -143,4 +143,9 @@ absl::Status CheckHeaderMatches(const ExchangeHeader& expected, const ExchangeHe
                    ", got ", got.Describe(), "; ", detail));
 }
 
+std::string AttentionCommunicatorId(absl::string_view job_id, uint64_t attention_epoch) {
+  if (attention_epoch == 0) return absl::StrCat(job_id, "/attn");
+  return absl::StrCat(job_id, "/attn/", attention_epoch);
+}
+
 }  // namespace corescape::attention

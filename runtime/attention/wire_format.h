@@ -91,6 +91,12 @@ absl::StatusOr<ExchangeHeader> DecodeHeader(const HeaderBytes& bytes, absl::stri
 absl::Status CheckHeaderMatches(const ExchangeHeader& expected, const ExchangeHeader& got,
                                 absl::string_view peer);
 
+// The job id of a job's attention communicator in an attention epoch:
+// "<job>/attn", then "<job>/attn/<epoch>" after each re-plan over other
+// servers. Peers check it at connect, so a participant still in an older
+// epoch is refused, never mixed in.
+std::string AttentionCommunicatorId(absl::string_view job_id, uint64_t attention_epoch);
+
 }  // namespace corescape::attention
 
 #endif  // CORESCAPE_RUNTIME_ATTENTION_WIRE_FORMAT_H_

@@ -86,6 +86,12 @@ TEST(WireFormatTest, MismatchSaysWhichSideIsOutOfStep) {
 
 // The shares of every server tile its fused batch, and every query row of
 // every worker's documents is sent to exactly one server, with its prefix.
+TEST(WireFormatTest, AttentionCommunicatorIdsDifferPerEpoch) {
+  EXPECT_EQ(AttentionCommunicatorId("job-3", 0), "job-3/attn");
+  EXPECT_EQ(AttentionCommunicatorId("job-3", 1), "job-3/attn/1");
+  EXPECT_NE(AttentionCommunicatorId("job-3", 1), AttentionCommunicatorId("job-3", 2));
+}
+
 TEST(MicroBatchPlanTest, SharesTileBatchesAndCoverEveryQueryOnce) {
   std::mt19937 rng(7);
   const kernels::AttentionShape shape{4, 2, 8, 0.35f};

@@ -165,8 +165,8 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
   out.push_back(static_cast<char>(header.encoding));
   PutFixed<uint16_t>(out, static_cast<uint16_t>(header.rank));
   PutFixed<uint32_t>(out, static_cast<uint32_t>(header.count));
-  PutFixed<uint64_t>(out, header.generation);
-  PutFixed<int64_t>(out, header.epoch);
+  PutFixed<uint64_t>(out, header.mask_epoch);
+  PutFixed<int64_t>(out, header.step);
   switch (header.encoding) {
     case MaskEncoding::kBitmask: {
       std::string bits((mask.end - mask.begin + 7) / 8, '\0');
@@ -211,8 +211,8 @@ absl::StatusOr<DecodedMaskPartition> DecodeMaskPartition(absl::string_view bytes
   h.encoding = static_cast<MaskEncoding>(encoding);
   h.rank = GetFixed<uint16_t>(bytes.data() + 2);
   h.count = GetFixed<uint32_t>(bytes.data() + 4);
-  h.generation = GetFixed<uint64_t>(bytes.data() + 8);
-  h.epoch = GetFixed<int64_t>(bytes.data() + 16);
+  h.mask_epoch = GetFixed<uint64_t>(bytes.data() + 8);
+  h.step = GetFixed<int64_t>(bytes.data() + 16);
   absl::string_view payload = bytes.substr(kMaskHeaderBytes);
   const int64_t range = end - begin;
   if (h.count > range) return absl::DataLossError("mask: more entries than its range");

@@ -19,15 +19,15 @@ enum class MaskEncoding : uint8_t {
   kIndexList = 1,           // uint32 offset from the range start per entry
   kDeltaIndices = 2,        // LEB128 varint gaps between consecutive entries
   kChangeFromPrevious = 3,  // varint-gap list of coordinates that entered or left
-                            // the previous epoch's mask of the same range
+                            // the previous step's mask of the same range
 };
 const char* MaskEncodingName(MaskEncoding encoding);
 
-// Identifies a mask partition: receivers refuse one whose epoch or
-// generation is not the one they expect.
+// Identifies a mask partition: receivers refuse one whose mask epoch or
+// step is not the one they expect.
 struct MaskPartitionHeader {
-  uint64_t generation = 0;  // membership generation (changes after recovery)
-  int64_t epoch = 0;        // the step the mask is applied at
+  uint64_t mask_epoch = 0;  // the scheduler's mask epoch (changes with membership)
+  int64_t step = 0;         // the step the mask is applied at
   int32_t rank = 0;         // who selected it
   MaskEncoding encoding = MaskEncoding::kBitmask;
   int64_t count = 0;        // entries

@@ -18,10 +18,10 @@ std::vector<int64_t> RandomMask(int64_t begin, int64_t end, double density, uint
   return out;
 }
 
-MaskPartitionHeader Header(int64_t epoch = 7) {
+MaskPartitionHeader Header(int64_t step = 7) {
   MaskPartitionHeader h;
-  h.generation = 3;
-  h.epoch = epoch;
+  h.mask_epoch = 3;
+  h.step = step;
   h.rank = 2;
   return h;
 }
@@ -42,8 +42,8 @@ TEST(MaskCodecTest, EveryEncodingRoundTripsWithExactSize) {
       ASSERT_TRUE(decoded.ok()) << decoded.status();
       EXPECT_EQ(decoded->indices, mask) << MaskEncodingName(e);
       EXPECT_EQ(decoded->header.encoding, e);
-      EXPECT_EQ(decoded->header.epoch, 7);
-      EXPECT_EQ(decoded->header.generation, 3u);
+      EXPECT_EQ(decoded->header.step, 7);
+      EXPECT_EQ(decoded->header.mask_epoch, 3u);
       EXPECT_EQ(decoded->header.rank, 2);
       EXPECT_EQ(decoded->header.count, static_cast<int64_t>(mask.size()));
     }

@@ -25,6 +25,7 @@ absl::Status ScapeConfig::Validate() const {
   if (!(density > 0 && density <= 1)) return absl::InvalidArgumentError("scape: density must be in (0, 1]");
   if (dense_warmup_steps < 0) return absl::InvalidArgumentError("scape: dense_warmup_steps < 0");
   if (dense_refresh_interval < 0) return absl::InvalidArgumentError("scape: dense_refresh_interval < 0");
+  if (dense_period < 0) return absl::InvalidArgumentError("scape: dense_period < 0");
   if (density_ramp_steps < 0) return absl::InvalidArgumentError("scape: density_ramp_steps < 0");
   if (!(exploration >= 0 && exploration <= 1)) {
     return absl::InvalidArgumentError("scape: exploration must be in [0, 1]");
@@ -46,21 +47,24 @@ absl::Status ScapeConfig::Validate() const {
 std::string ScapeConfig::ToString() const {
   return absl::StrFormat(
       "b1=%.17g b2=%.17g eps=%.17g wd=%.17g d=%.17g warmup=%d refresh_every=%d ramp=%d scope=%d rule=%s off=%d stat=%d "
-      "explore=%.17g forecast=%.17g rho=%.17g refresh=%d lrw=%d catchup=%.17g/%.17g decayed=%d gen=%d",
+      "explore=%.17g forecast=%.17g rho=%.17g refresh=%d lrw=%d catchup=%.17g/%.17g decayed=%d dense_period=%d",
       adams.beta1, adams.beta2, adams.epsilon, adams.weight_decay, density, dense_warmup_steps,
       dense_refresh_interval, density_ramp_steps,
       static_cast<int>(scope), RuleName(rule), static_cast<int>(off_mask),
       static_cast<int>(statistic), exploration, forecast, normalizer_beta,
       static_cast<int>(refresh), lr_weighted ? 1 : 0, catch_up_exponent,
-      catch_up_exponent_consistent, decayed_residual ? 1 : 0,
-      generation);
+      catch_up_exponent_consistent, decayed_residual ? 1 : 0, dense_period);
 }
 
 absl::StatusOr<std::unique_ptr<ScapeOptimizer>> ScapeOptimizer::Create(RankGroup* group,
                                                                         ScapeConfig config,
                                                                         DecayMask decay_mask) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
-  auto partition = ParameterPartition::Balanced(decay_mask.size(), group->world_size());
+  const int64_t total = static_cast<int64_t>(decay_mask.size());
+  auto partition = config.partition_bounds.empty()
+                       ? ParameterPartition::Balanced(total, group->world_size())
+                       : ParameterPartition::FromBounds(config.partition_bounds, total,
+                                                        group->world_size());
   if (!partition.ok()) return partition.status();
   return std::unique_ptr<ScapeOptimizer>(
       new ScapeOptimizer(group, config, std::move(decay_mask), std::move(*partition)));
@@ -81,6 +85,12 @@ ScapeOptimizer::ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask d
 bool ScapeOptimizer::DenseAt(int64_t step) const {
   const int64_t warmup = std::max<int64_t>(1, config_.dense_warmup_steps);
   if (config_.density >= 1.0 || step < warmup) return true;
+  if (config_.dense_period > 0 && (step + 1) % config_.dense_period == 0) return true;
+  if (step == dense_after_restore_) return true;
+  if (std::find(config_.forced_dense_steps.begin(), config_.forced_dense_steps.end(), step) !=
+      config_.forced_dense_steps.end()) {
+    return true;
+  }
   return config_.dense_refresh_interval > 0 &&
          (step - warmup + 1) % config_.dense_refresh_interval == 0;
 }
@@ -96,15 +106,15 @@ double ScapeOptimizer::DensityAt(int64_t step) const {
 
 absl::Status ScapeOptimizer::TakeMask(int64_t step) {
   if (exchange_.in_flight()) {
-    auto mask = exchange_.Finish(config_.generation, step);
+    auto mask = exchange_.Finish(config_.mask_epoch, step);
     if (!mask.ok()) return mask.status();
     pending_ = std::move(*mask);
   }
   if (!pending_) return absl::FailedPreconditionError(absl::StrCat("scape: no mask for step ", step));
-  if (pending_->epoch != step || pending_->generation != config_.generation) {
+  if (pending_->step != step || pending_->mask_epoch != config_.mask_epoch) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "scape: refusing a mask of generation ", pending_->generation, " epoch ",
-        pending_->epoch, " at step ", step, " of generation ", config_.generation));
+        "scape: refusing a mask of mask epoch ", pending_->mask_epoch, " for step ",
+        pending_->step, " at step ", step, " of mask epoch ", config_.mask_epoch));
   }
   const int64_t n = static_cast<int64_t>(m_.size());
   for (size_t i = 0; i < pending_->indices.size(); ++i) {
@@ -131,7 +141,7 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
     if (exchange_.in_flight() || pending_) {
       return absl::FailedPreconditionError("scape: a mask is pending at a dense step");
     }
-    current_ = GlobalMask{config_.generation, t, {}, {}};
+    current_ = GlobalMask{config_.mask_epoch, t, {}, {}};
   } else if (absl::Status s = TakeMask(t); !s.ok()) {
     return s;
   }
@@ -181,7 +191,7 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   int64_t part_bytes = 0;
   if (!DenseAt(step_)) {
     const std::vector<int64_t> own = SelectOwnPart();
-    if (absl::Status s = exchange_.Start(*group_, config_.generation, step_, own, &current_);
+    if (absl::Status s = exchange_.Start(*group_, config_.mask_epoch, step_, own, &current_);
         !s.ok()) {
       return s;
     }
@@ -380,8 +390,8 @@ std::vector<int64_t> ScapeOptimizer::SelectOwnPart() const {
 namespace {
 
 void AddMask(StateWriter& w, const std::string& prefix, const GlobalMask& mask) {
-  w.AddInt64(prefix + ".epoch", mask.epoch);
-  w.AddInt64(prefix + ".generation", static_cast<int64_t>(mask.generation));
+  w.AddInt64(prefix + ".step", mask.step);
+  w.AddInt64(prefix + ".mask_epoch", static_cast<int64_t>(mask.mask_epoch));
   std::vector<int64_t> counts, flat;
   for (const std::vector<int64_t>& part : mask.parts) {
     counts.push_back(static_cast<int64_t>(part.size()));
@@ -394,17 +404,17 @@ void AddMask(StateWriter& w, const std::string& prefix, const GlobalMask& mask) 
 
 absl::StatusOr<GlobalMask> ReadMask(const StateReader& r, const std::string& prefix) {
   GlobalMask mask;
-  auto epoch = r.Int64(prefix + ".epoch");
-  auto generation = r.Int64(prefix + ".generation");
+  auto step = r.Int64(prefix + ".step");
+  auto mask_epoch = r.Int64(prefix + ".mask_epoch");
   auto counts = r.Int64s(prefix + ".part_sizes");
   auto flat = r.Int64s(prefix + ".parts");
   auto indices = r.Int64s(prefix + ".indices");
-  for (const absl::Status& s : {epoch.status(), generation.status(), counts.status(),
+  for (const absl::Status& s : {step.status(), mask_epoch.status(), counts.status(),
                                 flat.status(), indices.status()}) {
     if (!s.ok()) return s;
   }
-  mask.epoch = *epoch;
-  mask.generation = static_cast<uint64_t>(*generation);
+  mask.step = *step;
+  mask.mask_epoch = static_cast<uint64_t>(*mask_epoch);
   int64_t offset = 0;
   for (int64_t count : *counts) {
     if (count < 0 || offset + count > static_cast<int64_t>(flat->size())) {
@@ -421,7 +431,7 @@ absl::StatusOr<GlobalMask> ReadMask(const StateReader& r, const std::string& pre
 
 absl::StatusOr<std::string> ScapeOptimizer::SaveState() {
   if (exchange_.in_flight()) {
-    auto mask = exchange_.Finish(config_.generation, step_);
+    auto mask = exchange_.Finish(config_.mask_epoch, step_);
     if (!mask.ok()) return mask.status();
     pending_ = std::move(*mask);
   }
@@ -430,6 +440,7 @@ absl::StatusOr<std::string> ScapeOptimizer::SaveState() {
   w.AddString("config", config_.ToString());
   w.AddInt64("rank", group_->rank());
   w.AddInt64("world_size", group_->world_size());
+  w.AddInt64s("partition", partition_.bounds());
   w.AddInt64("step", step_);
   w.AddFloats("m", m_);
   w.AddFloats("vbar", vbar_);
@@ -463,11 +474,6 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
     return absl::FailedPreconditionError(absl::StrCat(
         "scape: state from another configuration (", *config, ") than this (", config_.ToString(), ")"));
   }
-  if (*rank != group_->rank() || *world != group_->world_size()) {
-    return absl::FailedPreconditionError(absl::StrCat("scape: state of rank ", *rank, " of ", *world,
-                                                      ", this is rank ", group_->rank(), " of ",
-                                                      group_->world_size()));
-  }
   const int64_t n = static_cast<int64_t>(m_.size());
   auto step = r->Int64("step");
   auto m = r->FloatsOfSize("m", n);
@@ -477,10 +483,22 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
   auto current = ReadMask(*r, "current");
   auto has_pending = r->Int64("has_pending");
   auto lr_sum = r->Doubles("lr_sum");
+  auto partition = r->Int64s("partition");
   for (const absl::Status& s : {step.status(), m.status(), vbar.status(), residual.status(),
                                 last_sync.status(), current.status(), has_pending.status(),
-                                lr_sum.status()}) {
+                                lr_sum.status(), partition.status()}) {
     if (!s.ok()) return s;
+  }
+  // Residuals are per rank; m, v̄, ages and masks are identical on every
+  // rank. So another rank's state (rank 0 writes the job's checkpoints) is
+  // only ours if it holds no residuals: saved right after a dense step.
+  const bool flushed =
+      std::all_of(residual->begin(), residual->end(), [](float e) { return e == 0.0f; });
+  if ((*rank != group_->rank() || *world != group_->world_size()) && !flushed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "scape: state of rank ", *rank, " of ", *world, " holds unsent residuals; this is rank ",
+        group_->rank(), " of ", group_->world_size(),
+        " (checkpoints must be written right after a dense step: set dense_period)"));
   }
   if (static_cast<int64_t>(last_sync->size()) != n) {
     return absl::FailedPreconditionError("scape: state of another buffer size");
@@ -499,6 +517,20 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
   lr_sum_ = std::move(*lr_sum);
   current_ = std::move(*current);
   pending_ = std::move(pending);
+  dense_after_restore_ = -1;
+  // Masks of an earlier mask epoch: still right if the partition map is the
+  // same (they were agreed by every rank), so they move into this epoch and
+  // the run continues exactly; cut for another map, the next step is dense.
+  if (*partition == partition_.bounds()) {
+    current_.mask_epoch = config_.mask_epoch;
+    if (pending_) pending_->mask_epoch = config_.mask_epoch;
+  } else {
+    current_ = GlobalMask{config_.mask_epoch, step_ - 1, {}, {}};
+    if (pending_ || !DenseAt(step_)) {
+      pending_.reset();
+      dense_after_restore_ = step_;
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -97,7 +97,20 @@ struct ScapeConfig {
   // At K = 1 this is the plain rule up to rounding.
   bool lr_weighted = false;
   NormalizerRefresh refresh = NormalizerRefresh::kSmoothed;
-  uint64_t generation = 0;          // membership generation masks must carry
+  // The scheduler's mask epoch (MaskEpochCommand): masks carry it and a rank
+  // refuses one of another epoch. It changes with membership, so it is not
+  // part of ToString() and a checkpoint restores into a later epoch.
+  uint64_t mask_epoch = 0;
+  // The epoch's partition map: P + 1 bounds of the flat buffer, one range per
+  // rank. Empty: the element-balanced cut (ParameterPartition::Balanced).
+  std::vector<int64_t> partition_bounds;
+  // Every step t with (t + 1) % dense_period == 0 is dense: the steps after
+  // which checkpoints are written, so a checkpoint holds no residuals and any
+  // rank (of any membership) can resume from rank 0's state. 0: none.
+  int64_t dense_period = 0;
+  // The epoch's forced dense refresh steps (e.g. its first step after a
+  // membership change).
+  std::vector<int64_t> forced_dense_steps;
 
   absl::Status Validate() const;
   std::string ToString() const;     // every field; stored in checkpoints
@@ -133,12 +146,12 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   const std::vector<float>& residual() const { return residual_; }
   const std::vector<float>& normalizer() const { return vbar_; }
   const std::vector<int64_t>& last_sync() const { return last_sync_; }
-  // The mask applied at the last step (epoch = that step; no parts if dense).
+  // The mask applied at the last step (step = that step; no parts if dense).
   const GlobalMask& current_mask() const { return current_; }
   // The mask for the next step once its exchange finished (SaveState waits).
   const std::optional<GlobalMask>& pending_mask() const { return pending_; }
-  // Replaces the pending mask (a scheduler-driven refresh, or tests). Step
-  // refuses it unless its epoch is the next step and its generation ours.
+  // Replaces the pending mask (tests). Step refuses it unless it is for the
+  // next step and of our mask epoch.
   void SetPendingMask(GlobalMask mask) { pending_ = std::move(mask); }
 
   // This rank's statistic over its scope after the last step: what the next
@@ -167,6 +180,9 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   std::vector<double> lr_sum_;      // Σ η up to and including each step
   std::vector<float> values_;     // packed buffer of the all-reduce
   GlobalMask current_;
+  // A step forced dense because the restored pending mask was cut for another
+  // partition map (−1: none).
+  int64_t dense_after_restore_ = -1;
   std::optional<GlobalMask> pending_;
 };
 

@@ -170,7 +170,7 @@ TEST(ScapeOptimizerTest, MasksArePartitionedExactAndIdenticalEverywhere) {
     auto partition = ParameterPartition::Balanced(kSize, kRanks);
     for (size_t s = 2; s < t[0].masks.size(); ++s) {
       const GlobalMask& mask = t[0].masks[s];
-      EXPECT_EQ(mask.epoch, static_cast<int64_t>(s));
+      EXPECT_EQ(mask.step, static_cast<int64_t>(s));
       ASSERT_EQ(mask.parts.size(), static_cast<size_t>(kRanks));
       int64_t total = 0;
       for (int r = 0; r < kRanks; ++r) {
@@ -270,7 +270,7 @@ TEST(ScapeOptimizerTest, StateRoundTripsAndIsRefusedElsewhere) {
                 EXPECT_EQ((*same)->step_count(), 6);
                 EXPECT_TRUE(BitwiseEqual((*same)->first_moment(), t[rank].m.back()));
                 EXPECT_TRUE((*same)->pending_mask().has_value());
-                EXPECT_EQ((*same)->pending_mask()->epoch, 6);
+                EXPECT_EQ((*same)->pending_mask()->step, 6);
                 auto again = (*same)->SaveState();
                 EXPECT_EQ(*again, t[rank].saved);  // round trip is exact
                 // Another density, another rank's state, a corrupted blob.
@@ -287,7 +287,123 @@ TEST(ScapeOptimizerTest, StateRoundTripsAndIsRefusedElsewhere) {
               }).ok());
 }
 
-TEST(ScapeOptimizerTest, RefusesAMaskOfTheWrongEpochOrGeneration) {
+// Checkpoints are written after the dense_period steps, which flush every
+// residual: rank 0's state then resumes every rank, in a later mask epoch,
+// exactly as if the run had not stopped.
+TEST(ScapeOptimizerTest, StateAfterADenseStepResumesEveryRankInALaterEpochBitwise) {
+  ScapeConfig c = Sparse(0.1);
+  c.dense_period = 4;  // steps 3, 7, 11 are dense
+  RunOptions full;
+  full.steps = 14;
+  full.save_at = 8;
+  std::vector<RankTrace> whole;
+  ASSERT_TRUE(RunRanks(Scape(c), full, whole).ok());
+  ASSERT_TRUE(whole[0].stats[7].dense);
+  ASSERT_FALSE(whole[0].stats[8].dense);
+  ASSERT_FALSE(whole[0].stats[6].dense);
+
+  ScapeConfig next_epoch = c;
+  next_epoch.mask_epoch = 5;
+  RunOptions resumed;
+  resumed.steps = 14;
+  resumed.first_step = 8;
+  resumed.start_params = whole[0].params[7];
+  resumed.restore.assign(kRanks, whole[0].saved);  // rank 0's state for everyone
+  std::vector<RankTrace> tail;
+  ASSERT_TRUE(RunRanks(Scape(next_epoch), resumed, tail).ok());
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t s = 0; s < tail[r].params.size(); ++s) {
+      ASSERT_TRUE(BitwiseEqual(tail[r].params[s], whole[r].params[8 + s]))
+          << "rank " << r << " step " << 8 + s;
+      ASSERT_TRUE(BitwiseEqual(tail[r].m[s], whole[r].m[8 + s]));
+      EXPECT_EQ(tail[r].masks[s].indices, whole[r].masks[8 + s].indices);
+      EXPECT_EQ(tail[r].masks[s].mask_epoch, 5u);
+    }
+  }
+}
+
+TEST(ScapeOptimizerTest, AnotherRanksStateWithResidualsIsRefused) {
+  RunOptions options;
+  options.steps = 6;
+  options.save_at = 6;  // step 5 was sparse: residuals are held
+  std::vector<RankTrace> t;
+  ASSERT_TRUE(RunRanks(Scape(Sparse(0.1)), options, t).ok());
+  ASSERT_TRUE(RunInProcessRanks(kRanks, [&](int rank, RankGroup& group) -> absl::Status {
+                auto opt = ScapeOptimizer::Create(&group, Sparse(0.1), Decay());
+                absl::Status s = (*opt)->RestoreState(t[0].saved);
+                if (rank == 0) {
+                  EXPECT_TRUE(s.ok()) << s;
+                } else {
+                  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+                  EXPECT_NE(s.message().find("unsent residuals"), absl::string_view::npos) << s;
+                }
+                return absl::OkStatus();
+              }).ok());
+}
+
+// After a membership change the scheduler hands out a new partition map; a
+// pending mask cut for the old one is dropped and the first step is dense.
+TEST(ScapeOptimizerTest, RestoreUnderAnotherPartitionMapStartsWithADenseStep) {
+  ScapeConfig c = Sparse(0.1);
+  c.dense_period = 4;
+  RunOptions full;
+  full.steps = 8;
+  full.save_at = 8;
+  std::vector<RankTrace> whole;
+  ASSERT_TRUE(RunRanks(Scape(c), full, whole).ok());
+  constexpr int kShrunk = 3;
+  std::vector<std::vector<float>> m_after(kShrunk), params_after(kShrunk);
+  ASSERT_TRUE(RunInProcessRanks(kShrunk, [&](int rank, RankGroup& group) -> absl::Status {
+                ScapeConfig shrunk = c;
+                shrunk.mask_epoch = 2;
+                shrunk.partition_bounds = {0, 300, 700, kSize};  // not the balanced cut
+                auto opt = ScapeOptimizer::Create(&group, shrunk, Decay());
+                if (!opt.ok()) return opt.status();
+                EXPECT_EQ((*opt)->partition().bounds(), shrunk.partition_bounds);
+                if (auto s = (*opt)->RestoreState(whole[0].saved); !s.ok()) return s;
+                EXPECT_FALSE((*opt)->pending_mask().has_value());
+                std::vector<float> params = whole[0].params[7], grads;
+                for (int64_t step = 8; step < 11; ++step) {
+                  Gradient(params, rank, step, 0, grads);
+                  if (auto s = (*opt)->Step(params.data(), grads.data(), kSize, 0.01); !s.ok()) {
+                    return s;
+                  }
+                  EXPECT_EQ((*opt)->last_step().dense, step == 8) << "step " << step;
+                  if (step > 8) {
+                    for (int64_t j : (*opt)->current_mask().indices) {
+                      EXPECT_TRUE(j >= 0 && j < kSize);
+                    }
+                    EXPECT_EQ((*opt)->current_mask().parts[rank].size(),
+                              static_cast<size_t>(MaskCountForRange(
+                                  shrunk.partition_bounds[rank + 1] - shrunk.partition_bounds[rank],
+                                  0.1)));
+                  }
+                }
+                m_after[rank] = (*opt)->first_moment();
+                params_after[rank] = params;
+                return absl::OkStatus();
+              }).ok());
+  for (int r = 1; r < kShrunk; ++r) {
+    EXPECT_TRUE(BitwiseEqual(m_after[r], m_after[0]));
+    EXPECT_TRUE(BitwiseEqual(params_after[r], params_after[0]));
+  }
+}
+
+TEST(ScapeOptimizerTest, RefusesABadPartitionMap) {
+  ASSERT_TRUE(RunInProcessRanks(2, [&](int, RankGroup& group) -> absl::Status {
+                for (std::vector<int64_t> bounds : std::vector<std::vector<int64_t>>{
+                         {0, kSize}, {0, 500, kSize - 1}, {0, 0, kSize}, {1, 500, kSize}}) {
+                  ScapeConfig c = Sparse(0.1);
+                  c.partition_bounds = bounds;
+                  auto opt = ScapeOptimizer::Create(&group, c, Decay());
+                  EXPECT_EQ(opt.status().code(), absl::StatusCode::kInvalidArgument);
+                  EXPECT_NE(opt.status().message().find("partition map"), absl::string_view::npos);
+                }
+                return absl::OkStatus();
+              }).ok());
+}
+
+TEST(ScapeOptimizerTest, RefusesAMaskOfAnotherStepOrMaskEpoch) {
   for (int variant = 0; variant < 3; ++variant) {
     RunOptions options;
     options.steps = 6;
@@ -296,9 +412,9 @@ TEST(ScapeOptimizerTest, RefusesAMaskOfTheWrongEpochOrGeneration) {
       auto& scape = dynamic_cast<ScapeOptimizer&>(opt);
       if (auto saved = scape.SaveState(); !saved.ok()) return saved.status();  // finish the exchange
       GlobalMask mask = *scape.pending_mask();
-      if (variant == 0) mask.epoch = 3;       // last step's mask again
-      if (variant == 1) mask.epoch = 5;       // one from the future
-      if (variant == 2) mask.generation = 7;  // another membership
+      if (variant == 0) mask.step = 3;       // last step's mask again
+      if (variant == 1) mask.step = 5;       // one from the future
+      if (variant == 2) mask.mask_epoch = 7;  // another membership
       scape.SetPendingMask(mask);
       return absl::OkStatus();
     };

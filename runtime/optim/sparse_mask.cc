@@ -21,6 +21,29 @@ absl::StatusOr<ParameterPartition> ParameterPartition::Balanced(int64_t total, i
   return p;
 }
 
+absl::StatusOr<ParameterPartition> ParameterPartition::FromBounds(std::vector<int64_t> bounds,
+                                                                 int64_t total, int world_size) {
+  if (static_cast<int64_t>(bounds.size()) != static_cast<int64_t>(world_size) + 1) {
+    return absl::InvalidArgumentError(absl::StrCat("partition map has ", bounds.size(),
+                                                   " bounds, ", world_size, " ranks need ",
+                                                   world_size + 1));
+  }
+  if (bounds.front() != 0 || bounds.back() != total) {
+    return absl::InvalidArgumentError(absl::StrCat("partition map covers [", bounds.front(), ", ",
+                                                   bounds.back(), "), the buffer is [0, ", total,
+                                                   ")"));
+  }
+  for (int r = 0; r < world_size; ++r) {
+    if (bounds[r + 1] <= bounds[r]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("partition map: range of rank ", r, " is empty or reversed"));
+    }
+  }
+  ParameterPartition p;
+  p.bounds_ = std::move(bounds);
+  return p;
+}
+
 int ParameterPartition::OwnerOf(int64_t index) const {
   return static_cast<int>(std::upper_bound(bounds_.begin(), bounds_.end(), index) -
                           bounds_.begin()) - 1;
@@ -65,15 +88,15 @@ int64_t MaskExchange::RangeEnd(int rank) const {
   return scope_ == MaskScope::kPartitioned ? partition_->end(rank) : partition_->total();
 }
 
-absl::Status MaskExchange::Start(RankGroup& group, uint64_t generation, int64_t epoch,
+absl::Status MaskExchange::Start(RankGroup& group, uint64_t mask_epoch, int64_t step,
                                  const std::vector<int64_t>& own_part,
                                  const GlobalMask* previous) {
   if (pending_) return absl::FailedPreconditionError("mask exchange already in flight");
   const int rank = group.rank();
-  // Change-from-previous only against the epoch just before, which every
+  // Change-from-previous only against the step just before, which every
   // receiver holds too.
-  const bool have_previous = previous != nullptr && previous->epoch == epoch - 1 &&
-                             previous->generation == generation &&
+  const bool have_previous = previous != nullptr && previous->step == step - 1 &&
+                             previous->mask_epoch == mask_epoch &&
                              static_cast<int>(previous->parts.size()) == group.world_size();
   if (have_previous) {
     previous_copy_ = *previous;
@@ -82,8 +105,8 @@ absl::Status MaskExchange::Start(RankGroup& group, uint64_t generation, int64_t 
     previous_ = nullptr;
   }
   MaskPartitionHeader header;
-  header.generation = generation;
-  header.epoch = epoch;
+  header.mask_epoch = mask_epoch;
+  header.step = step;
   header.rank = rank;
   auto encoded = EncodeMaskPartition(header, {RangeBegin(rank), RangeEnd(rank), own_part},
                                      have_previous ? &previous->parts[rank] : nullptr);
@@ -102,8 +125,8 @@ absl::Status MaskExchange::Start(RankGroup& group, uint64_t generation, int64_t 
   return absl::OkStatus();
 }
 
-absl::StatusOr<GlobalMask> MaskExchange::Finish(uint64_t expected_generation,
-                                                int64_t expected_epoch) {
+absl::StatusOr<GlobalMask> MaskExchange::Finish(uint64_t expected_mask_epoch,
+                                                int64_t expected_step) {
   if (!pending_) return absl::FailedPreconditionError("no mask exchange in flight");
   absl::Status waited = pending_->Wait();
   pending_.reset();
@@ -114,17 +137,17 @@ absl::StatusOr<GlobalMask> MaskExchange::Finish(uint64_t expected_generation,
     parts.emplace_back(recv_.data() + offset, size);
     offset += size;
   }
-  return AssembleGlobalMask(*this, parts, expected_generation, expected_epoch, previous_);
+  return AssembleGlobalMask(*this, parts, expected_mask_epoch, expected_step, previous_);
 }
 
 absl::StatusOr<GlobalMask> AssembleGlobalMask(const MaskExchange& ranges,
                                               absl::Span<const std::string> encoded_parts,
-                                              uint64_t expected_generation,
-                                              int64_t expected_epoch,
+                                              uint64_t expected_mask_epoch,
+                                              int64_t expected_step,
                                               const GlobalMask* previous) {
   GlobalMask mask;
-  mask.generation = expected_generation;
-  mask.epoch = expected_epoch;
+  mask.mask_epoch = expected_mask_epoch;
+  mask.step = expected_step;
   const int world_size = static_cast<int>(encoded_parts.size());
   bool disjoint = true;
   for (int r = 0; r < world_size; ++r) {
@@ -136,10 +159,10 @@ absl::StatusOr<GlobalMask> AssembleGlobalMask(const MaskExchange& ranges,
                                     previous_part);
     if (!part.ok()) return part.status();
     const MaskPartitionHeader& h = part->header;
-    if (h.generation != expected_generation || h.epoch != expected_epoch) {
+    if (h.mask_epoch != expected_mask_epoch || h.step != expected_step) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "mask part of rank ", r, " is for generation ", h.generation, " epoch ", h.epoch,
-          ", expected generation ", expected_generation, " epoch ", expected_epoch,
+          "mask part of rank ", r, " is for mask_epoch ", h.mask_epoch, " epoch ", h.step,
+          ", expected mask_epoch ", expected_mask_epoch, " epoch ", expected_step,
           ": refused"));
     }
     if (h.rank != r) {

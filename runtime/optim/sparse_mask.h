@@ -19,6 +19,10 @@ namespace corescape::optim {
 class ParameterPartition {
  public:
   static absl::StatusOr<ParameterPartition> Balanced(int64_t total, int world_size);
+  // A partition map handed out by the scheduler: `bounds` must be P + 1
+  // non-decreasing offsets from 0 to `total`, every range non-empty.
+  static absl::StatusOr<ParameterPartition> FromBounds(std::vector<int64_t> bounds, int64_t total,
+                                                       int world_size);
 
   int world_size() const { return static_cast<int>(bounds_.size()) - 1; }
   int64_t total() const { return bounds_.back(); }
@@ -26,6 +30,7 @@ class ParameterPartition {
   int64_t end(int rank) const { return bounds_[rank + 1]; }
   int64_t size(int rank) const { return end(rank) - begin(rank); }
   int OwnerOf(int64_t index) const;
+  const std::vector<int64_t>& bounds() const { return bounds_; }
 
  private:
   std::vector<int64_t> bounds_;  // P + 1 entries
@@ -42,8 +47,8 @@ std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin
 
 // A mask every rank applies at one step: the union of the ranks' parts.
 struct GlobalMask {
-  uint64_t generation = 0;
-  int64_t epoch = -1;                       // the step it is applied at
+  uint64_t mask_epoch = 0;                 // the scheduler's mask epoch it belongs to
+  int64_t step = -1;                       // the step it is applied at
   std::vector<std::vector<int64_t>> parts;  // rank r's sorted selection
   std::vector<int64_t> indices;             // sorted union of the parts
 
@@ -54,12 +59,12 @@ struct GlobalMask {
 // per-rank global top-k baseline, whose union grows with P: fill-in).
 enum class MaskScope { kPartitioned, kWholeBuffer };
 
-// Exchanges the ranks' mask parts for one epoch: each rank encodes its part
+// Exchanges the ranks' mask parts for one step: each rank encodes its part
 // (smallest encoding, change-from-previous against its part of `previous`
-// when that is the epoch before), the sizes are all-gathered, then the
+// when that is the step before), the sizes are all-gathered, then the
 // payloads with an asynchronous all-gather-v that overlaps the next step's
 // forward/backward. Finish() decodes and checks every part: a part of
-// another epoch or generation is refused.
+// another mask epoch or step is refused.
 class MaskExchange {
  public:
   MaskExchange(const ParameterPartition* partition, MaskScope scope)
@@ -68,10 +73,10 @@ class MaskExchange {
   int64_t RangeBegin(int rank) const;
   int64_t RangeEnd(int rank) const;
 
-  absl::Status Start(RankGroup& group, uint64_t generation, int64_t epoch,
+  absl::Status Start(RankGroup& group, uint64_t mask_epoch, int64_t step,
                      const std::vector<int64_t>& own_part, const GlobalMask* previous);
   bool in_flight() const { return pending_ != nullptr; }
-  absl::StatusOr<GlobalMask> Finish(uint64_t expected_generation, int64_t expected_epoch);
+  absl::StatusOr<GlobalMask> Finish(uint64_t expected_mask_epoch, int64_t expected_step);
 
   // Encoded bytes of this rank's last part, and its encoding.
   int64_t last_part_bytes() const { return last_part_bytes_; }
@@ -90,12 +95,12 @@ class MaskExchange {
   MaskEncoding last_encoding_ = MaskEncoding::kBitmask;
 };
 
-// Decodes every rank's encoded part and checks generation, epoch and rank:
+// Decodes every rank's encoded part and checks mask epoch, step and rank:
 // the receiving half of MaskExchange, public so tests can feed it bytes.
 absl::StatusOr<GlobalMask> AssembleGlobalMask(const MaskExchange& ranges,
                                               absl::Span<const std::string> encoded_parts,
-                                              uint64_t expected_generation,
-                                              int64_t expected_epoch,
+                                              uint64_t expected_mask_epoch,
+                                              int64_t expected_step,
                                               const GlobalMask* previous);
 
 }  // namespace corescape::optim

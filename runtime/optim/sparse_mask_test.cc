@@ -54,7 +54,7 @@ TEST(SelectTopKTest, LargestFirstTiesToLowerIndexNanLast) {
 }
 
 // Every rank selects in its own range; the exchange gives every rank the
-// same mask; a part of another epoch or generation is refused.
+// same mask; a part of another step or mask epoch is refused.
 TEST(MaskExchangeTest, PartitionedPartsAssembleIdenticallyOnEveryRank) {
   constexpr int kRanks = 4;
   constexpr int64_t kTotal = 10007;
@@ -90,11 +90,11 @@ TEST(MaskExchangeTest, PartitionedPartsAssembleIdenticallyOnEveryRank) {
 TEST(MaskExchangeTest, RefusesAPartOfAnotherEpochOrGeneration) {
   auto partition = ParameterPartition::Balanced(100, 2);
   MaskExchange ranges(&*partition, MaskScope::kPartitioned);
-  auto part = [&](int rank, int64_t epoch, uint64_t generation) {
+  auto part = [&](int rank, int64_t step, uint64_t mask_epoch) {
     MaskPartitionHeader h;
     h.rank = rank;
-    h.epoch = epoch;
-    h.generation = generation;
+    h.step = step;
+    h.mask_epoch = mask_epoch;
     const std::vector<int64_t> one = {partition->begin(rank)};
     return *EncodeMaskPartition(h, {partition->begin(rank), partition->end(rank), one}, nullptr);
   };

@@ -3,9 +3,12 @@
 #include <cblas.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "runtime/data/dataset_manifest.h"
@@ -82,9 +85,12 @@ DataParallelTrainer::DataParallelTrainer(const TrainerConfig& config, DataParall
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create(
     const TrainerConfig& config, DataParallelGroup* group) {
   if (config.train_data.empty()) return absl::InvalidArgumentError("train_data: required");
-  if (config.optimizer != "adamw" && config.optimizer != "adams" && config.optimizer != "scape") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer: unknown '", config.optimizer, "' (adamw, adams, scape)"));
+  static constexpr const char* kOptimizers[] = {"adamw", "adams", "scape", "scape-global",
+                                                 "topk-adamw"};
+  if (std::find(std::begin(kOptimizers), std::end(kOptimizers), config.optimizer) ==
+      std::end(kOptimizers)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer: unknown '", config.optimizer, "' (", absl::StrJoin(kOptimizers, ", "), ")"));
   }
   std::unique_ptr<DataParallelTrainer> trainer(new DataParallelTrainer(config, group));
   auto train = OpenData(config.train_data, "train");
@@ -141,13 +147,24 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
                              config.adamw.weight_decay};
     trainer->dp_optimizer_ =
         std::make_unique<optim::DenseAdamSDataParallel>(group, adams, std::move(decay_mask));
-  } else if (config.optimizer == "scape") {
+  } else if (config.optimizer == "topk-adamw") {
+    // Baseline: top-k of raw gradients with error feedback feeding AdamW.
+    trainer->dp_optimizer_ = std::make_unique<optim::TopKGradientAdamW>(
+        group, config.adamw, std::move(decay_mask), config.scape.density);
+  } else if (config.optimizer == "scape" || config.optimizer == "scape-global") {
     optim::ScapeConfig scape;
+    // scape-global: the baseline whose ranks each pick a global top-k and
+    // all-gather them (the union fills in as P grows).
+    scape.scope = config.optimizer == "scape" ? optim::MaskScope::kPartitioned
+                                              : optim::MaskScope::kWholeBuffer;
     scape.adams = {config.adamw.beta1, config.adamw.beta2, config.adamw.epsilon,
                    config.adamw.weight_decay};
     scape.density = config.scape.density;
     scape.dense_warmup_steps = std::max<int64_t>(1, config.scape.dense_warmup_steps);
-    scape.generation = config.generation;
+    scape.mask_epoch = config.scape.mask_epoch > 0 ? config.scape.mask_epoch : config.generation;
+    scape.partition_bounds = config.scape.partition_bounds;
+    scape.dense_period = config.scape.dense_period;
+    scape.forced_dense_steps = config.scape.forced_dense_steps;
     // Rule, exponent and mask statistic stay at ScapeConfig's defaults: the
     // best formulation measured (docs/scape.md).
     auto scape_optimizer = optim::ScapeOptimizer::Create(group, scape, std::move(decay_mask));
@@ -165,6 +182,8 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
   const int64_t received_before = group_->bytes_received();
   absl::Duration communication;
 
+  // Where the step's batches start, should the step have to be dropped.
+  const data::LoaderState loader_before = train_loader_->state();
   std::vector<model::ModelBatch> batches;
   float counts[1] = {0.0f};
   for (int32_t a = 0; a < config_.grad_accum; ++a) {
@@ -182,22 +201,37 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
   const float grad_scale = 1.0f / std::max<int64_t>(1, global_tokens);
 
   model_->ZeroGradients();
-  float loss_sum[1] = {0.0f};
+  FailureRecordingAttention attention(attention_.get());
   double local_loss_sum = 0.0;
   for (const model::ModelBatch& batch : batches) {
-    auto loss = model_->Forward(batch, *attention_, activations_);
-    if (!loss.ok()) return loss.status();
+    auto loss = model_->Forward(batch, attention, activations_);
+    if (!loss.ok()) {
+      if (attention.failed()) break;  // voted on below
+      return loss.status();
+    }
     local_loss_sum += loss->loss_sum;
-    if (absl::Status s = model_->Backward(*attention_, activations_, grad_scale); !s.ok()) {
+    if (absl::Status s = model_->Backward(attention, activations_, grad_scale); !s.ok()) {
+      if (attention.failed()) break;
       return s;
     }
   }
-  loss_sum[0] = static_cast<float>(local_loss_sum);
+  // The loss all-reduce doubles as a vote: a rank whose core attention
+  // failed says so, and every rank drops the step together, including those
+  // whose own attention finished.
+  float loss_sum[2] = {static_cast<float>(local_loss_sum), attention.failed() ? 1.0f : 0.0f};
   std::vector<float>& gradients = model_->gradients();
   StepResult result;
   result.learning_rate = config_.schedule.At(step_);
   comm_start = absl::Now();
-  if (absl::Status s = group_->AllReduceSum(loss_sum, 1); !s.ok()) return s;
+  if (absl::Status s = group_->AllReduceSum(loss_sum, 2); !s.ok()) return s;
+  if (loss_sum[1] > 0) {
+    model_->ZeroGradients();
+    if (absl::Status s = train_loader_->Restore(loader_before); !s.ok()) return s;
+    return AttentionDiscardedError(absl::StrCat(
+        "step ", step_ + 1, " dropped on every rank: core attention failed ",
+        attention.failed() ? absl::StrCat("here: ", attention.error().message())
+                           : absl::StrCat("on ", loss_sum[1], " other rank(s)")));
+  }
   if (dp_optimizer_ != nullptr) {
     // AdamS/SCAPE synchronize (all or part of) the signal themselves; their
     // normalizer bounds each step, so there is no global-norm clip here.
@@ -240,20 +274,36 @@ absl::StatusOr<double> DataParallelTrainer::Validate(int64_t max_batches) {
   }
   if (absl::Status s = validation_loader_->Seek(0); !s.ok()) return s;
   model::Activations activations;
+  FailureRecordingAttention attention(attention_.get());
   double loss_sum = 0.0;
   int64_t tokens = 0;
   for (int64_t batches = 0; max_batches <= 0 || batches < max_batches; ++batches) {
     std::optional<data::PackedBatch> packed = validation_loader_->Next();
     if (!packed) break;
-    auto loss = model_->Forward(ToModelBatch(*packed), *attention_, activations);
-    if (!loss.ok()) return loss.status();
+    auto loss = model_->Forward(ToModelBatch(*packed), attention, activations);
+    if (!loss.ok()) {
+      if (attention.failed()) break;  // voted on below, as in Step()
+      return loss.status();
+    }
     loss_sum += loss->loss_sum;
     tokens += loss->tokens;
   }
-  float totals[2] = {static_cast<float>(loss_sum), static_cast<float>(tokens)};
-  if (absl::Status s = group_->AllReduceSum(totals, 2); !s.ok()) return s;
+  float totals[3] = {static_cast<float>(loss_sum), static_cast<float>(tokens),
+                     attention.failed() ? 1.0f : 0.0f};
+  if (absl::Status s = group_->AllReduceSum(totals, 3); !s.ok()) return s;
+  if (totals[2] > 0) {
+    return AttentionDiscardedError(absl::StrCat(
+        "validation dropped on every rank: core attention failed ",
+        attention.failed() ? absl::StrCat("here: ", attention.error().message())
+                           : absl::StrCat("on ", totals[2], " other rank(s)")));
+  }
   if (totals[1] <= 0) return absl::FailedPreconditionError("validation split has no tokens");
   return totals[0] / totals[1];
+}
+
+void DataParallelTrainer::SetAttention(std::shared_ptr<model::CoreAttentionExecutor> attention) {
+  attention_ = attention != nullptr ? std::move(attention)
+                                    : std::make_shared<model::LocalCoreAttention>(pool_.get());
 }
 
 absl::StatusOr<checkpoint::Checkpoint> DataParallelTrainer::Snapshot() {

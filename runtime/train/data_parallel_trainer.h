@@ -15,6 +15,7 @@
 #include "runtime/optim/adamw.h"
 #include "runtime/optim/data_parallel_optimizer.h"
 #include "runtime/optim/lr_schedule.h"
+#include "runtime/train/attention_failure.h"
 #include "runtime/train/data_parallel_group.h"
 
 namespace corescape::train {
@@ -29,11 +30,17 @@ struct TrainerConfig {
   int32_t grad_accum = 1;    // micro-batches per step
   int64_t steps = 100;
   uint64_t seed = 1;
-  std::string optimizer = "adamw";  // adamw | adams | scape
+  std::string optimizer = "adamw";  // adamw | adams | scape | scape-global | topk-adamw
   optim::AdamWConfig adamw;         // also AdamS's hyper-parameters
   struct Scape {
     double density = 0.1;
     int64_t dense_warmup_steps = 0;
+    // The scheduler's mask epoch (0: none; masks then carry the generation),
+    // its partition map (empty: balanced) and dense steps (optim::ScapeConfig).
+    uint64_t mask_epoch = 0;
+    std::vector<int64_t> partition_bounds;
+    int64_t dense_period = 0;
+    std::vector<int64_t> forced_dense_steps;
   } scape;
   uint64_t generation = 0;          // the job's; SCAPE masks carry it
   optim::LrSchedule schedule;
@@ -68,11 +75,17 @@ class DataParallelTrainer {
   static absl::StatusOr<std::unique_ptr<DataParallelTrainer>> Create(
       const TrainerConfig& config, DataParallelGroup* group);
 
-  // One optimizer step.
+  // One optimizer step. When core attention fails on any rank, every rank
+  // drops the step instead (IsDiscardedForAttention: no update, loader
+  // rewound); calling Step() again redoes it.
   absl::StatusOr<StepResult> Step();
   // Mean loss over the validation split (the first max_batches micro-batches
-  // of every rank; 0: all), reduced across ranks.
+  // of every rank; 0: all), reduced across ranks. Dropped on every rank like
+  // a step when core attention fails on one.
   absl::StatusOr<double> Validate(int64_t max_batches = 0);
+  // Replaces the core-attention executor (null: in this process), e.g. once
+  // the job's attention servers changed.
+  void SetAttention(std::shared_ptr<model::CoreAttentionExecutor> attention);
 
   // Everything needed to continue exactly: parameters, optimizer state
   // (moments, step count; SCAPE's residuals and masks), loader position.

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -215,6 +216,105 @@ TEST(DataParallelTrainerTest, AdamSAndScapeKeepReplicasIdentical) {
     ASSERT_TRUE(snapshot.ok()) << snapshot.status();
     EXPECT_TRUE(snapshot->blobs.count("optimizer_state")) << optimizer;
   }
+}
+
+// Local core attention that fails once, at its n-th call (counting Forward
+// and Backward), the way a remote executor fails when a server dies.
+class FailingOnceAttention final : public model::CoreAttentionExecutor {
+ public:
+  explicit FailingOnceAttention(int fail_at_call) : fail_at_call_(fail_at_call) {}
+  absl::Status Forward(int layer, const kernels::AttentionShape& shape,
+                       absl::Span<const kernels::AttentionTask> tasks, const float* q,
+                       const float* k, const float* v, int64_t rows, float* o,
+                       float* lse) override {
+    if (++calls_ == fail_at_call_) return absl::UnavailableError("attention server 1 died");
+    return local_.Forward(layer, shape, tasks, q, k, v, rows, o, lse);
+  }
+  absl::Status Backward(int layer, const kernels::AttentionShape& shape,
+                        absl::Span<const kernels::AttentionTask> tasks, const float* q,
+                        const float* k, const float* v, const float* o, const float* lse,
+                        const float* d_o, int64_t rows, float* d_q, float* d_k,
+                        float* d_v) override {
+    if (++calls_ == fail_at_call_) return absl::UnavailableError("attention server 1 died");
+    return local_.Backward(layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k, d_v);
+  }
+
+ private:
+  model::LocalCoreAttention local_{nullptr};
+  const int fail_at_call_;
+  int calls_ = 0;
+};
+
+// Core attention failing on one rank mid-step (or mid-validation) makes
+// every rank drop that step; redone with a new executor, training ends
+// bitwise where it would have without the failure.
+TEST(DataParallelTrainerTest, StepDroppedOnEveryRankWhenAttentionFailsAndRedoneExactly) {
+  auto train = [](bool fail) {
+    ThreadGroup group(2);
+    ThreadGroup::Member members[2] = {{&group, 0}, {&group, 1}};
+    std::unique_ptr<DataParallelTrainer> ranks[2];
+    for (int r = 0; r < 2; ++r) {
+      TrainerConfig config = Config(2);
+      config.grad_accum = 2;
+      // Rank 1 fails in the backward of step 3's second micro-batch (2 layers:
+      // 8 calls per step), then in its first validation call.
+      const int calls_per_step = 2 * 2 * config.model.n_layers;
+      config.attention = std::make_shared<FailingOnceAttention>(
+          fail && r == 1 ? 2 * calls_per_step + calls_per_step - 1 : -1);
+      auto trainer = DataParallelTrainer::Create(config, &members[r]);
+      EXPECT_TRUE(trainer.ok()) << trainer.status();
+      ranks[r] = *std::move(trainer);
+    }
+    std::vector<double> losses;
+    std::vector<double> validation(2, 0.0);
+    int dropped[2] = {0, 0};
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r]() {
+        while (ranks[r]->step() < 6) {
+          auto result = ranks[r]->Step();
+          if (!result.ok()) {
+            ASSERT_TRUE(IsDiscardedForAttention(result.status())) << result.status();
+            EXPECT_EQ(ranks[r]->step(), 2);
+            EXPECT_NE(result.status().message().find(r == 1 ? "failed here: attention server 1 "
+                                                              "died"
+                                                            : "failed on 1 other rank"),
+                      std::string::npos)
+                << result.status();
+            ++dropped[r];
+            // The new executor fails at the first call of the validation.
+            if (r == 1) {
+              ranks[r]->SetAttention(std::make_shared<FailingOnceAttention>(
+                  4 * 2 * 2 * ranks[r]->config().model.n_layers + 1));
+            }
+            continue;
+          }
+          if (r == 0) losses.push_back(result->loss);
+        }
+        auto val = ranks[r]->Validate(2);
+        if (!val.ok()) {
+          ASSERT_TRUE(IsDiscardedForAttention(val.status())) << val.status();
+          ++dropped[r];
+          if (r == 1) ranks[r]->SetAttention(nullptr);
+          val = ranks[r]->Validate(2);
+        }
+        ASSERT_TRUE(val.ok()) << val.status();
+        validation[r] = *val;
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(ranks[0]->model().parameters(), ranks[1]->model().parameters());
+    EXPECT_EQ(dropped[0], fail ? 2 : 0);
+    EXPECT_EQ(dropped[1], fail ? 2 : 0);
+    EXPECT_EQ(validation[0], validation[1]);
+    return std::make_tuple(ranks[0]->model().parameters(), losses, validation[0]);
+  };
+  const auto [clean_params, clean_losses, clean_validation] = train(false);
+  const auto [params, losses, validation] = train(true);
+  EXPECT_EQ(params, clean_params);
+  EXPECT_EQ(losses, clean_losses);
+  EXPECT_EQ(validation, clean_validation);
+  ASSERT_EQ(losses.size(), 6u);
 }
 
 TEST(DataParallelTrainerTest, ResumeFromSnapshotContinuesBitwise) {
