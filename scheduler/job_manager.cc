@@ -340,35 +340,29 @@ void JobManager::Assign(JobRecord& record, const std::vector<v1::NodeInfo>& node
     return;
   }
   // Workers: rank r of W (the data-parallel group). Attention servers: rank
-  // W + s of W + S (the job's attention communicator: workers first). Both
-  // get every worker's and server's address; peer_names covers all W + S.
-  const int workers = static_cast<int>(nodes.size());
-  const int total = workers + static_cast<int>(servers.size());
-  for (int rank = 0; rank < total; ++rank) {
-    const v1::NodeInfo& node = rank < workers ? nodes[rank] : servers[rank - workers];
+  // W + s of W + S (the job's attention communicator: workers first).
+  std::vector<v1::JobAssignment> assignments = AttentionMembershipAssignments(
+      job, record.token, nodes, servers, AttentionFailoverTimeout());
+  if (mask_epoch) {
+    for (size_t rank = 0; rank < nodes.size(); ++rank) {
+      *assignments[rank].mutable_mask_epoch() = *mask_epoch;
+    }
+  }
+  PushAssignments(assignments, nodes, servers);
+}
+
+void JobManager::PushAssignments(const std::vector<v1::JobAssignment>& assignments,
+                                 const std::vector<v1::NodeInfo>& workers,
+                                 const std::vector<v1::NodeInfo>& servers) {
+  for (size_t rank = 0; rank < assignments.size(); ++rank) {
+    const v1::NodeInfo& node =
+        rank < workers.size() ? workers[rank] : servers[rank - workers.size()];
     v1::SchedulerCommand command;
-    v1::JobAssignment* assign = command.mutable_assign();
-    assign->set_job_id(job.job_id());
-    assign->set_generation(job.generation());
-    assign->set_rank(rank);
-    assign->set_world_size(rank < workers ? workers : total);
-    for (const v1::NodeInfo& peer : nodes) {
-      assign->add_peer_data_addresses(peer.data_address());
-      assign->add_peer_names(peer.name());
-    }
-    for (const v1::NodeInfo& server : servers) {
-      assign->add_attention_server_addresses(server.data_address());
-      assign->add_peer_names(server.name());
-    }
-    *assign->mutable_spec() = job.spec();
-    assign->set_resume_from_step(job.progress().checkpoint_step());
-    assign->set_gradient_accumulation(gradient_accumulation);
-    assign->set_data_plane_token(record.token);
-    assign->set_attention_failover_timeout_ms(
-        absl::ToInt64Milliseconds(AttentionFailoverTimeout()));
-    if (mask_epoch && rank < workers) *assign->mutable_mask_epoch() = *mask_epoch;
+    *command.mutable_assign() = assignments[rank];
     if (absl::Status s = registry_->Push(node.name(), node.incarnation(), command); !s.ok()) {
-      LOG(WARNING) << "cannot deliver assignment to " << node.name() << ": " << s;
+      LOG(WARNING) << "cannot deliver the assignment of job " << assignments[rank].job_id()
+                   << " (attention epoch " << assignments[rank].attention_epoch() << ") to "
+                   << node.name() << ": " << s;
     }
   }
 }
@@ -454,18 +448,9 @@ void JobManager::ReplanAttention(JobRecord& record, const std::vector<LostAttent
   LOG(INFO) << "job " << job.job_id() << ": " << message;
   // Workers keep training and rebuild only their attention communicator;
   // survivors and replacements serve the new epoch.
-  const std::vector<v1::JobAssignment> assignments = AttentionMembershipAssignments(
-      job, record.token, worker_nodes, server_nodes, AttentionFailoverTimeout());
-  for (size_t rank = 0; rank < assignments.size(); ++rank) {
-    const v1::NodeInfo& node =
-        rank < worker_nodes.size() ? worker_nodes[rank] : server_nodes[rank - worker_nodes.size()];
-    v1::SchedulerCommand command;
-    *command.mutable_assign() = assignments[rank];
-    if (absl::Status s = registry_->Push(node.name(), node.incarnation(), command); !s.ok()) {
-      LOG(WARNING) << "cannot deliver attention epoch " << job.attention_epoch() << " to "
-                   << node.name() << ": " << s;
-    }
-  }
+  PushAssignments(AttentionMembershipAssignments(job, record.token, worker_nodes, server_nodes,
+                                                 AttentionFailoverTimeout()),
+                  worker_nodes, server_nodes);
 }
 
 void JobManager::Reconcile() {

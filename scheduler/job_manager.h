@@ -93,6 +93,10 @@ class JobManager : public NodeReportSink {
   void Assign(JobRecord& record, const std::vector<v1::NodeInfo>& nodes,
               const std::vector<v1::NodeInfo>& servers, int32_t gradient_accumulation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends assignments[r] to workers[r] (r < W), then to servers[r − W].
+  void PushAssignments(const std::vector<v1::JobAssignment>& assignments,
+                       const std::vector<v1::NodeInfo>& workers,
+                       const std::vector<v1::NodeInfo>& servers);
   void StopAttentionServers(const JobRecord& record, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A RUNNING DISAGGREGATED job lost attention servers (its workers are

@@ -32,11 +32,7 @@ int RunCancel(const CancelOptions& options, const GlobalOptions& globals) {
                                             : options.reason);
   absl::StatusOr<v1::CancelJobResponse> response = client->CancelJob(request);
   if (!response.ok()) {
-    if (absl::IsNotFound(response.status())) {
-      return Fail(kExitNotFound,
-                  absl::StrCat("no job with id '", options.job_id, "'"));
-    }
-    return FailRpc(response.status(), target, "CancelJob");
+    return FailJobRpc(response.status(), target, "CancelJob", options.job_id);
   }
   const v1::Job& job = response->job();
   const std::string job_id = job.job_id().empty() ? options.job_id : job.job_id();

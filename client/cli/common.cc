@@ -144,6 +144,14 @@ std::unique_ptr<client::SchedulerClient> ConnectOrFail(
   return ConnectToScheduler(*target, options);
 }
 
+int FailJobRpc(const absl::Status& status, const SchedulerTarget& target,
+               absl::string_view rpc_name, absl::string_view job_id) {
+  if (absl::IsNotFound(status) && !job_id.empty()) {
+    return Fail(kExitNotFound, absl::StrCat("no job with id '", job_id, "'"));
+  }
+  return FailRpc(status, target, rpc_name);
+}
+
 int FailRpc(const absl::Status& status, const SchedulerTarget& target,
             absl::string_view rpc_name) {
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {

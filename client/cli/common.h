@@ -74,6 +74,11 @@ std::unique_ptr<client::SchedulerClient> ConnectToScheduler(
 int FailRpc(const absl::Status& status, const SchedulerTarget& target,
             absl::string_view rpc_name);
 
+// FailRpc for an RPC about one job: NOT_FOUND reads "no job with id 'ID'"
+// (exit 4) when job_id is set.
+int FailJobRpc(const absl::Status& status, const SchedulerTarget& target,
+               absl::string_view rpc_name, absl::string_view job_id);
+
 // Resolves the scheduler and connects, or reports why not. Returns nullptr
 // after printing the error; *exit_code holds the code to return.
 std::unique_ptr<client::SchedulerClient> ConnectOrFail(

@@ -33,10 +33,7 @@ int RunPlan(const PlanOptions& options, const GlobalOptions& globals) {
   // NOT_FOUND (no such job) exits 4; a job that is not DISAGGREGATED or has
   // no planned step yet is FAILED_PRECONDITION, exit 1 with the reason.
   if (!response.ok()) {
-    if (absl::IsNotFound(response.status())) {
-      return Fail(kExitNotFound, absl::StrCat("no job with id '", options.job_id, "'"));
-    }
-    return FailRpc(response.status(), target, "GetAttentionPlan");
+    return FailJobRpc(response.status(), target, "GetAttentionPlan", options.job_id);
   }
   if (options.json) {
     PrintJson(AttentionPlanToJson(response->plan(), options.tasks));

@@ -69,11 +69,7 @@ int RunPlot(const PlotOptions& options, const GlobalOptions& globals) {
   request.set_job_id(options.job_id);
   absl::StatusOr<v1::GetJobResponse> response = client->GetJob(request);
   if (!response.ok()) {
-    if (absl::IsNotFound(response.status())) {
-      return Fail(kExitNotFound,
-                  absl::StrCat("no job with id '", options.job_id, "'"));
-    }
-    return FailRpc(response.status(), target, "GetJob");
+    return FailJobRpc(response.status(), target, "GetJob", options.job_id);
   }
   const v1::Job& job = response->job();
 

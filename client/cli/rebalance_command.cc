@@ -30,10 +30,7 @@ int RunRebalance(const RebalanceOptions& options, const GlobalOptions& globals) 
   request.set_job_id(options.job_id);
   auto response = client->Rebalance(request);
   if (!response.ok()) {
-    if (absl::IsNotFound(response.status()) && !options.job_id.empty()) {
-      return Fail(kExitNotFound, absl::StrCat("no job with id '", options.job_id, "'"));
-    }
-    return FailRpc(response.status(), target, "Rebalance");
+    return FailJobRpc(response.status(), target, "Rebalance", options.job_id);
   }
   if (options.json) {
     nlohmann::json plans = nlohmann::json::array();
