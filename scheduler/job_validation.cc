@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/control/model_spec.h"
 #include "runtime/model/model_config.h"
+#include "runtime/optim/scape_optimizer.h"
 
 namespace corescape::scheduler {
 
@@ -80,6 +81,9 @@ void ApplyJobDefaults(v1::JobSpec& spec) {
   if (opt.beta2() == 0) opt.set_beta2(0.95);
   if (opt.epsilon() == 0) opt.set_epsilon(1e-8);
   if (opt.schedule().empty()) opt.set_schedule("cosine");
+  // SCAPE always uses each mask one step late (the all-gather overlaps the
+  // next step); the field only documents it.
+  if (UsesMaskEpochs(opt.name())) opt.mutable_scape()->set_delayed_mask(true);
   if (UsesDensity(opt.name()) && opt.scape().density() == 0) {
     opt.mutable_scape()->set_density(0.1);
   }
@@ -159,6 +163,16 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (UsesDensity(opt.name())) {
     const double density = opt.scape().density();
     if (!(density > 0 && density <= 1)) return Invalid("optimizer.scape.density", "must be in (0, 1]");
+    if (!opt.scape().mask_statistic().empty()) {
+      if (auto statistic = optim::ParseMaskStatistic(opt.scape().mask_statistic());
+          !statistic.ok()) {
+        return Invalid("optimizer.scape.mask_statistic", statistic.status().message());
+      }
+    }
+    if (opt.scape().offload_residuals()) {
+      return Invalid("optimizer.scape.offload_residuals",
+                     "not implemented: residuals stay in host memory next to the model");
+    }
     if (opt.scape().dense_warmup_steps() < 0) {
       return Invalid("optimizer.scape.dense_warmup_steps", "must not be negative");
     }

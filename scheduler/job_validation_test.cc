@@ -1,5 +1,8 @@
 #include "scheduler/job_validation.h"
 
+#include <fstream>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace corescape::scheduler {
@@ -31,6 +34,51 @@ TEST(ApplyJobDefaultsTest, AttentionDefaults) {
   ApplyJobDefaults(spec);
   EXPECT_EQ(spec.attention().mode(), v1::COLOCATED);
   EXPECT_DOUBLE_EQ(spec.attention().tolerance(), 0.05);
+}
+
+// A spec that validates: a shard file that exists (its contents are the
+// worker's business), everything else defaulted.
+v1::JobSpec ValidSpec(const std::string& optimizer) {
+  const std::string shard = ::testing::TempDir() + "/job_validation_test.shard";
+  std::ofstream(shard) << "x";
+  v1::JobSpec spec;
+  spec.mutable_data()->add_train_shards(shard);
+  spec.set_steps(10);
+  spec.mutable_optimizer()->set_name(optimizer);
+  ApplyJobDefaults(spec);
+  return spec;
+}
+
+TEST(ValidateJobSpecTest, SparseBaselinesAreSelectableWithADensity) {
+  for (const char* name : {"adamw", "adams", "scape", "scape-global", "topk-adamw"}) {
+    v1::JobSpec spec = ValidSpec(name);
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << name << ": " << ValidateJobSpec(spec);
+  }
+  EXPECT_DOUBLE_EQ(ValidSpec("topk-adamw").optimizer().scape().density(), 0.1);
+  EXPECT_TRUE(ValidSpec("scape").optimizer().scape().delayed_mask());
+  v1::JobSpec unknown = ValidSpec("lion");
+  EXPECT_NE(ValidateJobSpec(unknown).message().find("spec.optimizer.name"), std::string::npos);
+  v1::JobSpec dense_topk = ValidSpec("topk-adamw");
+  dense_topk.mutable_optimizer()->mutable_scape()->set_density(1.5);
+  EXPECT_NE(ValidateJobSpec(dense_topk).message().find("spec.optimizer.scape.density"),
+            std::string::npos);
+}
+
+TEST(ValidateJobSpecTest, ScapeMaskStatisticAndOffloadAreChecked) {
+  v1::JobSpec spec = ValidSpec("scape");
+  spec.mutable_optimizer()->mutable_scape()->set_mask_statistic("momentum-plus-residual");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok());
+  spec.mutable_optimizer()->mutable_scape()->set_mask_statistic("abs_gradient");
+  absl::Status bad = ValidateJobSpec(spec);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("spec.optimizer.scape.mask_statistic: unknown mask statistic "
+                               "'abs_gradient'"),
+            std::string::npos)
+      << bad;
+  spec = ValidSpec("scape");
+  spec.mutable_optimizer()->mutable_scape()->set_offload_residuals(true);
+  EXPECT_NE(ValidateJobSpec(spec).message().find("spec.optimizer.scape.offload_residuals"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -52,6 +52,7 @@ absl::StatusOr<train::TrainerConfig> JobRunner::TrainerConfigFor(
   config.grad_clip = opt.grad_clip();
   config.scape.density = opt.scape().density() > 0 ? opt.scape().density() : 0.1;
   config.scape.dense_warmup_steps = opt.scape().dense_warmup_steps();
+  config.scape.mask_statistic = opt.scape().mask_statistic();
   config.generation = assignment.generation();
   if (opt.name() == "scape" || opt.name() == "scape-global") {
     // The scheduler's mask epoch: partition map, dense steps, the number

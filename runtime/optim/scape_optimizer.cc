@@ -21,6 +21,29 @@ const char* RuleName(ScapeRule rule) {
 
 }  // namespace
 
+const char* MaskStatisticName(MaskStatistic statistic) {
+  switch (statistic) {
+    case MaskStatistic::kMomentumPlusResidual: return "momentum-plus-residual";
+    case MaskStatistic::kResidual: return "residual";
+    case MaskStatistic::kMomentum: return "momentum";
+    case MaskStatistic::kNormalizedResidual: return "normalized-residual";
+    case MaskStatistic::kMomentumPlusScaledResidual: return "momentum-plus-scaled-residual";
+  }
+  return "?";
+}
+
+absl::StatusOr<MaskStatistic> ParseMaskStatistic(absl::string_view name) {
+  for (MaskStatistic statistic :
+       {MaskStatistic::kMomentumPlusScaledResidual, MaskStatistic::kMomentumPlusResidual,
+        MaskStatistic::kResidual, MaskStatistic::kMomentum, MaskStatistic::kNormalizedResidual}) {
+    if (name == MaskStatisticName(statistic)) return statistic;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown mask statistic '", name,
+      "' (momentum-plus-scaled-residual, momentum-plus-residual, residual, momentum, "
+      "normalized-residual)"));
+}
+
 absl::Status ScapeConfig::Validate() const {
   if (!(density > 0 && density <= 1)) return absl::InvalidArgumentError("scape: density must be in (0, 1]");
   if (dense_warmup_steps < 0) return absl::InvalidArgumentError("scape: dense_warmup_steps < 0");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "runtime/optim/adams.h"
 #include "runtime/optim/data_parallel_optimizer.h"
 #include "runtime/optim/rank_group.h"
@@ -43,6 +44,11 @@ enum class MaskStatistic {
   kMomentumPlusScaledResidual,  // |β1·m + P·e^r|: e^r is rank r's 1/P share
                                 // of the global residual, scaled up to estimate it
 };
+
+// The statistics' names in job specs and flags ("momentum-plus-scaled-residual",
+// "momentum-plus-residual", "residual", "momentum", "normalized-residual").
+const char* MaskStatisticName(MaskStatistic statistic);
+absl::StatusOr<MaskStatistic> ParseMaskStatistic(absl::string_view name);
 
 // How kLinearized refreshes the normalizer of a coordinate synchronized
 // after K > 1 steps (K = 1 always uses AdamS's own v).

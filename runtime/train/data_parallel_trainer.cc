@@ -165,8 +165,13 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     scape.partition_bounds = config.scape.partition_bounds;
     scape.dense_period = config.scape.dense_period;
     scape.forced_dense_steps = config.scape.forced_dense_steps;
-    // Rule, exponent and mask statistic stay at ScapeConfig's defaults: the
-    // best formulation measured (docs/scape.md).
+    // Rule and exponent stay at ScapeConfig's defaults: the best formulation
+    // measured (docs/scape.md); so does the statistic unless the spec names one.
+    if (!config.scape.mask_statistic.empty()) {
+      auto statistic = optim::ParseMaskStatistic(config.scape.mask_statistic);
+      if (!statistic.ok()) return statistic.status();
+      scape.statistic = *statistic;
+    }
     auto scape_optimizer = optim::ScapeOptimizer::Create(group, scape, std::move(decay_mask));
     if (!scape_optimizer.ok()) return scape_optimizer.status();
     trainer->dp_optimizer_ = *std::move(scape_optimizer);

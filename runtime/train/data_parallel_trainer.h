@@ -38,6 +38,8 @@ struct TrainerConfig {
     // The scheduler's mask epoch (0: none; masks then carry the generation),
     // its partition map (empty: balanced) and dense steps (optim::ScapeConfig).
     uint64_t mask_epoch = 0;
+    // Empty: optim::ScapeConfig's default (the best measured).
+    std::string mask_statistic;
     std::vector<int64_t> partition_bounds;
     int64_t dense_period = 0;
     std::vector<int64_t> forced_dense_steps;
