@@ -17,5 +17,23 @@ echo "== disaggregation at scale, simulated (bench/attention_sim)"
 bazel run //bench/attention_sim:attention_sim -- --seeds=2 2>/dev/null
 
 echo
+echo "== disaggregated step with and without ping-pong, in-process (bench/ping_pong)"
+bazel run //bench/ping_pong:ping_pong_bench -- --model=small --rows=2 --seq_len=2048 \
+    --min_document=1024 --steps=3 2>/dev/null
+
+echo
+echo "== straggler removal on real processes: colocated vs disaggregated (bench/attention_straggler)"
+./bench/attention_straggler/run.sh
+
+echo
 echo "== data plane: collectives vs ucx_perftest (bench/comm)"
 ./bench/comm/run.sh
+
+echo
+echo "== SCAPE quality and volume, P=4 in-process ranks (bench/scape, ~5 min)"
+./bench/scape/run.sh
+if [ "$(id -u)" = 0 ]; then
+  echo
+  echo "== SCAPE wall-clock with shaped links in network namespaces (bench/scape, root)"
+  ./bench/scape/netns_wallclock.sh
+fi

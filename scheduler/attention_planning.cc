@@ -35,12 +35,14 @@ int32_t JobWorkerCount(const v1::Job& job) {
 }
 
 AttentionPlanning::AttentionPlanning(JobLookup jobs, NodeLookup nodes, const Clock* clock,
-                                     AttentionPlanningOptions options)
+                                     AttentionPlanningOptions options, CommandPusher push)
     : jobs_(std::move(jobs)),
       nodes_(std::move(nodes)),
       clock_(clock),
       options_(options),
-      speeds_(options.speed_smoothing) {}
+      push_(std::move(push)),
+      speeds_(options.speed_smoothing),
+      pushes_(options.weight_pushes) {}
 
 absl::StatusOr<v1::Job> AttentionPlanning::FindDisaggregatedJob(const std::string& job_id,
                                                                 const std::string& field) const {
@@ -185,9 +187,52 @@ absl::Status AttentionPlanning::OnAttentionTiming(const std::string& node, uint6
     return absl::InvalidArgumentError(
         absl::StrCat("attention_timing.micro_batch: ", timing.micro_batch(), " is negative"));
   }
-  absl::MutexLock lock(&mu_);
-  speeds_.Record(node, incarnation, timing.cost_units(), timing.seconds());
+  {
+    absl::MutexLock lock(&mu_);
+    speeds_.Record(node, incarnation, timing.cost_units(), timing.seconds());
+  }
+  PushSpeedWeights(*job, /*forced=*/false);
   return absl::OkStatus();
+}
+
+uint64_t AttentionPlanning::PushSpeedWeights(const v1::Job& job, bool forced) {
+  const int32_t workers = JobWorkerCount(job);
+  if (push_ == nullptr || job.state() != v1::RUNNING || workers == job.assigned_nodes_size()) {
+    return 0;
+  }
+  absl::MutexLock push_lock(&push_mu_);
+  std::optional<v1::AttentionSpeedWeights> weights;
+  {
+    absl::MutexLock lock(&mu_);
+    // Kept and evicted with the job's other planning state.
+    states_[job.job_id()].touched = clock_->Now();
+    EvictOldJobs();
+    // Every server of the attention epoch, in the participants' order: the
+    // participants plan over all of them (a dead one is re-planned away by
+    // JobManager, with a new epoch).
+    std::vector<std::optional<double>> speeds;
+    for (int rank = workers; rank < job.assigned_nodes_size(); ++rank) {
+      speeds.push_back(speeds_.Speed(job.assigned_nodes(rank), job.assigned_incarnations(rank)));
+    }
+    weights = pushes_.Next(job.job_id(), job.generation(), job.attention_epoch(),
+                           NormalisedSpeedWeights(speeds), clock_->Now(), forced);
+  }
+  if (!weights) return 0;
+  v1::SchedulerCommand command;
+  *command.mutable_attention_weights() = *weights;
+  for (int rank = 0; rank < workers; ++rank) {
+    if (absl::Status s = push_(job.assigned_nodes(rank), job.assigned_incarnations(rank), command);
+        !s.ok()) {
+      // The worker is gone: the job recovers without it, nothing to retry.
+      LOG(WARNING) << "attention speed weights of job " << job.job_id() << " not sent to "
+                   << job.assigned_nodes(rank) << ": " << s;
+    }
+  }
+  LOG(INFO) << "job " << job.job_id() << " generation " << job.generation()
+            << " attention epoch " << job.attention_epoch() << ": sent speed weights version "
+            << weights->version() << " (" << absl::StrJoin(weights->weights(), ", ")
+            << ") to " << workers << " workers" << (forced ? " (rebalance)" : "");
+  return weights->version();
 }
 
 absl::StatusOr<v1::AttentionPlan> AttentionPlanning::Plan(const v1::Job& job,
@@ -254,6 +299,7 @@ void AttentionPlanning::EvictOldJobs() {
     for (auto it = states_.begin(); it != states_.end(); ++it) {
       if (it->second.touched < oldest->second.touched) oldest = it;
     }
+    pushes_.Forget(oldest->first);
     states_.erase(oldest);
   }
 }
@@ -293,6 +339,7 @@ absl::StatusOr<v1::AttentionPlan> AttentionPlanning::Replan(const std::string& j
   planned_job.set_generation(demand.generation);
   auto plan = Plan(planned_job, demand);
   if (!plan.ok()) return plan.status();
+  plan->set_pushed_weights_version(PushSpeedWeights(*job, /*forced=*/true));
   KeepPlan(job_id, *plan);
   return plan;
 }

@@ -18,6 +18,7 @@
 #include "runtime/base/clock.h"
 #include "scheduler/attention_plan_builder.h"
 #include "scheduler/attention_speeds.h"
+#include "scheduler/attention_weight_pushes.h"
 
 namespace corescape::scheduler {
 
@@ -36,6 +37,7 @@ struct AttentionPlanningOptions {
   double speed_smoothing = 0.3;  // weight of the newest timing in a server's speed
   int max_pending_steps = 8;     // per job: steps still missing some worker's demand
   int max_jobs = 256;            // jobs whose latest demand and plan are kept
+  WeightPushOptions weight_pushes;
 };
 
 // The scheduler's side of core-attention planning for DISAGGREGATED jobs.
@@ -48,17 +50,24 @@ struct AttentionPlanningOptions {
 // speeds. Attention servers report what each micro-batch cost them
 // (AttentionTaskTiming); ServerSpeedEstimates turns that into speeds.
 //
-// The participants still plan every micro-batch themselves, with equal
-// speeds (docs/disaggregation.md): the plan kept here is what the scheduler
-// would run — for operators (`corescape plan`) and as the basis for shipping
-// plans later.
+// The participants plan every micro-batch themselves (docs/
+// disaggregation.md), with the speed weights the scheduler pushes to the
+// job's workers (AttentionSpeedWeights, via `push`): when a timing moves
+// the weights of the job's current servers materially (rate-limited,
+// attention_weight_pushes.h) and on Rebalance. The plan kept here is the
+// scheduler's view of a step with those weights, for operators (`corescape
+// plan`).
 class AttentionPlanning final : public AttentionReportSink {
  public:
   using JobLookup = std::function<absl::StatusOr<v1::Job>(const std::string& job_id)>;
   using NodeLookup = std::function<absl::StatusOr<v1::NodeInfo>(const std::string& name)>;
+  // Queues a command on a node's session (NodeRegistry::Push).
+  using CommandPusher = std::function<absl::Status(
+      const std::string& node, uint64_t incarnation, const v1::SchedulerCommand& command)>;
 
+  // `push` may be null: no speed weights are sent then.
   AttentionPlanning(JobLookup jobs, NodeLookup nodes, const Clock* clock,
-                    AttentionPlanningOptions options = {});
+                    AttentionPlanningOptions options = {}, CommandPusher push = nullptr);
 
   absl::Status OnAttentionDemand(const std::string& node, uint64_t incarnation,
                                  const v1::AttentionDemand& demand) override;
@@ -71,8 +80,9 @@ class AttentionPlanning final : public AttentionReportSink {
   absl::StatusOr<v1::AttentionPlan> LatestPlan(const std::string& job_id) const;
 
   // Re-derives the speed weights from the timings now, re-plans the job's
-  // newest demand with them and keeps that plan. Errors as LatestPlan, and
-  // FAILED_PRECONDITION when none of its servers is ALIVE.
+  // newest demand with them and keeps that plan; a RUNNING job's workers
+  // get the weights at once (pushed_weights_version). Errors as LatestPlan,
+  // and FAILED_PRECONDITION when none of its servers is ALIVE.
   absl::StatusOr<v1::AttentionPlan> Replan(const std::string& job_id);
 
   // Replan for one job, or (empty job_id) for every RUNNING job with a
@@ -105,15 +115,25 @@ class AttentionPlanning final : public AttentionReportSink {
   // Keeps `plan` unless a newer one (generation, step) is already kept.
   void KeepPlan(const std::string& job_id, v1::AttentionPlan plan) ABSL_LOCKS_EXCLUDED(mu_);
   void EvictOldJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends the job's workers its current servers' speed weights when
+  // SpeedWeightPushes says so (always when `forced`); returns the version
+  // sent, 0 if none.
+  uint64_t PushSpeedWeights(const v1::Job& job, bool forced)
+      ABSL_LOCKS_EXCLUDED(mu_, push_mu_);
 
   const JobLookup jobs_;
   const NodeLookup nodes_;
   const Clock* const clock_;
   const AttentionPlanningOptions options_;
+  const CommandPusher push_;
 
+  // Held across deciding and sending a push, so each worker's session
+  // gets a job's versions in order. Taken before mu_.
+  absl::Mutex push_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   std::map<std::string, JobState> states_ ABSL_GUARDED_BY(mu_);
   ServerSpeedEstimates speeds_ ABSL_GUARDED_BY(mu_);
+  SpeedWeightPushes pushes_ ABSL_GUARDED_BY(mu_);
 };
 
 // Worker ranks of a job: its assigned nodes minus its attention servers

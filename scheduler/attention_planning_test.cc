@@ -73,7 +73,19 @@ class FakeCluster {
 
 class AttentionPlanningTest : public ::testing::Test {
  protected:
-  AttentionPlanningTest() : planning_(cluster_.JobLookup(), cluster_.NodeLookup(), &clock_) {}
+  AttentionPlanningTest()
+      : planning_(cluster_.JobLookup(), cluster_.NodeLookup(), &clock_, {},
+                  [this](const std::string& node, uint64_t incarnation,
+                         const v1::SchedulerCommand& command) {
+                    pushed_.push_back({node, incarnation, command});
+                    return absl::OkStatus();
+                  }) {}
+
+  struct Pushed {
+    std::string node;
+    uint64_t incarnation;
+    v1::SchedulerCommand command;
+  };
 
   v1::AttentionDemand Demand(const std::string& job_id, int rank, int64_t step,
                              const std::vector<int64_t>& lengths) {
@@ -108,6 +120,7 @@ class AttentionPlanningTest : public ::testing::Test {
 
   FakeCluster cluster_;
   FakeClock clock_;
+  std::vector<Pushed> pushed_;  // what went to node sessions
   AttentionPlanning planning_;
 };
 
@@ -493,6 +506,91 @@ TEST_F(AttentionPlanningTest, BadTimingsAreRefusedNamingTheField) {
   // Nothing was learned from them.
   ReportAll("job-1", 1, {{10}, {20}});
   EXPECT_EQ(planning_.LatestPlan("job-1")->server_measured_speed(0), 0.0);
+}
+
+// The workers get the weights of the job's current servers when they move
+// more than 2% (at most every 5 s) and on every Rebalance.
+TEST_F(AttentionPlanningTest, SpeedWeightsArePushedToTheWorkersWhenTheyMove) {
+  cluster_.AddJob("job-1", 2, 2);
+  auto weights_of = [](const Pushed& p) {
+    return std::vector<double>(p.command.attention_weights().weights().begin(),
+                               p.command.attention_weights().weights().end());
+  };
+  // One server measured: the other counts as the mean, the weights stay equal.
+  ASSERT_TRUE(planning_.OnAttentionTiming("a0", 1, Timing("job-1", 100, 1.0)).ok());
+  EXPECT_TRUE(pushed_.empty());
+  // a1 is half as fast: both workers hear of it.
+  ASSERT_TRUE(planning_.OnAttentionTiming("a1", 1, Timing("job-1", 50, 1.0)).ok());
+  ASSERT_EQ(pushed_.size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) {
+    const Pushed& p = pushed_[rank];
+    EXPECT_EQ(p.node, absl::StrCat("w", rank));
+    EXPECT_EQ(p.incarnation, 1u);
+    ASSERT_TRUE(p.command.has_attention_weights());
+    const v1::AttentionSpeedWeights& w = p.command.attention_weights();
+    EXPECT_EQ(w.job_id(), "job-1");
+    EXPECT_EQ(w.generation(), 1u);
+    EXPECT_EQ(w.attention_epoch(), 0u);
+    EXPECT_EQ(w.version(), 1u);
+    ASSERT_EQ(w.weights_size(), 2);
+    EXPECT_NEAR(w.weights(0), 4.0 / 3, 1e-12);
+    EXPECT_NEAR(w.weights(1), 2.0 / 3, 1e-12);
+  }
+  // Under 2% of change: nothing.
+  clock_.Advance(absl::Seconds(6));
+  ASSERT_TRUE(planning_.OnAttentionTiming("a1", 1, Timing("job-1", 50.5, 1.0)).ok());
+  EXPECT_EQ(pushed_.size(), 2u);
+  // A big change goes out (6 s after the last push)...
+  ASSERT_TRUE(planning_.OnAttentionTiming("a1", 1, Timing("job-1", 5, 1.0)).ok());
+  ASSERT_EQ(pushed_.size(), 4u);
+  EXPECT_EQ(pushed_[3].command.attention_weights().version(), 2u);
+  const double slow = weights_of(pushed_[3])[1];
+  EXPECT_LT(slow, 2.0 / 3 * 0.9);
+  // ...but the next big change within 5 s waits...
+  clock_.Advance(absl::Seconds(3));
+  ASSERT_TRUE(planning_.OnAttentionTiming("a1", 1, Timing("job-1", 5, 1.0)).ok());
+  EXPECT_EQ(pushed_.size(), 4u) << "rate-limited";
+  // ...for the first timing after them.
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(planning_.OnAttentionTiming("a0", 1, Timing("job-1", 100, 1.0)).ok());
+  ASSERT_EQ(pushed_.size(), 6u);
+  EXPECT_EQ(pushed_[5].command.attention_weights().version(), 3u);
+  EXPECT_LT(weights_of(pushed_[5])[1], slow);
+
+  // Rebalance pushes at once, whatever the change, and says which version.
+  ReportAll("job-1", 1, {{200, 150, 90, 60}, {180, 120, 100, 40}});
+  auto plans = planning_.Rebalance("job-1");
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  EXPECT_EQ((*plans)[0].pushed_weights_version(), 4u);
+  ASSERT_EQ(pushed_.size(), 8u);
+  EXPECT_EQ(pushed_[7].command.attention_weights().version(), 4u);
+  EXPECT_EQ(weights_of(pushed_[7]), weights_of(pushed_[5]));
+  EXPECT_EQ(planning_.LatestPlan("job-1")->pushed_weights_version(), 4u);
+
+  // A new attention epoch over a0 alone: its workers start equal, and one
+  // server's weight is always 1 — nothing to send until a Rebalance.
+  v1::Job& job = cluster_.job("job-1");
+  job.set_attention_epoch(1);
+  job.mutable_assigned_nodes()->RemoveLast();
+  job.mutable_assigned_incarnations()->RemoveLast();
+  job.set_assigned_attention_servers(1);
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(planning_.OnAttentionTiming("a0", 1, Timing("job-1", 100, 1.0)).ok());
+  EXPECT_EQ(pushed_.size(), 8u);
+  plans = planning_.Rebalance("job-1");
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  ASSERT_EQ(pushed_.size(), 10u);
+  const v1::AttentionSpeedWeights& epoch_1 = pushed_[9].command.attention_weights();
+  EXPECT_EQ(epoch_1.attention_epoch(), 1u);
+  EXPECT_EQ(epoch_1.version(), 5u) << "versions only grow";
+  EXPECT_EQ(epoch_1.weights_size(), 1);
+
+  // A job that is no longer RUNNING gets nothing.
+  job.set_state(v1::SUCCEEDED);
+  plans = planning_.Rebalance("job-1");
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  EXPECT_EQ((*plans)[0].pushed_weights_version(), 0u);
+  EXPECT_EQ(pushed_.size(), 10u);
 }
 
 }  // namespace

@@ -96,6 +96,11 @@ void ApplyJobDefaults(v1::JobSpec& spec) {
   // Keeping Q/K/V on the servers saves ~3x backward bytes; `false` only
   // when the spec says so (the field has explicit presence).
   if (!attention.has_keep_qkv_for_backward()) attention.set_keep_qkv_for_backward(true);
+  // Ping-pong is DistCA's design: the workers compute while the servers
+  // attend. `false` only when the spec says so.
+  if (attention.mode() == v1::DISAGGREGATED && !attention.has_ping_pong()) {
+    attention.set_ping_pong(true);
+  }
   if (spec.seed() == 0) spec.set_seed(1);
   if (spec.name().empty()) spec.set_name("job");
 }
@@ -210,6 +215,14 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   if (attention.mode() == v1::DISAGGREGATED && attention.attention_servers() <= 0) {
     return Invalid("attention.attention_servers", "must be positive in DISAGGREGATED mode");
+  }
+  // Refused rather than ignored: a job asking for servers it would not use
+  // is most likely meant to be DISAGGREGATED.
+  if (attention.mode() == v1::IN_PLACE && attention.attention_servers() != 0) {
+    return Invalid("attention.attention_servers",
+                   absl::StrCat("must be 0 in IN_PLACE mode (the job's workers serve its "
+                                "attention), not ",
+                                attention.attention_servers()));
   }
   if (attention.attention_servers() < 0 || attention.attention_servers() > 4096) {
     return Invalid("attention.attention_servers", "must be in [0, 4096]");

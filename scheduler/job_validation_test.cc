@@ -29,6 +29,28 @@ TEST(ApplyJobDefaultsTest, KeepQkvForBackwardDefaultsToTrueUnlessSet) {
   EXPECT_FALSE(parsed.attention().keep_qkv_for_backward());
 }
 
+// ping_pong defaults to true for DISAGGREGATED jobs only; an explicit false
+// stays false, also across the wire.
+TEST(ApplyJobDefaultsTest, PingPongDefaultsToTrueForDisaggregatedUnlessSet) {
+  v1::JobSpec disaggregated;
+  disaggregated.mutable_attention()->set_mode(v1::DISAGGREGATED);
+  ApplyJobDefaults(disaggregated);
+  EXPECT_TRUE(disaggregated.attention().ping_pong());
+
+  v1::JobSpec colocated;
+  ApplyJobDefaults(colocated);
+  EXPECT_FALSE(colocated.attention().has_ping_pong());
+
+  v1::JobSpec off;
+  off.mutable_attention()->set_mode(v1::DISAGGREGATED);
+  off.mutable_attention()->set_ping_pong(false);
+  v1::JobSpec parsed;
+  ASSERT_TRUE(parsed.ParseFromString(off.SerializeAsString()));
+  ApplyJobDefaults(parsed);
+  EXPECT_TRUE(parsed.attention().has_ping_pong());
+  EXPECT_FALSE(parsed.attention().ping_pong());
+}
+
 TEST(ApplyJobDefaultsTest, AttentionDefaults) {
   v1::JobSpec spec;
   ApplyJobDefaults(spec);
@@ -79,6 +101,26 @@ TEST(ValidateJobSpecTest, ScapeMaskStatisticAndOffloadAreChecked) {
   spec.mutable_optimizer()->mutable_scape()->set_offload_residuals(true);
   EXPECT_NE(ValidateJobSpec(spec).message().find("spec.optimizer.scape.offload_residuals"),
             std::string::npos);
+}
+
+// IN_PLACE jobs run attention on their workers: asking for attention
+// servers is refused, naming the field, rather than silently ignored.
+TEST(ValidateJobSpecTest, InPlaceTakesNoAttentionServers) {
+  v1::JobSpec spec = ValidSpec("adamw");
+  spec.mutable_placement()->set_workers(2);
+  spec.mutable_placement()->set_min_workers(2);
+  spec.mutable_attention()->set_mode(v1::IN_PLACE);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+
+  spec.mutable_attention()->set_attention_servers(2);
+  const absl::Status refused = ValidateJobSpec(spec);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("spec.attention.attention_servers: must be 0 in IN_PLACE"),
+            std::string::npos)
+      << refused;
+
+  spec.mutable_attention()->set_mode(v1::COLOCATED);  // colocated ignores them
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 }
 
 }  // namespace

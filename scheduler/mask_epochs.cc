@@ -31,7 +31,7 @@ absl::StatusOr<v1::MaskEpochCommand> NextMaskEpoch(const v1::Job& job, int world
   for (int64_t bound : partition->bounds()) epoch.add_partition_bounds(bound);
   epoch.set_world_size(world_size);
   epoch.set_parameter_count(parameters);
-  epoch.set_dense_period(std::max<int64_t>(0, spec.checkpoint().interval_steps()));
+  epoch.set_residual_sync_period(std::max<int64_t>(0, spec.checkpoint().interval_steps()));
   // Resuming under another membership: the masks in the checkpoint were cut
   // for the old map, so the first step synchronizes everything.
   if (job.mask_epoch_world_size() != 0 && job.mask_epoch_world_size() != world_size &&

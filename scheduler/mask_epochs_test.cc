@@ -36,7 +36,7 @@ TEST(MaskEpochsTest, FirstEpochPartitionsTheModelsBufferEvenly) {
     const int64_t size = epoch->partition_bounds(r + 1) - epoch->partition_bounds(r);
     EXPECT_LE(std::abs(size - n / 3), 1) << "rank " << r;
   }
-  EXPECT_EQ(epoch->dense_period(), 25);
+  EXPECT_EQ(epoch->residual_sync_period(), 25);
   EXPECT_EQ(epoch->forced_dense_steps_size(), 0);
   EXPECT_DOUBLE_EQ(epoch->density(), 0.01);
 }

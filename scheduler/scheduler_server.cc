@@ -55,7 +55,11 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
       [registry = server->registry_.get()](const std::string& name) {
         return registry->Get(name);
       },
-      clock);
+      clock, AttentionPlanningOptions{},
+      [registry = server->registry_.get()](const std::string& node, uint64_t incarnation,
+                                           const v1::SchedulerCommand& command) {
+        return registry->Push(node, incarnation, command);
+      });
   server->node_service_ = std::make_unique<NodeServiceImpl>(
       server->registry_.get(), server->jobs_.get(), server->attention_planning_.get());
   server->operator_service_ = std::make_unique<OperatorServiceImpl>(

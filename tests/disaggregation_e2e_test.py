@@ -1,7 +1,8 @@
 """Core-attention disaggregation end to end on real processes: DISAGGREGATED
 jobs train on 2 workers whose core attention runs on 1 or 2 attention-server
-daemons, and end with the loss of the same job COLOCATED — also when one of
-the servers is killed mid-job (re-planned over the other, no restart)."""
+daemons, and IN_PLACE jobs whose 2 workers serve each other's attention, and
+end with the loss of the same job COLOCATED — also when one of the servers is
+killed mid-job (re-planned over the other, no restart)."""
 
 import json
 import os
@@ -36,19 +37,35 @@ class DisaggregationEndToEndTest(unittest.TestCase):
         self.cluster.start_node(name, binary, ["--threads=1"] + (
             ["--collective_timeout=10s"] if binary == harness.WORKER else []))
 
-    def job_spec(self, name, mode, servers=0, keep=True, steps=STEPS, **kwargs):
+    def job_spec(self, name, mode, servers=0, keep=True, steps=STEPS, ping_pong=None, **kwargs):
         s = spec(name, steps=steps, eval_interval=10, **kwargs)
         s.placement.workers = 2
         s.attention.mode = mode
         s.attention.attention_servers = servers
         s.attention.keep_qkv_for_backward = keep
+        if ping_pong is not None:  # unset: on for DISAGGREGATED
+            s.attention.ping_pong = ping_pong
         return s
 
-    def train(self, name, mode, servers=0, keep=True, steps=STEPS):
-        job_id = self.jobs.run(self.job_spec(name, mode, servers, keep, steps))
+    def train(self, name, mode, servers=0, keep=True, steps=STEPS, ping_pong=None):
+        job_id = self.jobs.run(self.job_spec(name, mode, servers, keep, steps, ping_pong))
         job = self.jobs.wait_state(job_id, FINAL, timeout=120)
         self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
         return job
+
+    def train_rebalanced(self, name, servers):
+        """As `train`, but `corescape rebalance` once the job runs: the
+        scheduler pushes its speed weights to the workers, and from the next
+        micro-batch every participant plans with worker 0's. Returns the job
+        and the version pushed."""
+        job_id = self.jobs.run(self.job_spec(name, job_pb2.DISAGGREGATED, servers))
+        harness.wait_for(lambda: self.jobs.job(job_id).progress.step >= 3, 120, "step 3",
+                         interval=0.02)
+        version = self.cli_json("rebalance", job_id)[0]["pushed_weights_version"]
+        self.assertGreaterEqual(version, 1, "a RUNNING job's workers get the weights")
+        job = self.jobs.wait_state(job_id, FINAL, timeout=120)
+        self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
+        return job, version
 
     def cli_json(self, *args):
         result = self.cluster.cli(*args, "--json", "--scheduler", self.address,
@@ -105,6 +122,26 @@ class DisaggregationEndToEndTest(unittest.TestCase):
                                   check=False)
         self.assertEqual(result.returncode, 4, result.stderr)
 
+    def check_in_place(self, colocated):
+        """An IN_PLACE job (the 2 workers serve each other's attention; the
+        idle attention servers take no part) ends with the colocated loss."""
+        job = self.train("in-place", job_pb2.IN_PLACE)
+        self.assertEqual(sorted(job.assigned_nodes), ["worker-0", "worker-1"])
+        print(f"in-place: loss {job.progress.loss:.8f} "
+              f"validation {job.progress.validation_loss:.8f}", flush=True)
+        self.assertAlmostEqual(job.progress.loss, colocated.progress.loss,
+                               delta=1e-4 * colocated.progress.loss)
+        self.assertAlmostEqual(job.progress.validation_loss, colocated.progress.validation_loss,
+                               delta=1e-4 * colocated.progress.validation_loss)
+        for name in ("worker-0", "worker-1"):
+            done = [line for line in self.cluster.nodes[name].log().splitlines()
+                    if f"in-place attention {job.job_id}/attn-inplace" in line
+                    and " done: " in line]
+            self.assertEqual(len(done), 1, f"{name} did not end its in-place attention cleanly")
+            print(done[0].split("] ", 1)[-1], flush=True)
+        for name in ("attn-0", "attn-1"):
+            self.assertNotIn(job.job_id, self.cluster.nodes[name].log())
+
     def test_disaggregated_jobs_match_colocated(self):
         for name in ("worker-0", "worker-1"):
             self.start(name, harness.WORKER)
@@ -115,12 +152,26 @@ class DisaggregationEndToEndTest(unittest.TestCase):
 
         colocated = self.train("colocated", job_pb2.COLOCATED)
         self.assertEqual(len(colocated.assigned_nodes), 2)
+        self.check_in_place(colocated)
 
-        one = self.train("one-server", job_pb2.DISAGGREGATED, servers=1, keep=False)
+        # Whole micro-batches here; the other DISAGGREGATED jobs run the
+        # default, ping-pong halves (4 rows per micro-batch: 2 + 2).
+        one = self.train("one-server", job_pb2.DISAGGREGATED, servers=1, keep=False,
+                         ping_pong=False)
         self.assertEqual(len(one.assigned_nodes), 3)
         self.assertIn(one.assigned_nodes[2], ("attn-0", "attn-1"))
-        two = self.train("two-servers", job_pb2.DISAGGREGATED, servers=2, keep=True)
+        two, version = self.train_rebalanced("two-servers", servers=2)
+        for name in ("worker-0", "worker-1"):
+            log = self.cluster.nodes[name].log()
+            self.assertRegex(log, rf"job {one.job_id} rank \d: core attention on 1 attention "
+                                  r"server\(s\), whole micro-batches")
+            self.assertRegex(log, rf"job {two.job_id} rank \d: core attention on 2 attention "
+                                  r"server\(s\), ping-pong halves")
         self.assertEqual(sorted(two.assigned_nodes[2:]), ["attn-0", "attn-1"])
+        # Every participant planned with the pushed weights (worker 0's).
+        for name in ("worker-0", "worker-1", "attn-0", "attn-1"):
+            self.assertIn(f"planning with speed weights version {version} (",
+                          self.cluster.nodes[name].log(), name)
 
         for job in (colocated, one, two):
             print(f"{job.spec.name}: loss {job.progress.loss:.8f} "

@@ -151,8 +151,8 @@ class JobsEndToEndTest(unittest.TestCase):
         self.assertGreater(finished["scape-global"].progress.bytes_sent, sparse.bytes_sent)
 
     def test_scape_job_resumes_exactly_in_a_new_mask_epoch_after_kill(self):
-        # Checkpoints follow dense steps, so rank 0's checkpoint resumes every
-        # rank, and the replacement continues the uninterrupted trajectory.
+        # Checkpoints follow residual syncs, so rank 0's checkpoint resumes
+        # every rank, and the replacement continues the uninterrupted run.
         self.start_worker("worker-0")
         self.start_worker("worker-1")
         checkpoints = os.path.join(self.cluster.workdir, "ckpt")

@@ -34,7 +34,29 @@ class DemandReportingAttention final : public AbortableAttention {
                         float* d_v) override {
     return inner_->Backward(layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k, d_v);
   }
+  // Ping-pong: straight through, so both halves' exchanges can be in flight.
+  absl::Status StartForward(int half, int layer, const kernels::AttentionShape& shape,
+                            absl::Span<const kernels::AttentionTask> tasks, const float* q,
+                            const float* k, const float* v, int64_t rows, float* o,
+                            float* lse) override {
+    // Only the first after ExpectStep is reported: half A's documents.
+    if (layer == 0) reports_->OnMicroBatch(assignment_, tasks);
+    return inner_->StartForward(half, layer, shape, tasks, q, k, v, rows, o, lse);
+  }
+  absl::Status FinishForward(int half) override { return inner_->FinishForward(half); }
+  absl::Status StartBackward(int half, int layer, const kernels::AttentionShape& shape,
+                             absl::Span<const kernels::AttentionTask> tasks, const float* q,
+                             const float* k, const float* v, const float* o, const float* lse,
+                             const float* d_o, int64_t rows, float* d_q, float* d_k,
+                             float* d_v) override {
+    return inner_->StartBackward(half, layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k,
+                                 d_v);
+  }
+  absl::Status FinishBackward(int half) override { return inner_->FinishBackward(half); }
   void Abort(const std::string& reason) override { inner_->Abort(reason); }
+  absl::Status SetSpeedWeights(uint64_t version, const std::vector<double>& weights) override {
+    return inner_->SetSpeedWeights(version, weights);
+  }
 
  private:
   const std::shared_ptr<AbortableAttention> inner_;
@@ -105,6 +127,8 @@ AttentionFactory AttentionDemandReports::Wrap(AttentionFactory factory) {
              -> absl::StatusOr<std::shared_ptr<AbortableAttention>> {
     auto attention = factory(assignment, config);
     if (!attention.ok()) return attention.status();
+    // The scheduler plans DISAGGREGATED jobs only (it refuses other demands).
+    if (assignment.spec().attention().mode() == v1::IN_PLACE) return attention;
     return std::shared_ptr<AbortableAttention>(
         std::make_shared<DemandReportingAttention>(*std::move(attention), assignment, this));
   };

@@ -41,7 +41,8 @@ class AttentionDemandReports {
   // reported once: a step redone after an attention failover again.
   void ExpectStep(const v1::JobAssignment& assignment, int64_t step, Sender send);
 
-  // Executors made by the returned factory report to this; null stays null.
+  // Executors made by the returned factory report to this (IN_PLACE ones
+  // do not: there is no attention server to plan for); null stays null.
   AttentionFactory Wrap(AttentionFactory factory);
 
   // An executor saw the forward of layer 0 of a micro-batch.

@@ -14,7 +14,8 @@ namespace corescape::worker {
 
 // Connects the job's attention communicator ("<job>/attn": the W workers,
 // then the S attention servers of the assignment) and wraps it in a
-// DisaggregatedCoreAttention for the trainer.
+// DisaggregatedCoreAttention for the trainer. IN_PLACE jobs get
+// ConnectInPlaceAttention's executor instead (in_place_attention.h).
 absl::StatusOr<std::shared_ptr<AbortableAttention>> ConnectDisaggregatedAttention(
     comm::Transport* transport, const v1::JobAssignment& assignment,
     const train::TrainerConfig& config, absl::Duration timeout);

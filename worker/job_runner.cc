@@ -69,11 +69,14 @@ absl::StatusOr<train::TrainerConfig> JobRunner::TrainerConfigFor(
     config.scape.mask_epoch = static_cast<uint64_t>(epoch.epoch());
     config.scape.partition_bounds.assign(epoch.partition_bounds().begin(),
                                          epoch.partition_bounds().end());
-    config.scape.dense_period = epoch.dense_period();
+    config.scape.residual_sync_period = epoch.residual_sync_period();
     config.scape.forced_dense_steps.assign(epoch.forced_dense_steps().begin(),
                                            epoch.forced_dense_steps().end());
   }
   config.threads = threads;
+  // Ping-pong overlaps the halves' remote attention; IN_PLACE and COLOCATED
+  // jobs run micro-batches whole.
+  config.ping_pong = spec.attention().mode() == v1::DISAGGREGATED && spec.attention().ping_pong();
   return config;
 }
 
@@ -87,8 +90,52 @@ void JobRunner::StopCurrent(const std::string& reason) {
   stopping_.push_back(std::move(current_));
 }
 
+void JobRunner::TakeSpeedWeights(const v1::AttentionSpeedWeights& weights) {
+  std::string why;
+  if (current_ == nullptr || current_->assignment.job_id() != weights.job_id()) {
+    why = "not running that job";
+  } else if (current_->assignment.generation() != weights.generation()) {
+    why = absl::StrCat("running generation ", current_->assignment.generation());
+  } else if (current_->attention_membership.attention_epoch() != weights.attention_epoch()) {
+    why = absl::StrCat("in attention epoch ", current_->attention_membership.attention_epoch());
+  } else if (weights.weights_size() !=
+             current_->attention_membership.attention_server_addresses_size()) {
+    why = absl::StrCat(weights.weights_size(), " weights for ",
+                       current_->attention_membership.attention_server_addresses_size(),
+                       " attention servers");
+  }
+  if (!why.empty()) {
+    // A late push (the run moved on) is harmless; a flood of them is noise.
+    LOG_EVERY_N(WARNING, 20) << "ignoring attention speed weights version " << weights.version()
+                             << " of job " << weights.job_id() << " generation "
+                             << weights.generation() << " attention epoch "
+                             << weights.attention_epoch() << ": " << why;
+    return;
+  }
+  current_->speed_weights = weights;
+  ApplySpeedWeights(*current_);
+}
+
+void JobRunner::ApplySpeedWeights(Run& run) {
+  if (run.attention == nullptr || !run.speed_weights ||
+      run.speed_weights->attention_epoch() != run.attention_epoch) {
+    return;  // the executor of its epoch takes them once it exists
+  }
+  const std::vector<double> weights(run.speed_weights->weights().begin(),
+                                    run.speed_weights->weights().end());
+  if (absl::Status s = run.attention->SetSpeedWeights(run.speed_weights->version(), weights);
+      !s.ok()) {
+    LOG_EVERY_N(WARNING, 20) << "job " << run.assignment.job_id()
+                             << ": attention speed weights refused: " << s;
+  }
+}
+
 void JobRunner::Handle(const v1::SchedulerCommand& command, NodeAgent& agent) {
   absl::MutexLock lock(&mu_);
+  if (command.has_attention_weights()) {
+    TakeSpeedWeights(command.attention_weights());
+    return;
+  }
   if (command.has_stop_job()) {
     const v1::StopJobCommand& stop = command.stop_job();
     if (current_ != nullptr && current_->assignment.job_id() == stop.job_id() &&
@@ -192,9 +239,13 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
     }
   } release_attention{this, run};
   const bool disaggregated = spec.attention().mode() == v1::DISAGGREGATED;
-  if (disaggregated) {
+  // IN_PLACE jobs get an executor too (the workers serve each other's
+  // attention) but no failover: a lost worker is a recovery.
+  if (disaggregated || spec.attention().mode() == v1::IN_PLACE) {
     if (attention_factory_ == nullptr) {
-      return fail(absl::UnimplementedError("this worker cannot run disaggregated attention"));
+      return fail(absl::UnimplementedError(absl::StrCat(
+          "this worker cannot run ", v1::AttentionMode_Name(spec.attention().mode()),
+          " attention")));
     }
     // The newest membership: a re-plan may have come before we connected.
     v1::JobAssignment membership;
@@ -205,9 +256,17 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
     attention_epoch = membership.attention_epoch();
     auto attention = attention_factory_(membership, *config);
     if (!attention.ok()) return fail(attention.status());
+    if (disaggregated) {
+      LOG(INFO) << "job " << membership.job_id() << " rank " << membership.rank()
+                << ": core attention on " << membership.attention_server_addresses_size()
+                << " attention server(s), "
+                << (config->ping_pong ? "ping-pong halves" : "whole micro-batches");
+    }
     {
       absl::MutexLock lock(&mu_);
       run->attention = *attention;
+      run->attention_epoch = attention_epoch;
+      ApplySpeedWeights(*run);
       if (run->stop) run->attention->Abort("stop requested");
     }
     config->attention = *std::move(attention);
@@ -353,6 +412,8 @@ absl::Status JobRunner::FailOverAttention(Run* run, train::DataParallelTrainer& 
     {
       absl::MutexLock lock(&mu_);
       run->attention = *attention;
+      run->attention_epoch = epoch;
+      ApplySpeedWeights(*run);
       if (run->stop) run->attention->Abort("stop requested");
       if (run->attention_membership.attention_epoch() > epoch) {
         run->attention->Abort("a newer attention epoch came while connecting");

@@ -2,10 +2,13 @@
 #define CORESCAPE_WORKER_JOB_RUNNER_H_
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -38,6 +41,13 @@ using GroupFactory = std::function<absl::StatusOr<std::unique_ptr<train::DataPar
 class AbortableAttention : public model::CoreAttentionExecutor {
  public:
   virtual void Abort(const std::string& reason) = 0;
+  // The attention servers' speed weights (the scheduler's
+  // AttentionSpeedWeights) for the plans of the next micro-batches; any
+  // thread. Executors that plan over no servers refuse them.
+  virtual absl::Status SetSpeedWeights(uint64_t /*version*/,
+                                       const std::vector<double>& /*weights*/) {
+    return absl::FailedPreconditionError("this attention executor takes no speed weights");
+  }
 };
 using AttentionFactory = std::function<absl::StatusOr<std::shared_ptr<AbortableAttention>>(
     const v1::JobAssignment& assignment, const train::TrainerConfig& config)>;
@@ -67,6 +77,12 @@ class JobRunner {
     // DISAGGREGATED jobs: the newest attention membership the scheduler
     // sent for this generation (highest attention_epoch). Guarded by mu_.
     v1::JobAssignment attention_membership;
+    // The attention epoch of `attention`. Guarded by mu_.
+    uint64_t attention_epoch = 0;
+    // The newest speed weights the scheduler sent for this generation and
+    // attention_membership's epoch; each executor of that epoch gets them.
+    // Guarded by mu_.
+    std::optional<v1::AttentionSpeedWeights> speed_weights;
   };
 
   void Train(Run* run, NodeAgent* agent);
@@ -79,6 +95,13 @@ class JobRunner {
                                  const train::TrainerConfig& config, const absl::Status& why,
                                  uint64_t& epoch);
   void StopCurrent(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps the scheduler's speed weights for the current run, if they are of
+  // its job, generation and attention epoch with one weight per server
+  // (otherwise logs why not, rate-limited), and hands them to its executor.
+  void TakeSpeedWeights(const v1::AttentionSpeedWeights& weights)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands run.speed_weights to run.attention when both are of one epoch.
+  void ApplySpeedWeights(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const GroupFactory group_factory_;
   // Attention demands to the scheduler; before attention_factory_, whose

@@ -71,6 +71,7 @@ nlohmann::json AttentionPlanToJson(const v1::AttentionPlan& plan, bool with_task
       {"imbalance", plan.imbalance()},
       {"tolerance", plan.tolerance()},
       {"bytes_moved", plan.bytes_moved()},
+      {"pushed_weights_version", plan.pushed_weights_version()},
       {"total_cost", total},
       {"task_count", plan.tasks_size()},
       {"worker_tokens", std::vector<int64_t>(plan.worker_tokens().begin(),
@@ -113,6 +114,10 @@ std::string RenderAttentionPlan(const v1::AttentionPlan& plan, int64_t now_unix_
                                          " of Q/K/V to the servers")});
   if (plan.excluded_servers_size() > 0) {
     summary.AddRow({"Left out:", absl::StrJoin(plan.excluded_servers(), ", ")});
+  }
+  if (plan.pushed_weights_version() > 0) {
+    summary.AddRow({"Weights:", absl::StrCat("version ", plan.pushed_weights_version(),
+                                             " sent to the workers")});
   }
   Table servers({"SERVER", "SPEED-WEIGHT", "MEASURED", "COST", "SHARE", "TASKS", "BYTES"});
   for (int s = 0; s < plan.server_cost_size(); ++s) {

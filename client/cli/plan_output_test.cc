@@ -40,6 +40,7 @@ v1::AttentionPlan TwoServerPlan() {
   plan.add_worker_tokens(300);
   plan.add_worker_tokens(212);
   plan.add_excluded_servers("attn-2 (DRAINING)");
+  plan.set_pushed_weights_version(7);
   auto task = [&](int worker, int document, int64_t begin, int64_t end, int server) {
     v1::AttentionTask* t = plan.add_tasks();
     t->set_worker_rank(worker);
@@ -71,6 +72,7 @@ TEST(PlanOutputTest, TableHasEveryServerAndTheTotals) {
            "Cost:       4.00 GFLOP\n",
            "Moved:      3.0 MiB of Q/K/V to the servers\n",
            "Left out:   attn-2 (DRAINING)\n",
+           "Weights:    version 7 sent to the workers\n",
            "SERVER  SPEED-WEIGHT  MEASURED      COST        SHARE  TASKS  BYTES\n",
            "attn-0  1.250         2.50 GFLOP/s  3.00 GFLOP  75.0%  3      2.0 MiB\n",
            "attn-1  0.750         -             1.00 GFLOP  25.0%  1      1.0 MiB\n",
@@ -94,6 +96,7 @@ TEST(PlanOutputTest, JsonForScripts) {
   EXPECT_DOUBLE_EQ(json["imbalance"].get<double>(), 1.0123);
   EXPECT_EQ(json["bytes_moved"], 3 * 1024 * 1024);
   EXPECT_EQ(json["task_count"], 4);
+  EXPECT_EQ(json["pushed_weights_version"], 7);
   EXPECT_DOUBLE_EQ(json["total_cost"].get<double>(), 4e9);
   EXPECT_EQ(json["worker_tokens"], nlohmann::json({300, 212}));
   EXPECT_EQ(json["excluded_servers"], nlohmann::json({"attn-2 (DRAINING)"}));
@@ -124,6 +127,7 @@ TEST(PlanOutputTest, OlderPlansWithoutServerDetails) {
   plan.add_server_cost(5);
   const std::string text = RenderAttentionPlan(plan, kNow, true);
   EXPECT_TRUE(absl::StrContains(text, "server 0  1.000")) << text;
+  EXPECT_FALSE(absl::StrContains(text, "Weights:")) << "no push, no line";
   const nlohmann::json json = AttentionPlanToJson(plan, false);
   EXPECT_EQ(json["servers"][0]["name"], "");
   EXPECT_DOUBLE_EQ(json["servers"][0]["share"].get<double>(), 1.0);

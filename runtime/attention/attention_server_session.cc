@@ -92,6 +92,16 @@ absl::Status AttentionServerSession::CheckOrder(const ExchangeHeader& h) const {
         absl::StrCat("attention server ", server_, ": the model shape changed mid-job at ",
                      h.Describe()));
   }
+  // Ping-pong: the halves are micro-batches m (A) and m + 1 (B), and B's
+  // call of each (pass, layer) comes right after A's.
+  if (h.ping_pong() && h.half() == 1) {
+    if (!last_ || !last_->ping_pong() || last_->half() != 0 ||
+        last_->micro_batch + 1 != h.micro_batch || last_->pass != h.pass ||
+        last_->layer != h.layer) {
+      return out_of_order("half B's call right after the same call of half A");
+    }
+    return h.pass == Pass::kBackward ? CheckKeptTensors(h) : absl::OkStatus();
+  }
   const uint64_t next_micro_batch = last_ ? last_->micro_batch + 1 : 0;
   if (h.pass == Pass::kForward && h.layer == 0) {
     if (h.micro_batch != next_micro_batch) {
@@ -99,7 +109,15 @@ absl::Status AttentionServerSession::CheckOrder(const ExchangeHeader& h) const {
     }
     return absl::OkStatus();
   }
-  if (!last_ || h.micro_batch != last_->micro_batch) {
+  // The previous exchange: this micro-batch's previous call, or for half A
+  // half B's call of the same step (which follows A's previous call).
+  if (h.ping_pong()) {
+    if (!last_ || !last_->ping_pong() || last_->half() != 1 ||
+        last_->micro_batch != h.micro_batch + 1) {
+      return out_of_order(absl::StrCat("half B (micro-batch ", h.micro_batch + 1,
+                                       ") to finish its call before half A's next"));
+    }
+  } else if (!last_ || last_->ping_pong() || h.micro_batch != last_->micro_batch) {
     return out_of_order("the forward of layer 0 of a new micro-batch");
   }
   if (h.pass == Pass::kForward) {
@@ -114,6 +132,10 @@ absl::Status AttentionServerSession::CheckOrder(const ExchangeHeader& h) const {
   if (!after_forward && !after_backward) {
     return out_of_order("backward in reverse layer order after the last forward");
   }
+  return CheckKeptTensors(h);
+}
+
+absl::Status AttentionServerSession::CheckKeptTensors(const ExchangeHeader& h) const {
   const bool carries = (h.flags & kCarriesForwardTensors) != 0;
   if (carries == options_.keep_qkv_for_backward) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -125,15 +147,28 @@ absl::Status AttentionServerSession::CheckOrder(const ExchangeHeader& h) const {
   return absl::OkStatus();
 }
 
-void AttentionServerSession::ReportTiming() {
-  if (options_.on_micro_batch_timing && timing_.cost_units > 0 && timing_.seconds > 0) {
-    options_.on_micro_batch_timing(timing_);
+void AttentionServerSession::ReportTiming(MicroBatchTiming& timing) {
+  if (options_.on_micro_batch_timing && timing.cost_units > 0 && timing.seconds > 0) {
+    options_.on_micro_batch_timing(timing);
   }
-  timing_ = MicroBatchTiming{};
+  timing = MicroBatchTiming{};
+}
+
+void AttentionServerSession::UseHalf(int half) {
+  if (half == current_half_) return;
+  using std::swap;
+  swap(plan_, parked_.plan);
+  swap(tasks_, parked_.tasks);
+  swap(layers_, parked_.layers);
+  swap(timing_, parked_.timing);
+  current_half_ = half;
 }
 
 absl::Status AttentionServerSession::ReceiveDocuments(const ExchangeHeader& header) {
-  ReportTiming();  // a new micro-batch: the previous one is over
+  // A new micro-batch: this half's previous one is over, and at half A (or
+  // a plain micro-batch) the other half's too.
+  ReportTiming(timing_);
+  if (header.half() == 0) ReportTiming(parked_.timing);
   timing_.micro_batch = header.micro_batch;
   const int32_t workers = options_.workers;
   Handles receives;
@@ -146,22 +181,36 @@ absl::Status AttentionServerSession::ReceiveDocuments(const ExchangeHeader& head
   }
   if (absl::Status s = WaitAll(receives); !s.ok()) return s;
   std::vector<std::vector<int64_t>> documents(workers);
+  // Lengths, and worker 0's speed weights (speed_weights.h).
+  std::vector<std::vector<int64_t>> messages(workers);
+  std::vector<ExchangeHeader> announces(workers);
   for (int32_t w = 0; w < workers; ++w) {
     auto announce = DecodeHeader(headers_[w], Describe(w));
     if (!announce.ok()) return announce.status();
     ExchangeHeader expected = header;
     expected.payload_bytes = 0;
     if (absl::Status s = CheckHeaderMatches(expected, *announce, Describe(w)); !s.ok()) return s;
-    documents[w].resize(announce->num_documents);
-    if (announce->num_documents == 0) continue;
+    auto words = ExpectedDocumentsWords(*announce, w, options_.servers, Describe(w));
+    if (!words.ok()) return words.status();
+    announces[w] = *announce;
+    messages[w].resize(*words);
+    if (*words == 0) continue;
     if (absl::Status s = Post(receives, communicator_->RecvAsync(
-                                            w, kDocumentsTag, documents[w].data(),
-                                            documents[w].size() * sizeof(int64_t)));
+                                            w, kDocumentsTag, messages[w].data(),
+                                            *words * sizeof(int64_t)));
         !s.ok()) {
       return s;
     }
   }
   if (absl::Status s = WaitAll(receives); !s.ok()) return s;
+  SpeedWeights weights;
+  for (int32_t w = 0; w < workers; ++w) {
+    auto received = DecodeDocumentsMessage(messages[w], announces[w], options_.servers,
+                                           Describe(w));
+    if (!received.ok()) return received.status();
+    documents[w] = std::move(received->lengths);
+    if (w == 0) weights = *std::move(received->weights);
+  }
   for (int32_t w = 0; w < workers; ++w) {
     for (int64_t length : documents[w]) {
       if (length < 1 || length > (int64_t{1} << 32)) {
@@ -174,9 +223,16 @@ absl::Status AttentionServerSession::ReceiveDocuments(const ExchangeHeader& head
   plan_options.servers = options_.servers;
   plan_options.tolerance = options_.tolerance;
   plan_options.planner = options_.planner;
+  plan_options.server_speeds = weights.weights;
   auto plan = PlanMicroBatch(std::move(documents), header.shape(), plan_options);
   if (!plan.ok()) return plan.status();
   plan_ = *std::move(plan);
+  plan_->speed_weights_version = weights.version;
+  if (planned_weights_version_ != weights.version) {
+    planned_weights_version_ = weights.version;
+    LOG(INFO) << "attention server " << server_ << ": planning with speed weights "
+              << weights.Describe() << " from micro-batch " << header.micro_batch;
+  }
   tasks_ = KernelTasks(plan_->batches[server_]);
   ++stats_.micro_batches;
   if (layers_.size() != static_cast<size_t>(header.n_layers)) {
@@ -225,11 +281,13 @@ absl::Status AttentionServerSession::ServeOne(bool* done) {
       }
     }
     if (absl::Status s = WaitAll(sends); !s.ok()) return s;
-    ReportTiming();
+    ReportTiming(timing_);
+    ReportTiming(parked_.timing);
     *done = true;
     return absl::OkStatus();
   }
   if (absl::Status s = CheckOrder(first); !s.ok()) return s;
+  UseHalf(first.half());
   if (first.pass == Pass::kForward && first.layer == 0) {
     if (absl::Status s = ReceiveDocuments(first); !s.ok()) return s;
   }

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "runtime/attention/micro_batch_plan.h"
+#include "runtime/attention/speed_weights.h"
 #include "runtime/attention/wire_format.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/comm/communicator.h"
@@ -52,7 +53,9 @@ struct ServerSessionStats {
 // workers, copies every worker's rows into one fused batch, runs ONE kernel
 // call over all of them (K/V gradients of a document's pieces summed by the
 // kernel), and answers each worker with its rows. Buffers are reused across
-// exchanges, so memory stays at the largest micro-batch's.
+// exchanges, so memory stays at the largest micro-batch's. Ping-pong halves
+// (two micro-batches whose calls alternate, A's then B's of each layer) are
+// served in that order with one state per half.
 class AttentionServerSession {
  public:
   // `communicator`: rank = workers + server index, world = workers + servers.
@@ -66,18 +69,35 @@ class AttentionServerSession {
 
   const ServerSessionStats& stats() const { return stats_; }
   int32_t server_index() const { return server_; }
+  // The plan of the current micro-batch (null before the first), made with
+  // worker 0's speed weights.
+  const MicroBatchPlan* current_plan() const { return plan_ ? &*plan_ : nullptr; }
 
  private:
   struct Tensors {
     std::vector<float> q, k, v, o, lse;
   };
+  // The micro-batch state of the other ping-pong half, parked while the
+  // current half's is in plan_, tasks_, layers_ and timing_ (see UseHalf).
+  struct ParkedHalf {
+    std::optional<MicroBatchPlan> plan;
+    std::vector<kernels::AttentionTask> tasks;
+    std::vector<Tensors> layers;
+    MicroBatchTiming timing;
+  };
   absl::Status CheckOrder(const ExchangeHeader& header) const;
+  // A backward's keep_qkv_for_backward agrees with this server's.
+  absl::Status CheckKeptTensors(const ExchangeHeader& header) const;
+  // Makes `half`'s micro-batch current (swaps it with parked_; a plain
+  // micro-batch is half 0).
+  void UseHalf(int half);
   absl::Status ReceiveDocuments(const ExchangeHeader& header);
   absl::Status Compute(const ExchangeHeader& header);
   Tensors& ForwardTensors(int layer) { return options_.keep_qkv_for_backward ? layers_[layer] : layers_[0]; }
   std::string Describe(int32_t worker) const;
-  // Hands the finished micro-batch's timing to on_micro_batch_timing.
-  void ReportTiming();
+  // Hands a finished micro-batch's timing to on_micro_batch_timing and
+  // clears it.
+  void ReportTiming(MicroBatchTiming& timing);
 
   comm::Communicator* const communicator_;
   const ServerSessionOptions options_;
@@ -92,6 +112,9 @@ class AttentionServerSession {
   std::vector<std::vector<float>> requests_, replies_;  // [worker]
   ServerSessionStats stats_;
   MicroBatchTiming timing_;  // of the current micro-batch
+  int current_half_ = 0;
+  ParkedHalf parked_;
+  std::optional<uint64_t> planned_weights_version_;  // logged when it changes
 };
 
 }  // namespace corescape::attention

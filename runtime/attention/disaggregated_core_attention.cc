@@ -58,9 +58,20 @@ DisaggregatedCoreAttention::DisaggregatedCoreAttention(
       requests_(options.servers),
       replies_(options.servers),
       send_headers_(options.servers + options.workers),
-      reply_headers_(options.servers + options.workers) {}
+      reply_headers_(options.servers + options.workers),
+      weights_(SpeedWeights::Equal(options.servers)) {
+  parked_.requests.resize(options.servers);
+  parked_.replies.resize(options.servers);
+  parked_.send_headers.resize(options.servers + options.workers);
+  parked_.reply_headers.resize(options.servers + options.workers);
+}
 
 DisaggregatedCoreAttention::~DisaggregatedCoreAttention() {
+  if (in_flight_ || parked_.in_flight) {
+    // The caller gave up mid-schedule: the servers are owed a call the
+    // other workers may never make, so nobody can end cleanly.
+    communicator_->Abort("a worker's attention executor closed with an exchange in flight");
+  }
   if (!communicator_->health().ok()) return;
   ExchangeHeader end;
   end.pass = Pass::kEnd;
@@ -86,9 +97,44 @@ DisaggregatedCoreAttention::~DisaggregatedCoreAttention() {
 
 void DisaggregatedCoreAttention::Abort(const std::string& reason) { communicator_->Abort(reason); }
 
+absl::Status DisaggregatedCoreAttention::SetSpeedWeights(SpeedWeights weights) {
+  if (absl::Status s = ValidateSpeedWeights(
+          weights.weights, options_.servers,
+          absl::StrCat("speed weights version ", weights.version));
+      !s.ok()) {
+    return s;
+  }
+  absl::MutexLock lock(&weights_mu_);
+  weights_ = std::move(weights);
+  return absl::OkStatus();
+}
+
 absl::Status DisaggregatedCoreAttention::Fail(absl::Status status) {
   communicator_->Abort(status.message());
   return status;
+}
+
+void DisaggregatedCoreAttention::UseHalf(int half) {
+  if (half == current_half_) return;
+  using std::swap;
+  swap(micro_batch_, parked_.micro_batch);
+  swap(ping_pong_, parked_.ping_pong);
+  swap(plan_, parked_.plan);
+  swap(tasks_, parked_.tasks);
+  swap(rows_, parked_.rows);
+  swap(query_rows_, parked_.query_rows);
+  swap(kv_rows_, parked_.kv_rows);
+  swap(requests_, parked_.requests);
+  swap(replies_, parked_.replies);
+  swap(send_headers_, parked_.send_headers);
+  swap(reply_headers_, parked_.reply_headers);
+  swap(in_flight_, parked_.in_flight);
+  current_half_ = half;
+}
+
+void DisaggregatedCoreAttention::Notify(ExchangeEvent::Kind kind,
+                                        const ExchangeHeader& header) const {
+  if (options_.on_exchange_event) options_.on_exchange_event(ExchangeEvent{kind, header});
 }
 
 ExchangeHeader DisaggregatedCoreAttention::MakeHeader(Pass pass, int layer,
@@ -105,6 +151,7 @@ ExchangeHeader DisaggregatedCoreAttention::MakeHeader(Pass pass, int layer,
   h.n_kv_heads = shape.n_kv_heads;
   h.head_dim = shape.head_dim;
   h.softmax_scale = shape.softmax_scale;
+  if (ping_pong_) h.flags |= current_half_ == 0 ? kPingPongHalfA : kPingPongHalfB;
   return h;
 }
 
@@ -127,18 +174,28 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
     lengths.push_back(task.q_end);
     document_rows.push_back(task.q_row);
   }
-  ++micro_batch_;
+  micro_batch_ = next_micro_batch_++;
   tasks_.assign(tasks.begin(), tasks.end());
   rows_ = rows;
 
-  // Tell every other rank this worker's document lengths; hear the other
-  // workers'.
+  // Tell every other rank this worker's document lengths (worker 0 adds the
+  // speed weights everyone plans with); hear the other workers'.
+  SpeedWeights weights;
+  if (rank_ == 0) {
+    absl::MutexLock lock(&weights_mu_);
+    weights = weights_;
+  }
+  const std::vector<int64_t> message =
+      EncodeDocumentsMessage(lengths, rank_ == 0 ? &weights : nullptr);
   const int world = communicator_->world_size();
   ExchangeHeader announce = MakeHeader(Pass::kForward, 0, shape);
   announce.num_documents = static_cast<int32_t>(lengths.size());
+  announce.num_speed_weights = rank_ == 0 ? options_.servers : 0;
   announce.payload_bytes = 0;
   const HeaderBytes announce_bytes = EncodeHeader(announce);
   std::vector<std::vector<int64_t>> all_lengths(options_.workers);
+  std::vector<std::vector<int64_t>> messages(options_.workers);
+  std::vector<ExchangeHeader> announces(options_.workers);
   Handles receives, sends;
   for (int peer = 0; peer < options_.workers; ++peer) {
     if (peer == rank_) continue;
@@ -153,9 +210,9 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
     if (peer == rank_) continue;
     absl::Status s = Post(sends, communicator_->SendAsync(peer, kDocumentsHeaderTag,
                                                           announce_bytes.data(), kHeaderBytes));
-    if (s.ok() && !lengths.empty()) {
-      s = Post(sends, communicator_->SendAsync(peer, kDocumentsTag, lengths.data(),
-                                               lengths.size() * sizeof(int64_t)));
+    if (s.ok() && !message.empty()) {
+      s = Post(sends, communicator_->SendAsync(peer, kDocumentsTag, message.data(),
+                                               message.size() * sizeof(int64_t)));
     }
     if (!s.ok()) return Fail(s);
   }
@@ -169,11 +226,14 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
     auto header = DecodeHeader(reply_headers_[peer], who);
     if (!header.ok()) return Fail(header.status());
     if (absl::Status s = CheckHeaderMatches(announce, *header, who); !s.ok()) return Fail(s);
-    all_lengths[peer].resize(header->num_documents);
-    if (header->num_documents > 0) {
+    auto words = ExpectedDocumentsWords(*header, peer, options_.servers, who);
+    if (!words.ok()) return Fail(words.status());
+    announces[peer] = *header;
+    messages[peer].resize(*words);
+    if (*words > 0) {
       if (absl::Status s = Post(receives, communicator_->RecvAsync(
-                                              peer, kDocumentsTag, all_lengths[peer].data(),
-                                              header->num_documents * sizeof(int64_t)));
+                                              peer, kDocumentsTag, messages[peer].data(),
+                                              *words * sizeof(int64_t)));
           !s.ok()) {
         return Fail(s);
       }
@@ -181,14 +241,30 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
   }
   if (absl::Status s = WaitAll(receives); !s.ok()) return Fail(s);
   if (absl::Status s = WaitAll(sends); !s.ok()) return Fail(s);
+  for (int peer = 0; peer < options_.workers; ++peer) {
+    if (peer == rank_) continue;
+    auto received = DecodeDocumentsMessage(
+        messages[peer], announces[peer], options_.servers,
+        absl::StrCat("worker ", communicator_->DescribePeer(peer)));
+    if (!received.ok()) return Fail(received.status());
+    all_lengths[peer] = std::move(received->lengths);
+    if (peer == 0) weights = *std::move(received->weights);
+  }
 
   PlanOptions plan_options;
   plan_options.servers = options_.servers;
   plan_options.tolerance = options_.tolerance;
   plan_options.planner = options_.planner;
+  plan_options.server_speeds = weights.weights;
   auto plan = PlanMicroBatch(std::move(all_lengths), shape, plan_options);
   if (!plan.ok()) return Fail(plan.status());
   plan_ = *std::move(plan);
+  plan_->speed_weights_version = weights.version;
+  if (planned_weights_version_ != weights.version) {
+    planned_weights_version_ = weights.version;
+    LOG(INFO) << "attention worker " << rank_ << ": planning with speed weights "
+              << weights.Describe() << " from micro-batch " << micro_batch_;
+  }
   query_rows_.resize(options_.servers);
   kv_rows_.resize(options_.servers);
   for (int32_t s = 0; s < options_.servers; ++s) {
@@ -213,20 +289,24 @@ absl::Status DisaggregatedCoreAttention::CheckSameMicroBatch(
   return absl::OkStatus();
 }
 
-absl::Status DisaggregatedCoreAttention::Exchange(
+absl::Status DisaggregatedCoreAttention::StartExchange(
     ExchangeHeader header, const std::function<int64_t(int32_t)>& request_floats,
     const std::function<void(int32_t, float*)>& fill,
     const std::function<int64_t(int32_t)>& reply_floats,
-    const std::function<void(int32_t, const float*)>& consume) {
-  Handles header_receives, payload_receives, sends;
+    std::function<void(int32_t, const float*)> consume) {
+  InFlightExchange call;
+  call.header = header;
+  call.consume = std::move(consume);
+  // Receives first: the replies of this half's exchange match them before
+  // those of any later exchange with the same server (FIFO per peer and tag).
   for (int32_t s = 0; s < options_.servers; ++s) {
     const int peer = server_rank(s);
     replies_[s].resize(reply_floats(s));
-    absl::Status status = Post(header_receives, communicator_->RecvAsync(
-                                                    peer, kReplyHeaderTag,
-                                                    reply_headers_[s].data(), kHeaderBytes));
+    absl::Status status = Post(call.header_receives, communicator_->RecvAsync(
+                                                         peer, kReplyHeaderTag,
+                                                         reply_headers_[s].data(), kHeaderBytes));
     if (status.ok() && !replies_[s].empty()) {
-      status = Post(payload_receives,
+      status = Post(call.payload_receives,
                     communicator_->RecvAsync(peer, kReplyPayloadTag, replies_[s].data(),
                                              replies_[s].size() * sizeof(float)));
     }
@@ -238,16 +318,34 @@ absl::Status DisaggregatedCoreAttention::Exchange(
     fill(s, requests_[s].data());
     header.payload_bytes = static_cast<int64_t>(requests_[s].size() * sizeof(float));
     send_headers_[s] = EncodeHeader(header);
-    absl::Status status = Post(sends, communicator_->SendAsync(peer, kHeaderTag,
-                                                               send_headers_[s].data(),
-                                                               kHeaderBytes));
+    absl::Status status = Post(call.sends, communicator_->SendAsync(peer, kHeaderTag,
+                                                                    send_headers_[s].data(),
+                                                                    kHeaderBytes));
     if (status.ok() && !requests_[s].empty()) {
-      status = Post(sends, communicator_->SendAsync(peer, kPayloadTag, requests_[s].data(),
-                                                    header.payload_bytes));
+      status = Post(call.sends, communicator_->SendAsync(peer, kPayloadTag, requests_[s].data(),
+                                                         header.payload_bytes));
     }
     if (!status.ok()) return Fail(status);
   }
-  if (absl::Status s = WaitAll(header_receives); !s.ok()) return Fail(s);
+  in_flight_ = std::move(call);
+  ++exchange_;
+  Notify(ExchangeEvent::Kind::kRequestsSent, in_flight_->header);
+  return absl::OkStatus();
+}
+
+absl::Status DisaggregatedCoreAttention::FinishExchange(int half, Pass pass) {
+  if (half != 0 && half != 1) return absl::InvalidArgumentError(absl::StrCat("half ", half));
+  UseHalf(half);
+  if (!in_flight_ || in_flight_->header.pass != pass) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "disaggregated attention: no ", PassName(pass), " call of half ", half,
+        " in flight to finish"));
+  }
+  InFlightExchange call = *std::move(in_flight_);
+  in_flight_.reset();
+  const ExchangeHeader& header = call.header;
+  Notify(ExchangeEvent::Kind::kWaitingForReplies, header);
+  if (absl::Status s = WaitAll(call.header_receives); !s.ok()) return Fail(s);
   for (int32_t s = 0; s < options_.servers; ++s) {
     const std::string who =
         absl::StrCat("attention server ", communicator_->DescribePeer(server_rank(s)));
@@ -261,30 +359,46 @@ absl::Status DisaggregatedCoreAttention::Exchange(
           " bytes; the plan says ", expected)));
     }
   }
-  if (absl::Status s = WaitAll(payload_receives); !s.ok()) return Fail(s);
-  if (absl::Status s = WaitAll(sends); !s.ok()) return Fail(s);
-  for (int32_t s = 0; s < options_.servers; ++s) consume(s, replies_[s].data());
-  ++exchange_;
+  if (absl::Status s = WaitAll(call.payload_receives); !s.ok()) return Fail(s);
+  if (absl::Status s = WaitAll(call.sends); !s.ok()) return Fail(s);
+  for (int32_t s = 0; s < options_.servers; ++s) call.consume(s, replies_[s].data());
+  Notify(ExchangeEvent::Kind::kRepliesReceived, header);
   return absl::OkStatus();
 }
 
-absl::Status DisaggregatedCoreAttention::Forward(int layer, const kernels::AttentionShape& shape,
-                                                 absl::Span<const kernels::AttentionTask> tasks,
-                                                 const float* q, const float* k, const float* v,
-                                                 int64_t rows, float* o, float* lse) {
+absl::Status DisaggregatedCoreAttention::PrepareCall(int half, int layer) {
   if (absl::Status s = communicator_->health(); !s.ok()) return s;
+  if (half != 0 && half != 1) return absl::InvalidArgumentError(absl::StrCat("half ", half));
   if (layer < 0 || layer >= options_.n_layers) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer ", layer, " of a ", options_.n_layers, "-layer model"));
   }
+  UseHalf(half);
+  if (in_flight_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "disaggregated attention: half ", half, " already has ", in_flight_->header.Describe(),
+        " in flight"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DisaggregatedCoreAttention::StartForwardCall(
+    int half, bool ping_pong, int layer, const kernels::AttentionShape& shape,
+    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
+    const float* v, int64_t rows, float* o, float* lse) {
+  if (absl::Status s = PrepareCall(half, layer); !s.ok()) return s;
   if (layer == 0) {
+    ping_pong_ = ping_pong;
     if (absl::Status s = BeginMicroBatch(shape, tasks, rows); !s.ok()) return s;
   } else if (absl::Status s = CheckSameMicroBatch(tasks, rows); !s.ok()) {
     return s;
+  } else if (ping_pong != ping_pong_) {
+    return absl::FailedPreconditionError(
+        "disaggregated attention: a micro-batch mixes ping-pong and plain calls");
   }
   const RowWidths widths = RowWidths::Of(shape);
   const auto& shares = plan_->shares;
-  return Exchange(
+  return StartExchange(
       MakeHeader(Pass::kForward, layer, shape),
       [&](int32_t s) { return ForwardRequestFloats(shares[s][rank_], widths); },
       [&](int32_t s, float* out) {
@@ -293,27 +407,28 @@ absl::Status DisaggregatedCoreAttention::Forward(int layer, const kernels::Atten
         GatherRows(v, widths.kv, kv_rows_[s], out);
       },
       [&](int32_t s) { return ForwardReplyFloats(shares[s][rank_], widths); },
-      [&](int32_t s, const float* in) {
+      // Runs at FinishExchange, with this half current again.
+      [this, widths, o, lse](int32_t s, const float* in) {
         in = ScatterRows(in, widths.q, query_rows_[s], o, /*accumulate=*/false);
         ScatterRows(in, widths.lse, query_rows_[s], lse, /*accumulate=*/false);
       });
 }
 
-absl::Status DisaggregatedCoreAttention::Backward(
-    int layer, const kernels::AttentionShape& shape,
+absl::Status DisaggregatedCoreAttention::StartBackwardCall(
+    int half, bool ping_pong, int layer, const kernels::AttentionShape& shape,
     absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
     const float* v, const float* o, const float* lse, const float* d_o, int64_t rows,
     float* d_q, float* d_k, float* d_v) {
-  if (absl::Status s = communicator_->health(); !s.ok()) return s;
-  if (layer < 0 || layer >= options_.n_layers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layer ", layer, " of a ", options_.n_layers, "-layer model"));
-  }
+  if (absl::Status s = PrepareCall(half, layer); !s.ok()) return s;
   if (absl::Status s = CheckSameMicroBatch(tasks, rows); !s.ok()) return s;
+  if (ping_pong != ping_pong_) {
+    return absl::FailedPreconditionError(
+        "disaggregated attention: a micro-batch mixes ping-pong and plain calls");
+  }
   const RowWidths widths = RowWidths::Of(shape);
   const bool resend = !options_.keep_qkv_for_backward;
   const auto& shares = plan_->shares;
-  return Exchange(
+  return StartExchange(
       MakeHeader(Pass::kBackward, layer, shape),
       [&](int32_t s) { return BackwardRequestFloats(shares[s][rank_], widths, resend); },
       [&](int32_t s, float* out) {
@@ -326,12 +441,61 @@ absl::Status DisaggregatedCoreAttention::Backward(
         GatherRows(lse, widths.lse, query_rows_[s], out);
       },
       [&](int32_t s) { return BackwardReplyFloats(shares[s][rank_], widths); },
-      [&](int32_t s, const float* in) {
+      [this, widths, d_q, d_k, d_v](int32_t s, const float* in) {
         in = ScatterRows(in, widths.q, query_rows_[s], d_q, /*accumulate=*/false);
         // A document split over servers gets a partial K/V gradient from each.
         in = ScatterRows(in, widths.kv, kv_rows_[s], d_k, /*accumulate=*/true);
         ScatterRows(in, widths.kv, kv_rows_[s], d_v, /*accumulate=*/true);
       });
+}
+
+absl::Status DisaggregatedCoreAttention::Forward(int layer, const kernels::AttentionShape& shape,
+                                                 absl::Span<const kernels::AttentionTask> tasks,
+                                                 const float* q, const float* k, const float* v,
+                                                 int64_t rows, float* o, float* lse) {
+  if (absl::Status s = StartForwardCall(/*half=*/0, /*ping_pong=*/false, layer, shape, tasks, q,
+                                        k, v, rows, o, lse);
+      !s.ok()) {
+    return s;
+  }
+  return FinishExchange(0, Pass::kForward);
+}
+
+absl::Status DisaggregatedCoreAttention::Backward(
+    int layer, const kernels::AttentionShape& shape,
+    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
+    const float* v, const float* o, const float* lse, const float* d_o, int64_t rows,
+    float* d_q, float* d_k, float* d_v) {
+  if (absl::Status s = StartBackwardCall(/*half=*/0, /*ping_pong=*/false, layer, shape, tasks, q,
+                                         k, v, o, lse, d_o, rows, d_q, d_k, d_v);
+      !s.ok()) {
+    return s;
+  }
+  return FinishExchange(0, Pass::kBackward);
+}
+
+absl::Status DisaggregatedCoreAttention::StartForward(
+    int half, int layer, const kernels::AttentionShape& shape,
+    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
+    const float* v, int64_t rows, float* o, float* lse) {
+  return StartForwardCall(half, /*ping_pong=*/true, layer, shape, tasks, q, k, v, rows, o, lse);
+}
+
+absl::Status DisaggregatedCoreAttention::FinishForward(int half) {
+  return FinishExchange(half, Pass::kForward);
+}
+
+absl::Status DisaggregatedCoreAttention::StartBackward(
+    int half, int layer, const kernels::AttentionShape& shape,
+    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
+    const float* v, const float* o, const float* lse, const float* d_o, int64_t rows,
+    float* d_q, float* d_k, float* d_v) {
+  return StartBackwardCall(half, /*ping_pong=*/true, layer, shape, tasks, q, k, v, o, lse, d_o,
+                           rows, d_q, d_k, d_v);
+}
+
+absl::Status DisaggregatedCoreAttention::FinishBackward(int half) {
+  return FinishExchange(half, Pass::kBackward);
 }
 
 }  // namespace corescape::attention

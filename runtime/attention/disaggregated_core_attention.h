@@ -8,14 +8,30 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "runtime/attention/micro_batch_plan.h"
+#include "runtime/attention/speed_weights.h"
 #include "runtime/attention/wire_format.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/model/core_attention_executor.h"
 
 namespace corescape::attention {
+
+// What a worker's exchange is doing, for tests that check the order of
+// events (ExchangeEvent::Kind), e.g. that ping-pong keeps two halves'
+// exchanges in flight at once.
+struct ExchangeEvent {
+  enum class Kind {
+    kRequestsSent,       // every request of the exchange is posted
+    kWaitingForReplies,  // the caller starts waiting for the replies
+    kRepliesReceived,    // the replies are in the caller's buffers
+  };
+  Kind kind;
+  ExchangeHeader header;
+};
 
 struct DisaggregatedOptions {
   int32_t workers = 1;  // communicator ranks 0..workers-1
@@ -26,6 +42,8 @@ struct DisaggregatedOptions {
   // The servers keep Q/K/V/O/LSE from forward for backward; false: they
   // drop them and every backward request carries them again.
   bool keep_qkv_for_backward = true;
+  // Test hook, called on the calling thread; may be empty.
+  std::function<void(const ExchangeEvent&)> on_exchange_event;
 };
 
 // The worker's side of disaggregated core attention: every layer's core
@@ -40,6 +58,11 @@ struct DisaggregatedOptions {
 // as train::ToModelBatch makes them. Calls must follow the trainer's order:
 // per micro-batch, forward of layers 0..L-1, then optionally backward of
 // layers L-1..0. One thread calls it; Abort may come from any thread.
+//
+// Ping-pong (Start*/Finish*, model/core_attention_executor.h): each half is
+// its own micro-batch (own document lengths, own plan) whose headers carry
+// the half; a call's requests go out at Start and its replies are awaited at
+// Finish, so one half's exchange is in flight while the other half computes.
 class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
  public:
   // `communicator`: rank = this worker's rank, world = workers + servers.
@@ -57,9 +80,27 @@ class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
                         const float* k, const float* v, const float* o, const float* lse,
                         const float* d_o, int64_t rows, float* d_q, float* d_k,
                         float* d_v) override;
+  absl::Status StartForward(int half, int layer, const kernels::AttentionShape& shape,
+                            absl::Span<const kernels::AttentionTask> tasks, const float* q,
+                            const float* k, const float* v, int64_t rows, float* o,
+                            float* lse) override;
+  absl::Status FinishForward(int half) override;
+  absl::Status StartBackward(int half, int layer, const kernels::AttentionShape& shape,
+                             absl::Span<const kernels::AttentionTask> tasks, const float* q,
+                             const float* k, const float* v, const float* o, const float* lse,
+                             const float* d_o, int64_t rows, float* d_q, float* d_k,
+                             float* d_v) override;
+  absl::Status FinishBackward(int half) override;
 
   // Fails the exchange in flight (and every later one) with `reason`.
   void Abort(const std::string& reason);
+
+  // The servers' speed weights for the next micro-batches (from the
+  // scheduler; any thread). Only worker rank 0's count: it sends them with
+  // its document lengths and every participant plans with them. Until the
+  // first call every server counts as equally fast. InvalidArgument (and
+  // nothing changes) unless there is one finite weight > 0 per server.
+  absl::Status SetSpeedWeights(SpeedWeights weights) ABSL_LOCKS_EXCLUDED(weights_mu_);
 
   // The plan of the current micro-batch (null before the first forward).
   const MicroBatchPlan* current_plan() const { return plan_ ? &*plan_ : nullptr; }
@@ -69,7 +110,45 @@ class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
   DisaggregatedCoreAttention(std::unique_ptr<comm::Communicator> communicator,
                              const DisaggregatedOptions& options);
 
+  using Handles = std::vector<std::unique_ptr<comm::CollectiveHandle>>;
+  // A call started and not finished: its messages in flight and where its
+  // replies go.
+  struct InFlightExchange {
+    ExchangeHeader header;
+    std::function<void(int32_t, const float*)> consume;
+    Handles header_receives, payload_receives, sends;
+  };
+  // The other ping-pong half's micro-batch, parked while the current one's
+  // is in the members below (see UseHalf).
+  struct ParkedHalf {
+    int64_t micro_batch = -1;
+    bool ping_pong = false;
+    std::optional<MicroBatchPlan> plan;
+    std::vector<kernels::AttentionTask> tasks;
+    int64_t rows = 0;
+    std::vector<std::vector<RowRange>> query_rows, kv_rows;
+    std::vector<std::vector<float>> requests, replies;
+    std::vector<HeaderBytes> send_headers, reply_headers;
+    std::optional<InFlightExchange> in_flight;  // last: its handles use the buffers above
+  };
+
   int server_rank(int32_t server) const { return options_.workers + server; }
+  // Makes `half`'s micro-batch the current one (swaps it with parked_:
+  // moves only, so buffers of calls in flight stay where they are).
+  void UseHalf(int half);
+  absl::Status StartForwardCall(int half, bool ping_pong, int layer,
+                                const kernels::AttentionShape& shape,
+                                absl::Span<const kernels::AttentionTask> tasks, const float* q,
+                                const float* k, const float* v, int64_t rows, float* o,
+                                float* lse);
+  absl::Status StartBackwardCall(int half, bool ping_pong, int layer,
+                                 const kernels::AttentionShape& shape,
+                                 absl::Span<const kernels::AttentionTask> tasks, const float* q,
+                                 const float* k, const float* v, const float* o,
+                                 const float* lse, const float* d_o, int64_t rows, float* d_q,
+                                 float* d_k, float* d_v);
+  // Checks what every call checks first; selects `half`.
+  absl::Status PrepareCall(int half, int layer);
   ExchangeHeader MakeHeader(Pass pass, int layer, const kernels::AttentionShape& shape) const;
   // Layer 0 forward: shares document lengths, plans the micro-batch.
   absl::Status BeginMicroBatch(const kernels::AttentionShape& shape,
@@ -77,12 +156,17 @@ class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
   // Later calls: the same tasks as at layer 0.
   absl::Status CheckSameMicroBatch(absl::Span<const kernels::AttentionTask> tasks,
                                    int64_t rows) const;
-  // One exchange with every server: request s is request_floats(s) floats
-  // written by fill(s, out); the reply (reply_floats(s)) goes to consume.
-  absl::Status Exchange(ExchangeHeader header, const std::function<int64_t(int32_t)>& request_floats,
-                        const std::function<void(int32_t, float*)>& fill,
-                        const std::function<int64_t(int32_t)>& reply_floats,
-                        const std::function<void(int32_t, const float*)>& consume);
+  // Starts one exchange of the current half with every server: request s
+  // is request_floats(s) floats written by fill(s, out); the reply
+  // (reply_floats(s) floats) goes to consume at FinishExchange.
+  absl::Status StartExchange(ExchangeHeader header,
+                             const std::function<int64_t(int32_t)>& request_floats,
+                             const std::function<void(int32_t, float*)>& fill,
+                             const std::function<int64_t(int32_t)>& reply_floats,
+                             std::function<void(int32_t, const float*)> consume);
+  // Waits for `half`'s exchange of `pass` and checks and consumes the replies.
+  absl::Status FinishExchange(int half, Pass pass);
+  void Notify(ExchangeEvent::Kind kind, const ExchangeHeader& header) const;
   // Aborts the communicator (a protocol error leaves the peers out of step)
   // and returns the error.
   absl::Status Fail(absl::Status status);
@@ -91,7 +175,12 @@ class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
   const DisaggregatedOptions options_;
   const int32_t rank_;
   uint64_t exchange_ = 0;
+  int64_t next_micro_batch_ = 0;
+  int current_half_ = 0;  // whose micro-batch the members below hold
+  // The current micro-batch (a plain one, or the current ping-pong half's):
+  // from here to in_flight_, swapped with parked_ by UseHalf.
   int64_t micro_batch_ = -1;
+  bool ping_pong_ = false;  // a ping-pong half
   std::optional<MicroBatchPlan> plan_;
   std::vector<kernels::AttentionTask> tasks_;  // of the current micro-batch
   int64_t rows_ = 0;
@@ -100,6 +189,11 @@ class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
   // Reused across calls: memory stays at the largest micro-batch's.
   std::vector<std::vector<float>> requests_, replies_;
   std::vector<HeaderBytes> send_headers_, reply_headers_;
+  std::optional<InFlightExchange> in_flight_;  // after the buffers its handles use
+  ParkedHalf parked_;
+  absl::Mutex weights_mu_;
+  SpeedWeights weights_ ABSL_GUARDED_BY(weights_mu_);  // rank 0 sends these
+  std::optional<uint64_t> planned_weights_version_;    // logged when it changes
 };
 
 }  // namespace corescape::attention

@@ -24,6 +24,24 @@ absl::StatusOr<MicroBatchPlan> PlanMicroBatch(std::vector<std::vector<int64_t>> 
   planner::PlanInput input;
   input.worker_documents = std::move(worker_documents);
   input.servers.assign(options.servers, planner::AttentionServer{});
+  if (!options.server_speeds.empty()) {
+    if (static_cast<int32_t>(options.server_speeds.size()) != options.servers) {
+      return absl::InvalidArgumentError(absl::StrCat("attention plan: ",
+                                                     options.server_speeds.size(),
+                                                     " server speeds for ", options.servers,
+                                                     " servers"));
+    }
+    // The planner refuses speeds that are not finite and > 0.
+    for (int32_t s = 0; s < options.servers; ++s) input.servers[s].speed = options.server_speeds[s];
+  }
+  if (options.in_place) {
+    if (static_cast<size_t>(options.servers) != input.worker_documents.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("in-place attention plan: ", options.servers, " servers for ",
+                       input.worker_documents.size(), " workers (each worker is a server)"));
+    }
+    for (int32_t s = 0; s < options.servers; ++s) input.servers[s].colocated_worker = s;
+  }
   input.model.hidden = int64_t{shape.n_heads} * shape.head_dim;
   input.model.n_heads = shape.n_heads;
   input.model.n_kv_heads = shape.n_kv_heads;

@@ -27,6 +27,12 @@ struct PlanOptions {
   int32_t servers = 1;
   double tolerance = 0.05;
   PlannerKind planner = PlannerKind::kCorescape;
+  // Relative server speeds (speed_weights.h), one per server; empty: equal.
+  // The DistCA greedy planner has no speeds and ignores them.
+  std::vector<double> server_speeds;
+  // In-place mode: server s is worker s (its own rows move no bytes), so
+  // `servers` must equal the number of workers.
+  bool in_place = false;
 };
 
 // Worker w's part of server s's fused batch: contiguous, because the
@@ -43,6 +49,7 @@ struct MicroBatchPlan {
   planner::Plan plan;
   std::vector<planner::ServerBatch> batches;      // [server]
   std::vector<std::vector<WorkerShare>> shares;   // [server][worker]
+  uint64_t speed_weights_version = 0;  // of the speeds planned with (0: equal)
 };
 
 absl::StatusOr<MicroBatchPlan> PlanMicroBatch(std::vector<std::vector<int64_t>> worker_documents,

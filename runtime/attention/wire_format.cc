@@ -14,7 +14,7 @@ static_assert(std::endian::native == std::endian::little,
               "the attention wire format is little-endian");
 
 constexpr uint32_t kMagic = 0x54415343;  // "CSAT"
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;  // 2: speed weights in the documents message
 
 // Fixed offsets: the layout is the wire format, not the struct's.
 struct Field {
@@ -24,7 +24,7 @@ struct Field {
 constexpr Field kMagicField{0, 4}, kVersionField{4, 2}, kPassField{6, 1}, kFlagsField{7, 1},
     kExchangeField{8, 8}, kMicroBatchField{16, 8}, kLayerField{24, 4}, kLayersField{28, 4},
     kHeadsField{32, 4}, kKvHeadsField{36, 4}, kHeadDimField{40, 4}, kScaleField{44, 4},
-    kDocumentsField{48, 4}, kPayloadField{56, 8};
+    kDocumentsField{48, 4}, kSpeedWeightsField{52, 4}, kPayloadField{56, 8};
 
 template <typename T>
 void Put(HeaderBytes& bytes, Field field, T value) {
@@ -51,8 +51,9 @@ absl::string_view PassName(Pass pass) {
 
 std::string ExchangeHeader::Describe() const {
   if (pass == Pass::kEnd) return absl::StrCat("end of job (exchange ", exchange, ")");
-  return absl::StrFormat("%s layer %d of micro-batch %d (exchange %d)", PassName(pass), layer,
-                         micro_batch, exchange);
+  return absl::StrFormat("%s layer %d of micro-batch %d%s (exchange %d)", PassName(pass), layer,
+                         micro_batch, ping_pong() ? (half() == 0 ? ", half A" : ", half B") : "",
+                         exchange);
 }
 
 HeaderBytes EncodeHeader(const ExchangeHeader& h) {
@@ -70,6 +71,7 @@ HeaderBytes EncodeHeader(const ExchangeHeader& h) {
   Put<int32_t>(bytes, kHeadDimField, h.head_dim);
   Put<float>(bytes, kScaleField, h.softmax_scale);
   Put<int32_t>(bytes, kDocumentsField, h.num_documents);
+  Put<int32_t>(bytes, kSpeedWeightsField, h.num_speed_weights);
   Put<int64_t>(bytes, kPayloadField, h.payload_bytes);
   return bytes;
 }
@@ -91,7 +93,12 @@ absl::StatusOr<ExchangeHeader> DecodeHeader(const HeaderBytes& bytes, absl::stri
   if (pass < 1 || pass > 3) return bad(absl::StrCat("unknown pass ", pass));
   h.pass = static_cast<Pass>(pass);
   h.flags = Get<uint8_t>(bytes, kFlagsField);
-  if (h.flags & ~kCarriesForwardTensors) return bad(absl::StrCat("unknown flags ", h.flags));
+  if (h.flags & ~(kCarriesForwardTensors | kPingPongHalfA | kPingPongHalfB)) {
+    return bad(absl::StrCat("unknown flags ", h.flags));
+  }
+  if ((h.flags & kPingPongHalfA) && (h.flags & kPingPongHalfB)) {
+    return bad("both ping-pong halves flagged");
+  }
   h.exchange = Get<uint64_t>(bytes, kExchangeField);
   h.micro_batch = Get<uint64_t>(bytes, kMicroBatchField);
   h.layer = Get<int32_t>(bytes, kLayerField);
@@ -101,6 +108,7 @@ absl::StatusOr<ExchangeHeader> DecodeHeader(const HeaderBytes& bytes, absl::stri
   h.head_dim = Get<int32_t>(bytes, kHeadDimField);
   h.softmax_scale = Get<float>(bytes, kScaleField);
   h.num_documents = Get<int32_t>(bytes, kDocumentsField);
+  h.num_speed_weights = Get<int32_t>(bytes, kSpeedWeightsField);
   h.payload_bytes = Get<int64_t>(bytes, kPayloadField);
   if (h.pass == Pass::kEnd) return h;
   if (h.n_layers < 1 || h.layer < 0 || h.layer >= h.n_layers) {
@@ -117,6 +125,12 @@ absl::StatusOr<ExchangeHeader> DecodeHeader(const HeaderBytes& bytes, absl::stri
   if (h.num_documents > 0 && !(h.pass == Pass::kForward && h.layer == 0)) {
     return bad("documents are sent only with the forward of layer 0");
   }
+  if (h.num_speed_weights < 0 || h.num_speed_weights > kMaxSpeedWeights) {
+    return bad(absl::StrCat("speed weight count ", h.num_speed_weights));
+  }
+  if (h.num_speed_weights > 0 && !(h.pass == Pass::kForward && h.layer == 0)) {
+    return bad("speed weights are sent only with the forward of layer 0");
+  }
   if (h.payload_bytes < 0 || h.payload_bytes % sizeof(float) != 0) {
     return bad(absl::StrCat("payload of ", h.payload_bytes, " bytes"));
   }
@@ -127,12 +141,15 @@ absl::Status CheckHeaderMatches(const ExchangeHeader& expected, const ExchangeHe
                                 absl::string_view peer) {
   ExchangeHeader comparable = got;
   comparable.num_documents = expected.num_documents;
+  comparable.num_speed_weights = expected.num_speed_weights;
   comparable.payload_bytes = expected.payload_bytes;
   if (comparable == expected) return absl::OkStatus();
   std::string detail;
   if (got.exchange != expected.exchange || got.pass != expected.pass ||
       got.layer != expected.layer || got.micro_batch != expected.micro_batch) {
     detail = "the two sides are out of step";
+  } else if (got.ping_pong() != expected.ping_pong() || got.half() != expected.half()) {
+    detail = "they disagree on ping-pong halves (attention.ping_pong)";
   } else if (got.flags != expected.flags) {
     detail = "they disagree on resending forward tensors for backward (keep_qkv_for_backward)";
   } else {

@@ -9,7 +9,9 @@
 //   at the forward of layer 0 (a new micro-batch), to every other rank,
 //   workers and servers:
 //     kDocumentsHeaderTag  ExchangeHeader with num_documents = n
-//     kDocumentsTag        n int64 document lengths (omitted when n = 0)
+//     kDocumentsTag        n int64 document lengths, and from worker 0 the
+//                          servers' speed weights (speed_weights.h); omitted
+//                          when empty
 //   then to every server:
 //     kHeaderTag           ExchangeHeader (64 bytes), payload_bytes set
 //     kPayloadTag          fp32 payload (omitted when empty)
@@ -26,6 +28,11 @@
 //   backward reply:    dQ rows | dK prefixes | dV prefixes, each prefix's
 //                      gradient summed over the server's tasks of it
 // fp32 on the wire: the result must match colocated attention to 1e-5.
+//
+// Ping-pong: a split micro-batch is two micro-batches m (flag
+// kPingPongHalfA) and m + 1 (kPingPongHalfB), each with its own documents
+// message; their exchanges alternate, A's then B's call of each pass and
+// layer, and a worker has both in flight at once.
 
 #include <array>
 #include <cstdint>
@@ -53,8 +60,14 @@ absl::string_view PassName(Pass pass);
 
 // Header flags.
 inline constexpr uint8_t kCarriesForwardTensors = 1;  // backward request resends Q/K/V/O/LSE
+// Ping-pong: the micro-batch is the first (A) or second (B) half of a split
+// one; the halves' calls alternate, A's then B's of each layer (at most one
+// of the two bits; neither: a plain micro-batch).
+inline constexpr uint8_t kPingPongHalfA = 2;
+inline constexpr uint8_t kPingPongHalfB = 4;
 
 inline constexpr int32_t kMaxDocumentsPerMicroBatch = 1 << 24;
+inline constexpr int32_t kMaxSpeedWeights = 1 << 16;  // attention servers per job
 
 struct ExchangeHeader {
   Pass pass = Pass::kForward;
@@ -68,13 +81,19 @@ struct ExchangeHeader {
   int32_t head_dim = 0;
   float softmax_scale = 0;
   int32_t num_documents = 0;  // documents header only: lengths that follow
+  // Documents header of worker 0 only: speed weights after the lengths
+  // (speed_weights.h), one per server.
+  int32_t num_speed_weights = 0;
   int64_t payload_bytes = 0;  // size of the payload message that follows (0: none)
 
   bool operator==(const ExchangeHeader&) const = default;
+  bool ping_pong() const { return (flags & (kPingPongHalfA | kPingPongHalfB)) != 0; }
+  int half() const { return (flags & kPingPongHalfB) != 0 ? 1 : 0; }  // 0 when not ping-pong
   kernels::AttentionShape shape() const {
     return {n_heads, n_kv_heads, head_dim, softmax_scale};
   }
-  // "forward layer 2 of micro-batch 7 (exchange 15)"
+  // "forward layer 2 of micro-batch 7 (exchange 15)"; ping-pong halves:
+  // "forward layer 2 of micro-batch 7, half B (exchange 15)"
   std::string Describe() const;
 };
 

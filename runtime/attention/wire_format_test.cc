@@ -35,6 +35,34 @@ TEST(WireFormatTest, HeaderRoundTrips) {
   EXPECT_EQ(*DecodeHeader(EncodeHeader(end), "w"), end);
 }
 
+TEST(WireFormatTest, PingPongHalvesRoundTripAndMismatchesAreNamed) {
+  ExchangeHeader a = Sample();
+  a.flags |= kPingPongHalfA;
+  ExchangeHeader b = a;
+  b.flags = kCarriesForwardTensors | kPingPongHalfB;
+  b.micro_batch = a.micro_batch + 1;
+  for (const ExchangeHeader& h : {a, b}) {
+    auto decoded = DecodeHeader(EncodeHeader(h), "worker 0");
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(*decoded, h);
+    EXPECT_TRUE(decoded->ping_pong());
+  }
+  EXPECT_EQ(a.half(), 0);
+  EXPECT_EQ(b.half(), 1);
+  EXPECT_FALSE(Sample().ping_pong());
+  EXPECT_NE(b.Describe().find("micro-batch 43, half B"), std::string::npos) << b.Describe();
+
+  ExchangeHeader both = Sample();
+  both.flags |= kPingPongHalfA | kPingPongHalfB;
+  auto decoded = DecodeHeader(EncodeHeader(both), "worker 1");
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_NE(decoded.status().message().find("both ping-pong halves"), std::string::npos);
+
+  // One worker splits, the other does not: named as a ping-pong mismatch.
+  absl::Status s = CheckHeaderMatches(a, Sample(), "worker 1");
+  EXPECT_NE(s.message().find("ping-pong"), std::string::npos) << s;
+}
+
 TEST(WireFormatTest, RejectsDamagedHeadersNamingThePeer) {
   auto expect_error = [](HeaderBytes bytes, const std::string& what) {
     auto decoded = DecodeHeader(bytes, "worker 1 (10.0.0.2:4000)");

@@ -277,6 +277,31 @@ absl::Status Transformer::CoreAttentionBackward(int layer, CoreAttentionExecutor
                             a.d_o.data(), rows, a.d_q.data(), a.d_k.data(), a.d_v.data());
 }
 
+absl::Status Transformer::StartCoreAttentionForward(int layer, int half,
+                                                    CoreAttentionExecutor& attention,
+                                                    Activations& a) const {
+  LayerActivations& l = a.layers[layer];
+  const int64_t rows = a.batch.rows();
+  Resize(l.o, rows * config_.q_width());
+  Resize(l.lse, rows * config_.n_heads);
+  return attention.StartForward(half, layer, attention_shape(), a.batch.attention_tasks,
+                                l.q.data(), l.k.data(), l.v.data(), rows, l.o.data(),
+                                l.lse.data());
+}
+
+absl::Status Transformer::StartCoreAttentionBackward(int layer, int half,
+                                                     CoreAttentionExecutor& attention,
+                                                     Activations& a) {
+  LayerActivations& l = a.layers[layer];
+  const int64_t rows = a.batch.rows();
+  Resize(a.d_q, rows * config_.q_width());
+  Resize(a.d_k, rows * config_.kv_width());
+  Resize(a.d_v, rows * config_.kv_width());
+  return attention.StartBackward(half, layer, attention_shape(), a.batch.attention_tasks,
+                                 l.q.data(), l.k.data(), l.v.data(), l.o.data(), l.lse.data(),
+                                 a.d_o.data(), rows, a.d_q.data(), a.d_k.data(), a.d_v.data());
+}
+
 void Transformer::PreAttentionBackward(int layer, Activations& a) {
   const LayerSlots& w = layout_.layer(layer);
   LayerActivations& l = a.layers[layer];

@@ -104,6 +104,15 @@ class Transformer {
   void PreAttentionBackward(int layer, Activations& a);
   void EmbedBackward(Activations& a);
 
+  // Core attention in two phases for ping-pong (`half` 0 or 1; see
+  // CoreAttentionExecutor::StartForward): Start prepares the layer's output
+  // buffers and hands the call to the executor; the executor's
+  // Finish*(half) completes it. `a` must not change in between.
+  absl::Status StartCoreAttentionForward(int layer, int half, CoreAttentionExecutor& attention,
+                                         Activations& a) const;
+  absl::Status StartCoreAttentionBackward(int layer, int half, CoreAttentionExecutor& attention,
+                                          Activations& a);
+
  private:
   explicit Transformer(const ModelConfig& config);
 

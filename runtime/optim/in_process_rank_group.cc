@@ -3,6 +3,7 @@
 #include <cstring>
 #include <numeric>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -39,7 +40,64 @@ class InProcessPending final : public PendingCollective {
   bool waited_ = false;
 };
 
+// One addition per element, first + second, never contracted (the BUILD
+// file compiles this with -ffp-contract=off, like runtime/comm's kernels).
+void Add(const float* first, const float* second, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = first[i] + second[i];
+}
+
+void SumRecursiveDoubling(absl::Span<const float* const> inputs, int64_t count, float* out) {
+  const int world = static_cast<int>(inputs.size());
+  int pow2 = 1;
+  while (pow2 * 2 <= world) pow2 *= 2;
+  // value[r]: what rank r < pow2 holds; partners hold equal values after
+  // every round, so the lower one's buffer stands for both.
+  std::vector<std::vector<float>> value(pow2, std::vector<float>(count));
+  for (int r = 0; r < pow2; ++r) {
+    if (r + pow2 < world) {
+      Add(inputs[r], inputs[r + pow2], value[r].data(), count);  // own + folded-in
+    } else {
+      std::memcpy(value[r].data(), inputs[r], count * sizeof(float));
+    }
+  }
+  for (int mask = 1; mask < pow2; mask <<= 1) {
+    for (int r = 0; r < pow2; ++r) {
+      if ((r & mask) != 0) continue;
+      Add(value[r].data(), value[r | mask].data(), value[r].data(), count);
+      value[r | mask] = value[r];
+    }
+  }
+  std::memcpy(out, value[0].data(), count * sizeof(float));
+}
+
+void SumRing(absl::Span<const float* const> inputs, int64_t count, float* out) {
+  const int world = static_cast<int>(inputs.size());
+  int64_t begin = 0;
+  for (int c = 0; c < world; ++c) {
+    const int64_t n = RingChunk(count, world, c);
+    const int first = (c + 1) % world;
+    std::memcpy(out + begin, inputs[first] + begin, n * sizeof(float));
+    for (int k = 2; k <= world; ++k) {
+      const float* own = inputs[(c + k) % world] + begin;
+      Add(out + begin, own, out + begin, n);  // arriving partial + own value
+    }
+    begin += n;
+  }
+}
+
 }  // namespace
+
+void SumInDataPlaneOrder(absl::Span<const float* const> inputs, int64_t count, float* out,
+                         int64_t small_bytes) {
+  if (count <= 0 || inputs.empty()) return;
+  if (inputs.size() == 1) {
+    std::memcpy(out, inputs[0], count * sizeof(float));
+  } else if (count * static_cast<int64_t>(sizeof(float)) <= small_bytes) {
+    SumRecursiveDoubling(inputs, count, out);
+  } else {
+    SumRing(inputs, count, out);
+  }
+}
 
 InProcessHub::InProcessHub(int world_size) : world_size_(world_size) {}
 
@@ -63,16 +121,15 @@ void InProcessHub::Contribute(int64_t sequence, int rank, Kind kind, std::vector
   }
   op.inputs[rank].assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
   if (++op.arrived < world_size_ || !op.status.ok()) return;
-  // Last to arrive: compute the result once, in rank order.
+  // Last to arrive: compute the result once, in the data plane's order.
   if (op.kind == Kind::kAllReduceSum) {
     const int64_t count = op.sizes[0];
-    std::vector<float> sum(count, 0.0f);
+    std::vector<const float*> inputs(world_size_);
     for (int r = 0; r < world_size_; ++r) {
-      const float* in = reinterpret_cast<const float*>(op.inputs[r].data());
-      for (int64_t i = 0; i < count; ++i) sum[i] += in[i];
+      inputs[r] = reinterpret_cast<const float*>(op.inputs[r].data());
     }
     op.result.resize(count * sizeof(float));
-    std::memcpy(op.result.data(), sum.data(), op.result.size());
+    SumInDataPlaneOrder(inputs, count, reinterpret_cast<float*>(op.result.data()));
   } else {
     for (int r = 0; r < world_size_; ++r) {
       op.result.insert(op.result.end(), op.inputs[r].begin(), op.inputs[r].end());

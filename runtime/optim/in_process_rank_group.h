@@ -11,17 +11,39 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "runtime/optim/rank_group.h"
 
 namespace corescape::optim {
 
+// Payloads of an all-reduce up to this many bytes are summed in the data
+// plane's recursive-doubling order, larger ones in its ring order. Must equal
+// the default comm::AlgorithmSettings::small_bytes (runtime/comm), which the
+// workers' communicators use; tests/scape checks both.
+inline constexpr int64_t kDataPlaneSmallAllReduceBytes = 64 << 10;
+
+// Element-wise sum of `inputs` (one buffer of `count` floats per rank, in
+// rank order) into `out`, adding in exactly the order the data plane's CPU
+// all-reduce does (runtime/comm/all_reduce_algorithm.cc), so a run here and a
+// run over UCX give the same bits:
+//   count·4 <= small_bytes: recursive doubling. P2 = the largest power of two
+//     <= P; rank r < P − P2 first takes x_r + x_{r+P2}; then for
+//     mask = 1, 2, ..., P2/2 partners r and r^mask both form
+//     (lower rank's value) + (higher rank's value).
+//   larger: ring. The buffer is cut into P balanced chunks (the first
+//     count % P one float longer); chunk c is summed along the ring starting
+//     at rank c+1: ((x_{c+1} + x_{c+2}) + ...) + x_c (indices mod P).
+// P = 1 copies. `out` may alias none of the inputs.
+void SumInDataPlaneOrder(absl::Span<const float* const> inputs, int64_t count, float* out,
+                         int64_t small_bytes = kDataPlaneSmallAllReduceBytes);
+
 // Where the P in-process ranks meet. Each rank runs on its own thread and
 // issues collectives through its InProcessRankGroup; the k-th collective of
 // every rank forms one operation. Contributions are copied in at the start,
-// the last rank to arrive computes the result once (sums in rank order
-// 0..P−1, so it is deterministic and the same on every rank), and each rank
-// copies it out on Wait. A mismatch (kind or size) fails the operation on
-// every rank.
+// the last rank to arrive computes the result once (SumInDataPlaneOrder, so
+// it is deterministic, the same on every rank and the same bits as the UCX
+// data plane's all-reduce), and each rank copies it out on Wait. A mismatch
+// (kind or size) fails the operation on every rank.
 class InProcessHub {
  public:
   explicit InProcessHub(int world_size);
@@ -59,7 +81,10 @@ class InProcessHub {
 // One rank's view of an InProcessHub. Bytes are counted as a ring algorithm
 // would move them: all-reduce of n floats sends 2n − c_{r+1} − c_{r+2}
 // floats (c_i: ring chunk i), all-gather-v sends every block except the next
-// rank's. Not thread-safe: one thread per rank.
+// rank's. (The data plane moves the same bytes for all-reduces over 64 KiB;
+// small ones use recursive doubling and small all-gathers go direct, which
+// count differently: docs/data_plane.md.) Not thread-safe: one thread per
+// rank.
 class InProcessRankGroup final : public RankGroup {
  public:
   InProcessRankGroup(InProcessHub* hub, int rank);

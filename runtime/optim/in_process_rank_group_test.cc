@@ -9,26 +9,73 @@
 namespace corescape::optim {
 namespace {
 
-TEST(InProcessRankGroupTest, AllReduceSumsInRankOrderIdenticallyEverywhere) {
-  constexpr int kRanks = 4;
-  constexpr int64_t kCount = 1001;
-  std::vector<std::vector<float>> results(kRanks);
-  ASSERT_TRUE(RunInProcessRanks(kRanks, [&](int rank, RankGroup& group) -> absl::Status {
+// Values whose float sum depends on the order of the additions.
+float OrderSensitive(int rank, int64_t i) {
+  return (rank == 0 ? 1e8f : 1.0f) + static_cast<float>(i) * 0.37f * static_cast<float>(rank + 1) -
+         (rank == 2 ? 1e8f : 0.0f);
+}
+
+std::vector<std::vector<float>> AllReduceOnRanks(int ranks, int64_t count) {
+  std::vector<std::vector<float>> results(ranks);
+  EXPECT_TRUE(RunInProcessRanks(ranks, [&](int rank, RankGroup& group) -> absl::Status {
                 EXPECT_EQ(group.rank(), rank);
-                EXPECT_EQ(group.world_size(), kRanks);
-                std::vector<float> data(kCount);
-                // Values whose float sum depends on the order.
-                for (int64_t i = 0; i < kCount; ++i) data[i] = (rank == 0 ? 1e8f : 1.0f) + i * 0.37f * rank;
-                absl::Status s = group.AllReduceSum(data.data(), kCount);
+                EXPECT_EQ(group.world_size(), ranks);
+                std::vector<float> data(count);
+                for (int64_t i = 0; i < count; ++i) data[i] = OrderSensitive(rank, i);
+                absl::Status s = group.AllReduceSum(data.data(), count);
                 results[rank] = data;
                 return s;
               }).ok());
+  for (int r = 1; r < ranks; ++r) EXPECT_EQ(results[r], results[0]) << "rank " << r;
+  return results;
+}
+
+// Small payloads: the data plane's recursive doubling, written out.
+TEST(InProcessRankGroupTest, SmallAllReduceSumsInRecursiveDoublingOrder) {
+  constexpr int64_t kCount = 1001;  // 4 KB <= 64 KiB
+  auto x = [](int r, int64_t i) { return OrderSensitive(r, i); };
+  const auto four = AllReduceOnRanks(4, kCount);
+  const auto three = AllReduceOnRanks(3, kCount);
+  const auto five = AllReduceOnRanks(5, kCount);
+  int differs_from_rank_order = 0;
   for (int64_t i = 0; i < kCount; ++i) {
-    float want = 0.0f;
-    for (int r = 0; r < kRanks; ++r) want += (r == 0 ? 1e8f : 1.0f) + i * 0.37f * r;
-    ASSERT_EQ(results[0][i], want) << i;  // rank order 0..P−1
+    ASSERT_EQ(four[0][i], (x(0, i) + x(1, i)) + (x(2, i) + x(3, i))) << i;
+    ASSERT_EQ(three[0][i], (x(0, i) + x(2, i)) + x(1, i)) << i;  // rank 2 folds into 0
+    ASSERT_EQ(five[0][i], ((x(0, i) + x(4, i)) + x(1, i)) + (x(2, i) + x(3, i))) << i;
+    differs_from_rank_order += four[0][i] != ((x(0, i) + x(1, i)) + x(2, i)) + x(3, i);
   }
-  for (int r = 1; r < kRanks; ++r) EXPECT_EQ(results[r], results[0]);
+  EXPECT_GT(differs_from_rank_order, 0) << "the data is not order-sensitive";
+}
+
+// Large payloads: ring chunks, chunk c summed starting at rank c + 1.
+TEST(InProcessRankGroupTest, LargeAllReduceSumsInRingOrder) {
+  constexpr int64_t kCount = 16385;  // one float over 64 KiB; chunks 5462, 5462, 5461
+  auto x = [](int r, int64_t i) { return OrderSensitive(r, i); };
+  const auto three = AllReduceOnRanks(3, kCount);
+  int differs_from_rank_order = 0;
+  for (int64_t i = 0; i < kCount; ++i) {
+    const int chunk = i < 5462 ? 0 : (i < 2 * 5462 ? 1 : 2);
+    const float want =
+        (x((chunk + 1) % 3, i) + x((chunk + 2) % 3, i)) + x(chunk, i);
+    ASSERT_EQ(three[0][i], want) << i;
+    differs_from_rank_order += three[0][i] != (x(0, i) + x(1, i)) + x(2, i);
+  }
+  EXPECT_GT(differs_from_rank_order, 0) << "the data is not order-sensitive";
+}
+
+TEST(InProcessRankGroupTest, SumInDataPlaneOrderSwitchesAtSmallBytes) {
+  // Three ranks, 4 floats: 16 bytes. With small_bytes 16 recursive doubling,
+  // with 15 the ring (chunks of 2, 1, 1).
+  const std::vector<float> a = {1e8f, 1e8f, 1e8f, 1e8f}, b = {1, 1, 1, 1},
+                           c = {-1e8f, -1e8f, -1e8f, -1e8f};
+  const std::vector<const float*> in = {a.data(), b.data(), c.data()};
+  std::vector<float> out(4);
+  SumInDataPlaneOrder(in, 4, out.data(), 16);
+  EXPECT_EQ(out, std::vector<float>({1, 1, 1, 1}));  // (a + c) + b
+  SumInDataPlaneOrder(in, 4, out.data(), 15);
+  // chunk 0 (elements 0, 1): (b + c) + a = 0; chunk 1: (c + a) + b = 1;
+  // chunk 2: (a + b) + c = 0.
+  EXPECT_EQ(out, std::vector<float>({0, 0, 1, 0}));
 }
 
 TEST(InProcessRankGroupTest, AllGatherVConcatenatesUnequalSizesInRankOrder) {

@@ -48,7 +48,7 @@ absl::Status ScapeConfig::Validate() const {
   if (!(density > 0 && density <= 1)) return absl::InvalidArgumentError("scape: density must be in (0, 1]");
   if (dense_warmup_steps < 0) return absl::InvalidArgumentError("scape: dense_warmup_steps < 0");
   if (dense_refresh_interval < 0) return absl::InvalidArgumentError("scape: dense_refresh_interval < 0");
-  if (dense_period < 0) return absl::InvalidArgumentError("scape: dense_period < 0");
+  if (residual_sync_period < 0) return absl::InvalidArgumentError("scape: residual_sync_period < 0");
   if (density_ramp_steps < 0) return absl::InvalidArgumentError("scape: density_ramp_steps < 0");
   if (!(exploration >= 0 && exploration <= 1)) {
     return absl::InvalidArgumentError("scape: exploration must be in [0, 1]");
@@ -70,13 +70,13 @@ absl::Status ScapeConfig::Validate() const {
 std::string ScapeConfig::ToString() const {
   return absl::StrFormat(
       "b1=%.17g b2=%.17g eps=%.17g wd=%.17g d=%.17g warmup=%d refresh_every=%d ramp=%d scope=%d rule=%s off=%d stat=%d "
-      "explore=%.17g forecast=%.17g rho=%.17g refresh=%d lrw=%d catchup=%.17g/%.17g decayed=%d dense_period=%d",
+      "explore=%.17g forecast=%.17g rho=%.17g refresh=%d lrw=%d catchup=%.17g/%.17g decayed=%d residual_sync_period=%d",
       adams.beta1, adams.beta2, adams.epsilon, adams.weight_decay, density, dense_warmup_steps,
       dense_refresh_interval, density_ramp_steps,
       static_cast<int>(scope), RuleName(rule), static_cast<int>(off_mask),
       static_cast<int>(statistic), exploration, forecast, normalizer_beta,
       static_cast<int>(refresh), lr_weighted ? 1 : 0, catch_up_exponent,
-      catch_up_exponent_consistent, decayed_residual ? 1 : 0, dense_period);
+      catch_up_exponent_consistent, decayed_residual ? 1 : 0, residual_sync_period);
 }
 
 absl::StatusOr<std::unique_ptr<ScapeOptimizer>> ScapeOptimizer::Create(RankGroup* group,
@@ -108,7 +108,6 @@ ScapeOptimizer::ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask d
 bool ScapeOptimizer::DenseAt(int64_t step) const {
   const int64_t warmup = std::max<int64_t>(1, config_.dense_warmup_steps);
   if (config_.density >= 1.0 || step < warmup) return true;
-  if (config_.dense_period > 0 && (step + 1) % config_.dense_period == 0) return true;
   if (step == dense_after_restore_) return true;
   if (std::find(config_.forced_dense_steps.begin(), config_.forced_dense_steps.end(), step) !=
       config_.forced_dense_steps.end()) {
@@ -116,6 +115,10 @@ bool ScapeOptimizer::DenseAt(int64_t step) const {
   }
   return config_.dense_refresh_interval > 0 &&
          (step - warmup + 1) % config_.dense_refresh_interval == 0;
+}
+
+bool ScapeOptimizer::ResidualSyncAfter(int64_t step) const {
+  return config_.residual_sync_period > 0 && (step + 1) % config_.residual_sync_period == 0;
 }
 
 double ScapeOptimizer::DensityAt(int64_t step) const {
@@ -209,6 +212,12 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   if (absl::Status s = group_->AllReduceSum(values_.data(), synced); !s.ok()) return s;
 
   Apply(params, n, lr, dense);
+  if (!dense && ResidualSyncAfter(t)) {
+    // Every rank takes the ranks' mean residual (a dense step has none left).
+    if (absl::Status s = group_->AllReduceSum(residual_.data(), n); !s.ok()) return s;
+    const float inverse_ranks = 1.0f / static_cast<float>(group_->world_size());
+    for (float& e : residual_) e *= inverse_ranks;
+  }
   ++step_;
 
   int64_t part_bytes = 0;
@@ -514,14 +523,14 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
   }
   // Residuals are per rank; m, v̄, ages and masks are identical on every
   // rank. So another rank's state (rank 0 writes the job's checkpoints) is
-  // only ours if it holds no residuals: saved right after a dense step.
-  const bool flushed =
-      std::all_of(residual->begin(), residual->end(), [](float e) { return e == 0.0f; });
-  if ((*rank != group_->rank() || *world != group_->world_size()) && !flushed) {
+  // only ours if its residuals are shared too: saved right after a dense
+  // step (none left) or a residual sync (every rank holds the mean).
+  const bool shared = *step > 0 && (DenseAt(*step - 1) || ResidualSyncAfter(*step - 1));
+  if ((*rank != group_->rank() || *world != group_->world_size()) && !shared) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "scape: state of rank ", *rank, " of ", *world, " holds unsent residuals; this is rank ",
+        "scape: state of rank ", *rank, " of ", *world, " holds this rank's own residuals; this is rank ",
         group_->rank(), " of ", group_->world_size(),
-        " (checkpoints must be written right after a dense step: set dense_period)"));
+        " (checkpoints must follow a residual sync step: set residual_sync_period)"));
   }
   if (static_cast<int64_t>(last_sync->size()) != n) {
     return absl::FailedPreconditionError("scape: state of another buffer size");

@@ -110,10 +110,12 @@ struct ScapeConfig {
   // The epoch's partition map: P + 1 bounds of the flat buffer, one range per
   // rank. Empty: the element-balanced cut (ParameterPartition::Balanced).
   std::vector<int64_t> partition_bounds;
-  // Every step t with (t + 1) % dense_period == 0 is dense: the steps after
-  // which checkpoints are written, so a checkpoint holds no residuals and any
-  // rank (of any membership) can resume from rank 0's state. 0: none.
-  int64_t dense_period = 0;
+  // After every step t with (t + 1) % residual_sync_period == 0 the ranks
+  // replace their residuals by the ranks' mean (one all-reduce of N floats):
+  // the updates, which depend on the mean only, do not change, and every
+  // rank's state is then the same, so the checkpoint written after that step
+  // (by rank 0) resumes any rank of any membership. 0: never.
+  int64_t residual_sync_period = 0;
   // The epoch's forced dense refresh steps (e.g. its first step after a
   // membership change).
   std::vector<int64_t> forced_dense_steps;
@@ -189,6 +191,7 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // A step forced dense because the restored pending mask was cut for another
   // partition map (−1: none).
   int64_t dense_after_restore_ = -1;
+  bool ResidualSyncAfter(int64_t step) const;
   std::optional<GlobalMask> pending_;
 };
 

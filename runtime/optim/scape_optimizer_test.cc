@@ -287,20 +287,18 @@ TEST(ScapeOptimizerTest, StateRoundTripsAndIsRefusedElsewhere) {
               }).ok());
 }
 
-// Checkpoints are written after the dense_period steps, which flush every
-// residual: rank 0's state then resumes every rank, in a later mask epoch,
-// exactly as if the run had not stopped.
-TEST(ScapeOptimizerTest, StateAfterADenseStepResumesEveryRankInALaterEpochBitwise) {
+// Checkpoints are written after the residual sync steps, after which every
+// rank holds the ranks' mean residual: rank 0's state then resumes every
+// rank, in a later mask epoch, exactly as if the run had not stopped.
+TEST(ScapeOptimizerTest, StateAfterAResidualSyncResumesEveryRankInALaterEpochBitwise) {
   ScapeConfig c = Sparse(0.1);
-  c.dense_period = 4;  // steps 3, 7, 11 are dense
+  c.residual_sync_period = 4;  // after steps 3, 7, 11
   RunOptions full;
   full.steps = 14;
   full.save_at = 8;
   std::vector<RankTrace> whole;
   ASSERT_TRUE(RunRanks(Scape(c), full, whole).ok());
-  ASSERT_TRUE(whole[0].stats[7].dense);
-  ASSERT_FALSE(whole[0].stats[8].dense);
-  ASSERT_FALSE(whole[0].stats[6].dense);
+  ASSERT_FALSE(whole[0].stats[7].dense);  // a sparse step, then the sync
 
   ScapeConfig next_epoch = c;
   next_epoch.mask_epoch = 5;
@@ -322,6 +320,42 @@ TEST(ScapeOptimizerTest, StateAfterADenseStepResumesEveryRankInALaterEpochBitwis
   }
 }
 
+// After a residual sync every rank holds the ranks' mean residual (so the
+// updates, which depend on that mean only, are unchanged), at the price of
+// one all-reduce of every residual.
+TEST(ScapeOptimizerTest, ResidualSyncSharesTheRanksMeanResidual) {
+  ScapeConfig synced = Sparse(0.1);
+  synced.residual_sync_period = 4;  // after step 3
+  std::vector<std::vector<float>> residual_with(kRanks), residual_without(kRanks);
+  auto capture = [](std::vector<std::vector<float>>& into) {
+    return [&into](int rank, int64_t step, DataParallelOptimizer& opt) -> absl::Status {
+      if (step == 4) into[rank] = dynamic_cast<ScapeOptimizer&>(opt).residual();
+      return absl::OkStatus();
+    };
+  };
+  RunOptions options;
+  options.steps = 5;
+  std::vector<RankTrace> with_sync, without;
+  options.before_step = capture(residual_with);
+  ASSERT_TRUE(RunRanks(Scape(synced), options, with_sync).ok());
+  options.before_step = capture(residual_without);
+  ASSERT_TRUE(RunRanks(Scape(Sparse(0.1)), options, without).ok());
+  // Nothing differs up to and including step 3; the sync comes after it.
+  EXPECT_TRUE(BitwiseEqual(with_sync[0].params[3], without[0].params[3]));
+  EXPECT_GE(with_sync[0].stats[3].bytes_sent,
+            without[0].stats[3].bytes_sent + int64_t{4} * kSize * (kRanks - 1) / kRanks);
+  for (int r = 1; r < kRanks; ++r) EXPECT_TRUE(BitwiseEqual(residual_with[r], residual_with[0]));
+  int differing = 0;
+  for (int64_t j = 0; j < kSize; ++j) {
+    float mean = 0.0f;
+    for (int r = 0; r < kRanks; ++r) mean += residual_without[r][j];
+    mean /= kRanks;
+    ASSERT_NEAR(residual_with[0][j], mean, 1e-6f) << j;
+    differing += residual_without[0][j] != residual_without[1][j];
+  }
+  EXPECT_GT(differing, kSize / 2);  // without the sync the ranks' residuals differ
+}
+
 TEST(ScapeOptimizerTest, AnotherRanksStateWithResidualsIsRefused) {
   RunOptions options;
   options.steps = 6;
@@ -335,7 +369,7 @@ TEST(ScapeOptimizerTest, AnotherRanksStateWithResidualsIsRefused) {
                   EXPECT_TRUE(s.ok()) << s;
                 } else {
                   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-                  EXPECT_NE(s.message().find("unsent residuals"), absl::string_view::npos) << s;
+                  EXPECT_NE(s.message().find("own residuals"), absl::string_view::npos) << s;
                 }
                 return absl::OkStatus();
               }).ok());
@@ -345,7 +379,7 @@ TEST(ScapeOptimizerTest, AnotherRanksStateWithResidualsIsRefused) {
 // pending mask cut for the old one is dropped and the first step is dense.
 TEST(ScapeOptimizerTest, RestoreUnderAnotherPartitionMapStartsWithADenseStep) {
   ScapeConfig c = Sparse(0.1);
-  c.dense_period = 4;
+  c.residual_sync_period = 4;
   RunOptions full;
   full.steps = 8;
   full.save_at = 8;
@@ -511,13 +545,16 @@ TEST(DenseDataParallelTest, AdamWOnTheSummedGradientBitwise) {
                 return std::make_unique<DenseAdamWDataParallel>(g, AdamWConfig{}, Decay());
               }, {}, t).ok());
   AdamW reference(AdamWConfig{}, Decay());
-  std::vector<float> params = InitialParams(), grads, sum;
+  std::vector<float> params = InitialParams(), sum(kSize);
+  std::vector<std::vector<float>> grads(kRanks);
   for (int64_t step = 0; step < 12; ++step) {
-    sum.assign(kSize, 0.0f);
+    std::vector<const float*> per_rank;
     for (int r = 0; r < kRanks; ++r) {
-      Gradient(params, r, step, 0, grads);
-      for (int64_t j = 0; j < kSize; ++j) sum[j] += grads[j];
+      Gradient(params, r, step, 0, grads[r]);
+      per_rank.push_back(grads[r].data());
     }
+    // Summed the way the group sums (the data plane's order).
+    SumInDataPlaneOrder(per_rank, kSize, sum.data());
     ASSERT_TRUE(reference.Step(params.data(), sum.data(), kSize,
                                0.01 * std::min<double>(1.0, (step + 1) / 4.0)).ok());
     for (int r = 0; r < kRanks; ++r) ASSERT_TRUE(BitwiseEqual(t[r].params[step], params));

@@ -38,6 +38,22 @@ class FailureRecordingAttention final : public model::CoreAttentionExecutor {
     return Record(
         inner_->Backward(layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k, d_v));
   }
+  absl::Status StartForward(int half, int layer, const kernels::AttentionShape& shape,
+                            absl::Span<const kernels::AttentionTask> tasks, const float* q,
+                            const float* k, const float* v, int64_t rows, float* o,
+                            float* lse) override {
+    return Record(inner_->StartForward(half, layer, shape, tasks, q, k, v, rows, o, lse));
+  }
+  absl::Status FinishForward(int half) override { return Record(inner_->FinishForward(half)); }
+  absl::Status StartBackward(int half, int layer, const kernels::AttentionShape& shape,
+                             absl::Span<const kernels::AttentionTask> tasks, const float* q,
+                             const float* k, const float* v, const float* o, const float* lse,
+                             const float* d_o, int64_t rows, float* d_q, float* d_k,
+                             float* d_v) override {
+    return Record(inner_->StartBackward(half, layer, shape, tasks, q, k, v, o, lse, d_o, rows,
+                                        d_q, d_k, d_v));
+  }
+  absl::Status FinishBackward(int half) override { return Record(inner_->FinishBackward(half)); }
 
   bool failed() const { return !error_.ok(); }
   const absl::Status& error() const { return error_; }

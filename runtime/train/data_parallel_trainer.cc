@@ -136,6 +136,7 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
   if (!model.ok()) return model.status();
   trainer->model_ = std::make_unique<model::Transformer>(*std::move(model));
   trainer->model_->InitializeWeights(config.seed);
+  if (config.ping_pong) trainer->ping_pong_ = std::make_unique<PingPongSchedule>(*trainer->model_);
   std::vector<uint8_t> decay_mask(trainer->model_->layout().total_size(), 0);
   for (const model::TensorSlot& slot : trainer->model_->layout().tensors()) {
     if (slot.is_matrix) {
@@ -163,7 +164,7 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     scape.dense_warmup_steps = std::max<int64_t>(1, config.scape.dense_warmup_steps);
     scape.mask_epoch = config.scape.mask_epoch > 0 ? config.scape.mask_epoch : config.generation;
     scape.partition_bounds = config.scape.partition_bounds;
-    scape.dense_period = config.scape.dense_period;
+    scape.residual_sync_period = config.scape.residual_sync_period;
     scape.forced_dense_steps = config.scape.forced_dense_steps;
     // Rule and exponent stay at ScapeConfig's defaults: the best formulation
     // measured (docs/scape.md); so does the statistic unless the spec names one.
@@ -209,13 +210,13 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
   FailureRecordingAttention attention(attention_.get());
   double local_loss_sum = 0.0;
   for (const model::ModelBatch& batch : batches) {
-    auto loss = model_->Forward(batch, attention, activations_);
+    auto loss = MicroBatchForward(batch, attention, activations_);
     if (!loss.ok()) {
       if (attention.failed()) break;  // voted on below
       return loss.status();
     }
     local_loss_sum += loss->loss_sum;
-    if (absl::Status s = model_->Backward(attention, activations_, grad_scale); !s.ok()) {
+    if (absl::Status s = MicroBatchBackward(batch, attention, grad_scale); !s.ok()) {
       if (attention.failed()) break;
       return s;
     }
@@ -285,7 +286,7 @@ absl::StatusOr<double> DataParallelTrainer::Validate(int64_t max_batches) {
   for (int64_t batches = 0; max_batches <= 0 || batches < max_batches; ++batches) {
     std::optional<data::PackedBatch> packed = validation_loader_->Next();
     if (!packed) break;
-    auto loss = model_->Forward(ToModelBatch(*packed), attention, activations);
+    auto loss = MicroBatchForward(ToModelBatch(*packed), attention, activations);
     if (!loss.ok()) {
       if (attention.failed()) break;  // voted on below, as in Step()
       return loss.status();
@@ -304,6 +305,24 @@ absl::StatusOr<double> DataParallelTrainer::Validate(int64_t max_batches) {
   }
   if (totals[1] <= 0) return absl::FailedPreconditionError("validation split has no tokens");
   return totals[0] / totals[1];
+}
+
+absl::StatusOr<model::LossResult> DataParallelTrainer::MicroBatchForward(
+    const model::ModelBatch& batch, model::CoreAttentionExecutor& attention,
+    model::Activations& activations) {
+  if (ping_pong_ != nullptr && PingPongSchedule::Splits(batch)) {
+    return ping_pong_->Forward(batch, attention);
+  }
+  return model_->Forward(batch, attention, activations);
+}
+
+absl::Status DataParallelTrainer::MicroBatchBackward(const model::ModelBatch& batch,
+                                                     model::CoreAttentionExecutor& attention,
+                                                     float grad_scale) {
+  if (ping_pong_ != nullptr && PingPongSchedule::Splits(batch)) {
+    return ping_pong_->Backward(attention, grad_scale);
+  }
+  return model_->Backward(attention, activations_, grad_scale);
 }
 
 void DataParallelTrainer::SetAttention(std::shared_ptr<model::CoreAttentionExecutor> attention) {

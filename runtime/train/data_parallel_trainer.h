@@ -17,6 +17,7 @@
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/train/attention_failure.h"
 #include "runtime/train/data_parallel_group.h"
+#include "runtime/train/ping_pong_schedule.h"
 
 namespace corescape::train {
 
@@ -41,7 +42,7 @@ struct TrainerConfig {
     // Empty: optim::ScapeConfig's default (the best measured).
     std::string mask_statistic;
     std::vector<int64_t> partition_bounds;
-    int64_t dense_period = 0;
+    int64_t residual_sync_period = 0;
     std::vector<int64_t> forced_dense_steps;
   } scape;
   uint64_t generation = 0;          // the job's; SCAPE masks carry it
@@ -50,6 +51,9 @@ struct TrainerConfig {
   int threads = 0;           // 0: CORESCAPE_NUM_THREADS or all cores
   // Where core attention runs; null: in this process (colocated).
   std::shared_ptr<model::CoreAttentionExecutor> attention;
+  // Run every micro-batch of two or more rows as two overlapping halves
+  // (ping_pong_schedule.h); one-row micro-batches run whole.
+  bool ping_pong = false;
 };
 
 struct StepResult {
@@ -101,6 +105,14 @@ class DataParallelTrainer {
 
  private:
   DataParallelTrainer(const TrainerConfig& config, DataParallelGroup* group);
+  // One micro-batch's forward, and backward (of Step's forward, whole ones
+  // in activations_): through the ping-pong schedule when config_.ping_pong
+  // and the batch has two or more rows, else whole.
+  absl::StatusOr<model::LossResult> MicroBatchForward(const model::ModelBatch& batch,
+                                                      model::CoreAttentionExecutor& attention,
+                                                      model::Activations& activations);
+  absl::Status MicroBatchBackward(const model::ModelBatch& batch,
+                                  model::CoreAttentionExecutor& attention, float grad_scale);
 
   TrainerConfig config_;
   DataParallelGroup* group_;
@@ -113,6 +125,7 @@ class DataParallelTrainer {
   std::unique_ptr<data::BatchLoader> train_loader_;
   std::unique_ptr<data::BatchLoader> validation_loader_;
   model::Activations activations_;
+  std::unique_ptr<PingPongSchedule> ping_pong_;  // config_.ping_pong only
   double unigram_entropy_ = 0;
   int64_t step_ = 0;
 };

@@ -338,6 +338,34 @@ TEST(DataParallelTrainerTest, ResumeFromSnapshotContinuesBitwise) {
   EXPECT_EQ((*resumed)->model().parameters(), (*straight)->model().parameters());
 }
 
+// Ping-pong splits each micro-batch into halves: same losses and validation
+// loss as whole micro-batches within fp32 rounding; one-row micro-batches
+// cannot split and train bitwise as before.
+TEST(DataParallelTrainerTest, PingPongTrainsLikeWholeMicroBatches) {
+  for (int micro_batch : {4, 3, 1}) {
+    SingleProcessGroup group;
+    TrainerConfig whole_config = Config(micro_batch);
+    whole_config.grad_accum = 2;
+    TrainerConfig ping_pong_config = whole_config;
+    ping_pong_config.ping_pong = true;
+    auto whole = DataParallelTrainer::Create(whole_config, &group);
+    auto ping_pong = DataParallelTrainer::Create(ping_pong_config, &group);
+    ASSERT_TRUE(whole.ok() && ping_pong.ok());
+    for (int i = 0; i < 4; ++i) {
+      auto expected = (*whole)->Step();
+      auto got = (*ping_pong)->Step();
+      ASSERT_TRUE(expected.ok() && got.ok()) << got.status();
+      EXPECT_NEAR(got->loss, expected->loss, 1e-5 * expected->loss)
+          << "micro-batch " << micro_batch << " step " << i + 1;
+      if (micro_batch == 1) EXPECT_EQ(got->loss, expected->loss);
+    }
+    auto expected = (*whole)->Validate(2);
+    auto got = (*ping_pong)->Validate(2);
+    ASSERT_TRUE(expected.ok() && got.ok()) << got.status();
+    EXPECT_NEAR(*got, *expected, 1e-5 * *expected) << "micro-batch " << micro_batch;
+  }
+}
+
 TEST(DataParallelTrainerTest, RestoreRejectsAForeignCheckpoint) {
   SingleProcessGroup group;
   auto trainer = DataParallelTrainer::Create(Config(2), &group);

@@ -4,34 +4,17 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/optim/scape_optimizer.h"
+#include "tools/scape/training_rank.h"
 
 namespace corescape::scape_tool {
 
-// One in-process data-parallel training run: P ranks as threads, each with
-// its own model replica, loader (rank r of P) and optimizer, meeting in an
-// InProcessHub. Same seed ⇒ same initial weights and the same global batches
-// for every method, so methods differ only by the optimizer.
-struct DriverConfig {
-  std::string data;                 // `corescape data prepare` output
-  std::string model = "tiny";
-  int32_t ranks = 4;
-  int32_t seq_len = 128;
-  int32_t micro_batch = 8;          // rows per rank per step
-  int64_t steps = 400;
-  std::string method = "scape";     // adamw | adams | scape | scape-global | topk-adamw
-  double lr = 1e-3;
-  double min_lr = 0.0;
-  int64_t lr_warmup = 40;
-  std::string schedule = "cosine";
-  optim::ScapeConfig scape;         // AdamS/AdamW hyper-parameters too (scape.adams)
-  int64_t eval_interval = 100;      // and at the end
-  uint64_t seed = 1;
-  std::string csv;                  // per-step curve, if set
-};
-
+// The in-process P-rank mode: the P ranks of RunTrainingRank as threads of
+// this process, meeting in InProcessHubs (one for the optimizer, whose bytes
+// are the measured traffic, one for token counts and losses). The hubs sum
+// in the data plane's order, so this equals P processes over UCX bitwise.
 struct DriverSummary {
   int64_t parameters = 0;
   double initial_val_loss = 0;
@@ -42,12 +25,11 @@ struct DriverSummary {
   double dense_bytes_per_step = 0;  // a ring all-reduce of N floats, per worker
   double seconds = 0;
   bool diverged = false;
-  // SCAPE only (rank 0 at the end): share of coordinates synchronized at
-  // least once after the dense warm-up, mean steps since the last sync,
-  // ‖residual‖ / ‖m‖.
+  // SCAPE only (rank 0 at the end): see RankOutcome.
   double coverage = -1;
   double mean_age = -1;
   double residual_to_momentum = -1;
+  std::vector<RankOutcome> ranks;   // every rank's outcome, by rank (empty if diverged)
 };
 
 struct StepRecord {

@@ -1,7 +1,9 @@
 // corescape-scape-train: one in-process data-parallel run (P ranks as
 // threads, no network) with a chosen optimizer, for comparing SCAPE
 // formulations against dense AdamW/AdamS in minutes. Writes the loss curve
-// as CSV and prints one JSON summary line.
+// as CSV and prints one JSON summary line; --report_out writes every rank's
+// outcome (checksums of parameters, first moment and residual, per-step
+// losses and bytes) in the format corescape-scape-rank writes for one rank.
 #include <cstdio>
 #include <string>
 
@@ -10,119 +12,24 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
+#include "tools/scape/driver_flags.h"
+#include "tools/scape/rank_report.h"
 #include "tools/scape/scape_driver.h"
 
-ABSL_FLAG(std::string, data, "", "dataset directory (corescape data prepare)");
-ABSL_FLAG(std::string, model, "tiny", "model preset");
-ABSL_FLAG(int32_t, ranks, 4, "simulated data-parallel ranks");
-ABSL_FLAG(int32_t, seq_len, 128, "tokens per row");
-ABSL_FLAG(int32_t, micro_batch, 8, "rows per rank per step");
-ABSL_FLAG(int64_t, steps, 400, "optimizer steps");
-ABSL_FLAG(std::string, method, "scape", "adamw | adams | scape | scape-global | topk-adamw");
-ABSL_FLAG(double, lr, 1e-3, "peak learning rate");
-ABSL_FLAG(double, min_lr, 0.0, "final learning rate");
-ABSL_FLAG(int64_t, lr_warmup, 40, "linear learning-rate warm-up steps");
-ABSL_FLAG(std::string, schedule, "cosine", "constant | linear | cosine");
-ABSL_FLAG(double, beta1, 0.9, "β1");
-ABSL_FLAG(double, beta2, 0.95, "β2");
-ABSL_FLAG(double, weight_decay, 0.1, "decoupled weight decay (matrices)");
-ABSL_FLAG(double, density, 0.01, "SCAPE / top-k density d = 1 − sparsity");
-ABSL_FLAG(int64_t, dense_warmup, 0, "SCAPE: dense steps before the first mask");
-ABSL_FLAG(int64_t, dense_refresh, 0, "SCAPE: a dense step every N steps after the warm-up (0: never)");
-ABSL_FLAG(int64_t, density_ramp, 0, "SCAPE: density falls geometrically from 1 over N steps after the warm-up");
-ABSL_FLAG(std::string, rule, "catch-up", "SCAPE: reconstructed | catch-up | linearized");
-ABSL_FLAG(std::string, off_mask, "decay", "SCAPE reconstructed: decay | frozen | momentum");
-ABSL_FLAG(std::string, statistic, "momentum-plus-scaled-residual",
-          "SCAPE mask statistic: momentum-plus-scaled-residual | momentum-plus-residual | residual | "
-          "momentum | normalized-residual");
-ABSL_FLAG(double, exploration, 0.0, "SCAPE: share of k for the least recently synchronized");
-ABSL_FLAG(double, forecast, 0.0, "SCAPE linearized: off-mask momentum forecast φ");
-ABSL_FLAG(double, normalizer_beta, 0.95, "SCAPE linearized: ρ of the smoothed normalizer");
-ABSL_FLAG(double, catch_up_exponent, 0.65, "SCAPE catch-up: a K-step value moves K^this steps");
-ABSL_FLAG(double, catch_up_exponent_consistent, -1.0,
-          "SCAPE catch-up: exponent for coordinates whose ĝ agrees with m (< 0: off)");
-ABSL_FLAG(bool, decayed_residual, false, "SCAPE catch-up: residuals decay with β1 (exact EMA share)");
-ABSL_FLAG(bool, lr_weighted, false, "SCAPE linearized: residuals carry η·(1−β1)·g");
-ABSL_FLAG(std::string, refresh, "smoothed", "SCAPE linearized: frozen | smoothed | window");
-ABSL_FLAG(int64_t, eval_interval, 100, "validate every N steps (and at the end)");
-ABSL_FLAG(uint64_t, seed, 1, "weights and data order");
-ABSL_FLAG(std::string, csv, "", "write the per-step curve here");
 ABSL_FLAG(std::string, label, "", "name printed in the summary");
 ABSL_FLAG(bool, quiet, false, "no per-step lines");
-
-namespace {
-
-using corescape::optim::MaskStatistic;
-using corescape::optim::NormalizerRefresh;
-using corescape::optim::OffMaskRule;
-using corescape::optim::ScapeRule;
-
-bool ParseEnums(corescape::optim::ScapeConfig& c, std::string& error) {
-  const std::string rule = absl::GetFlag(FLAGS_rule), off = absl::GetFlag(FLAGS_off_mask),
-                    stat = absl::GetFlag(FLAGS_statistic), refresh = absl::GetFlag(FLAGS_refresh);
-  if (rule == "reconstructed") c.rule = ScapeRule::kReconstructed;
-  else if (rule == "catch-up") c.rule = ScapeRule::kCatchUp;
-  else if (rule == "linearized") c.rule = ScapeRule::kLinearized;
-  else return error = "--rule: " + rule, false;
-  if (off == "decay") c.off_mask = OffMaskRule::kDecayOnly;
-  else if (off == "frozen") c.off_mask = OffMaskRule::kFrozen;
-  else if (off == "momentum") c.off_mask = OffMaskRule::kMomentumKeepsMoving;
-  else return error = "--off_mask: " + off, false;
-  if (stat == "momentum-plus-residual") c.statistic = MaskStatistic::kMomentumPlusResidual;
-  else if (stat == "residual") c.statistic = MaskStatistic::kResidual;
-  else if (stat == "momentum") c.statistic = MaskStatistic::kMomentum;
-  else if (stat == "normalized-residual") c.statistic = MaskStatistic::kNormalizedResidual;
-  else if (stat == "momentum-plus-scaled-residual") c.statistic = MaskStatistic::kMomentumPlusScaledResidual;
-  else return error = "--statistic: " + stat, false;
-  if (refresh == "frozen") c.refresh = NormalizerRefresh::kFrozen;
-  else if (refresh == "smoothed") c.refresh = NormalizerRefresh::kSmoothed;
-  else if (refresh == "window") c.refresh = NormalizerRefresh::kWindow;
-  else if (refresh == "max") c.refresh = NormalizerRefresh::kMax;
-  else return error = "--refresh: " + refresh, false;
-  return true;
-}
-
-}  // namespace
+ABSL_FLAG(std::string, report_out, "", "write every rank's outcome here (JSON)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "corescape-scape-train --data=DIR --method=scape --density=0.01 [--csv=FILE]");
   absl::ParseCommandLine(argc, argv);
-  corescape::scape_tool::DriverConfig config;
-  config.data = absl::GetFlag(FLAGS_data);
-  config.model = absl::GetFlag(FLAGS_model);
-  config.ranks = absl::GetFlag(FLAGS_ranks);
-  config.seq_len = absl::GetFlag(FLAGS_seq_len);
-  config.micro_batch = absl::GetFlag(FLAGS_micro_batch);
-  config.steps = absl::GetFlag(FLAGS_steps);
-  config.method = absl::GetFlag(FLAGS_method);
-  config.lr = absl::GetFlag(FLAGS_lr);
-  config.min_lr = absl::GetFlag(FLAGS_min_lr);
-  config.lr_warmup = absl::GetFlag(FLAGS_lr_warmup);
-  config.schedule = absl::GetFlag(FLAGS_schedule);
-  config.eval_interval = absl::GetFlag(FLAGS_eval_interval);
-  config.seed = absl::GetFlag(FLAGS_seed);
-  config.csv = absl::GetFlag(FLAGS_csv);
-  auto& s = config.scape;
-  s.adams.beta1 = absl::GetFlag(FLAGS_beta1);
-  s.adams.beta2 = absl::GetFlag(FLAGS_beta2);
-  s.adams.weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  s.density = absl::GetFlag(FLAGS_density);
-  s.dense_warmup_steps = absl::GetFlag(FLAGS_dense_warmup);
-  s.exploration = absl::GetFlag(FLAGS_exploration);
-  s.dense_refresh_interval = absl::GetFlag(FLAGS_dense_refresh);
-  s.density_ramp_steps = absl::GetFlag(FLAGS_density_ramp);
-  s.forecast = absl::GetFlag(FLAGS_forecast);
-  s.normalizer_beta = absl::GetFlag(FLAGS_normalizer_beta);
-  s.lr_weighted = absl::GetFlag(FLAGS_lr_weighted);
-  s.catch_up_exponent = absl::GetFlag(FLAGS_catch_up_exponent);
-  s.decayed_residual = absl::GetFlag(FLAGS_decayed_residual);
-  s.catch_up_exponent_consistent = absl::GetFlag(FLAGS_catch_up_exponent_consistent);
-  std::string error;
-  if (!ParseEnums(s, error)) {
-    std::fprintf(stderr, "corescape-scape-train: unknown value %s\n", error.c_str());
+  auto parsed = corescape::scape_tool::DriverConfigFromFlags();
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "corescape-scape-train: %s\n", parsed.status().ToString().c_str());
     return 2;
   }
+  const corescape::scape_tool::DriverConfig& config = *parsed;
   const bool quiet = absl::GetFlag(FLAGS_quiet);
   auto summary = corescape::scape_tool::RunDataParallelTraining(
       config, [&](const corescape::scape_tool::StepRecord& r) {
@@ -137,6 +44,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "corescape-scape-train: %s\n", summary.status().ToString().c_str());
     return 1;
   }
+  const std::string report_out = absl::GetFlag(FLAGS_report_out);
+  if (!report_out.empty()) {
+    nlohmann::json report;
+    report["mode"] = "in-process";
+    report["config"] = corescape::scape_tool::DriverConfigToJson(config);
+    report["diverged"] = summary->diverged;
+    report["ranks"] = nlohmann::json::array();
+    for (const auto& outcome : summary->ranks) {
+      report["ranks"].push_back(corescape::scape_tool::RankOutcomeToJson(outcome));
+    }
+    if (absl::Status s = corescape::scape_tool::WriteJsonFile(report_out, report); !s.ok()) {
+      std::fprintf(stderr, "corescape-scape-train: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
+  const corescape::optim::ScapeConfig& s = config.scape;
   nlohmann::json j;
   j["label"] = absl::GetFlag(FLAGS_label);
   j["method"] = config.method;

@@ -1,0 +1,412 @@
+// In-place core attention with 2 and 3 workers in one process, each with
+// its own UCX transport on loopback and its own thread: what the workers
+// compute for each other equals the local kernel, for raw tensors on skewed
+// batches (a long document split across workers) and for a whole
+// transformer's loss and gradients; the plan really moves work; calls out of
+// step fail with a clear error on every worker.
+#include "runtime/attention/in_place_core_attention.h"
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/model/transformer.h"
+
+namespace corescape::attention {
+namespace {
+
+// Runs body(rank, executor) on one thread per worker.
+void RunWorkers(int workers, const InPlaceOptions& options,
+                const std::function<void(int, InPlaceCoreAttention&)>& body) {
+  std::vector<std::unique_ptr<comm::Transport>> transports;
+  std::vector<std::string> addresses;
+  for (int r = 0; r < workers; ++r) {
+    comm::TransportOptions transport_options;
+    transport_options.listen_address = "127.0.0.1:0";
+    auto t = comm::Transport::Create(transport_options);
+    ASSERT_TRUE(t.ok()) << t.status();
+    addresses.push_back((*t)->address());
+    transports.push_back(*std::move(t));
+  }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < workers; ++r) {
+    threads.emplace_back([&, r] {
+      comm::CommunicatorOptions o;
+      o.rank = r;
+      o.world_size = workers;
+      o.generation = 1;
+      o.peer_addresses = addresses;
+      o.secret_token = "token";
+      o.job_id = "unit/attn-inplace";
+      o.timeout = absl::Seconds(20);
+      auto communicator = comm::Communicator::Create(transports[r].get(), o);
+      ASSERT_TRUE(communicator.ok()) << communicator.status();
+      auto executor = InPlaceCoreAttention::Create(*std::move(communicator), options);
+      ASSERT_TRUE(executor.ok()) << executor.status();
+      body(r, **executor);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// max |a - b| / max |b| (0 when both are zero).
+double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff = std::max(diff, std::abs(double{a[i]} - b[i]));
+    scale = std::max(scale, std::abs(double{b[i]}));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+struct RandomBatch {
+  int64_t rows = 0;
+  std::vector<kernels::AttentionTask> tasks;
+  std::vector<float> q, k, v, d_o;
+};
+
+// Documents of the given lengths back to back, then 8 padding rows no task
+// touches.
+RandomBatch MakeBatch(std::mt19937& rng, const kernels::AttentionShape& shape,
+                      const std::vector<int64_t>& lengths) {
+  RandomBatch b;
+  int64_t row = 0;
+  for (int64_t length : lengths) {
+    b.tasks.push_back({0, length, row, row});
+    row += length;
+  }
+  b.rows = row + 8;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto fill = [&](std::vector<float>& x, int64_t width) {
+    x.resize(b.rows * width);
+    for (float& value : x) value = normal(rng);
+  };
+  fill(b.q, int64_t{shape.n_heads} * shape.head_dim);
+  fill(b.k, int64_t{shape.n_kv_heads} * shape.head_dim);
+  fill(b.v, int64_t{shape.n_kv_heads} * shape.head_dim);
+  fill(b.d_o, int64_t{shape.n_heads} * shape.head_dim);
+  return b;
+}
+
+// Worker 0 holds one long document, the others many short ones: the
+// straggler case the in-place plan fixes.
+std::vector<int64_t> SkewedLengths(std::mt19937& rng, int worker) {
+  if (worker == 0) return {240 + static_cast<int64_t>(rng() % 40), 7};
+  std::vector<int64_t> lengths;
+  for (int64_t total = 0; total < 200;) {
+    lengths.push_back(1 + rng() % 30);
+    total += lengths.back();
+  }
+  return lengths;
+}
+
+struct Outputs {
+  std::vector<float> o, lse, d_q, d_k, d_v;
+};
+
+// Forward of every layer, then backward of every layer (optional), on the
+// same tensors: each layer must give the same answer.
+absl::Status RunCalls(model::CoreAttentionExecutor& executor, const kernels::AttentionShape& shape,
+                      int layers, const RandomBatch& b, bool backward, Outputs& out) {
+  const int64_t qw = int64_t{shape.n_heads} * shape.head_dim;
+  const int64_t kw = int64_t{shape.n_kv_heads} * shape.head_dim;
+  out.o.assign(b.rows * qw, 0.0f);
+  out.lse.assign(b.rows * shape.n_heads, 0.0f);
+  out.d_q.assign(b.rows * qw, 0.0f);
+  out.d_k.assign(b.rows * kw, 0.0f);
+  out.d_v.assign(b.rows * kw, 0.0f);
+  for (int layer = 0; layer < layers; ++layer) {
+    if (absl::Status s = executor.Forward(layer, shape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
+                                          b.rows, out.o.data(), out.lse.data());
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (int layer = layers - 1; backward && layer >= 0; --layer) {
+    std::fill(out.d_k.begin(), out.d_k.end(), 0.0f);
+    std::fill(out.d_v.begin(), out.d_v.end(), 0.0f);
+    if (absl::Status s = executor.Backward(layer, shape, b.tasks, b.q.data(), b.k.data(),
+                                           b.v.data(), out.o.data(), out.lse.data(), b.d_o.data(),
+                                           b.rows, out.d_q.data(), out.d_k.data(), out.d_v.data());
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+struct KernelCase {
+  int workers;
+  bool keep;
+  double tolerance;
+};
+
+void PrintTo(const KernelCase& c, std::ostream* os) {
+  *os << c.workers << " workers, " << (c.keep ? "keeping" : "resending") << ", tolerance "
+      << c.tolerance;
+}
+
+class InPlaceKernelTest : public ::testing::TestWithParam<KernelCase> {};
+
+// Micro-batch 0: skewed forward + backward; 1: forward only (validation);
+// 2: random lengths forward + backward.
+TEST_P(InPlaceKernelTest, WorkersComputeWhatTheLocalKernelComputes) {
+  const KernelCase c = GetParam();
+  const kernels::AttentionShape shape{4, 2, 8, 1.0f / std::sqrt(8.0f)};
+  const int layers = 2, micro_batches = 3;
+  std::mt19937 rng(200 + c.workers);
+  std::vector<std::vector<RandomBatch>> batches(micro_batches);  // [micro-batch][worker]
+  for (int w = 0; w < c.workers; ++w) {
+    batches[0].push_back(MakeBatch(rng, shape, SkewedLengths(rng, w)));
+    batches[1].push_back(MakeBatch(rng, shape, SkewedLengths(rng, c.workers - 1 - w)));
+    std::vector<int64_t> lengths;
+    for (int d = 0; d < 6; ++d) lengths.push_back(1 + rng() % 80);
+    batches[2].push_back(MakeBatch(rng, shape, lengths));
+  }
+  InPlaceOptions options;
+  options.n_layers = layers;
+  options.tolerance = c.tolerance;
+  options.keep_qkv_for_backward = c.keep;
+  std::vector<InPlaceStats> stats(c.workers);
+  std::vector<bool> moved_worker0_to_1(micro_batches, false);
+  std::vector<int64_t> split_documents(micro_batches, 0);
+  RunWorkers(c.workers, options, [&](int w, InPlaceCoreAttention& executor) {
+    model::LocalCoreAttention local(nullptr);
+    for (int m = 0; m < micro_batches; ++m) {
+      const bool backward = m != 1;
+      Outputs in_place, expected;
+      ASSERT_TRUE(RunCalls(local, shape, layers, batches[m][w], backward, expected).ok());
+      absl::Status s = RunCalls(executor, shape, layers, batches[m][w], backward, in_place);
+      ASSERT_TRUE(s.ok()) << s;
+      const std::string where = absl::StrCat("worker ", w, " micro-batch ", m);
+      EXPECT_LE(RelativeError(in_place.o, expected.o), 1e-6) << "o " << where;
+      EXPECT_LE(RelativeError(in_place.lse, expected.lse), 1e-6) << "lse " << where;
+      if (backward) {
+        EXPECT_LE(RelativeError(in_place.d_q, expected.d_q), 1e-6) << "d_q " << where;
+        EXPECT_LE(RelativeError(in_place.d_k, expected.d_k), 1e-6) << "d_k " << where;
+        EXPECT_LE(RelativeError(in_place.d_v, expected.d_v), 1e-6) << "d_v " << where;
+      }
+      if (w == 0) {
+        const MicroBatchPlan& plan = *executor.current_plan();
+        split_documents[m] = plan.plan.stats.split_documents;
+        for (const planner::PlannedTask& task : plan.plan.tasks) {
+          if (task.worker == 0 && task.server == 1) moved_worker0_to_1[m] = true;
+        }
+      }
+    }
+    stats[w] = executor.stats();
+  });
+  // Worker 0's long document is too much for it alone: part of it runs on
+  // worker 1, so that document is split across workers.
+  EXPECT_TRUE(moved_worker0_to_1[0]) << "no task of worker 0 ran on worker 1";
+  EXPECT_GT(split_documents[0], 0) << "the long document was not split";
+  int64_t shipped = 0, received = 0;
+  for (int w = 0; w < c.workers; ++w) {
+    EXPECT_EQ(stats[w].micro_batches, micro_batches);
+    EXPECT_EQ(stats[w].exchanges, micro_batches * layers + 2 * layers);
+    EXPECT_GT(stats[w].tasks_computed, 0) << "worker " << w << " computed nothing";
+    shipped += stats[w].tasks_shipped;
+    received += stats[w].peer_tasks_computed;
+  }
+  EXPECT_GT(stats[0].tasks_shipped, 0);
+  EXPECT_EQ(shipped, received);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, InPlaceKernelTest,
+                         ::testing::Values(KernelCase{2, true, 0.0}, KernelCase{2, false, 0.05},
+                                           KernelCase{3, true, 0.05}, KernelCase{3, false, 0.0}),
+                         [](const ::testing::TestParamInfo<KernelCase>& info) {
+                           return absl::StrCat(info.param.workers, "Workers",
+                                               info.param.keep ? "Keeping" : "Resending",
+                                               info.param.tolerance == 0 ? "Exact" : "Tolerant");
+                         });
+
+// Balanced batches need no moves: everything stays at home, nothing but
+// headers crosses the wire.
+TEST(InPlacePlanTest, BalancedBatchesStayAtHome) {
+  const kernels::AttentionShape shape{2, 1, 4, 0.5f};
+  std::mt19937 rng(9);
+  std::vector<RandomBatch> batches;
+  for (int w = 0; w < 2; ++w) batches.push_back(MakeBatch(rng, shape, {50, 20, 20}));
+  InPlaceOptions options;
+  options.n_layers = 1;
+  RunWorkers(2, options, [&](int w, InPlaceCoreAttention& executor) {
+    Outputs out;
+    ASSERT_TRUE(RunCalls(executor, shape, 1, batches[w], true, out).ok());
+    EXPECT_EQ(executor.stats().tasks_shipped, 0);
+    EXPECT_EQ(executor.stats().peer_tasks_computed, 0);
+    EXPECT_EQ(executor.current_plan()->plan.bytes_moved, 0);
+  });
+}
+
+// A whole model: micro-batch 0 forward + backward, a forward-only
+// (validation) micro-batch, micro-batch 2 forward + backward; loss and
+// every gradient tensor as with the local kernel.
+model::ModelBatch MakeModelBatch(std::mt19937& rng, const model::ModelConfig& config, int worker,
+                                 int seq_len) {
+  model::ModelBatch b;
+  b.batch_size = 2;
+  b.seq_len = seq_len;
+  for (int r = 0; r < b.batch_size; ++r) {
+    for (int start = 0; start < seq_len;) {
+      // Worker 0's sequences are whole long documents: its attention is
+      // the straggler.
+      const int most = worker == 0 ? seq_len : 20;
+      const int length =
+          std::min(seq_len - start, worker == 0 ? most : 1 + static_cast<int>(rng() % most));
+      b.attention_tasks.push_back(
+          {0, length, int64_t{r} * seq_len + start, int64_t{r} * seq_len + start});
+      for (int i = 0; i < length; ++i) {
+        b.tokens.push_back(static_cast<int32_t>(rng() % config.vocab_size));
+        b.positions.push_back(i);
+        b.targets.push_back(i + 1 < length ? static_cast<int32_t>(rng() % config.vocab_size) : -1);
+      }
+      start += length;
+    }
+  }
+  return b;
+}
+
+void ExpectModelEquivalent(int workers, bool keep) {
+  model::ModelConfig config;
+  config.n_layers = 2;
+  config.d_model = 32;
+  config.n_heads = 4;
+  config.n_kv_heads = 2;
+  config.d_ff = 64;
+  config.vocab_size = 50;
+  config.max_seq_len = 128;
+  std::mt19937 rng(31 + workers);
+  std::vector<std::vector<model::ModelBatch>> batches(workers);  // [worker][micro-batch]
+  for (int w = 0; w < workers; ++w) {
+    for (int m = 0; m < 3; ++m) batches[w].push_back(MakeModelBatch(rng, config, w, 128));
+  }
+  struct Result {
+    std::vector<double> losses;
+    std::vector<float> gradients;
+  };
+  auto train = [&](int w, model::CoreAttentionExecutor& executor) {
+    Result result;
+    auto model = model::Transformer::Create(config);
+    EXPECT_TRUE(model.ok()) << model.status();
+    model->InitializeWeights(11);
+    model->ZeroGradients();
+    for (int m = 0; m < 3; ++m) {
+      model::Activations activations;
+      auto loss = model->Forward(batches[w][m], executor, activations);
+      EXPECT_TRUE(loss.ok()) << loss.status();
+      if (!loss.ok()) return result;
+      result.losses.push_back(loss->loss_sum);
+      if (m == 1) continue;  // validation: forward only
+      absl::Status s = model->Backward(executor, activations, 1.0f / 1000);
+      EXPECT_TRUE(s.ok()) << s;
+    }
+    result.gradients = model->gradients();
+    return result;
+  };
+  std::vector<Result> expected(workers), in_place(workers);
+  for (int w = 0; w < workers; ++w) {
+    model::LocalCoreAttention local(nullptr);
+    expected[w] = train(w, local);
+  }
+  InPlaceOptions options;
+  options.n_layers = config.n_layers;
+  options.tolerance = 0.0;
+  options.keep_qkv_for_backward = keep;
+  int64_t shipped = 0;
+  RunWorkers(workers, options, [&](int w, InPlaceCoreAttention& executor) {
+    in_place[w] = train(w, executor);
+    if (w == 0) shipped = executor.stats().tasks_shipped;
+  });
+  EXPECT_GT(shipped, 0) << "worker 0's long documents stayed at home";
+  auto model = model::Transformer::Create(config);
+  ASSERT_TRUE(model.ok());
+  for (int w = 0; w < workers; ++w) {
+    ASSERT_EQ(in_place[w].losses.size(), 3u);
+    for (int m = 0; m < 3; ++m) {
+      EXPECT_NEAR(in_place[w].losses[m], expected[w].losses[m],
+                  1e-5 * std::abs(expected[w].losses[m]))
+          << "worker " << w << " micro-batch " << m;
+    }
+    for (const model::TensorSlot& slot : model->layout().tensors()) {
+      std::vector<float> a(in_place[w].gradients.begin() + slot.offset,
+                           in_place[w].gradients.begin() + slot.offset + slot.size);
+      std::vector<float> b(expected[w].gradients.begin() + slot.offset,
+                           expected[w].gradients.begin() + slot.offset + slot.size);
+      EXPECT_LE(RelativeError(a, b), 1e-5) << "worker " << w << " " << slot.name;
+    }
+  }
+}
+
+TEST(InPlaceModelTest, TwoWorkers) { ExpectModelEquivalent(2, true); }
+TEST(InPlaceModelTest, ThreeWorkersResending) { ExpectModelEquivalent(3, false); }
+
+// A call out of order fails on the caller with the reason, and its peer
+// fails too instead of waiting for its timeout.
+TEST(InPlaceProtocolTest, OutOfOrderCallFailsEveryWorker) {
+  const kernels::AttentionShape shape{4, 2, 8, 0.35f};
+  std::mt19937 rng(3);
+  std::vector<RandomBatch> batches;
+  for (int w = 0; w < 2; ++w) batches.push_back(MakeBatch(rng, shape, {30, 20}));
+  InPlaceOptions options;
+  options.n_layers = 2;
+  std::vector<absl::Status> results(2);
+  RunWorkers(2, options, [&](int w, InPlaceCoreAttention& executor) {
+    const RandomBatch& b = batches[w];
+    Outputs out;
+    ASSERT_TRUE(RunCalls(executor, shape, 2, b, /*backward=*/false, out).ok());
+    if (w == 0) {
+      // Backward of layer 0 with layer 1 skipped.
+      results[w] = executor.Backward(0, shape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
+                                     out.o.data(), out.lse.data(), b.d_o.data(), b.rows,
+                                     out.d_q.data(), out.d_k.data(), out.d_v.data());
+    } else {
+      results[w] = executor.Backward(1, shape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
+                                     out.o.data(), out.lse.data(), b.d_o.data(), b.rows,
+                                     out.d_q.data(), out.d_k.data(), out.d_v.data());
+    }
+  });
+  EXPECT_EQ(results[0].code(), absl::StatusCode::kFailedPrecondition) << results[0];
+  EXPECT_NE(results[0].message().find("expected backward in reverse layer order"),
+            std::string::npos)
+      << results[0];
+  EXPECT_FALSE(results[1].ok());
+  EXPECT_NE(results[1].message().find("reverse layer order"), std::string::npos) << results[1];
+}
+
+// Workers whose calls disagree (one starts a new micro-batch while the
+// other is at layer 1) see the mismatch in the first header.
+TEST(InPlaceProtocolTest, WorkersOutOfStepSeeTheMismatch) {
+  const kernels::AttentionShape shape{4, 2, 8, 0.35f};
+  std::mt19937 rng(4);
+  std::vector<RandomBatch> batches;
+  for (int w = 0; w < 2; ++w) batches.push_back(MakeBatch(rng, shape, {30, 20}));
+  InPlaceOptions options;
+  options.n_layers = 2;
+  std::vector<absl::Status> results(2);
+  RunWorkers(2, options, [&](int w, InPlaceCoreAttention& executor) {
+    const RandomBatch& b = batches[w];
+    Outputs out;
+    ASSERT_TRUE(RunCalls(executor, shape, 1, b, /*backward=*/false, out).ok());
+    results[w] = executor.Forward(w == 0 ? 1 : 0, shape, b.tasks, b.q.data(), b.k.data(),
+                                  b.v.data(), b.rows, out.o.data(), out.lse.data());
+  });
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_FALSE(results[w].ok()) << "worker " << w;
+  }
+  const std::string both = absl::StrCat(results[0].message(), " | ", results[1].message());
+  EXPECT_NE(both.find("out of step"), std::string::npos) << both;
+}
+
+TEST(InPlaceCreateTest, RejectsBadOptions) {
+  InPlaceOptions options;
+  options.n_layers = 0;
+  EXPECT_EQ(InPlaceCoreAttention::Create(nullptr, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace corescape::attention

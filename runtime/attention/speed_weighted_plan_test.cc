@@ -1,0 +1,328 @@
+// Speed weights: worker 0's weights travel with its document lengths, and
+// every participant — workers and servers, each rank with its own UCX
+// transport on loopback — plans each micro-batch with them, so all compute
+// the same, speed-weighted plan. Malformed weights are refused naming the
+// problem, by the setter and on the wire.
+#include <array>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/attention/attention_server_session.h"
+#include "runtime/attention/disaggregated_core_attention.h"
+#include "runtime/attention/speed_weights.h"
+#include "runtime/model/core_attention_executor.h"
+
+namespace corescape::attention {
+namespace {
+
+using ::testing::HasSubstr;
+
+// One thread per rank, each with its own transport and communicator.
+void RunRanks(int world,
+              const std::function<void(int rank, std::unique_ptr<comm::Communicator>)>& body) {
+  std::vector<std::unique_ptr<comm::Transport>> transports;
+  std::vector<std::string> addresses;
+  for (int r = 0; r < world; ++r) {
+    comm::TransportOptions options;
+    options.listen_address = "127.0.0.1:0";
+    auto t = comm::Transport::Create(options);
+    ASSERT_TRUE(t.ok()) << t.status();
+    addresses.push_back((*t)->address());
+    transports.push_back(*std::move(t));
+  }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      comm::CommunicatorOptions o;
+      o.rank = r;
+      o.world_size = world;
+      o.generation = 1;
+      o.peer_addresses = addresses;
+      o.secret_token = "token";
+      o.job_id = "weights/attn";
+      o.timeout = absl::Seconds(20);
+      auto communicator = comm::Communicator::Create(transports[r].get(), o);
+      ASSERT_TRUE(communicator.ok()) << communicator.status();
+      body(r, *std::move(communicator));
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+const kernels::AttentionShape kShape{4, 2, 8, 0.35f};
+
+struct Batch {
+  int64_t rows = 0;
+  std::vector<kernels::AttentionTask> tasks;
+  std::vector<float> q, k, v;
+};
+
+// Whole documents back to back: one long one (so the planner can split
+// it), then short ones.
+Batch MakeBatch(std::mt19937& rng, int64_t rows) {
+  Batch b;
+  b.rows = rows;
+  for (int64_t row = 0; row < rows;) {
+    const int64_t length =
+        std::min<int64_t>(rows - row, b.tasks.empty() ? 120 + rng() % 60 : 1 + rng() % 40);
+    b.tasks.push_back({0, length, row, row});
+    row += length;
+  }
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto fill = [&](std::vector<float>& x, int64_t width) {
+    x.resize(rows * width);
+    for (float& value : x) value = normal(rng);
+  };
+  fill(b.q, int64_t{kShape.n_heads} * kShape.head_dim);
+  fill(b.k, int64_t{kShape.n_kv_heads} * kShape.head_dim);
+  fill(b.v, int64_t{kShape.n_kv_heads} * kShape.head_dim);
+  return b;
+}
+
+// What one participant planned for one micro-batch.
+struct Planned {
+  uint64_t version = 0;
+  std::vector<planner::PlannedTask> tasks;
+  std::vector<double> server_flops;
+};
+Planned Capture(const MicroBatchPlan& plan) {
+  Planned p;
+  p.version = plan.speed_weights_version;
+  p.tasks = plan.plan.tasks;
+  for (const planner::ServerLoad& load : plan.plan.servers) p.server_flops.push_back(load.flops);
+  return p;
+}
+
+TEST(SpeedWeightedPlanTest, EveryParticipantPlansWithWorkerZerosWeights) {
+  constexpr int kWorkers = 2, kServers = 2, kMicroBatches = 2;
+  std::mt19937 rng(17);
+  std::vector<std::vector<Batch>> batches(kMicroBatches);  // [micro-batch][worker]
+  for (auto& per_worker : batches) {
+    for (int w = 0; w < kWorkers; ++w) per_worker.push_back(MakeBatch(rng, 400));
+  }
+  absl::Mutex mu;
+  // [participant][micro-batch]; participants 0..W-1 workers, then servers.
+  std::vector<std::vector<Planned>> planned(kWorkers + kServers);
+  RunRanks(kWorkers + kServers, [&](int rank, std::unique_ptr<comm::Communicator> communicator) {
+    if (rank >= kWorkers) {
+      ServerSessionOptions options;
+      options.workers = kWorkers;
+      options.servers = kServers;
+      options.tolerance = 0.0;
+      AttentionServerSession* session = nullptr;
+      // Fires once a micro-batch with work here is over, its plan still current.
+      options.on_micro_batch_timing = [&](const MicroBatchTiming&) {
+        absl::MutexLock lock(&mu);
+        planned[rank].push_back(Capture(*session->current_plan()));
+      };
+      AttentionServerSession served(communicator.get(), options);
+      session = &served;
+      absl::Status s = served.Serve();
+      EXPECT_TRUE(s.ok()) << s;
+      return;
+    }
+    DisaggregatedOptions options;
+    options.workers = kWorkers;
+    options.servers = kServers;
+    options.n_layers = 1;
+    options.tolerance = 0.0;  // balance exactly, splitting documents
+    auto executor = DisaggregatedCoreAttention::Create(std::move(communicator), options);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    model::LocalCoreAttention local(nullptr);
+    for (int m = 0; m < kMicroBatches; ++m) {
+      if (m == 1) {
+        // Worker 0's weights win; worker 1's (different) ones are not used.
+        const SpeedWeights mine = rank == 0 ? SpeedWeights{7, {2.0, 1.0}}
+                                            : SpeedWeights{9, {1.0, 3.0}};
+        ASSERT_TRUE((*executor)->SetSpeedWeights(mine).ok());
+      }
+      const Batch& b = batches[m][rank];
+      std::vector<float> o(b.rows * kShape.n_heads * kShape.head_dim), lse(b.rows * kShape.n_heads);
+      std::vector<float> local_o(o.size()), local_lse(lse.size());
+      absl::Status s = (*executor)->Forward(0, kShape, b.tasks, b.q.data(), b.k.data(),
+                                            b.v.data(), b.rows, o.data(), lse.data());
+      ASSERT_TRUE(s.ok()) << s;
+      ASSERT_TRUE(local.Forward(0, kShape, b.tasks, b.q.data(), b.k.data(), b.v.data(), b.rows,
+                                local_o.data(), local_lse.data())
+                      .ok());
+      // The weighted plan still computes exactly what the local kernel does.
+      for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], local_o[i], 1e-5) << i;
+      absl::MutexLock lock(&mu);
+      planned[rank].push_back(Capture(*(*executor)->current_plan()));
+    }
+  });
+
+  const std::vector<uint64_t> versions = {0, 7};
+  const std::vector<double> slow_share = {0.5, 1.0 / 3};  // server 1's share of the cost
+  for (int p = 0; p < kWorkers + kServers; ++p) {
+    ASSERT_EQ(planned[p].size(), static_cast<size_t>(kMicroBatches)) << "participant " << p;
+    for (int m = 0; m < kMicroBatches; ++m) {
+      const Planned& got = planned[p][m];
+      EXPECT_EQ(got.version, versions[m]) << "participant " << p << " micro-batch " << m;
+      const double total = got.server_flops[0] + got.server_flops[1];
+      EXPECT_NEAR(got.server_flops[1] / total, slow_share[m], 0.02)
+          << "participant " << p << " micro-batch " << m;
+      // Identical plans: the same tasks on the same servers, the same costs.
+      EXPECT_EQ(got.tasks, planned[0][m].tasks) << "participant " << p << " micro-batch " << m;
+      EXPECT_EQ(got.server_flops, planned[0][m].server_flops) << "participant " << p;
+    }
+  }
+}
+
+TEST(SpeedWeightedPlanTest, SetterRefusesMalformedWeightsNamingTheProblem) {
+  RunRanks(2, [&](int rank, std::unique_ptr<comm::Communicator> communicator) {
+    if (rank == 1) {
+      ServerSessionOptions options;
+      AttentionServerSession session(communicator.get(), options);
+      EXPECT_TRUE(session.Serve().ok());
+      return;
+    }
+    auto executor = DisaggregatedCoreAttention::Create(std::move(communicator), {});
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    DisaggregatedCoreAttention& attention = **executor;
+    absl::Status s = attention.SetSpeedWeights({3, {1.0, 1.0}});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("speed weights version 3: 2 speed weights for 1 "
+                                       "attention servers"));
+    s = attention.SetSpeedWeights({4, {std::numeric_limits<double>::quiet_NaN()}});
+    EXPECT_THAT(s.message(), HasSubstr("speed weight [0] is nan; weights must be finite and > 0"));
+    s = attention.SetSpeedWeights({5, {0.0}});
+    EXPECT_THAT(s.message(), HasSubstr("speed weight [0] is 0"));
+    s = attention.SetSpeedWeights({6, {-1.0}});
+    EXPECT_THAT(s.message(), HasSubstr("speed weight [0] is -1"));
+    s = attention.SetSpeedWeights({7, {std::numeric_limits<double>::infinity()}});
+    EXPECT_THAT(s.message(), HasSubstr("speed weight [0] is inf"));
+    // Refused weights change nothing: the next micro-batch plans with equal ones.
+    std::mt19937 rng(3);
+    const Batch b = MakeBatch(rng, 64);
+    std::vector<float> o(64 * 32), lse(64 * 4);
+    ASSERT_TRUE(attention.Forward(0, kShape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
+                                  b.rows, o.data(), lse.data())
+                    .ok());
+    EXPECT_EQ(attention.current_plan()->speed_weights_version, 0u);
+  });
+}
+
+// A worker 0 that sends malformed weights on the wire: the server refuses
+// the micro-batch naming the problem (and aborts the communicator).
+TEST(SpeedWeightedPlanTest, ServerRefusesMalformedWeightsOnTheWire) {
+  struct Case {
+    int32_t announced;            // num_speed_weights in the header
+    std::vector<double> weights;  // what follows the lengths
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {2, {1.0, std::numeric_limits<double>::quiet_NaN()},
+       "speed weight [1] is nan; weights must be finite and > 0"},
+      {2, {1.0, -2.0}, "speed weight [1] is -2"},
+      {3, {1.0, 1.0, 1.0}, "announces 3 speed weights with forward layer 0 of micro-batch 0 "
+                           "(exchange 0); expected 2 (one per attention server)"},
+      {0, {}, "announces 0 speed weights"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    std::vector<absl::Status> served(3);
+    RunRanks(3, [&](int rank, std::unique_ptr<comm::Communicator> communicator) {
+      if (rank >= 1) {
+        ServerSessionOptions options;
+        options.servers = 2;
+        AttentionServerSession session(communicator.get(), options);
+        served[rank] = session.Serve();
+        return;
+      }
+      // Worker 0, by hand: documents header and message, then the request header.
+      ExchangeHeader h;
+      h.n_layers = 1;
+      h.n_heads = kShape.n_heads;
+      h.n_kv_heads = kShape.n_kv_heads;
+      h.head_dim = kShape.head_dim;
+      h.softmax_scale = kShape.softmax_scale;
+      h.num_documents = 1;
+      h.num_speed_weights = c.announced;
+      SpeedWeights weights{1, c.weights};
+      const std::vector<int64_t> message = EncodeDocumentsMessage({16}, &weights);
+      const HeaderBytes announce = EncodeHeader(h);
+      h.num_documents = 0;
+      h.num_speed_weights = 0;
+      const HeaderBytes request = EncodeHeader(h);
+      for (int server = 1; server <= 2; ++server) {
+        // The server fails before it reads what it did not expect: no Wait.
+        (void)communicator->SendAsync(server, kDocumentsHeaderTag, announce.data(), kHeaderBytes);
+        if (c.announced == static_cast<int32_t>(c.weights.size())) {
+          (void)communicator->SendAsync(server, kDocumentsTag, message.data(),
+                                        message.size() * sizeof(int64_t));
+        }
+        (void)communicator->SendAsync(server, kHeaderTag, request.data(), kHeaderBytes);
+      }
+      // The servers abort the communicator once they refuse the exchange.
+      std::array<char, kHeaderBytes> reply;
+      auto receive = communicator->RecvAsync(1, kReplyHeaderTag, reply.data(), kHeaderBytes);
+      if (receive.ok()) (void)(*receive)->Wait();
+    });
+    // Each server refuses it, or hears of the other's refusal first.
+    int refused = 0;
+    for (int server = 1; server <= 2; ++server) {
+      refused += served[server].code() == absl::StatusCode::kDataLoss;
+      EXPECT_THAT(served[server].message(), HasSubstr(c.message));
+      EXPECT_THAT(served[server].message(), HasSubstr("worker rank 0"));
+    }
+    EXPECT_GE(refused, 1) << served[1] << "; " << served[2];
+  }
+}
+
+TEST(SpeedWeightsTest, HeaderCarriesTheCountOnlyWithTheFirstForward) {
+  ExchangeHeader h;
+  h.n_layers = 2;
+  h.n_heads = 4;
+  h.n_kv_heads = 2;
+  h.head_dim = 8;
+  h.softmax_scale = 0.35f;
+  h.num_documents = 3;
+  h.num_speed_weights = 5;
+  auto decoded = DecodeHeader(EncodeHeader(h), "peer");
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->num_speed_weights, 5);
+  h.num_speed_weights = -1;
+  EXPECT_THAT(DecodeHeader(EncodeHeader(h), "peer").status().message(),
+              HasSubstr("speed weight count -1"));
+  h.num_speed_weights = 2;
+  h.num_documents = 0;
+  h.layer = 1;
+  EXPECT_THAT(DecodeHeader(EncodeHeader(h), "peer").status().message(),
+              HasSubstr("speed weights are sent only with the forward of layer 0"));
+}
+
+TEST(SpeedWeightsTest, DocumentsMessageRoundTrip) {
+  ExchangeHeader announce;
+  announce.num_documents = 2;
+  announce.num_speed_weights = 3;
+  const SpeedWeights weights{42, {0.5, 1.25, 1.25}};
+  const std::vector<int64_t> words = EncodeDocumentsMessage({10, 20}, &weights);
+  auto size = ExpectedDocumentsWords(announce, 0, 3, "worker 0");
+  ASSERT_TRUE(size.ok()) << size.status();
+  EXPECT_EQ(*size, static_cast<int64_t>(words.size()));
+  auto decoded = DecodeDocumentsMessage(words, announce, 3, "worker 0");
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->lengths, (std::vector<int64_t>{10, 20}));
+  ASSERT_TRUE(decoded->weights.has_value());
+  EXPECT_EQ(*decoded->weights, weights);
+  EXPECT_EQ(decoded->weights->Describe(), "version 42 (0.500, 1.250, 1.250)");
+  // Other workers send lengths only; weights from them are refused.
+  announce.num_speed_weights = 0;
+  EXPECT_EQ(*ExpectedDocumentsWords(announce, 1, 3, "worker 1"), 2);
+  announce.num_speed_weights = 3;
+  EXPECT_THAT(ExpectedDocumentsWords(announce, 1, 3, "worker 1").status().message(),
+              HasSubstr("worker 1 announces 3 speed weights"));
+  EXPECT_THAT(ExpectedDocumentsWords(announce, 1, 3, "worker 1").status().message(),
+              HasSubstr("only worker 0 sends them"));
+}
+
+}  // namespace
+}  // namespace corescape::attention

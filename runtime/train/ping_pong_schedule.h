@@ -1,0 +1,60 @@
+#ifndef CORESCAPE_RUNTIME_TRAIN_PING_PONG_SCHEDULE_H_
+#define CORESCAPE_RUNTIME_TRAIN_PING_PONG_SCHEDULE_H_
+
+#include <array>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/model/core_attention_executor.h"
+#include "runtime/model/transformer.h"
+
+namespace corescape::train {
+
+// The two halves of a micro-batch of at least two rows: A takes the first
+// ceil(B/2) packed rows, B the rest, with their tasks (row numbers shifted
+// for B). Whole rows, so every document piece stays in one half; a task
+// reaching into both halves is InvalidArgument.
+absl::StatusOr<std::array<model::ModelBatch, 2>> SplitIntoHalves(const model::ModelBatch& batch);
+
+// Ping-pong (DistCA): a micro-batch runs as two halves so that one half's
+// core attention — its transfers and the remote computation — overlaps the
+// other half's dense compute. Forward:
+//
+//   Embed(A) Pre(A,0) start(A,0) Embed(B)
+//   for l: Pre(B,l) start(B,l) finish(A,l) Post(A,l)
+//          (l+1 < L ? Pre(A,l+1) start(A,l+1) : Head(A)) finish(B,l) Post(B,l)
+//   Head(B)
+//
+// and backward mirrors it from the last layer down. Each half
+// is its own micro-batch for the executor (model/core_attention_executor.h:
+// Start*/Finish*), so with remote attention every exchange of a half is in
+// flight while the other half computes. The loss is the sum of the halves'
+// and the gradients are accumulated with the caller's grad_scale, so the
+// result equals Transformer::Forward/Backward of the whole micro-batch
+// within fp32 rounding.
+class PingPongSchedule {
+ public:
+  explicit PingPongSchedule(model::Transformer& model) : model_(model) {}
+
+  // Whether `batch` can be split: at least two rows. Otherwise run it
+  // through Transformer::Forward/Backward as usual.
+  static bool Splits(const model::ModelBatch& batch) { return batch.batch_size >= 2; }
+
+  // Forward of both halves of `batch`; loss summed over both.
+  absl::StatusOr<model::LossResult> Forward(const model::ModelBatch& batch,
+                                            model::CoreAttentionExecutor& attention);
+  // Backward of the last Forward; gradients ACCUMULATED, the loss gradient
+  // scaled by grad_scale (as Transformer::Backward).
+  absl::Status Backward(model::CoreAttentionExecutor& attention, float grad_scale);
+
+ private:
+  static constexpr int kA = 0;
+  static constexpr int kB = 1;
+
+  model::Transformer& model_;
+  std::array<model::Activations, 2> halves_;  // [kA], [kB]
+};
+
+}  // namespace corescape::train
+
+#endif  // CORESCAPE_RUNTIME_TRAIN_PING_PONG_SCHEDULE_H_

@@ -1,0 +1,285 @@
+// Ping-pong equals the whole micro-batch (colocated, and with core attention
+// on 2 in-process attention servers for 2 workers), and really keeps both
+// halves' exchanges in flight at once.
+#include "runtime/train/ping_pong_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/attention/in_process_attention_cluster.h"
+
+namespace corescape::train {
+namespace {
+
+using attention::ExchangeEvent;
+using attention::Pass;
+
+model::ModelConfig SmallConfig() {
+  model::ModelConfig config;
+  config.n_layers = 3;
+  config.d_model = 32;
+  config.n_heads = 4;
+  config.n_kv_heads = 2;
+  config.d_ff = 64;
+  config.vocab_size = 50;
+  config.max_seq_len = 64;
+  return config;
+}
+
+// Packed rows of whole documents (one task each), some padding at row ends.
+model::ModelBatch MakeBatch(std::mt19937& rng, const model::ModelConfig& config, int batch_size,
+                            int seq_len) {
+  model::ModelBatch b;
+  b.batch_size = batch_size;
+  b.seq_len = seq_len;
+  for (int r = 0; r < batch_size; ++r) {
+    int start = 0;
+    while (start < seq_len) {
+      const int length = std::min(seq_len - start, 1 + static_cast<int>(rng() % 40));
+      const bool padding = start > 0 && rng() % 5 == 0;
+      if (!padding) {
+        b.attention_tasks.push_back(
+            {0, length, int64_t{r} * seq_len + start, int64_t{r} * seq_len + start});
+      }
+      for (int i = 0; i < length; ++i) {
+        b.tokens.push_back(static_cast<int32_t>(rng() % config.vocab_size));
+        b.positions.push_back(padding ? 0 : i);
+        b.targets.push_back(!padding && i + 1 < length
+                                ? static_cast<int32_t>(rng() % config.vocab_size)
+                                : -1);
+      }
+      start += length;
+    }
+  }
+  return b;
+}
+
+double RelativeError(const float* a, const float* b, int64_t n) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = std::max(diff, std::abs(double{a[i]} - b[i]));
+    scale = std::max(scale, std::abs(double{b[i]}));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+struct RunResult {
+  std::vector<double> losses;  // per micro-batch, summed over tokens
+  std::vector<float> gradients;
+};
+
+// Micro-batch 1 is forward only (validation), the others train (forward +
+// backward); all through the ping-pong schedule when `ping_pong` and
+// the batch splits, else whole.
+RunResult Train(const model::ModelConfig& config, const std::vector<model::ModelBatch>& batches,
+                model::CoreAttentionExecutor& attention, bool ping_pong) {
+  RunResult result;
+  auto model = model::Transformer::Create(config);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return result;
+  model->InitializeWeights(11);
+  model->ZeroGradients();
+  PingPongSchedule schedule(*model);
+  model::Activations whole;
+  for (size_t m = 0; m < batches.size(); ++m) {
+    const bool split = ping_pong && PingPongSchedule::Splits(batches[m]);
+    auto loss = split ? schedule.Forward(batches[m], attention)
+                      : model->Forward(batches[m], attention, whole);
+    EXPECT_TRUE(loss.ok()) << loss.status();
+    if (!loss.ok()) return result;
+    result.losses.push_back(loss->loss_sum);
+    if (m == 1) continue;
+    absl::Status s = split ? schedule.Backward(attention, 1.0f / 1000)
+                           : model->Backward(attention, whole, 1.0f / 1000);
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) return result;
+  }
+  result.gradients = model->gradients();
+  return result;
+}
+
+void ExpectEquivalent(const model::ModelConfig& config, const RunResult& got,
+                      const RunResult& expected, const std::string& what) {
+  ASSERT_EQ(got.losses.size(), expected.losses.size()) << what;
+  for (size_t m = 0; m < got.losses.size(); ++m) {
+    EXPECT_NEAR(got.losses[m], expected.losses[m], 1e-5 * std::abs(expected.losses[m]))
+        << what << " micro-batch " << m;
+  }
+  ASSERT_EQ(got.gradients.size(), expected.gradients.size()) << what;
+  auto model = model::Transformer::Create(config);
+  ASSERT_TRUE(model.ok());
+  for (const model::TensorSlot& slot : model->layout().tensors()) {
+    EXPECT_LE(RelativeError(got.gradients.data() + slot.offset,
+                            expected.gradients.data() + slot.offset, slot.size),
+              1e-5)
+        << what << " " << slot.name;
+  }
+}
+
+TEST(SplitIntoHalvesTest, WholeRowsWithTheirTasks) {
+  const model::ModelConfig config = SmallConfig();
+  std::mt19937 rng(1);
+  const model::ModelBatch batch = MakeBatch(rng, config, 3, 16);
+  auto halves = SplitIntoHalves(batch);
+  ASSERT_TRUE(halves.ok()) << halves.status();
+  const model::ModelBatch& a = (*halves)[0];
+  const model::ModelBatch& b = (*halves)[1];
+  EXPECT_EQ(a.batch_size, 2);
+  EXPECT_EQ(b.batch_size, 1);
+  EXPECT_EQ(a.tokens, std::vector<int32_t>(batch.tokens.begin(), batch.tokens.begin() + 32));
+  EXPECT_EQ(b.targets, std::vector<int32_t>(batch.targets.begin() + 32, batch.targets.end()));
+  EXPECT_EQ(b.positions, std::vector<int32_t>(batch.positions.begin() + 32, batch.positions.end()));
+  ASSERT_EQ(a.attention_tasks.size() + b.attention_tasks.size(), batch.attention_tasks.size());
+  for (size_t i = 0; i < batch.attention_tasks.size(); ++i) {
+    const kernels::AttentionTask& task = batch.attention_tasks[i];
+    const bool in_a = i < a.attention_tasks.size();
+    const kernels::AttentionTask& got =
+        in_a ? a.attention_tasks[i] : b.attention_tasks[i - a.attention_tasks.size()];
+    EXPECT_EQ(got.q_end, task.q_end);
+    EXPECT_EQ(got.q_row, task.q_row - (in_a ? 0 : 32));
+    EXPECT_EQ(got.kv_row, task.kv_row - (in_a ? 0 : 32));
+    EXPECT_EQ(in_a, task.q_row < 32);
+  }
+
+  model::ModelBatch crossing = batch;
+  crossing.attention_tasks.push_back({0, 10, 28, 28});  // rows 28..37 span the split
+  EXPECT_EQ(SplitIntoHalves(crossing).status().code(), absl::StatusCode::kInvalidArgument);
+  model::ModelBatch one_row = MakeBatch(rng, config, 1, 16);
+  EXPECT_FALSE(PingPongSchedule::Splits(one_row));
+  EXPECT_FALSE(SplitIntoHalves(one_row).ok());
+}
+
+// Colocated: the default two-phase calls compute in Start.
+TEST(PingPongScheduleTest, ColocatedEqualsWholeMicroBatches) {
+  const model::ModelConfig config = SmallConfig();
+  std::mt19937 rng(2);
+  std::vector<model::ModelBatch> batches;
+  for (int rows : {4, 3, 1, 2}) batches.push_back(MakeBatch(rng, config, rows, 64));
+  model::LocalCoreAttention local(nullptr);
+  const RunResult expected = Train(config, batches, local, /*ping_pong=*/false);
+  const RunResult got = Train(config, batches, local, /*ping_pong=*/true);
+  ExpectEquivalent(config, got, expected, "colocated");
+}
+
+// 2 workers x 2 attention servers in one process: every worker's ping-pong
+// micro-batches (with a one-row plain one among them) on the servers equal
+// its colocated whole micro-batches; then checks that the exchanges of the
+// two halves were in flight at once.
+TEST(PingPongScheduleTest, DisaggregatedEqualsColocatedAndOverlapsTheHalves) {
+  const model::ModelConfig config = SmallConfig();
+  const int workers = 2, servers = 2;
+  std::mt19937 rng(3);
+  std::vector<std::vector<model::ModelBatch>> batches(workers);  // [worker][micro-batch]
+  for (int w = 0; w < workers; ++w) {
+    for (int rows : {4, 3, 1, 4}) batches[w].push_back(MakeBatch(rng, config, rows, 64));
+  }
+  std::vector<RunResult> expected(workers), remote(workers);
+  for (int w = 0; w < workers; ++w) {
+    model::LocalCoreAttention local(nullptr);
+    expected[w] = Train(config, batches[w], local, /*ping_pong=*/false);
+  }
+  attention::InProcessAttentionCluster cluster;
+  cluster.workers = workers;
+  cluster.servers = servers;
+  cluster.options.n_layers = config.n_layers;
+  cluster.options.tolerance = 0.0;  // split documents over the servers
+  std::vector<std::vector<ExchangeEvent>> events(workers);  // each on its worker's thread
+  cluster.on_exchange_event = [&](int w, const ExchangeEvent& e) { events[w].push_back(e); };
+  auto outcomes = attention::RunInProcessAttentionCluster(
+      cluster, [&](int w, attention::DisaggregatedCoreAttention& executor) {
+        remote[w] = Train(config, batches[w], executor, /*ping_pong=*/true);
+      });
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status();
+  for (const attention::ServerOutcome& outcome : *outcomes) {
+    EXPECT_TRUE(outcome.served.ok()) << outcome.served;
+    // 3 split micro-batches (2 halves each) + 1 whole one.
+    EXPECT_EQ(outcome.stats.micro_batches, 7);
+  }
+  for (int w = 0; w < workers; ++w) {
+    ExpectEquivalent(config, remote[w], expected[w], absl::StrCat("worker ", w));
+  }
+
+  // Event order, per worker: every half-B call's requests go out before the
+  // worker waits for half A's same call, and half A's next call before the
+  // worker waits for half B's — two exchanges in flight at once.
+  for (int w = 0; w < workers; ++w) {
+    // (kind, micro_batch, pass, layer) -> position; keyed by micro-batch so
+    // the three split micro-batches are checked separately.
+    std::map<std::tuple<ExchangeEvent::Kind, uint64_t, Pass, int>, size_t> at;
+    int in_flight = 0, most_in_flight = 0;
+    for (size_t i = 0; i < events[w].size(); ++i) {
+      const ExchangeEvent& e = events[w][i];
+      at[{e.kind, e.header.micro_batch, e.header.pass, e.header.layer}] = i;
+      if (e.kind == ExchangeEvent::Kind::kRequestsSent) ++in_flight;
+      if (e.kind == ExchangeEvent::Kind::kRepliesReceived) --in_flight;
+      most_in_flight = std::max(most_in_flight, in_flight);
+    }
+    EXPECT_EQ(most_in_flight, 2) << "worker " << w;
+    auto pos = [&](ExchangeEvent::Kind kind, uint64_t micro_batch, Pass pass, int layer) {
+      auto it = at.find({kind, micro_batch, pass, layer});
+      EXPECT_NE(it, at.end()) << "worker " << w << " micro-batch " << micro_batch << " layer "
+                              << layer;
+      return it == at.end() ? size_t{0} : it->second;
+    };
+    const auto sent = ExchangeEvent::Kind::kRequestsSent;
+    const auto waiting = ExchangeEvent::Kind::kWaitingForReplies;
+    const int layers = config.n_layers;
+    // Micro-batch numbers: 0/1 halves, 2/3 halves (forward only), 4 whole, 5/6 halves.
+    for (uint64_t a : {0u, 2u, 5u}) {
+      const uint64_t b = a + 1;
+      for (int l = 0; l < layers; ++l) {
+        EXPECT_LT(pos(sent, a, Pass::kForward, l), pos(sent, b, Pass::kForward, l));
+        EXPECT_LT(pos(sent, b, Pass::kForward, l), pos(waiting, a, Pass::kForward, l))
+            << "worker " << w << ": half B's forward " << l << " not out before waiting for A";
+        if (l + 1 < layers) {
+          EXPECT_LT(pos(sent, a, Pass::kForward, l + 1), pos(waiting, b, Pass::kForward, l));
+        }
+      }
+      if (a == 2) continue;  // validation: no backward
+      for (int l = layers - 1; l >= 0; --l) {
+        EXPECT_LT(pos(sent, a, Pass::kBackward, l), pos(sent, b, Pass::kBackward, l));
+        EXPECT_LT(pos(sent, b, Pass::kBackward, l), pos(waiting, a, Pass::kBackward, l))
+            << "worker " << w << ": half B's backward " << l << " not out before waiting for A";
+        if (l > 0) {
+          EXPECT_LT(pos(sent, a, Pass::kBackward, l - 1), pos(waiting, b, Pass::kBackward, l));
+        }
+      }
+    }
+  }
+}
+
+// Half B's call without half A's first: the server refuses and says why.
+TEST(PingPongScheduleTest, HalfBBeforeHalfAIsRefused) {
+  const model::ModelConfig config = SmallConfig();
+  std::mt19937 rng(4);
+  model::ModelBatch batch = MakeBatch(rng, config, 1, 64);
+  auto model = model::Transformer::Create(config);
+  ASSERT_TRUE(model.ok());
+  model->InitializeWeights(1);
+  attention::InProcessAttentionCluster cluster;
+  cluster.options.n_layers = config.n_layers;
+  absl::Status finished;
+  auto outcomes = attention::RunInProcessAttentionCluster(
+      cluster, [&](int, attention::DisaggregatedCoreAttention& executor) {
+        model::Activations a;
+        a.batch = batch;
+        model->EmbedForward(a);
+        model->PreAttentionForward(0, a);
+        absl::Status started = model->StartCoreAttentionForward(0, /*half=*/1, executor, a);
+        finished = started.ok() ? executor.FinishForward(1) : started;
+      });
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status();
+  EXPECT_FALSE(finished.ok());
+  EXPECT_NE(finished.message().find("half B's call right after the same call of half A"),
+            std::string::npos)
+      << finished;
+  EXPECT_FALSE((*outcomes)[0].served.ok());
+}
+
+}  // namespace
+}  // namespace corescape::train

@@ -1,0 +1,120 @@
+#include "tools/scape/driver_flags.h"
+
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+
+ABSL_FLAG(std::string, data, "", "dataset directory (corescape data prepare)");
+ABSL_FLAG(std::string, model, "tiny", "model preset");
+ABSL_FLAG(int32_t, ranks, 4, "data-parallel ranks (world size)");
+ABSL_FLAG(int32_t, seq_len, 128, "tokens per row");
+ABSL_FLAG(int32_t, micro_batch, 8, "rows per rank per step");
+ABSL_FLAG(int64_t, steps, 400, "optimizer steps");
+ABSL_FLAG(std::string, method, "scape", "adamw | adams | scape | scape-global | topk-adamw");
+ABSL_FLAG(double, lr, 1e-3, "peak learning rate");
+ABSL_FLAG(double, min_lr, 0.0, "final learning rate");
+ABSL_FLAG(int64_t, lr_warmup, 40, "linear learning-rate warm-up steps");
+ABSL_FLAG(std::string, schedule, "cosine", "constant | linear | cosine");
+ABSL_FLAG(double, beta1, 0.9, "β1");
+ABSL_FLAG(double, beta2, 0.95, "β2");
+ABSL_FLAG(double, weight_decay, 0.1, "decoupled weight decay (matrices)");
+ABSL_FLAG(double, density, 0.01, "SCAPE / top-k density d = 1 − sparsity");
+ABSL_FLAG(int64_t, dense_warmup, 0, "SCAPE: dense steps before the first mask");
+ABSL_FLAG(int64_t, dense_refresh, 0, "SCAPE: a dense step every N steps after the warm-up (0: never)");
+ABSL_FLAG(int64_t, density_ramp, 0, "SCAPE: density falls geometrically from 1 over N steps after the warm-up");
+ABSL_FLAG(std::string, rule, "catch-up", "SCAPE: reconstructed | catch-up | linearized");
+ABSL_FLAG(std::string, off_mask, "decay", "SCAPE reconstructed: decay | frozen | momentum");
+ABSL_FLAG(std::string, statistic, "momentum-plus-scaled-residual",
+          "SCAPE mask statistic: momentum-plus-scaled-residual | momentum-plus-residual | residual | "
+          "momentum | normalized-residual");
+ABSL_FLAG(double, exploration, 0.0, "SCAPE: share of k for the least recently synchronized");
+ABSL_FLAG(double, forecast, 0.0, "SCAPE linearized: off-mask momentum forecast φ");
+ABSL_FLAG(double, normalizer_beta, 0.95, "SCAPE linearized: ρ of the smoothed normalizer");
+ABSL_FLAG(double, catch_up_exponent, 0.65, "SCAPE catch-up: a K-step value moves K^this steps");
+ABSL_FLAG(double, catch_up_exponent_consistent, -1.0,
+          "SCAPE catch-up: exponent for coordinates whose ĝ agrees with m (< 0: off)");
+ABSL_FLAG(bool, decayed_residual, false, "SCAPE catch-up: residuals decay with β1 (exact EMA share)");
+ABSL_FLAG(bool, lr_weighted, false, "SCAPE linearized: residuals carry η·(1−β1)·g");
+ABSL_FLAG(std::string, refresh, "smoothed", "SCAPE linearized: frozen | smoothed | window | max");
+ABSL_FLAG(bool, validate, true, "validation loss before training, every --eval_interval and at the end");
+ABSL_FLAG(int64_t, eval_interval, 100, "validate every N steps (and at the end; <= 0: only at the end)");
+ABSL_FLAG(uint64_t, seed, 1, "weights and data order");
+ABSL_FLAG(std::string, csv, "", "write the per-step curve here");
+
+namespace corescape::scape_tool {
+namespace {
+
+using optim::MaskStatistic;
+using optim::NormalizerRefresh;
+using optim::OffMaskRule;
+using optim::ScapeRule;
+
+absl::Status Unknown(absl::string_view flag, absl::string_view value) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": unknown value '", value, "'"));
+}
+
+absl::Status ParseEnums(optim::ScapeConfig& c) {
+  const std::string rule = absl::GetFlag(FLAGS_rule), off = absl::GetFlag(FLAGS_off_mask),
+                    stat = absl::GetFlag(FLAGS_statistic), refresh = absl::GetFlag(FLAGS_refresh);
+  if (rule == "reconstructed") c.rule = ScapeRule::kReconstructed;
+  else if (rule == "catch-up") c.rule = ScapeRule::kCatchUp;
+  else if (rule == "linearized") c.rule = ScapeRule::kLinearized;
+  else return Unknown("rule", rule);
+  if (off == "decay") c.off_mask = OffMaskRule::kDecayOnly;
+  else if (off == "frozen") c.off_mask = OffMaskRule::kFrozen;
+  else if (off == "momentum") c.off_mask = OffMaskRule::kMomentumKeepsMoving;
+  else return Unknown("off_mask", off);
+  if (stat == "momentum-plus-residual") c.statistic = MaskStatistic::kMomentumPlusResidual;
+  else if (stat == "residual") c.statistic = MaskStatistic::kResidual;
+  else if (stat == "momentum") c.statistic = MaskStatistic::kMomentum;
+  else if (stat == "normalized-residual") c.statistic = MaskStatistic::kNormalizedResidual;
+  else if (stat == "momentum-plus-scaled-residual") c.statistic = MaskStatistic::kMomentumPlusScaledResidual;
+  else return Unknown("statistic", stat);
+  if (refresh == "frozen") c.refresh = NormalizerRefresh::kFrozen;
+  else if (refresh == "smoothed") c.refresh = NormalizerRefresh::kSmoothed;
+  else if (refresh == "window") c.refresh = NormalizerRefresh::kWindow;
+  else if (refresh == "max") c.refresh = NormalizerRefresh::kMax;
+  else return Unknown("refresh", refresh);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DriverConfig> DriverConfigFromFlags() {
+  DriverConfig config;
+  config.data = absl::GetFlag(FLAGS_data);
+  config.model = absl::GetFlag(FLAGS_model);
+  config.ranks = absl::GetFlag(FLAGS_ranks);
+  config.seq_len = absl::GetFlag(FLAGS_seq_len);
+  config.micro_batch = absl::GetFlag(FLAGS_micro_batch);
+  config.steps = absl::GetFlag(FLAGS_steps);
+  config.method = absl::GetFlag(FLAGS_method);
+  config.lr = absl::GetFlag(FLAGS_lr);
+  config.min_lr = absl::GetFlag(FLAGS_min_lr);
+  config.lr_warmup = absl::GetFlag(FLAGS_lr_warmup);
+  config.schedule = absl::GetFlag(FLAGS_schedule);
+  config.validate = absl::GetFlag(FLAGS_validate);
+  config.eval_interval = absl::GetFlag(FLAGS_eval_interval);
+  config.seed = absl::GetFlag(FLAGS_seed);
+  config.csv = absl::GetFlag(FLAGS_csv);
+  optim::ScapeConfig& s = config.scape;
+  s.adams.beta1 = absl::GetFlag(FLAGS_beta1);
+  s.adams.beta2 = absl::GetFlag(FLAGS_beta2);
+  s.adams.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  s.density = absl::GetFlag(FLAGS_density);
+  s.dense_warmup_steps = absl::GetFlag(FLAGS_dense_warmup);
+  s.exploration = absl::GetFlag(FLAGS_exploration);
+  s.dense_refresh_interval = absl::GetFlag(FLAGS_dense_refresh);
+  s.density_ramp_steps = absl::GetFlag(FLAGS_density_ramp);
+  s.forecast = absl::GetFlag(FLAGS_forecast);
+  s.normalizer_beta = absl::GetFlag(FLAGS_normalizer_beta);
+  s.lr_weighted = absl::GetFlag(FLAGS_lr_weighted);
+  s.catch_up_exponent = absl::GetFlag(FLAGS_catch_up_exponent);
+  s.decayed_residual = absl::GetFlag(FLAGS_decayed_residual);
+  s.catch_up_exponent_consistent = absl::GetFlag(FLAGS_catch_up_exponent_consistent);
+  if (absl::Status status = ParseEnums(s); !status.ok()) return status;
+  return config;
+}
+
+}  // namespace corescape::scape_tool

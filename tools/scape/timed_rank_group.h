@@ -1,0 +1,42 @@
+#ifndef CORESCAPE_TOOLS_SCAPE_TIMED_RANK_GROUP_H_
+#define CORESCAPE_TOOLS_SCAPE_TIMED_RANK_GROUP_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/time/time.h"
+#include "runtime/optim/rank_group.h"
+
+namespace corescape::scape_tool {
+
+// A RankGroup that forwards to another and adds up the wall time its caller
+// spends blocked in collectives: blocking calls whole, asynchronous ones
+// from the start call and from Wait(). This is the communication time a step
+// could not hide behind compute. Not thread-safe (one rank's thread).
+class TimedRankGroup final : public optim::RankGroup {
+ public:
+  explicit TimedRankGroup(optim::RankGroup* inner) : inner_(inner) {}
+
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  absl::Status AllReduceSum(float* data, int64_t count) override;
+  absl::Status AllGatherV(const void* send, int64_t send_bytes, void* recv,
+                          absl::Span<const int64_t> bytes_per_rank) override;
+  absl::StatusOr<std::unique_ptr<optim::PendingCollective>> StartAllGatherV(
+      const void* send, int64_t send_bytes, void* recv,
+      absl::Span<const int64_t> bytes_per_rank) override;
+  int64_t bytes_sent() const override { return inner_->bytes_sent(); }
+  int64_t bytes_received() const override { return inner_->bytes_received(); }
+
+  // Total blocked time so far.
+  absl::Duration blocked() const { return blocked_; }
+
+ private:
+  friend class TimedPending;
+  optim::RankGroup* inner_;
+  absl::Duration blocked_;
+};
+
+}  // namespace corescape::scape_tool
+
+#endif  // CORESCAPE_TOOLS_SCAPE_TIMED_RANK_GROUP_H_
