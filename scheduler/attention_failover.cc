@@ -25,11 +25,17 @@ std::vector<LostAttentionServer> FindLostAttentionServers(
       why = absl::StrCat(who, " vanished");
     } else if (it->second.state() == v1::DEAD || it->second.state() == v1::DEREGISTERED) {
       why = absl::StrCat(who, " is ", v1::NodeState_Name(it->second.state()));
+    } else if (it->second.state() == v1::DRAINING) {
+      why = absl::StrCat(who, " is draining");
     } else if (rank < job.assigned_incarnations_size() &&
                it->second.incarnation() != job.assigned_incarnations(rank)) {
       why = absl::StrCat(who, " restarted (incarnation ", it->second.incarnation(), ")");
     }
-    if (!why.empty()) lost.push_back({index, name, std::move(why)});
+    if (why.empty()) continue;
+    LostAttentionServer l{index, name, std::move(why)};
+    l.reachable = it != nodes.end() && it->second.state() == v1::DRAINING;
+    if (l.reachable) l.incarnation = it->second.incarnation();
+    lost.push_back(std::move(l));
   }
   return lost;
 }

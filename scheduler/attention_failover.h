@@ -25,11 +25,14 @@ struct LostAttentionServer {
   int index = 0;      // among the job's servers (attention rank W + index)
   std::string name;
   std::string why;    // "attention server 0 (a0) is DEAD"
+  // Still running (drained): told to leave the job once it is re-planned.
+  bool reachable = false;
+  uint64_t incarnation = 0;
 };
 
-// The job's attention servers that are gone: vanished from the registry,
-// DEAD, DEREGISTERED, or restarted (another incarnation: its session state
-// is gone). `nodes`: the registry by name.
+// The job's attention servers to plan without: vanished from the registry,
+// DEAD, DEREGISTERED, restarted (another incarnation: its session state is
+// gone), or DRAINING (an operator asked for it back). `nodes`: the registry by name.
 std::vector<LostAttentionServer> FindLostAttentionServers(
     const v1::Job& job, const std::map<std::string, v1::NodeInfo>& nodes);
 

@@ -395,7 +395,6 @@ void JobManager::ReplanAttention(JobRecord& record, const std::vector<LostAttent
   const int workers = job.assigned_nodes_size() - servers_before;
   std::vector<std::string> reasons;
   for (const LostAttentionServer& l : lost) reasons.push_back(l.why);
-  const std::string what = absl::StrJoin(reasons, "; ");
   // The workers were checked alive with their incarnations; the survivors
   // keep their order and replacements follow them.
   std::vector<v1::NodeInfo> worker_nodes, server_nodes;
@@ -407,9 +406,32 @@ void JobManager::ReplanAttention(JobRecord& record, const std::vector<LostAttent
                                   [&](const LostAttentionServer& l) { return l.index == index; });
     if (!gone) server_nodes.push_back(nodes.at(job.assigned_nodes(workers + index)));
   }
-  const size_t replacements = std::min(lost.size(), spare_servers.size());
+  // Refill to what the spec asked for (a job that lost a server earlier with
+  // no spare grows back when one appears).
+  const size_t wanted = static_cast<size_t>(
+      std::max(servers_before, job.spec().attention().attention_servers()));
+  const size_t replacements =
+      std::min(wanted - std::min(wanted, server_nodes.size()), spare_servers.size());
+  std::vector<std::string> joined;
+  for (size_t i = 0; i < replacements; ++i) joined.push_back(spare_servers[i].name());
   server_nodes.insert(server_nodes.end(), spare_servers.begin(),
                       spare_servers.begin() + replacements);
+  if (lost.empty() && joined.empty()) return;
+  if (!joined.empty()) {
+    reasons.push_back(absl::StrCat("attention server", joined.size() == 1 ? " " : "s ",
+                                   absl::StrJoin(joined, ", "), " joined"));
+  }
+  const std::string what = absl::StrJoin(reasons, "; ");
+  const bool only_drained = std::all_of(lost.begin(), lost.end(), [](const LostAttentionServer& l) {
+    return l.reachable;
+  });
+  if (server_nodes.empty() && only_drained) {
+    // A drained server keeps serving until a replacement exists: draining
+    // must not cost a restart.
+    LOG_EVERY_N(INFO, 50) << "job " << job.job_id() << ": " << what
+                          << "; no replacement yet, it keeps serving";
+    return;
+  }
   if (server_nodes.empty()) {
     // Nothing to re-plan over: restart from the checkpoint once servers are
     // back (RECOVERING waits for them), as before attention epochs.
@@ -444,7 +466,18 @@ void JobManager::ReplanAttention(JobRecord& record, const std::vector<LostAttent
   event.set_attention_epoch(job.attention_epoch());
   event.set_message(message);
   AppendEvent(record, std::move(event));
-  events_->Append(v1::ClusterEvent::ATTENTION_REPLANNED, lost.front().name, job.job_id(), message);
+  events_->Append(v1::ClusterEvent::ATTENTION_REPLANNED,
+                  lost.empty() ? joined.front() : lost.front().name, job.job_id(), message);
+  // Drained servers are still there: they leave the job now.
+  for (const LostAttentionServer& l : lost) {
+    if (!l.reachable) continue;
+    v1::SchedulerCommand command;
+    v1::StopJobCommand* stop = command.mutable_stop_job();
+    stop->set_job_id(job.job_id());
+    stop->set_generation(job.generation());
+    stop->set_reason(l.why);
+    registry_->Push(l.name, l.incarnation, command).IgnoreError();
+  }
   LOG(INFO) << "job " << job.job_id() << ": " << message;
   // Workers keep training and rebuild only their attention communicator;
   // survivors and replacements serve the new epoch.
@@ -490,7 +523,10 @@ void JobManager::Reconcile() {
       });
       if (!gone) busy.insert(job.assigned_nodes(rank));
     }
-    if (!lost.empty()) replans.emplace_back(&record, std::move(lost));
+    const bool short_of_servers =
+        job.spec().attention().mode() == v1::DISAGGREGATED &&
+        AssignedAttentionServers(job) < job.spec().attention().attention_servers();
+    if (!lost.empty() || short_of_servers) replans.emplace_back(&record, std::move(lost));
   }
   // Free healthy servers replace lost ones (a restarted server can rejoin
   // as its own replacement).

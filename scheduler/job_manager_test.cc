@@ -436,24 +436,96 @@ TEST_F(JobManagerTest, DisaggregatedJobGangPlacesAttentionServers) {
   jobs_->OnJobFailure(replanned.assigned_nodes(1), rank0 == "w0" ? w1 : w0, stale);
   EXPECT_EQ(StateOf(job->job_id()), v1::RUNNING);
 
-  // a0 comes back: it is free (the job does not grow back), and on success
-  // only the job's current server is told.
+  // a0 comes back: the job grows back to the two servers it asked for
+  // (epoch 2, same generation), and on success both are told.
   const uint64_t a0_back = AddWorker("a0", v1::ATTENTION_SERVER);
   jobs_->Reconcile();
-  EXPECT_TRUE(Commands("a0", a0_back).empty());
+  auto rejoined = Commands("a0", a0_back);
+  ASSERT_EQ(rejoined.size(), 1u);
+  EXPECT_EQ(rejoined[0].assign().attention_epoch(), 2u);
+  EXPECT_EQ(rejoined[0].assign().rank(), 3);
+  EXPECT_EQ(Commands("a1", a1).size(), 1u);
+  EXPECT_EQ(jobs_->Get(job->job_id())->generation(), 1u);
   for (int step = 2; step <= 10; ++step) Report(rank0, inc0, replanned, 0, step);
   EXPECT_EQ(StateOf(job->job_id()), v1::SUCCEEDED);
-  auto done = Commands("a1", a1);
-  ASSERT_EQ(done.size(), 1u);
-  EXPECT_TRUE(done[0].has_stop_job());
-  EXPECT_EQ(done[0].stop_job().generation(), 1u);
-  EXPECT_TRUE(Commands("a0", a0_back).empty());
+  for (auto [name, incarnation] : {std::pair{"a1", a1}, std::pair{"a0", a0_back}}) {
+    auto done = Commands(name, incarnation);
+    ASSERT_EQ(done.size(), 1u) << name;
+    EXPECT_TRUE(done[0].has_stop_job());
+    EXPECT_EQ(done[0].stop_job().generation(), 1u);
+  }
 }
 
 // Lost servers are replaced by free ones (a restarted server by itself); a
 // failure reported in the current epoch is real; losing the last server with
 // no spare restarts the job from its checkpoint (RECOVERING waits for
 // servers), as before attention epochs.
+// Draining an attention server re-plans the job without it (it is told to
+// leave) once a replacement exists, never at the cost of a restart; a job
+// that is short of servers grows back when a free one registers.
+TEST_F(JobManagerTest, DrainedAttentionServersAreReplacedAndJobsGrowBack) {
+  const uint64_t w0 = AddWorker("w0");
+  v1::SubmitJobRequest request = Spec(1);
+  request.mutable_spec()->mutable_attention()->set_mode(v1::DISAGGREGATED);
+  request.mutable_spec()->mutable_attention()->set_attention_servers(2);
+  auto job = jobs_->Submit(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const uint64_t a0 = AddWorker("a0", v1::ATTENTION_SERVER);
+  const uint64_t a1 = AddWorker("a1", v1::ATTENTION_SERVER);
+  jobs_->Reconcile();
+  ASSERT_EQ(StateOf(job->job_id()), v1::RUNNING);
+  Commands("w0", w0);
+  Commands("a0", a0);
+  Commands("a1", a1);
+
+  // a1 dies with no spare: the job goes on with a0 alone (epoch 1).
+  ASSERT_TRUE(registry_->Deregister("a1", a1, "test").ok());
+  jobs_->Reconcile();
+  v1::Job one = *jobs_->Get(job->job_id());
+  ASSERT_EQ(one.state(), v1::RUNNING) << one.state_reason();
+  EXPECT_EQ(one.assigned_attention_servers(), 1);
+  EXPECT_EQ(one.attention_epoch(), 1u);
+  Commands("w0", w0);
+  Commands("a0", a0);
+
+  // Draining the only server changes nothing while there is no replacement.
+  ASSERT_TRUE(registry_->Drain("a0", "maintenance").ok());
+  jobs_->Reconcile();
+  EXPECT_EQ(jobs_->Get(job->job_id())->attention_epoch(), 1u);
+  EXPECT_TRUE(Commands("w0", w0).empty());
+
+  // Two free servers register: the drained a0 is replaced and told to leave,
+  // and the job grows back to the two servers it asked for (epoch 2).
+  const uint64_t b0 = AddWorker("b0", v1::ATTENTION_SERVER);
+  const uint64_t b1 = AddWorker("b1", v1::ATTENTION_SERVER);
+  jobs_->Reconcile();
+  v1::Job grown = *jobs_->Get(job->job_id());
+  ASSERT_EQ(grown.state(), v1::RUNNING) << grown.state_reason();
+  EXPECT_EQ(grown.generation(), 1u);
+  EXPECT_EQ(grown.recoveries(), 0);
+  EXPECT_EQ(grown.attention_epoch(), 2u);
+  ASSERT_EQ(grown.assigned_nodes_size(), 3);
+  EXPECT_EQ(grown.assigned_nodes(1), "b0");
+  EXPECT_EQ(grown.assigned_nodes(2), "b1");
+  EXPECT_NE(grown.state_reason().find("attention server 0 (a0) is draining; attention servers "
+                                      "b0, b1 joined"),
+            std::string::npos)
+      << grown.state_reason();
+  auto drained = Commands("a0", a0);  // the registry's DrainCommand, then StopJob
+  ASSERT_FALSE(drained.empty());
+  EXPECT_TRUE(drained.back().has_stop_job());
+  auto worker = Commands("w0", w0);
+  ASSERT_EQ(worker.size(), 1u);
+  EXPECT_EQ(worker[0].assign().attention_server_addresses_size(), 2);
+  EXPECT_EQ(worker[0].assign().attention_epoch(), 2u);
+  EXPECT_EQ(Commands("b1", b1).size(), 1u);
+  EXPECT_EQ(Commands("b0", b0).size(), 1u);
+
+  // Nothing more to do: no new epoch.
+  jobs_->Reconcile();
+  EXPECT_EQ(jobs_->Get(job->job_id())->attention_epoch(), 2u);
+}
+
 TEST_F(JobManagerTest, LostAttentionServersAreReplacedThenLastLossRecovers) {
   const uint64_t w0 = AddWorker("w0");
   v1::SubmitJobRequest request = Spec(1);

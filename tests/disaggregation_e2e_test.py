@@ -189,14 +189,14 @@ class DisaggregationEndToEndTest(unittest.TestCase):
             self.assertNotIn("failed", log)
         self.check_attention_plans(colocated, two)
 
-    def test_killed_attention_server_costs_a_step_not_a_restart(self):
+    def test_killed_attention_server_costs_a_step_not_a_restart_and_grows_back(self):
         for name in ("worker-0", "worker-1"):
             self.start(name, harness.WORKER)
         for name in ("attn-0", "attn-1"):
             self.start(name, harness.ATTENTION_SERVER)
         self.cluster.wait_for_states({"worker-0": "ALIVE", "worker-1": "ALIVE",
                                       "attn-0": "ALIVE", "attn-1": "ALIVE"}, timeout=20)
-        steps = 30
+        steps = 40
         colocated = self.train("colocated", job_pb2.COLOCATED, steps=steps)
 
         # Checkpoints on, so a restart from one would be possible (and seen).
@@ -210,19 +210,28 @@ class DisaggregationEndToEndTest(unittest.TestCase):
         # Server 0: the survivor's attention rank changes too (W + 1 → W + 0).
         victim, survivor = running.assigned_nodes[2], running.assigned_nodes[3]
         self.cluster.nodes[victim].kill(signal.SIGKILL)
+        # Re-planned over the survivor; then a new server registers and the
+        # job grows back to the two servers it asked for, still no restart.
+        harness.wait_for(lambda: self.jobs.job(job_id).attention_epoch >= 1, 60,
+                         "the re-plan without the killed server", interval=0.05)
+        self.assertEqual(self.jobs.job(job_id).state, job_pb2.RUNNING)
+        self.start("attn-2", harness.ATTENTION_SERVER)
 
         job = self.jobs.wait_state(job_id, FINAL, timeout=120)
         self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
-        # Same generation, no recovery; re-planned over the survivor.
         self.assertEqual(job.generation, 1)
         self.assertEqual(job.recoveries, 0)
-        self.assertEqual(job.attention_epoch, 1)
-        self.assertEqual(list(job.assigned_nodes), list(running.assigned_nodes[:2]) + [survivor])
+        self.assertEqual(job.attention_epoch, 2)
+        self.assertEqual(list(job.assigned_nodes),
+                         list(running.assigned_nodes[:2]) + [survivor, "attn-2"])
         events = list(self.jobs.watch(job_pb2.WatchJobRequest(job_id=job_id), timeout=30))
         replans = [e for e in events if e.WhichOneof("body") == "attention_epoch"]
-        self.assertEqual(len(replans), 1, [e.message for e in replans])
+        self.assertEqual(len(replans), 2, [e.message for e in replans])
         self.assertIn(f"attention server 0 ({victim}) is DEAD", replans[0].message)
         self.assertIn(f"re-planned over 1 attention server ({survivor})", replans[0].message)
+        self.assertIn("attention server attn-2 joined", replans[1].message)
+        self.assertIn(f"re-planned over 2 attention servers ({survivor}, attn-2)",
+                      replans[1].message)
         states = [e.state for e in events if e.WhichOneof("body") == "state"]
         self.assertEqual(states, [job_pb2.PENDING, job_pb2.RUNNING, job_pb2.SUCCEEDED])
         # Every step reported once, in order: the failed one was redone, not skipped.
@@ -233,8 +242,10 @@ class DisaggregationEndToEndTest(unittest.TestCase):
             self.assertNotIn("restored checkpoint", log)
             self.assertIn(f"job {job_id} rank", log)
             self.assertIn("joining attention epoch 1", log)
-        log = self.cluster.nodes[survivor].log()
-        self.assertIn(f"attention for job {job_id} done: the workers finished", log)
+            self.assertIn("joining attention epoch 2", log)
+        for name in (survivor, "attn-2"):
+            self.assertIn(f"attention for job {job_id} done: the workers finished",
+                          self.cluster.nodes[name].log())
         # The loss trajectory is unchanged.
         print(f"colocated: loss {colocated.progress.loss:.8f} validation "
               f"{colocated.progress.validation_loss:.8f}; after failover: loss "
