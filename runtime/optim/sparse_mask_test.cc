@@ -20,7 +20,9 @@ TEST(ParameterPartitionTest, DisjointCoveringBalanced) {
       EXPECT_EQ(p->end(world - 1), total);
       int64_t smallest = total, largest = 0;
       for (int r = 0; r < world; ++r) {
-        if (r > 0) EXPECT_EQ(p->begin(r), p->end(r - 1));  // contiguous, no overlap, no gap
+        if (r > 0) {
+          EXPECT_EQ(p->begin(r), p->end(r - 1));  // contiguous, no overlap, no gap
+        }
         EXPECT_GT(p->size(r), 0);
         smallest = std::min(smallest, p->size(r));
         largest = std::max(largest, p->size(r));
