@@ -5,19 +5,13 @@
 // and sends back O/LSE (forward) or dQ/dK/dV (backward).
 #include <memory>
 
-// OpenBLAS (linked through the kernels) starts its threads when the library
-// loads, before the daemon blocks SIGTERM for its signal thread; a SIGTERM
-// delivered to one of them would kill the process instead of shutting it down
-// cleanly. Stopping them makes OpenBLAS start fresh ones, with the daemon's
-// signal mask, on first use.
-extern "C" void blas_thread_shutdown_(void);
-
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "attention_server/server_job_runner.h"
 #include "runtime/attention/wire_format.h"
 #include "runtime/comm/transport.h"
 #include "runtime/control/node_daemon.h"
+#include "runtime/kernels/cpu/blas_threads.h"
 
 ABSL_FLAG(absl::Duration, idle_timeout, absl::Minutes(10),
           "how long to wait for the workers' next exchange (they optimise, validate and "
@@ -25,7 +19,7 @@ ABSL_FLAG(absl::Duration, idle_timeout, absl::Minutes(10),
 ABSL_FLAG(int32_t, threads, 0, "kernel threads (0: CORESCAPE_NUM_THREADS or all cores)");
 
 int main(int argc, char** argv) {
-  blas_thread_shutdown_();
+  corescape::kernels::StopBlasThreads();
   std::unique_ptr<corescape::comm::Transport> transport;
   auto make_communicator = [&](const corescape::v1::JobAssignment& assignment)
       -> absl::StatusOr<std::unique_ptr<corescape::comm::Communicator>> {

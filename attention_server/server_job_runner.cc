@@ -4,6 +4,7 @@
 #include "attention_server/attention_timing_reports.h"
 #include "glog/logging.h"
 #include "runtime/attention/attention_server_session.h"
+#include "runtime/control/job_failure_report.h"
 
 namespace corescape::attention_server {
 
@@ -88,14 +89,7 @@ void ServerJobRunner::Serve(Run* run, NodeAgent* agent) {
     }
     LOG(ERROR) << "attention for job " << assignment.job_id() << " (rank " << assignment.rank()
                << ") failed: " << status;
-    v1::NodeMessage message;
-    v1::JobFailureReport* report = message.mutable_job_failure();
-    report->set_job_id(assignment.job_id());
-    report->set_generation(assignment.generation());
-    report->set_rank(assignment.rank());
-    report->set_error(std::string(status.ToString()));
-    report->set_attention_epoch(assignment.attention_epoch());
-    agent->Send(std::move(message));
+    agent->Send(JobFailureMessage(assignment, status, assignment.attention_epoch()));
   };
   auto communicator = communicator_factory_(assignment);
   if (!communicator.ok()) return fail(communicator.status());

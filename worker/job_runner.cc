@@ -8,6 +8,7 @@
 #include "glog/logging.h"
 #include "runtime/base/crc32c.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/control/job_failure_report.h"
 #include "runtime/control/model_spec.h"
 #include "runtime/model/model_config.h"
 #include "worker/attention_reports.h"
@@ -207,14 +208,7 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
     }
     LOG(ERROR) << "job " << assignment.job_id() << " rank " << assignment.rank()
                << " failed: " << status;
-    v1::NodeMessage message;
-    v1::JobFailureReport* report = message.mutable_job_failure();
-    report->set_job_id(assignment.job_id());
-    report->set_generation(assignment.generation());
-    report->set_rank(assignment.rank());
-    report->set_error(std::string(status.ToString()));
-    report->set_attention_epoch(attention_epoch);
-    agent->Send(std::move(message));
+    agent->Send(JobFailureMessage(assignment, status, attention_epoch));
   };
 
   auto config = TrainerConfigFor(assignment, threads_);

@@ -4,17 +4,11 @@
 // their core attention to the job's attention servers over it too.
 #include <memory>
 
-// OpenBLAS (linked through the kernels) starts its threads when the library
-// loads, before the daemon blocks SIGTERM for its signal thread; a SIGTERM
-// delivered to one of them would kill the process instead of shutting it down
-// cleanly. Stopping them makes OpenBLAS start fresh ones, with the daemon's
-// signal mask, on first use.
-extern "C" void blas_thread_shutdown_(void);
-
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/comm/transport.h"
 #include "runtime/control/node_daemon.h"
+#include "runtime/kernels/cpu/blas_threads.h"
 #include "worker/communicator_group.h"
 #include "worker/disaggregated_attention.h"
 #include "worker/job_runner.h"
@@ -24,7 +18,7 @@ ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(30),
 ABSL_FLAG(int32_t, threads, 0, "compute threads per job (0: CORESCAPE_NUM_THREADS or all cores)");
 
 int main(int argc, char** argv) {
-  blas_thread_shutdown_();
+  corescape::kernels::StopBlasThreads();
   std::unique_ptr<corescape::comm::Transport> transport;
   auto make_group = [&](const corescape::v1::JobAssignment& assignment)
       -> absl::StatusOr<std::unique_ptr<corescape::train::DataParallelGroup>> {

@@ -1,0 +1,20 @@
+#ifndef CORESCAPE_RUNTIME_CONTROL_JOB_FAILURE_REPORT_H_
+#define CORESCAPE_RUNTIME_CONTROL_JOB_FAILURE_REPORT_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "corescape/v1/node.pb.h"
+
+namespace corescape {
+
+// The session message by which a worker or attention server reports that
+// its part of a job failed: job, generation and rank from its assignment,
+// the error, and the attention epoch it was in (the scheduler ignores a
+// report from an epoch it already re-planned).
+v1::NodeMessage JobFailureMessage(const v1::JobAssignment& assignment, const absl::Status& error,
+                                  uint64_t attention_epoch);
+
+}  // namespace corescape
+
+#endif  // CORESCAPE_RUNTIME_CONTROL_JOB_FAILURE_REPORT_H_
