@@ -6,28 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
+#include "runtime/comm/handle_set.h"
 
 namespace corescape::attention {
 namespace {
 
-using Handles = std::vector<std::unique_ptr<comm::CollectiveHandle>>;
-
-absl::Status WaitAll(Handles& handles) {
-  absl::Status first;
-  for (auto& handle : handles) {
-    absl::Status s = handle->Wait();
-    if (first.ok() && !s.ok()) first = s;
-  }
-  handles.clear();
-  return first;
-}
-
-absl::Status Post(Handles& handles,
-                  absl::StatusOr<std::unique_ptr<comm::CollectiveHandle>> handle) {
-  if (!handle.ok()) return handle.status();
-  handles.push_back(*std::move(handle));
-  return absl::OkStatus();
-}
+using Handles = comm::HandleSet;
+using comm::Post;
+using comm::WaitAll;
 
 // Copies `count` floats from `in` to `out` and advances `in`.
 void Take(const float*& in, float* out, int64_t count) {

@@ -4,31 +4,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "runtime/comm/handle_set.h"
 
 namespace corescape::attention {
 namespace {
 
-using Handles = std::vector<std::unique_ptr<comm::CollectiveHandle>>;
-
-// Waits for every handle (so no buffer is still in use) and returns the
-// first error.
-absl::Status WaitAll(Handles& handles) {
-  absl::Status first;
-  for (auto& handle : handles) {
-    if (handle == nullptr) continue;
-    absl::Status s = handle->Wait();
-    if (first.ok() && !s.ok()) first = s;
-  }
-  handles.clear();
-  return first;
-}
-
-absl::Status Post(Handles& handles,
-                  absl::StatusOr<std::unique_ptr<comm::CollectiveHandle>> handle) {
-  if (!handle.ok()) return handle.status();
-  handles.push_back(*std::move(handle));
-  return absl::OkStatus();
-}
+using Handles = comm::HandleSet;
+using comm::Post;
+using comm::WaitAll;
 
 }  // namespace
 
