@@ -4,17 +4,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "worker/attention_forwarder.h"
 
 namespace corescape::worker {
 namespace {
 
 // Hands every layer-0 forward's tasks to the reports, then runs the real
 // executor unchanged.
-class DemandReportingAttention final : public AbortableAttention {
+class DemandReportingAttention final : public AttentionForwarder<AbortableAttention> {
  public:
   DemandReportingAttention(std::shared_ptr<AbortableAttention> inner,
                            const v1::JobAssignment& assignment, AttentionDemandReports* reports)
-      : inner_(std::move(inner)), reports_(reports) {
+      : AttentionForwarder(std::move(inner)), reports_(reports) {
     assignment_.set_job_id(assignment.job_id());
     assignment_.set_generation(assignment.generation());
     assignment_.set_rank(assignment.rank());
@@ -25,41 +26,18 @@ class DemandReportingAttention final : public AbortableAttention {
                        const float* k, const float* v, int64_t rows, float* o,
                        float* lse) override {
     if (layer == 0) reports_->OnMicroBatch(assignment_, tasks);
-    return inner_->Forward(layer, shape, tasks, q, k, v, rows, o, lse);
+    return AttentionForwarder::Forward(layer, shape, tasks, q, k, v, rows, o, lse);
   }
-  absl::Status Backward(int layer, const kernels::AttentionShape& shape,
-                        absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                        const float* k, const float* v, const float* o, const float* lse,
-                        const float* d_o, int64_t rows, float* d_q, float* d_k,
-                        float* d_v) override {
-    return inner_->Backward(layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k, d_v);
-  }
-  // Ping-pong: straight through, so both halves' exchanges can be in flight.
   absl::Status StartForward(int half, int layer, const kernels::AttentionShape& shape,
                             absl::Span<const kernels::AttentionTask> tasks, const float* q,
                             const float* k, const float* v, int64_t rows, float* o,
                             float* lse) override {
     // Only the first after ExpectStep is reported: half A's documents.
     if (layer == 0) reports_->OnMicroBatch(assignment_, tasks);
-    return inner_->StartForward(half, layer, shape, tasks, q, k, v, rows, o, lse);
-  }
-  absl::Status FinishForward(int half) override { return inner_->FinishForward(half); }
-  absl::Status StartBackward(int half, int layer, const kernels::AttentionShape& shape,
-                             absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                             const float* k, const float* v, const float* o, const float* lse,
-                             const float* d_o, int64_t rows, float* d_q, float* d_k,
-                             float* d_v) override {
-    return inner_->StartBackward(half, layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k,
-                                 d_v);
-  }
-  absl::Status FinishBackward(int half) override { return inner_->FinishBackward(half); }
-  void Abort(const std::string& reason) override { inner_->Abort(reason); }
-  absl::Status SetSpeedWeights(uint64_t version, const std::vector<double>& weights) override {
-    return inner_->SetSpeedWeights(version, weights);
+    return AttentionForwarder::StartForward(half, layer, shape, tasks, q, k, v, rows, o, lse);
   }
 
  private:
-  const std::shared_ptr<AbortableAttention> inner_;
   v1::JobAssignment assignment_;  // job id, generation, rank only
   AttentionDemandReports* const reports_;
 };

@@ -4,55 +4,10 @@
 #include "runtime/attention/disaggregated_core_attention.h"
 #include "runtime/attention/wire_format.h"
 #include "runtime/comm/communicator.h"
+#include "worker/attention_forwarder.h"
 #include "worker/in_place_attention.h"
 
 namespace corescape::worker {
-namespace {
-
-class Adapter final : public AbortableAttention {
- public:
-  explicit Adapter(std::unique_ptr<attention::DisaggregatedCoreAttention> inner)
-      : inner_(std::move(inner)) {}
-  absl::Status Forward(int layer, const kernels::AttentionShape& shape,
-                       absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                       const float* k, const float* v, int64_t rows, float* o,
-                       float* lse) override {
-    return inner_->Forward(layer, shape, tasks, q, k, v, rows, o, lse);
-  }
-  absl::Status Backward(int layer, const kernels::AttentionShape& shape,
-                        absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                        const float* k, const float* v, const float* o, const float* lse,
-                        const float* d_o, int64_t rows, float* d_q, float* d_k,
-                        float* d_v) override {
-    return inner_->Backward(layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k, d_v);
-  }
-  // Ping-pong: straight through, so both halves' exchanges can be in flight.
-  absl::Status StartForward(int half, int layer, const kernels::AttentionShape& shape,
-                            absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                            const float* k, const float* v, int64_t rows, float* o,
-                            float* lse) override {
-    return inner_->StartForward(half, layer, shape, tasks, q, k, v, rows, o, lse);
-  }
-  absl::Status FinishForward(int half) override { return inner_->FinishForward(half); }
-  absl::Status StartBackward(int half, int layer, const kernels::AttentionShape& shape,
-                             absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                             const float* k, const float* v, const float* o, const float* lse,
-                             const float* d_o, int64_t rows, float* d_q, float* d_k,
-                             float* d_v) override {
-    return inner_->StartBackward(half, layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k,
-                                 d_v);
-  }
-  absl::Status FinishBackward(int half) override { return inner_->FinishBackward(half); }
-  void Abort(const std::string& reason) override { inner_->Abort(reason); }
-  absl::Status SetSpeedWeights(uint64_t version, const std::vector<double>& weights) override {
-    return inner_->SetSpeedWeights(attention::SpeedWeights{version, weights});
-  }
-
- private:
-  std::unique_ptr<attention::DisaggregatedCoreAttention> inner_;
-};
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<AbortableAttention>> ConnectDisaggregatedAttention(
     comm::Transport* transport, const v1::JobAssignment& assignment,
@@ -92,7 +47,9 @@ absl::StatusOr<std::shared_ptr<AbortableAttention>> ConnectDisaggregatedAttentio
   auto executor =
       attention::DisaggregatedCoreAttention::Create(*std::move(communicator), attention_options);
   if (!executor.ok()) return executor.status();
-  return std::shared_ptr<AbortableAttention>(std::make_shared<Adapter>(*std::move(executor)));
+  return std::shared_ptr<AbortableAttention>(
+      std::make_shared<AttentionForwarder<attention::DisaggregatedCoreAttention>>(
+          *std::move(executor)));
 }
 
 }  // namespace corescape::worker

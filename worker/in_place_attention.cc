@@ -3,34 +3,9 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/attention/in_place_core_attention.h"
 #include "runtime/comm/communicator.h"
+#include "worker/attention_forwarder.h"
 
 namespace corescape::worker {
-namespace {
-
-class Adapter final : public AbortableAttention {
- public:
-  explicit Adapter(std::unique_ptr<attention::InPlaceCoreAttention> inner)
-      : inner_(std::move(inner)) {}
-  absl::Status Forward(int layer, const kernels::AttentionShape& shape,
-                       absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                       const float* k, const float* v, int64_t rows, float* o,
-                       float* lse) override {
-    return inner_->Forward(layer, shape, tasks, q, k, v, rows, o, lse);
-  }
-  absl::Status Backward(int layer, const kernels::AttentionShape& shape,
-                        absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                        const float* k, const float* v, const float* o, const float* lse,
-                        const float* d_o, int64_t rows, float* d_q, float* d_k,
-                        float* d_v) override {
-    return inner_->Backward(layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k, d_v);
-  }
-  void Abort(const std::string& reason) override { inner_->Abort(reason); }
-
- private:
-  std::unique_ptr<attention::InPlaceCoreAttention> inner_;
-};
-
-}  // namespace
 
 std::string InPlaceAttentionCommunicatorId(absl::string_view job_id) {
   return absl::StrCat(job_id, "/attn-inplace");
@@ -64,7 +39,9 @@ absl::StatusOr<std::shared_ptr<AbortableAttention>> ConnectInPlaceAttention(
   auto executor =
       attention::InPlaceCoreAttention::Create(*std::move(communicator), attention_options);
   if (!executor.ok()) return executor.status();
-  return std::shared_ptr<AbortableAttention>(std::make_shared<Adapter>(*std::move(executor)));
+  return std::shared_ptr<AbortableAttention>(
+      std::make_shared<AttentionForwarder<attention::InPlaceCoreAttention>>(
+          *std::move(executor)));
 }
 
 }  // namespace corescape::worker

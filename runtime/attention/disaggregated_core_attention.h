@@ -101,6 +101,10 @@ class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
   // first call every server counts as equally fast. InvalidArgument (and
   // nothing changes) unless there is one finite weight > 0 per server.
   absl::Status SetSpeedWeights(SpeedWeights weights) ABSL_LOCKS_EXCLUDED(weights_mu_);
+  absl::Status SetSpeedWeights(uint64_t version, const std::vector<double>& weights)
+      ABSL_LOCKS_EXCLUDED(weights_mu_) {
+    return SetSpeedWeights(SpeedWeights{version, weights});
+  }
 
   // The plan of the current micro-batch (null before the first forward).
   const MicroBatchPlan* current_plan() const { return plan_ ? &*plan_ : nullptr; }
