@@ -5,6 +5,7 @@
 #include "glog/logging.h"
 #include "runtime/attention/attention_server_session.h"
 #include "runtime/control/job_failure_report.h"
+#include "runtime/control/run_threads.h"
 
 namespace corescape::attention_server {
 
@@ -63,19 +64,14 @@ void ServerJobRunner::Serve(Run* run, NodeAgent* agent) {
     absl::MutexLock lock(&mu_);
     previous.swap(stopping_);
   }
-  for (auto& old : previous) {
-    if (old->thread.joinable()) old->thread.join();
-  }
+  JoinRuns(previous);
   const v1::JobAssignment& assignment = run->assignment;
   auto fail = [&](const absl::Status& status) {
     if (!run->stop) {
       // The workers abort the session when another server dies; the
       // scheduler then sends a new attention epoch (which stops this run).
       // Only a failure nobody re-plans or stops is reported.
-      const absl::Duration timeout =
-          assignment.attention_failover_timeout_ms() > 0
-              ? absl::Milliseconds(assignment.attention_failover_timeout_ms())
-              : absl::Seconds(20);
+      const absl::Duration timeout = AttentionFailoverTimeout(assignment);
       LOG(WARNING) << "attention for job " << assignment.job_id() << " (rank "
                    << assignment.rank() << ") failed: " << status << "; waiting up to "
                    << absl::FormatDuration(timeout) << " for a new attention epoch";
@@ -128,9 +124,7 @@ void ServerJobRunner::Shutdown() {
     StopCurrent("attention server shutting down");
     runs.swap(stopping_);
   }
-  for (auto& run : runs) {
-    if (run->thread.joinable()) run->thread.join();
-  }
+  JoinRuns(runs);
 }
 
 }  // namespace corescape::attention_server

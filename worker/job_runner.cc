@@ -9,6 +9,7 @@
 #include "runtime/base/crc32c.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/control/job_failure_report.h"
+#include "runtime/control/run_threads.h"
 #include "runtime/control/model_spec.h"
 #include "runtime/model/model_config.h"
 #include "worker/attention_reports.h"
@@ -194,9 +195,7 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
     absl::MutexLock lock(&mu_);
     previous.swap(stopping_);
   }
-  for (auto& old : previous) {
-    if (old->thread.joinable()) old->thread.join();
-  }
+  JoinRuns(previous);
 
   const v1::JobAssignment& assignment = run->assignment;
   const v1::JobSpec& spec = assignment.spec();
@@ -365,10 +364,7 @@ absl::Status JobRunner::FailOverAttention(Run* run, train::DataParallelTrainer& 
   const v1::JobAssignment& assignment = run->assignment;
   // The scheduler re-plans within a lease of a server's death; a failure
   // with no re-plan behind it (no server was lost) is reported after this.
-  const absl::Duration timeout =
-      assignment.attention_failover_timeout_ms() > 0
-          ? absl::Milliseconds(assignment.attention_failover_timeout_ms())
-          : absl::Seconds(20);
+  const absl::Duration timeout = AttentionFailoverTimeout(assignment);
   LOG(WARNING) << "job " << assignment.job_id() << " rank " << assignment.rank() << ": "
                << why.message() << "; waiting up to " << absl::FormatDuration(timeout)
                << " for a new attention epoch";
@@ -425,9 +421,7 @@ void JobRunner::Shutdown() {
     StopCurrent("worker shutting down");
     runs.swap(stopping_);
   }
-  for (auto& run : runs) {
-    if (run->thread.joinable()) run->thread.join();
-  }
+  JoinRuns(runs);
 }
 
 }  // namespace corescape::worker

@@ -16,4 +16,10 @@ v1::NodeMessage JobFailureMessage(const v1::JobAssignment& assignment, const abs
   return message;
 }
 
+absl::Duration AttentionFailoverTimeout(const v1::JobAssignment& assignment) {
+  return assignment.attention_failover_timeout_ms() > 0
+             ? absl::Milliseconds(assignment.attention_failover_timeout_ms())
+             : absl::Seconds(20);
+}
+
 }  // namespace corescape
