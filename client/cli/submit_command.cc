@@ -179,15 +179,15 @@ Subcommand AddSubmitCommand(CLI::App& parent, GlobalOptions& globals) {
   AddOverride(*command, "--steps", o.steps, "Optimizer steps", "N")
       ->group(spec_group);
   AddOverride(*command, "--optimizer", o.optimizer,
-              "adamw, adams, or scape (AdamS with SCAPE sparse "
-              "communication)",
+              "adamw, adams, scape (AdamS with SCAPE sparse communication), or the "
+              "baselines scape-global and topk-adamw",
               "NAME")
-      ->check(CLI::IsMember({"adamw", "adams", "scape"}))
+      ->check(CLI::IsMember({"adamw", "adams", "scape", "scape-global", "topk-adamw"}))
       ->group(spec_group);
   AddOverride(*command, "--lr", o.lr, "Peak learning rate", "RATE")
       ->group(spec_group);
   AddOverride(*command, "--density", o.density,
-              "SCAPE: fraction of entries communicated per step, (0, 1]",
+              "Sparse optimizers: fraction of entries communicated per step, (0, 1]",
               "FRACTION")
       ->group(spec_group);
   AddOverride(*command, "--workers", o.workers, "Number of workers", "N")
