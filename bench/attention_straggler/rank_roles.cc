@@ -13,6 +13,7 @@
 #include "runtime/attention/attention_server_session.h"
 #include "runtime/attention/disaggregated_core_attention.h"
 #include "runtime/base/atomic_file.h"
+#include "runtime/base/directory_rendezvous.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/model/core_attention_executor.h"
@@ -33,29 +34,10 @@ absl::StatusOr<Membership> Join(const RankOptions& options, int rank, int world)
   transport_options.listen_address = "127.0.0.1:0";
   auto transport = comm::Transport::Create(transport_options);
   if (!transport.ok()) return transport.status();
-  Membership m{*std::move(transport), std::vector<std::string>(world)};
-  const std::string& dir = options.run_dir;
-  if (absl::Status s =
-          WriteFileAtomically(absl::StrCat(dir, "/rank", rank, ".addr"), m.transport->address());
-      !s.ok()) {
-    return s;
-  }
-  const absl::Time deadline = absl::Now() + options.timeout;
-  for (int r = 0; r < world; ++r) {
-    while (true) {
-      auto address = ReadFileToString(absl::StrCat(dir, "/rank", r, ".addr"));
-      if (address.ok() && !address->empty()) {
-        m.addresses[r] = *address;
-        break;
-      }
-      if (absl::Now() > deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("rank ", r, " never published its address in ", dir));
-      }
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-  }
-  return m;
+  auto addresses = RendezvousThroughDirectory(options.run_dir, rank, world,
+                                              (*transport)->address(), options.timeout);
+  if (!addresses.ok()) return addresses.status();
+  return Membership{*std::move(transport), *std::move(addresses)};
 }
 
 // A communicator over ranks 0..world-1 of the membership.

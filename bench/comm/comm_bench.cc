@@ -17,7 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "runtime/base/atomic_file.h"
+#include "runtime/base/directory_rendezvous.h"
 #include "runtime/comm/communicator.h"
 
 ABSL_FLAG(int, rank, 0, "this rank");
@@ -32,27 +32,6 @@ ABSL_FLAG(int64_t, segment_bytes, 1 << 20, "pipeline segment (AlgorithmSettings)
 namespace corescape::comm {
 namespace {
 
-absl::StatusOr<std::vector<std::string>> Rendezvous(const std::string& dir, int rank, int world,
-                                                    const std::string& address) {
-  if (auto s = WriteFileAtomically(absl::StrCat(dir, "/rank", rank, ".addr"), address); !s.ok()) {
-    return s;
-  }
-  std::vector<std::string> addresses(world);
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  for (int r = 0; r < world; ++r) {
-    while (true) {
-      auto a = ReadFileToString(absl::StrCat(dir, "/rank", r, ".addr"));
-      if (a.ok() && !a->empty()) {
-        addresses[r] = *a;
-        break;
-      }
-      if (absl::Now() > deadline) return absl::DeadlineExceededError("rendezvous");
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-  }
-  return addresses;
-}
-
 int Main() {
   const int rank = absl::GetFlag(FLAGS_rank);
   const int world = absl::GetFlag(FLAGS_world_size);
@@ -64,7 +43,8 @@ int Main() {
     return 2;
   }
   auto addresses =
-      Rendezvous(absl::GetFlag(FLAGS_rendezvous_dir), rank, world, (*transport)->address());
+      RendezvousThroughDirectory(absl::GetFlag(FLAGS_rendezvous_dir), rank, world,
+                                 (*transport)->address(), absl::Seconds(30));
   if (!addresses.ok()) {
     std::fprintf(stderr, "%s\n", addresses.status().ToString().c_str());
     return 2;

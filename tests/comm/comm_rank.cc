@@ -35,7 +35,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "runtime/base/atomic_file.h"
+#include "runtime/base/directory_rendezvous.h"
 #include "runtime/comm/communicator.h"
 #include "tests/comm/expected_bytes.h"
 
@@ -311,34 +311,6 @@ int RunAllReduceLoop(Communicator& c, int64_t count) {
   }
 }
 
-absl::StatusOr<std::vector<std::string>> Rendezvous(const std::string& dir, int rank, int world,
-                                                    const std::string& address, bool publish,
-                                                    absl::Duration timeout) {
-  if (publish) {
-    if (absl::Status s = WriteFileAtomically(absl::StrCat(dir, "/rank", rank, ".addr"), address);
-        !s.ok()) {
-      return s;
-    }
-  }
-  std::vector<std::string> addresses(world);
-  const absl::Time deadline = absl::Now() + timeout;
-  for (int r = 0; r < world; ++r) {
-    while (true) {
-      absl::StatusOr<std::string> a = ReadFileToString(absl::StrCat(dir, "/rank", r, ".addr"));
-      if (a.ok() && !a->empty()) {
-        addresses[r] = *a;
-        break;
-      }
-      if (absl::Now() > deadline) {
-        return absl::DeadlineExceededError(absl::StrCat("no address for rank ", r));
-      }
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-  }
-  if (!publish) addresses[rank] = address;
-  return addresses;
-}
-
 int Main() {
   const int rank = absl::GetFlag(FLAGS_rank);
   const int world = absl::GetFlag(FLAGS_world_size);
@@ -352,8 +324,9 @@ int Main() {
     return 2;
   }
   absl::StatusOr<std::vector<std::string>> addresses =
-      Rendezvous(absl::GetFlag(FLAGS_rendezvous_dir), rank, world, (*transport)->address(),
-                 absl::GetFlag(FLAGS_publish), absl::Seconds(20));
+      RendezvousThroughDirectory(absl::GetFlag(FLAGS_rendezvous_dir), rank, world,
+                                 (*transport)->address(), absl::Seconds(20),
+                                 absl::GetFlag(FLAGS_publish));
   if (!addresses.ok()) {
     Emit(absl::StrCat("{\"error\": ", JsonString(addresses.status().ToString()), "}"));
     return 2;

@@ -24,7 +24,7 @@
 #include "absl/time/clock.h"
 #include "corescape/v1/node.pb.h"
 #include "nlohmann/json.hpp"
-#include "runtime/base/atomic_file.h"
+#include "runtime/base/directory_rendezvous.h"
 #include "runtime/comm/transport.h"
 #include "tools/scape/driver_flags.h"
 #include "tools/scape/rank_report.h"
@@ -43,31 +43,6 @@ ABSL_FLAG(int64_t, progress_every, 0, "print a progress line to stderr every N s
 
 namespace corescape::scape_tool {
 namespace {
-
-absl::StatusOr<std::vector<std::string>> Rendezvous(const std::string& dir, int rank, int world,
-                                                    const std::string& address,
-                                                    absl::Duration timeout) {
-  if (absl::Status s = WriteFileAtomically(absl::StrCat(dir, "/rank", rank, ".addr"), address);
-      !s.ok()) {
-    return s;
-  }
-  std::vector<std::string> addresses(world);
-  const absl::Time deadline = absl::Now() + timeout;
-  for (int r = 0; r < world; ++r) {
-    while (true) {
-      absl::StatusOr<std::string> a = ReadFileToString(absl::StrCat(dir, "/rank", r, ".addr"));
-      if (a.ok() && !a->empty()) {
-        addresses[r] = *a;
-        break;
-      }
-      if (absl::Now() > deadline) {
-        return absl::DeadlineExceededError(absl::StrCat("no address for rank ", r, " in ", dir));
-      }
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-  }
-  return addresses;
-}
 
 v1::JobAssignment Assignment(const std::string& job_id, int rank, int world,
                              const std::vector<std::string>& peers) {
@@ -105,8 +80,8 @@ int Main() {
   transport_options.timeout = timeout;
   auto transport = comm::Transport::Create(transport_options);
   if (!transport.ok()) return Fail(3, transport.status());
-  auto peers = Rendezvous(absl::GetFlag(FLAGS_rendezvous_dir), rank, world,
-                          (*transport)->address(), timeout);
+  auto peers = RendezvousThroughDirectory(absl::GetFlag(FLAGS_rendezvous_dir), rank, world,
+                                          (*transport)->address(), timeout);
   if (!peers.ok()) return Fail(3, peers.status());
   const std::string job_id = absl::GetFlag(FLAGS_job_id);
   auto optimizer_group = worker::CommunicatorGroup::Connect(
