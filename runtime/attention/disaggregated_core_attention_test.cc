@@ -7,78 +7,34 @@
 #include <cmath>
 #include <functional>
 #include <random>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/attention/attention_server_session.h"
+#include "runtime/attention/in_process_attention_cluster.h"
 #include "runtime/model/transformer.h"
 
 namespace corescape::attention {
 namespace {
 
-struct ClusterSetup {
-  int workers = 1;
-  int servers = 1;
-  DisaggregatedOptions options;
-};
+using ClusterSetup = InProcessAttentionCluster;
 
+// The cluster's server statistics; every server must end cleanly unless
+// the test breaks the protocol on purpose.
 std::vector<ServerSessionStats> RunCluster(
     const ClusterSetup& setup,
     const std::function<void(int worker, DisaggregatedCoreAttention&)>& worker_body,
     bool expect_servers_ok = true) {
-  const int world = setup.workers + setup.servers;
-  std::vector<std::unique_ptr<comm::Transport>> transports;
-  std::vector<std::string> addresses;
-  for (int r = 0; r < world; ++r) {
-    comm::TransportOptions options;
-    options.listen_address = "127.0.0.1:0";
-    auto t = comm::Transport::Create(options);
-    EXPECT_TRUE(t.ok()) << t.status();
-    addresses.push_back((*t)->address());
-    transports.push_back(*std::move(t));
+  std::vector<ServerSessionStats> stats;
+  auto outcomes = RunInProcessAttentionCluster(setup, worker_body);
+  EXPECT_TRUE(outcomes.ok()) << outcomes.status();
+  if (!outcomes.ok()) return stats;
+  for (const ServerOutcome& outcome : *outcomes) {
+    if (expect_servers_ok) {
+      EXPECT_TRUE(outcome.served.ok()) << outcome.served;
+    }
+    stats.push_back(outcome.stats);
   }
-  auto make_communicator = [&](int rank) {
-    comm::CommunicatorOptions o;
-    o.rank = rank;
-    o.world_size = world;
-    o.generation = 1;
-    o.peer_addresses = addresses;
-    o.secret_token = "token";
-    o.job_id = "unit/attn";
-    o.timeout = absl::Seconds(20);
-    return comm::Communicator::Create(transports[rank].get(), o);
-  };
-  std::vector<ServerSessionStats> stats(setup.servers);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      auto communicator = make_communicator(r);
-      ASSERT_TRUE(communicator.ok()) << communicator.status();
-      if (r < setup.workers) {
-        DisaggregatedOptions options = setup.options;
-        options.workers = setup.workers;
-        options.servers = setup.servers;
-        auto executor = DisaggregatedCoreAttention::Create(*std::move(communicator), options);
-        ASSERT_TRUE(executor.ok()) << executor.status();
-        worker_body(r, **executor);
-      } else {
-        ServerSessionOptions options;
-        options.workers = setup.workers;
-        options.servers = setup.servers;
-        options.tolerance = setup.options.tolerance;
-        options.planner = setup.options.planner;
-        options.keep_qkv_for_backward = setup.options.keep_qkv_for_backward;
-        AttentionServerSession session(communicator->get(), options);
-        absl::Status served = session.Serve();
-        if (expect_servers_ok) {
-          EXPECT_TRUE(served.ok()) << served;
-        }
-        stats[r - setup.workers] = session.stats();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
   return stats;
 }
 
