@@ -9,10 +9,10 @@
 #include <cmath>
 #include <functional>
 #include <random>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/comm/loopback_ranks.h"
 #include "runtime/model/transformer.h"
 
 namespace corescape::attention {
@@ -21,35 +21,14 @@ namespace {
 // Runs body(rank, executor) on one thread per worker.
 void RunWorkers(int workers, const InPlaceOptions& options,
                 const std::function<void(int, InPlaceCoreAttention&)>& body) {
-  std::vector<std::unique_ptr<comm::Transport>> transports;
-  std::vector<std::string> addresses;
-  for (int r = 0; r < workers; ++r) {
-    comm::TransportOptions transport_options;
-    transport_options.listen_address = "127.0.0.1:0";
-    auto t = comm::Transport::Create(transport_options);
-    ASSERT_TRUE(t.ok()) << t.status();
-    addresses.push_back((*t)->address());
-    transports.push_back(*std::move(t));
-  }
-  std::vector<std::thread> threads;
-  for (int r = 0; r < workers; ++r) {
-    threads.emplace_back([&, r] {
-      comm::CommunicatorOptions o;
-      o.rank = r;
-      o.world_size = workers;
-      o.generation = 1;
-      o.peer_addresses = addresses;
-      o.secret_token = "token";
-      o.job_id = "unit/attn-inplace";
-      o.timeout = absl::Seconds(20);
-      auto communicator = comm::Communicator::Create(transports[r].get(), o);
-      ASSERT_TRUE(communicator.ok()) << communicator.status();
-      auto executor = InPlaceCoreAttention::Create(*std::move(communicator), options);
-      ASSERT_TRUE(executor.ok()) << executor.status();
-      body(r, **executor);
-    });
-  }
-  for (auto& t : threads) t.join();
+  absl::Status ranks = comm::RunLoopbackRanks(
+      workers, "unit/attn-inplace",
+      [&](int r, std::unique_ptr<comm::Communicator> communicator) {
+        auto executor = InPlaceCoreAttention::Create(std::move(communicator), options);
+        ASSERT_TRUE(executor.ok()) << executor.status();
+        body(r, **executor);
+      });
+  ASSERT_TRUE(ranks.ok()) << ranks;
 }
 
 // max |a - b| / max |b| (0 when both are zero).

@@ -8,7 +8,6 @@
 #include <functional>
 #include <limits>
 #include <random>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -17,6 +16,7 @@
 #include "runtime/attention/attention_server_session.h"
 #include "runtime/attention/disaggregated_core_attention.h"
 #include "runtime/attention/speed_weights.h"
+#include "runtime/comm/loopback_ranks.h"
 #include "runtime/model/core_attention_executor.h"
 
 namespace corescape::attention {
@@ -27,33 +27,8 @@ using ::testing::HasSubstr;
 // One thread per rank, each with its own transport and communicator.
 void RunRanks(int world,
               const std::function<void(int rank, std::unique_ptr<comm::Communicator>)>& body) {
-  std::vector<std::unique_ptr<comm::Transport>> transports;
-  std::vector<std::string> addresses;
-  for (int r = 0; r < world; ++r) {
-    comm::TransportOptions options;
-    options.listen_address = "127.0.0.1:0";
-    auto t = comm::Transport::Create(options);
-    ASSERT_TRUE(t.ok()) << t.status();
-    addresses.push_back((*t)->address());
-    transports.push_back(*std::move(t));
-  }
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      comm::CommunicatorOptions o;
-      o.rank = r;
-      o.world_size = world;
-      o.generation = 1;
-      o.peer_addresses = addresses;
-      o.secret_token = "token";
-      o.job_id = "weights/attn";
-      o.timeout = absl::Seconds(20);
-      auto communicator = comm::Communicator::Create(transports[r].get(), o);
-      ASSERT_TRUE(communicator.ok()) << communicator.status();
-      body(r, *std::move(communicator));
-    });
-  }
-  for (auto& t : threads) t.join();
+  absl::Status ranks = comm::RunLoopbackRanks(world, "weights/attn", body);
+  ASSERT_TRUE(ranks.ok()) << ranks;
 }
 
 const kernels::AttentionShape kShape{4, 2, 8, 0.35f};
