@@ -1,5 +1,6 @@
 #include "runtime/attention/disaggregated_core_attention.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -259,12 +260,8 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
 
 absl::Status DisaggregatedCoreAttention::CheckSameMicroBatch(
     absl::Span<const kernels::AttentionTask> tasks, int64_t rows) const {
-  bool same = plan_.has_value() && rows == rows_ && tasks.size() == tasks_.size();
-  for (size_t i = 0; same && i < tasks.size(); ++i) {
-    same = tasks[i].q_begin == tasks_[i].q_begin && tasks[i].q_end == tasks_[i].q_end &&
-           tasks[i].q_row == tasks_[i].q_row && tasks[i].kv_row == tasks_[i].kv_row;
-  }
-  if (!same) {
+  if (!plan_.has_value() || rows != rows_ ||
+      !std::equal(tasks.begin(), tasks.end(), tasks_.begin(), tasks_.end())) {
     return absl::FailedPreconditionError(
         "disaggregated attention: the tasks differ from those of this micro-batch's layer 0 "
         "forward (calls out of order?)");

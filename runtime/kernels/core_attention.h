@@ -43,6 +43,8 @@ struct AttentionTask {
   int64_t q_row = 0;    // row in q/o/lse/d_o/d_q of the query at q_begin
   int64_t kv_row = 0;   // row in k/v/d_k/d_v of document position 0: keys
                         // [0, q_end) are rows kv_row .. kv_row + q_end - 1
+
+  bool operator==(const AttentionTask&) const = default;
 };
 
 // Writes o and lse for every task's query rows. Query rows of different
