@@ -152,6 +152,19 @@ int FailJobRpc(const absl::Status& status, const SchedulerTarget& target,
   return FailRpc(status, target, rpc_name);
 }
 
+std::optional<v1::Job> GetJobOrFail(client::SchedulerClient& client,
+                                    const SchedulerTarget& target, const std::string& job_id,
+                                    int* exit_code) {
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  absl::StatusOr<v1::GetJobResponse> response = client.GetJob(request);
+  if (!response.ok()) {
+    *exit_code = FailJobRpc(response.status(), target, "GetJob", job_id);
+    return std::nullopt;
+  }
+  return response->job();
+}
+
 int FailRpc(const absl::Status& status, const SchedulerTarget& target,
             absl::string_view rpc_name) {
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {

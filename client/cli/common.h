@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,12 @@ int FailRpc(const absl::Status& status, const SchedulerTarget& target,
 // (exit 4) when job_id is set.
 int FailJobRpc(const absl::Status& status, const SchedulerTarget& target,
                absl::string_view rpc_name, absl::string_view job_id);
+
+// The job (GetJob), or nullopt after reporting why as FailJobRpc does;
+// *exit_code then holds the code to return.
+std::optional<v1::Job> GetJobOrFail(client::SchedulerClient& client,
+                                    const SchedulerTarget& target, const std::string& job_id,
+                                    int* exit_code);
 
 // Resolves the scheduler and connects, or reports why not. Returns nullptr
 // after printing the error; *exit_code holds the code to return.

@@ -25,17 +25,12 @@ int RunJob(const JobOptions& options, const GlobalOptions& globals) {
   auto client = ConnectOrFail(globals, &target, &exit_code);
   if (client == nullptr) return exit_code;
 
-  v1::GetJobRequest request;
-  request.set_job_id(options.job_id);
-  absl::StatusOr<v1::GetJobResponse> response = client->GetJob(request);
-  if (!response.ok()) {
-    return FailJobRpc(response.status(), target, "GetJob", options.job_id);
-  }
+  std::optional<v1::Job> job = GetJobOrFail(*client, target, options.job_id, &exit_code);
+  if (!job) return exit_code;
   if (options.json) {
-    PrintJson(JobToJson(response->job()));
+    PrintJson(JobToJson(*job));
   } else {
-    std::cout << RenderJobDetails(response->job(),
-                                  absl::ToUnixMillis(absl::Now()));
+    std::cout << RenderJobDetails(*job, absl::ToUnixMillis(absl::Now()));
     std::cout.flush();
   }
   return kExitOk;

@@ -65,13 +65,9 @@ int RunPlot(const PlotOptions& options, const GlobalOptions& globals) {
   auto client = ConnectOrFail(globals, &target, &exit_code);
   if (client == nullptr) return exit_code;
 
-  v1::GetJobRequest request;
-  request.set_job_id(options.job_id);
-  absl::StatusOr<v1::GetJobResponse> response = client->GetJob(request);
-  if (!response.ok()) {
-    return FailJobRpc(response.status(), target, "GetJob", options.job_id);
-  }
-  const v1::Job& job = response->job();
+  std::optional<v1::Job> fetched = GetJobOrFail(*client, target, options.job_id, &exit_code);
+  if (!fetched) return exit_code;
+  const v1::Job& job = *fetched;
 
   // The replay ends with the job's end; for a job still running, stop once
   // the replay reaches the step GetJob reported (unless --follow).

@@ -133,13 +133,9 @@ int RunWatch(const WatchCommandOptions& options, const GlobalOptions& globals) {
   auto client = ConnectOrFail(globals, &target, &exit_code);
   if (client == nullptr) return exit_code;
 
-  v1::GetJobRequest request;
-  request.set_job_id(options.job_id);
-  absl::StatusOr<v1::GetJobResponse> response = client->GetJob(request);
-  if (!response.ok()) {
-    return FailJobRpc(response.status(), target, "GetJob", options.job_id);
-  }
-  v1::Job job = response->job();
+  std::optional<v1::Job> fetched = GetJobOrFail(*client, target, options.job_id, &exit_code);
+  if (!fetched) return exit_code;
+  v1::Job job = *std::move(fetched);
   if (job.job_id().empty()) job.set_job_id(options.job_id);
   return WatchUntilEnd(*client, target, job, options.after_sequence,
                        options.flags);
