@@ -8,8 +8,8 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "attention_server/server_job_runner.h"
-#include "runtime/attention/wire_format.h"
 #include "runtime/comm/transport.h"
+#include "runtime/control/attention_communicator.h"
 #include "runtime/control/node_daemon.h"
 #include "runtime/kernels/cpu/blas_threads.h"
 
@@ -23,20 +23,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<corescape::comm::Transport> transport;
   auto make_communicator = [&](const corescape::v1::JobAssignment& assignment)
       -> absl::StatusOr<std::unique_ptr<corescape::comm::Communicator>> {
-    corescape::comm::CommunicatorOptions options;
-    options.rank = assignment.rank();
-    options.world_size =
-        assignment.peer_data_addresses_size() + assignment.attention_server_addresses_size();
-    options.generation = assignment.generation();
-    options.peer_addresses.assign(assignment.peer_data_addresses().begin(),
-                                  assignment.peer_data_addresses().end());
-    options.peer_addresses.insert(options.peer_addresses.end(),
-                                  assignment.attention_server_addresses().begin(),
-                                  assignment.attention_server_addresses().end());
-    options.secret_token = assignment.data_plane_token();
-    options.timeout = absl::GetFlag(FLAGS_idle_timeout);
-    options.job_id = corescape::attention::AttentionCommunicatorId(
-        assignment.job_id(), assignment.attention_epoch());
+    const corescape::comm::CommunicatorOptions options =
+        corescape::AttentionCommunicatorOptions(assignment, absl::GetFlag(FLAGS_idle_timeout));
     return corescape::comm::Communicator::Create(transport.get(), options);
   };
   std::unique_ptr<corescape::attention_server::ServerJobRunner> runner;

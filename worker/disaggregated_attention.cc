@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/attention/disaggregated_core_attention.h"
-#include "runtime/attention/wire_format.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/control/attention_communicator.h"
 #include "worker/attention_forwarder.h"
 #include "worker/in_place_attention.h"
 
@@ -23,19 +23,7 @@ absl::StatusOr<std::shared_ptr<AbortableAttention>> ConnectDisaggregatedAttentio
         "job ", assignment.job_id(), " is DISAGGREGATED but its assignment names no attention "
         "servers"));
   }
-  comm::CommunicatorOptions options;
-  options.rank = assignment.rank();
-  options.world_size = workers + servers;
-  options.generation = assignment.generation();
-  options.peer_addresses.assign(assignment.peer_data_addresses().begin(),
-                                assignment.peer_data_addresses().end());
-  options.peer_addresses.insert(options.peer_addresses.end(),
-                                assignment.attention_server_addresses().begin(),
-                                assignment.attention_server_addresses().end());
-  options.secret_token = assignment.data_plane_token();
-  options.timeout = timeout;
-  options.job_id =
-      attention::AttentionCommunicatorId(assignment.job_id(), assignment.attention_epoch());
+  const comm::CommunicatorOptions options = AttentionCommunicatorOptions(assignment, timeout);
   auto communicator = comm::Communicator::Create(transport, options);
   if (!communicator.ok()) return communicator.status();
   attention::DisaggregatedOptions attention_options;
