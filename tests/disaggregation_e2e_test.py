@@ -12,27 +12,12 @@ import unittest
 
 import cluster_harness as harness
 from corescape.v1 import job_pb2
-from jobs_e2e_test import FINAL, Jobs, spec
+from jobs_e2e_test import FINAL, JobClusterTestCase, spec
 
 STEPS = 20
 
 
-class DisaggregationEndToEndTest(unittest.TestCase):
-
-    def setUp(self):
-        self.cluster = harness.Cluster(os.path.join(harness.TMP, self.id().split(".")[-1]), lease_ttl="4s")
-        self.address = self.cluster.start_scheduler()
-        self.jobs = Jobs(self.address)
-
-    def tearDown(self):
-        self.jobs.channel.close()
-        self.cluster.stop_all()
-
-    def run(self, result=None):
-        result = super().run(result)
-        if result and (result.failures or result.errors):
-            self.cluster.dump_logs()
-        return result
+class DisaggregationEndToEndTest(JobClusterTestCase):
 
     def start(self, name, binary):
         self.cluster.start_node(name, binary, ["--threads=1"] + (

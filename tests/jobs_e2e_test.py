@@ -70,7 +70,9 @@ class Jobs:
 FINAL = (job_pb2.SUCCEEDED, job_pb2.FAILED, job_pb2.CANCELLED)
 
 
-class JobsEndToEndTest(unittest.TestCase):
+class JobClusterTestCase(unittest.TestCase):
+    """A scheduler of its own per test, a JobService client, and the
+    daemons' logs printed when the test fails."""
 
     def setUp(self):
         # A lease long enough that a loaded machine never expires a healthy
@@ -90,6 +92,9 @@ class JobsEndToEndTest(unittest.TestCase):
         if result and (result.failures or result.errors):
             self.cluster.dump_logs()
         return result
+
+
+class JobsEndToEndTest(JobClusterTestCase):
 
     def start_worker(self, name="worker-0"):
         self.cluster.start_node(name, harness.WORKER,
