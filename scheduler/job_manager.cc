@@ -213,17 +213,21 @@ int JobManager::CountInState(v1::JobState state) const {
   return count;
 }
 
+void JobManager::PushStopJob(const v1::Job& job, const std::string& node, uint64_t incarnation,
+                             const std::string& reason) {
+  v1::SchedulerCommand command;
+  v1::StopJobCommand* stop = command.mutable_stop_job();
+  stop->set_job_id(job.job_id());
+  stop->set_generation(job.generation());
+  stop->set_reason(reason);
+  // Fails for nodes that are gone or re-registered: nothing to stop there.
+  registry_->Push(node, incarnation, command).IgnoreError();
+}
+
 void JobManager::StopNodes(const JobRecord& record, const std::string& reason) {
   const v1::Job& job = record.job;
   for (int rank = 0; rank < job.assigned_nodes_size(); ++rank) {
-    v1::SchedulerCommand command;
-    v1::StopJobCommand* stop = command.mutable_stop_job();
-    stop->set_job_id(job.job_id());
-    stop->set_generation(job.generation());
-    stop->set_reason(reason);
-    // Fails for nodes that are gone or re-registered: nothing to stop there.
-    registry_->Push(job.assigned_nodes(rank), job.assigned_incarnations(rank), command)
-        .IgnoreError();
+    PushStopJob(job, job.assigned_nodes(rank), job.assigned_incarnations(rank), reason);
   }
 }
 
@@ -373,13 +377,7 @@ void JobManager::StopAttentionServers(const JobRecord& record, const std::string
   for (int rank = job.assigned_nodes_size() - servers; rank < job.assigned_nodes_size();
        ++rank) {
     if (rank < 0) continue;
-    v1::SchedulerCommand command;
-    v1::StopJobCommand* stop = command.mutable_stop_job();
-    stop->set_job_id(job.job_id());
-    stop->set_generation(job.generation());
-    stop->set_reason(reason);
-    registry_->Push(job.assigned_nodes(rank), job.assigned_incarnations(rank), command)
-        .IgnoreError();
+    PushStopJob(job, job.assigned_nodes(rank), job.assigned_incarnations(rank), reason);
   }
 }
 
@@ -470,13 +468,7 @@ void JobManager::ReplanAttention(JobRecord& record, const std::vector<LostAttent
                   lost.empty() ? joined.front() : lost.front().name, job.job_id(), message);
   // Drained servers are still there: they leave the job now.
   for (const LostAttentionServer& l : lost) {
-    if (!l.reachable) continue;
-    v1::SchedulerCommand command;
-    v1::StopJobCommand* stop = command.mutable_stop_job();
-    stop->set_job_id(job.job_id());
-    stop->set_generation(job.generation());
-    stop->set_reason(l.why);
-    registry_->Push(l.name, l.incarnation, command).IgnoreError();
+    if (l.reachable) PushStopJob(job, l.name, l.incarnation, l.why);
   }
   LOG(INFO) << "job " << job.job_id() << ": " << message;
   // Workers keep training and rebuild only their attention communicator;

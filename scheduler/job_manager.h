@@ -112,6 +112,9 @@ class JobManager : public NodeReportSink {
   absl::Duration AttentionFailoverTimeout() const;
   // attention.attention_servers for DISAGGREGATED jobs, else 0.
   static int AttentionServersWanted(const v1::JobSpec& spec);
+  // StopJob for the job's current generation to one node.
+  void PushStopJob(const v1::Job& job, const std::string& node, uint64_t incarnation,
+                   const std::string& reason);
   void StopNodes(const JobRecord& record, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobRecord* Find(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
