@@ -110,7 +110,8 @@ void ServerJobRunner::Serve(Run* run, NodeAgent* agent) {
   LOG(INFO) << "attention for job " << assignment.job_id() << " generation "
             << assignment.generation() << ": " << stats.exchanges << " exchanges, "
             << stats.micro_batches << " micro-batches, " << stats.tasks << " tasks, "
-            << stats.query_rows << " query rows, " << stats.kernel_seconds << " s in the kernel";
+            << stats.query_rows << " query rows, " << stats.kernel_seconds << " s in the kernel; "
+            << stats.plan_sources.Describe();
   if (!served.ok()) return fail(served);
   LOG(INFO) << "attention for job " << assignment.job_id() << " done: the workers finished";
   absl::MutexLock lock(&mu_);

@@ -60,6 +60,7 @@ absl::StatusOr<v1::AttentionPlan> BuildAttentionPlan(
   v1::AttentionPlan plan;
   plan.set_job_id(job.job_id());
   plan.set_generation(job.generation());
+  plan.set_attention_epoch(job.attention_epoch());
   plan.set_step(step);
   plan.set_tolerance(tolerance);
   plan.set_imbalance(planned->imbalance);
@@ -86,6 +87,21 @@ absl::StatusOr<v1::AttentionPlan> BuildAttentionPlan(
     out->set_server(task.server);
   }
   return plan;
+}
+
+absl::StatusOr<v1::AttentionStepPlan::MicroBatch> EpochMicroBatch(
+    const v1::AttentionPlan& plan, const std::vector<PlannedServer>& servers) {
+  v1::AttentionStepPlan::MicroBatch micro_batch;
+  for (const v1::AttentionTask& task : plan.tasks()) {
+    if (task.server() < 0 || task.server() >= static_cast<int>(servers.size())) {
+      return absl::InternalError(absl::StrCat("planned task names server ", task.server(),
+                                              " of ", servers.size()));
+    }
+    v1::AttentionTask* out = micro_batch.add_tasks();
+    *out = task;
+    out->set_server(servers[task.server()].epoch_index);
+  }
+  return micro_batch;
 }
 
 }  // namespace corescape::scheduler

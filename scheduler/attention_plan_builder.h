@@ -22,6 +22,9 @@ struct PlannedServer {
   std::string address;        // data-plane address
   double speed_weight = 1.0;  // relative speed, mean 1 over the planned servers
   double measured_speed = 0;  // cost units per second; 0: no timing yet
+  // Its index among the attention epoch's servers (the participants'
+  // attention_server_addresses), which step plans name.
+  int32_t epoch_index = 0;
 };
 
 // The attention shape of the job's model (preset plus the spec's overrides),
@@ -42,6 +45,13 @@ absl::StatusOr<v1::AttentionPlan> BuildAttentionPlan(
     const v1::Job& job, int64_t step, std::vector<std::vector<int64_t>> worker_documents,
     const std::vector<PlannedServer>& servers, const std::vector<std::string>& excluded,
     absl::Time now);
+
+// The tasks of `plan` (BuildAttentionPlan over `servers`) as the
+// participants take them: each task's server is that server's epoch_index,
+// so servers left out of the plan get no task and indices still match the
+// participants' server list.
+absl::StatusOr<v1::AttentionStepPlan::MicroBatch> EpochMicroBatch(
+    const v1::AttentionPlan& plan, const std::vector<PlannedServer>& servers);
 
 }  // namespace corescape::scheduler
 

@@ -1,9 +1,11 @@
 #include "scheduler/attention_planning.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -78,7 +80,7 @@ class AttentionPlanningTest : public ::testing::Test {
                   [this](const std::string& node, uint64_t incarnation,
                          const v1::SchedulerCommand& command) {
                     pushed_.push_back({node, incarnation, command});
-                    return absl::OkStatus();
+                    return push_result_;
                   }) {}
 
   struct Pushed {
@@ -86,27 +88,62 @@ class AttentionPlanningTest : public ::testing::Test {
     uint64_t incarnation;
     v1::SchedulerCommand command;
   };
+  // What went to node sessions with that body, in order.
+  std::vector<Pushed> Pushes(v1::SchedulerCommand::BodyCase body) const {
+    std::vector<Pushed> out;
+    for (const Pushed& p : pushed_) {
+      if (p.command.body_case() == body) out.push_back(p);
+    }
+    return out;
+  }
+  std::vector<Pushed> StepPlans() const {
+    return Pushes(v1::SchedulerCommand::kAttentionStepPlan);
+  }
 
-  v1::AttentionDemand Demand(const std::string& job_id, int rank, int64_t step,
-                             const std::vector<int64_t>& lengths) {
+  // A worker's demand: the document lengths of each of the step's
+  // micro-batches, in the job's current generation and attention epoch.
+  v1::AttentionDemand MicroBatchDemand(const std::string& job_id, int rank, int64_t step,
+                                       const std::vector<std::vector<int64_t>>& micro_batches) {
     v1::AttentionDemand demand;
     demand.set_job_id(job_id);
     demand.set_generation(cluster_.job(job_id).generation());
+    demand.set_attention_epoch(cluster_.job(job_id).attention_epoch());
     demand.set_rank(rank);
     demand.set_step(step);
-    for (int64_t length : lengths) demand.add_document_lengths(length);
+    for (const auto& lengths : micro_batches) {
+      v1::AttentionMicroBatch* micro_batch = demand.add_micro_batches();
+      for (int64_t length : lengths) micro_batch->add_document_lengths(length);
+    }
     return demand;
+  }
+  // The same with one micro-batch.
+  v1::AttentionDemand Demand(const std::string& job_id, int rank, int64_t step,
+                             const std::vector<int64_t>& lengths) {
+    return MicroBatchDemand(job_id, rank, step, {lengths});
+  }
+  absl::Status Send(const v1::AttentionDemand& demand) {
+    return planning_.OnAttentionDemand(absl::StrCat("w", demand.rank()),
+                                       cluster_.job(demand.job_id())
+                                           .assigned_incarnations(demand.rank()),
+                                       demand);
   }
   absl::Status Report(const std::string& job_id, int rank, int64_t step,
                       const std::vector<int64_t>& lengths) {
-    return planning_.OnAttentionDemand(absl::StrCat("w", rank), 1,
-                                       Demand(job_id, rank, step, lengths));
+    return Send(Demand(job_id, rank, step, lengths));
   }
-  // Every worker of the job reports its documents for `step`.
+  // Every worker of the job reports one micro-batch of documents for `step`.
   void ReportAll(const std::string& job_id, int64_t step,
                  const std::vector<std::vector<int64_t>>& documents) {
     for (size_t w = 0; w < documents.size(); ++w) {
       ASSERT_TRUE(Report(job_id, static_cast<int>(w), step, documents[w]).ok());
+    }
+  }
+  // Every worker reports its micro-batches: [rank][micro-batch][document].
+  void ReportAllMicroBatches(const std::string& job_id, int64_t step,
+                             const std::vector<std::vector<std::vector<int64_t>>>& documents) {
+    for (size_t w = 0; w < documents.size(); ++w) {
+      absl::Status s = Send(MicroBatchDemand(job_id, static_cast<int>(w), step, documents[w]));
+      ASSERT_TRUE(s.ok()) << s;
     }
   }
   v1::AttentionTaskTiming Timing(const std::string& job_id, double cost, double seconds) {
@@ -121,6 +158,7 @@ class AttentionPlanningTest : public ::testing::Test {
   FakeCluster cluster_;
   FakeClock clock_;
   std::vector<Pushed> pushed_;  // what went to node sessions
+  absl::Status push_result_;    // what the sessions answer
   AttentionPlanning planning_;
 };
 
@@ -453,10 +491,31 @@ TEST_F(AttentionPlanningTest, BadDemandsAreRefusedNamingTheField) {
       "attention_demand.step");
   add("step past the end", [](auto& d) { d.set_step(101); }, absl::StatusCode::kInvalidArgument,
       "attention_demand.step");
-  add("empty document", [](auto& d) { d.set_document_lengths(1, 0); },
-      absl::StatusCode::kInvalidArgument, "attention_demand.document_lengths[1]");
-  add("huge document", [](auto& d) { d.set_document_lengths(0, int64_t{1} << 40); },
-      absl::StatusCode::kInvalidArgument, "attention_demand.document_lengths[0]");
+  add("empty document", [](auto& d) { d.mutable_micro_batches(0)->set_document_lengths(1, 0); },
+      absl::StatusCode::kInvalidArgument, "attention_demand.micro_batches[0].document_lengths[1]");
+  add("huge document",
+      [](auto& d) { d.mutable_micro_batches(0)->set_document_lengths(0, int64_t{1} << 40); },
+      absl::StatusCode::kInvalidArgument, "attention_demand.micro_batches[0].document_lengths[0]");
+  add("empty document in the second micro-batch",
+      [](auto& d) {
+        v1::AttentionMicroBatch* second = d.add_micro_batches();
+        second->add_document_lengths(7);
+        second->add_document_lengths(-3);
+      },
+      absl::StatusCode::kInvalidArgument, "attention_demand.micro_batches[1].document_lengths[1]");
+  add("no micro-batches", [](auto& d) { d.clear_micro_batches(); },
+      absl::StatusCode::kInvalidArgument, "attention_demand.micro_batches");
+  add("too many micro-batches",
+      [](auto& d) {
+        for (int i = 0; i < 4096; ++i) d.add_micro_batches()->add_document_lengths(1);
+      },
+      absl::StatusCode::kInvalidArgument, "attention_demand.micro_batches");
+  add("too many documents in all",
+      [](auto& d) {
+        v1::AttentionMicroBatch* second = d.add_micro_batches();
+        for (int i = 0; i < (1 << 20) - 1; ++i) second->add_document_lengths(1);
+      },
+      absl::StatusCode::kInvalidArgument, "documents in all");
   for (const Case& c : cases) {
     absl::Status status = planning_.OnAttentionDemand(c.node, 1, c.demand);
     EXPECT_EQ(status.code(), c.code) << c.what << ": " << status;
@@ -512,18 +571,20 @@ TEST_F(AttentionPlanningTest, BadTimingsAreRefusedNamingTheField) {
 // more than 2% (at most every 5 s) and on every Rebalance.
 TEST_F(AttentionPlanningTest, SpeedWeightsArePushedToTheWorkersWhenTheyMove) {
   cluster_.AddJob("job-1", 2, 2);
+  // Step plans go to rank 0 too (ReportAll below); this is about weights.
+  auto weight_pushes = [&] { return Pushes(v1::SchedulerCommand::kAttentionWeights); };
   auto weights_of = [](const Pushed& p) {
     return std::vector<double>(p.command.attention_weights().weights().begin(),
                                p.command.attention_weights().weights().end());
   };
   // One server measured: the other counts as the mean, the weights stay equal.
   ASSERT_TRUE(planning_.OnAttentionTiming("a0", 1, Timing("job-1", 100, 1.0)).ok());
-  EXPECT_TRUE(pushed_.empty());
+  EXPECT_TRUE(weight_pushes().empty());
   // a1 is half as fast: both workers hear of it.
   ASSERT_TRUE(planning_.OnAttentionTiming("a1", 1, Timing("job-1", 50, 1.0)).ok());
-  ASSERT_EQ(pushed_.size(), 2u);
+  ASSERT_EQ(weight_pushes().size(), 2u);
   for (int rank = 0; rank < 2; ++rank) {
-    const Pushed& p = pushed_[rank];
+    const Pushed p = weight_pushes()[rank];
     EXPECT_EQ(p.node, absl::StrCat("w", rank));
     EXPECT_EQ(p.incarnation, 1u);
     ASSERT_TRUE(p.command.has_attention_weights());
@@ -539,32 +600,32 @@ TEST_F(AttentionPlanningTest, SpeedWeightsArePushedToTheWorkersWhenTheyMove) {
   // Under 2% of change: nothing.
   clock_.Advance(absl::Seconds(6));
   ASSERT_TRUE(planning_.OnAttentionTiming("a1", 1, Timing("job-1", 50.5, 1.0)).ok());
-  EXPECT_EQ(pushed_.size(), 2u);
+  EXPECT_EQ(weight_pushes().size(), 2u);
   // A big change goes out (6 s after the last push)...
   ASSERT_TRUE(planning_.OnAttentionTiming("a1", 1, Timing("job-1", 5, 1.0)).ok());
-  ASSERT_EQ(pushed_.size(), 4u);
-  EXPECT_EQ(pushed_[3].command.attention_weights().version(), 2u);
-  const double slow = weights_of(pushed_[3])[1];
+  ASSERT_EQ(weight_pushes().size(), 4u);
+  EXPECT_EQ(weight_pushes()[3].command.attention_weights().version(), 2u);
+  const double slow = weights_of(weight_pushes()[3])[1];
   EXPECT_LT(slow, 2.0 / 3 * 0.9);
   // ...but the next big change within 5 s waits...
   clock_.Advance(absl::Seconds(3));
   ASSERT_TRUE(planning_.OnAttentionTiming("a1", 1, Timing("job-1", 5, 1.0)).ok());
-  EXPECT_EQ(pushed_.size(), 4u) << "rate-limited";
+  EXPECT_EQ(weight_pushes().size(), 4u) << "rate-limited";
   // ...for the first timing after them.
   clock_.Advance(absl::Seconds(2));
   ASSERT_TRUE(planning_.OnAttentionTiming("a0", 1, Timing("job-1", 100, 1.0)).ok());
-  ASSERT_EQ(pushed_.size(), 6u);
-  EXPECT_EQ(pushed_[5].command.attention_weights().version(), 3u);
-  EXPECT_LT(weights_of(pushed_[5])[1], slow);
+  ASSERT_EQ(weight_pushes().size(), 6u);
+  EXPECT_EQ(weight_pushes()[5].command.attention_weights().version(), 3u);
+  EXPECT_LT(weights_of(weight_pushes()[5])[1], slow);
 
   // Rebalance pushes at once, whatever the change, and says which version.
   ReportAll("job-1", 1, {{200, 150, 90, 60}, {180, 120, 100, 40}});
   auto plans = planning_.Rebalance("job-1");
   ASSERT_TRUE(plans.ok()) << plans.status();
   EXPECT_EQ((*plans)[0].pushed_weights_version(), 4u);
-  ASSERT_EQ(pushed_.size(), 8u);
-  EXPECT_EQ(pushed_[7].command.attention_weights().version(), 4u);
-  EXPECT_EQ(weights_of(pushed_[7]), weights_of(pushed_[5]));
+  ASSERT_EQ(weight_pushes().size(), 8u);
+  EXPECT_EQ(weight_pushes()[7].command.attention_weights().version(), 4u);
+  EXPECT_EQ(weights_of(weight_pushes()[7]), weights_of(weight_pushes()[5]));
   EXPECT_EQ(planning_.LatestPlan("job-1")->pushed_weights_version(), 4u);
 
   // A new attention epoch over a0 alone: its workers start equal, and one
@@ -576,11 +637,11 @@ TEST_F(AttentionPlanningTest, SpeedWeightsArePushedToTheWorkersWhenTheyMove) {
   job.set_assigned_attention_servers(1);
   clock_.Advance(absl::Seconds(10));
   ASSERT_TRUE(planning_.OnAttentionTiming("a0", 1, Timing("job-1", 100, 1.0)).ok());
-  EXPECT_EQ(pushed_.size(), 8u);
+  EXPECT_EQ(weight_pushes().size(), 8u);
   plans = planning_.Rebalance("job-1");
   ASSERT_TRUE(plans.ok()) << plans.status();
-  ASSERT_EQ(pushed_.size(), 10u);
-  const v1::AttentionSpeedWeights& epoch_1 = pushed_[9].command.attention_weights();
+  ASSERT_EQ(weight_pushes().size(), 10u);
+  const v1::AttentionSpeedWeights epoch_1 = weight_pushes()[9].command.attention_weights();
   EXPECT_EQ(epoch_1.attention_epoch(), 1u);
   EXPECT_EQ(epoch_1.version(), 5u) << "versions only grow";
   EXPECT_EQ(epoch_1.weights_size(), 1);
@@ -590,7 +651,281 @@ TEST_F(AttentionPlanningTest, SpeedWeightsArePushedToTheWorkersWhenTheyMove) {
   plans = planning_.Rebalance("job-1");
   ASSERT_TRUE(plans.ok()) << plans.status();
   EXPECT_EQ((*plans)[0].pushed_weights_version(), 0u);
-  EXPECT_EQ(pushed_.size(), 10u);
+  EXPECT_EQ(weight_pushes().size(), 10u);
+}
+
+// Every (worker, document) of the micro-batch is covered by its tasks
+// exactly once, query rows [0, length) in contiguous pieces, and every task
+// names one of the epoch's `servers` servers.
+void ExpectCoversEveryDocumentOnce(const v1::AttentionStepPlan::MicroBatch& micro_batch,
+                                   const std::vector<std::vector<int64_t>>& documents,
+                                   int servers, const std::string& where) {
+  std::map<std::pair<int, int>, std::vector<std::pair<int64_t, int64_t>>> pieces;
+  for (const v1::AttentionTask& task : micro_batch.tasks()) {
+    EXPECT_GE(task.server(), 0) << where;
+    EXPECT_LT(task.server(), servers) << where;
+    pieces[{task.worker_rank(), task.document()}].push_back({task.q_begin(), task.q_end()});
+  }
+  size_t expected_documents = 0;
+  for (size_t w = 0; w < documents.size(); ++w) {
+    for (size_t d = 0; d < documents[w].size(); ++d) {
+      ++expected_documents;
+      auto it = pieces.find({static_cast<int>(w), static_cast<int>(d)});
+      ASSERT_NE(it, pieces.end()) << where << ": worker " << w << " document " << d;
+      std::sort(it->second.begin(), it->second.end());
+      int64_t next = 0;
+      for (auto [begin, end] : it->second) {
+        EXPECT_EQ(begin, next) << where << ": worker " << w << " document " << d;
+        EXPECT_GT(end, begin) << where;
+        next = end;
+      }
+      EXPECT_EQ(next, documents[w][d]) << where << ": worker " << w << " document " << d;
+    }
+  }
+  EXPECT_EQ(pieces.size(), expected_documents) << where << ": tasks for unknown documents";
+}
+
+TEST_F(AttentionPlanningTest, EveryMicroBatchOfAStepGoesToRankZeroOnce) {
+  v1::Job& job = cluster_.AddJob("job-1", 2, 2);
+  job.set_attention_epoch(3);
+  job.set_assigned_incarnations(0, 4);  // w0 re-registered before the job placed it
+  cluster_.node("w0").set_incarnation(4);
+  // [rank][micro-batch][document]: the two micro-batches differ.
+  const std::vector<std::vector<std::vector<int64_t>>> documents = {
+      {{200, 150, 90}, {64, 32, 16, 8}},
+      {{180, 120}, {300}},
+  };
+  ASSERT_TRUE(Send(MicroBatchDemand("job-1", 1, 7, documents[1])).ok());
+  EXPECT_TRUE(StepPlans().empty()) << "rank 0 has not reported step 7 yet";
+  ASSERT_TRUE(Send(MicroBatchDemand("job-1", 0, 7, documents[0])).ok());
+
+  const std::vector<Pushed> plans = StepPlans();
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].node, "w0");
+  EXPECT_EQ(plans[0].incarnation, 4u);
+  const v1::AttentionStepPlan& step_plan = plans[0].command.attention_step_plan();
+  EXPECT_EQ(step_plan.job_id(), "job-1");
+  EXPECT_EQ(step_plan.generation(), 1u);
+  EXPECT_EQ(step_plan.attention_epoch(), 3u);
+  EXPECT_EQ(step_plan.step(), 7);
+  EXPECT_EQ(step_plan.speed_weights_version(), 0u) << "no weights pushed: equal speeds";
+  ASSERT_EQ(step_plan.micro_batches_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    ExpectCoversEveryDocumentOnce(step_plan.micro_batches(i), {documents[0][i], documents[1][i]},
+                                  2, absl::StrCat("micro-batch ", i));
+  }
+
+  // Operators see the first micro-batch's plan, and that it went out.
+  auto kept = planning_.LatestPlan("job-1");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->step(), 7);
+  EXPECT_EQ(kept->attention_epoch(), 3u);
+  EXPECT_EQ(kept->step_micro_batches(), 2);
+  EXPECT_TRUE(kept->sent_to_workers());
+  ASSERT_EQ(kept->tasks_size(), step_plan.micro_batches(0).tasks_size());
+  for (int t = 0; t < kept->tasks_size(); ++t) {
+    EXPECT_EQ(kept->tasks(t).DebugString(), step_plan.micro_batches(0).tasks(t).DebugString())
+        << "task " << t;
+  }
+  // The same step again (redone after a failover): planned and sent again.
+  ReportAllMicroBatches("job-1", 7, documents);
+  EXPECT_EQ(StepPlans().size(), 2u);
+}
+
+TEST_F(AttentionPlanningTest, NothingGoesToWorkersOtherThanRankZero) {
+  cluster_.AddJob("job-1", 3, 2);
+  for (int64_t step = 1; step <= 3; ++step) {
+    ReportAllMicroBatches("job-1", step, {{{10, 20}, {30}}, {{40}, {50}}, {{60}, {70, 80}}});
+  }
+  EXPECT_EQ(StepPlans().size(), 3u);
+  ASSERT_EQ(pushed_.size(), 3u) << "no timings: no weights either";
+  for (const Pushed& p : pushed_) {
+    EXPECT_EQ(p.node, "w0");
+    EXPECT_TRUE(p.command.has_attention_step_plan());
+  }
+}
+
+// Tasks name the epoch's servers (the participants' list), not the ALIVE
+// ones the scheduler planned over: a draining server keeps its index and
+// gets nothing.
+TEST_F(AttentionPlanningTest, StepPlansNameTheEpochsServerIndices) {
+  cluster_.AddJob("job-1", 2, 3);
+  cluster_.node("a1").set_state(v1::DRAINING);
+  const std::vector<std::vector<std::vector<int64_t>>> documents = {
+      {{400, 300, 200, 100, 50}, {250, 250, 120}},
+      {{350, 220, 90, 60}, {500, 20}},
+  };
+  ReportAllMicroBatches("job-1", 1, documents);
+  const std::vector<Pushed> plans = StepPlans();
+  ASSERT_EQ(plans.size(), 1u);
+  const v1::AttentionStepPlan& step_plan = plans[0].command.attention_step_plan();
+  ASSERT_EQ(step_plan.micro_batches_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    const auto& tasks = step_plan.micro_batches(i).tasks();
+    ExpectCoversEveryDocumentOnce(step_plan.micro_batches(i), {documents[0][i], documents[1][i]},
+                                  3, absl::StrCat("micro-batch ", i));
+    EXPECT_TRUE(std::none_of(tasks.begin(), tasks.end(),
+                             [](const auto& task) { return task.server() == 1; }))
+        << "a1 is draining";
+    EXPECT_TRUE(std::any_of(tasks.begin(), tasks.end(),
+                            [](const auto& task) { return task.server() == 2; }))
+        << "a2 is the epoch's server 2";
+  }
+  // The kept plan is over the ALIVE servers a0, a2: its index 1 is a2.
+  auto kept = planning_.LatestPlan("job-1");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_EQ(kept->server_names_size(), 2);
+  EXPECT_EQ(kept->server_names(1), "a2");
+  ASSERT_EQ(kept->tasks_size(), step_plan.micro_batches(0).tasks_size());
+  for (int t = 0; t < kept->tasks_size(); ++t) {
+    EXPECT_EQ(step_plan.micro_batches(0).tasks(t).server(), kept->tasks(t).server() == 1 ? 2 : 0);
+  }
+  EXPECT_EQ(step_plan.speed_weights_version(), 0u) << "not planned over every epoch server";
+}
+
+TEST_F(AttentionPlanningTest, DemandsOfAnotherAttentionEpochAreRefused) {
+  cluster_.AddJob("job-1", 2, 2).set_attention_epoch(2);
+  v1::AttentionDemand stale = Demand("job-1", 0, 1, {10});
+  stale.set_attention_epoch(1);
+  absl::Status status = Send(stale);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("attention_demand.attention_epoch: 1 is stale"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("attention epoch 2"));
+  v1::AttentionDemand future = Demand("job-1", 0, 1, {10});
+  future.set_attention_epoch(3);
+  status = Send(future);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("attention_demand.attention_epoch: 3"));
+  // Neither counted.
+  ASSERT_TRUE(Report("job-1", 1, 1, {20}).ok());
+  EXPECT_FALSE(planning_.LatestPlan("job-1").ok());
+}
+
+// After an attention failover (same generation, new epoch, fewer servers)
+// the workers redo the failed step and report it and the next one again.
+TEST_F(AttentionPlanningTest, ANewAttentionEpochReplansTheStepsBeingRedone) {
+  v1::Job& job = cluster_.AddJob("job-1", 2, 2);
+  ReportAll("job-1", 5, {{100, 40}, {90}});
+  ReportAll("job-1", 6, {{80}, {70, 30}});
+  ASSERT_TRUE(Report("job-1", 0, 7, {60}).ok());
+  ASSERT_EQ(StepPlans().size(), 2u);
+
+  // a1 lost during step 5.
+  job.set_attention_epoch(1);
+  job.mutable_assigned_nodes()->RemoveLast();
+  job.mutable_assigned_incarnations()->RemoveLast();
+  job.set_assigned_attention_servers(1);
+  cluster_.node("a1").set_state(v1::DEAD);
+
+  // Rank 0's step 7 was of the old epoch: rank 1's alone completes nothing.
+  ASSERT_TRUE(Report("job-1", 1, 7, {60}).ok());
+  EXPECT_EQ(StepPlans().size(), 2u);
+
+  ReportAll("job-1", 5, {{100, 40}, {90}});
+  std::vector<Pushed> plans = StepPlans();
+  ASSERT_EQ(plans.size(), 3u) << "step 5 again, though step 6 was planned";
+  const v1::AttentionStepPlan& redone = plans[2].command.attention_step_plan();
+  EXPECT_EQ(redone.step(), 5);
+  EXPECT_EQ(redone.attention_epoch(), 1u);
+  ASSERT_EQ(redone.micro_batches_size(), 1);
+  ExpectCoversEveryDocumentOnce(redone.micro_batches(0), {{100, 40}, {90}}, 1, "redone step 5");
+  auto kept = planning_.LatestPlan("job-1");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->step(), 5) << "the new epoch's plan is the newest";
+  EXPECT_EQ(kept->attention_epoch(), 1u);
+  ASSERT_EQ(kept->server_names_size(), 1);
+  EXPECT_EQ(kept->server_names(0), "a0");
+
+  // Within the new epoch older steps are refused again.
+  absl::Status late = Report("job-1", 0, 4, {10});
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition) << late;
+  EXPECT_THAT(std::string(late.message()), HasSubstr("attention_demand.step"));
+  ReportAll("job-1", 6, {{80}, {70, 30}});
+  EXPECT_EQ(StepPlans().size(), 4u);
+}
+
+TEST_F(AttentionPlanningTest, OnlyARunningJobsRankZeroGetsStepPlans) {
+  v1::Job& job = cluster_.AddJob("job-1", 2, 1);
+  job.set_state(v1::RECOVERING);
+  ReportAll("job-1", 1, {{10}, {20}});
+  EXPECT_TRUE(pushed_.empty());
+  auto kept = planning_.LatestPlan("job-1");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->step_micro_batches(), 1) << "planned for operators all the same";
+  EXPECT_FALSE(kept->sent_to_workers());
+
+  // Rank 0's session is gone: planned, not sent.
+  job.set_state(v1::RUNNING);
+  push_result_ = absl::NotFoundError("no session for w0");
+  ReportAll("job-1", 2, {{10}, {20}});
+  EXPECT_EQ(StepPlans().size(), 1u);
+  EXPECT_FALSE(planning_.LatestPlan("job-1")->sent_to_workers());
+
+  // No pusher at all.
+  AttentionPlanning silent(cluster_.JobLookup(), cluster_.NodeLookup(), &clock_);
+  ASSERT_TRUE(silent.OnAttentionDemand("w0", 1, Demand("job-1", 0, 3, {10})).ok());
+  ASSERT_TRUE(silent.OnAttentionDemand("w1", 1, Demand("job-1", 1, 3, {20})).ok());
+  auto silent_plan = silent.LatestPlan("job-1");
+  ASSERT_TRUE(silent_plan.ok()) << silent_plan.status();
+  EXPECT_FALSE(silent_plan->sent_to_workers());
+}
+
+// Workers that report different numbers of micro-batches get plans for
+// the ones all of them have.
+TEST_F(AttentionPlanningTest, PlansTheMicroBatchesEveryWorkerReported) {
+  cluster_.AddJob("job-1", 2, 2);
+  ReportAllMicroBatches("job-1", 1, {{{10}, {20}, {30}}, {{40}, {50}}});
+  const std::vector<Pushed> plans = StepPlans();
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].command.attention_step_plan().micro_batches_size(), 2);
+  EXPECT_EQ(planning_.LatestPlan("job-1")->step_micro_batches(), 2);
+}
+
+// A step plan names the speed weights version the workers have when it
+// was planned with those weights, and 0 otherwise.
+TEST_F(AttentionPlanningTest, StepPlansNameThePushedWeightsTheyUsed) {
+  cluster_.AddJob("job-1", 2, 2);
+  ASSERT_TRUE(planning_.OnAttentionTiming("a0", 1, Timing("job-1", 100, 1.0)).ok());
+  ASSERT_TRUE(planning_.OnAttentionTiming("a1", 1, Timing("job-1", 50, 1.0)).ok());
+  ASSERT_EQ(Pushes(v1::SchedulerCommand::kAttentionWeights).size(), 2u);  // version 1
+  ReportAll("job-1", 1, {{200, 100}, {150}});
+  ASSERT_EQ(StepPlans().size(), 1u);
+  EXPECT_EQ(StepPlans()[0].command.attention_step_plan().speed_weights_version(), 1u);
+  EXPECT_EQ(pushed_.back().command.body_case(), v1::SchedulerCommand::kAttentionStepPlan)
+      << "after the weights it names";
+
+  // A change too small to push: the step is still planned with the
+  // weights the workers have (version 1), so the same documents get the
+  // same plan — the one the participants would make themselves.
+  ASSERT_TRUE(planning_.OnAttentionTiming("a1", 1, Timing("job-1", 45, 1.0)).ok());
+  ASSERT_EQ(Pushes(v1::SchedulerCommand::kAttentionWeights).size(), 2u);
+  ReportAll("job-1", 2, {{200, 100}, {150}});
+  ASSERT_EQ(StepPlans().size(), 2u);
+  const v1::AttentionStepPlan second = StepPlans()[1].command.attention_step_plan();
+  EXPECT_EQ(second.speed_weights_version(), 1u);
+  const v1::AttentionStepPlan first = StepPlans()[0].command.attention_step_plan();
+  ASSERT_EQ(second.micro_batches(0).tasks_size(), first.micro_batches(0).tasks_size());
+  for (int t = 0; t < first.micro_batches(0).tasks_size(); ++t) {
+    EXPECT_EQ(second.micro_batches(0).tasks(t).SerializeAsString(),
+              first.micro_batches(0).tasks(t).SerializeAsString())
+        << "task " << t;
+  }
+}
+
+TEST_F(AttentionPlanningTest, StepPlansUseEqualWeightsUntilWeightsArePushed) {
+  cluster_.AddJob("job-1", 2, 2);
+  ReportAll("job-1", 1, {{200, 100}, {150}});
+  ASSERT_EQ(StepPlans().size(), 1u);
+  const v1::AttentionStepPlan plan = StepPlans()[0].command.attention_step_plan();
+  EXPECT_EQ(plan.speed_weights_version(), 0u);
+  // Equal speeds: the two servers' causal pairs within the tolerance.
+  std::vector<double> pairs(2, 0.0);
+  for (const v1::AttentionTask& task : plan.micro_batches(0).tasks()) {
+    const double q = task.q_end() - task.q_begin();
+    pairs[task.server()] += q * task.q_end() - q * (q - 1) / 2;
+  }
+  EXPECT_NEAR(pairs[0] / (pairs[0] + pairs[1]), 0.5, 0.05);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ std::optional<v1::AttentionSpeedWeights> SpeedWeightPushes::Next(
     pushed.generation = generation;
     pushed.attention_epoch = attention_epoch;
     pushed.weights.assign(weights.size(), 1.0);
+    pushed.sent = false;
     pushed.at = absl::InfinitePast();
   }
   if (!forced && (MaxRelativeChange(pushed.weights, weights) <= options_.min_change ||
@@ -35,6 +36,7 @@ std::optional<v1::AttentionSpeedWeights> SpeedWeightPushes::Next(
     return std::nullopt;
   }
   pushed.weights = weights;
+  pushed.sent = true;
   pushed.at = now;
   ++pushed.version;
   v1::AttentionSpeedWeights command;
@@ -44,6 +46,19 @@ std::optional<v1::AttentionSpeedWeights> SpeedWeightPushes::Next(
   command.set_version(pushed.version);
   for (double w : weights) command.add_weights(w);
   return command;
+}
+
+SpeedWeightPushes::Sent SpeedWeightPushes::WorkersWeights(const std::string& job_id,
+                                                          uint64_t generation,
+                                                          uint64_t attention_epoch,
+                                                          int servers) const {
+  auto it = jobs_.find(job_id);
+  if (it != jobs_.end() && it->second.sent && it->second.generation == generation &&
+      it->second.attention_epoch == attention_epoch &&
+      static_cast<int>(it->second.weights.size()) == servers) {
+    return {it->second.version, it->second.weights};
+  }
+  return {0, std::vector<double>(servers, 1.0)};
 }
 
 }  // namespace corescape::scheduler

@@ -44,6 +44,17 @@ class SpeedWeightPushes {
                                                 const std::vector<double>& weights,
                                                 absl::Time now, bool forced);
 
+  // The weights the workers of `job_id` plan with in this generation and
+  // attention epoch: the last sent, or — none sent yet — version 0 with
+  // equal weights for `servers` servers. The scheduler's step plans use
+  // them, so a shipped plan is the one the participants would make.
+  struct Sent {
+    uint64_t version = 0;
+    std::vector<double> weights;  // one per server of the epoch
+  };
+  Sent WorkersWeights(const std::string& job_id, uint64_t generation, uint64_t attention_epoch,
+                      int servers) const;
+
   void Forget(const std::string& job_id) { jobs_.erase(job_id); }
 
  private:
@@ -52,6 +63,7 @@ class SpeedWeightPushes {
     uint64_t attention_epoch = 0;
     uint64_t version = 0;
     std::vector<double> weights;  // what the workers have
+    bool sent = false;            // in this generation and epoch
     absl::Time at = absl::InfinitePast();
   };
   const WeightPushOptions options_;

@@ -64,6 +64,32 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
                                   "--rpc-timeout", "15")
         return json.loads(result.stdout)
 
+    def check_plans_came_ahead(self, *jobs):
+        """The scheduler planned each step while the one before ran: most
+        micro-batches ran on its plans (worker 0 shipped them), on every
+        participant alike; the first step and validation are planned here."""
+        def counts(log, prefix):
+            found = re.findall(prefix + r"(\d+) of (\d+) micro-batches on the scheduler's "
+                               r"plans, (\d+) planned here", log)
+            self.assertTrue(found, f"no plan counts after {prefix!r}")
+            return [tuple(int(x) for x in f) for f in found]
+
+        for job in jobs:
+            # Per step: ping-pong halves A and B, or one whole micro-batch.
+            attention = job.spec.attention
+            per_step = 1 if attention.HasField("ping_pong") and not attention.ping_pong else 2
+            for name in job.assigned_nodes[2:]:
+                log = self.cluster.nodes[name].log()
+                [(scheduled, total, here)] = counts(log, re.escape(f"attention for job {job.job_id} ")
+                                                    + r".*; ")
+                print(f"{job.spec.name} on {name}: {scheduled} of {total} micro-batches on the "
+                      f"scheduler's plans", flush=True)
+                self.assertEqual(scheduled + here, total)
+                self.assertGreaterEqual(scheduled, STEPS * per_step // 2, log[-2000:])
+            worker0 = self.cluster.nodes[job.assigned_nodes[0]].log()
+            self.assertIn("attention worker 0: ", worker0)
+            self.assertRegex(worker0, r"the scheduler's plan of step \d+")
+
     def check_attention_plans(self, colocated, job):
         """The scheduler planned every step of `job` (2 servers) from the
         workers' demands, weighted by the servers' timings; `corescape plan`
@@ -162,8 +188,9 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
         self.assertEqual(sorted(two.assigned_nodes[2:]), ["attn-0", "attn-1"])
         # Every participant planned with the pushed weights (worker 0's).
         for name in ("worker-0", "worker-1", "attn-0", "attn-1"):
-            self.assertIn(f"planning with speed weights version {version} (",
+            self.assertIn(f"planning with speed weights version {version} from micro-batch",
                           self.cluster.nodes[name].log(), name)
+        self.check_plans_came_ahead(one, two)
 
         for job in (colocated, one, two):
             print(f"{job.spec.name}: loss {job.progress.loss:.8f} "

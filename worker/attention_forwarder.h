@@ -15,7 +15,8 @@ namespace corescape::worker {
 // `Inner`: a concrete executor (the runtime's disaggregated or in-place
 // one, which has Abort but is not an AbortableAttention) or another
 // AbortableAttention being decorated (decorators derive and override what
-// they add). Speed weights reach the inner executor if it takes them.
+// they add). Speed weights and the scheduler's plans reach the inner
+// executor if it takes them.
 template <typename Inner>
 class AttentionForwarder : public AbortableAttention {
  public:
@@ -56,6 +57,13 @@ class AttentionForwarder : public AbortableAttention {
       return inner_->SetSpeedWeights(version, weights);
     } else {
       return AbortableAttention::SetSpeedWeights(version, weights);
+    }
+  }
+  absl::Status OfferShippedPlan(attention::ShippedPlan plan) override {
+    if constexpr (requires(Inner& inner) { inner.OfferShippedPlan(std::move(plan)); }) {
+      return inner_->OfferShippedPlan(std::move(plan));
+    } else {
+      return AbortableAttention::OfferShippedPlan(std::move(plan));
     }
   }
 

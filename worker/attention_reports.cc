@@ -1,115 +1,121 @@
 #include "worker/attention_reports.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "worker/attention_forwarder.h"
 
 namespace corescape::worker {
-namespace {
-
-// Hands every layer-0 forward's tasks to the reports, then runs the real
-// executor unchanged.
-class DemandReportingAttention final : public AttentionForwarder<AbortableAttention> {
- public:
-  DemandReportingAttention(std::shared_ptr<AbortableAttention> inner,
-                           const v1::JobAssignment& assignment, AttentionDemandReports* reports)
-      : AttentionForwarder(std::move(inner)), reports_(reports) {
-    assignment_.set_job_id(assignment.job_id());
-    assignment_.set_generation(assignment.generation());
-    assignment_.set_rank(assignment.rank());
-  }
-
-  absl::Status Forward(int layer, const kernels::AttentionShape& shape,
-                       absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                       const float* k, const float* v, int64_t rows, float* o,
-                       float* lse) override {
-    if (layer == 0) reports_->OnMicroBatch(assignment_, tasks);
-    return AttentionForwarder::Forward(layer, shape, tasks, q, k, v, rows, o, lse);
-  }
-  absl::Status StartForward(int half, int layer, const kernels::AttentionShape& shape,
-                            absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                            const float* k, const float* v, int64_t rows, float* o,
-                            float* lse) override {
-    // Only the first after ExpectStep is reported: half A's documents.
-    if (layer == 0) reports_->OnMicroBatch(assignment_, tasks);
-    return AttentionForwarder::StartForward(half, layer, shape, tasks, q, k, v, rows, o, lse);
-  }
-
- private:
-  v1::JobAssignment assignment_;  // job id, generation, rank only
-  AttentionDemandReports* const reports_;
-};
-
-}  // namespace
 
 absl::StatusOr<v1::AttentionDemand> BuildAttentionDemand(
-    const v1::JobAssignment& assignment, int64_t step,
-    absl::Span<const kernels::AttentionTask> tasks) {
+    const v1::JobAssignment& assignment, uint64_t attention_epoch, int64_t step,
+    const std::vector<std::vector<int64_t>>& micro_batches) {
+  if (micro_batches.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("step ", step, " has no micro-batch"));
+  }
   v1::AttentionDemand demand;
   demand.set_job_id(assignment.job_id());
   demand.set_generation(assignment.generation());
   demand.set_rank(assignment.rank());
   demand.set_step(step);
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    if (tasks[i].q_begin != 0 || tasks[i].q_end < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("task ", i, " covers queries [", tasks[i].q_begin, ", ", tasks[i].q_end,
-                       "), not a whole document"));
+  demand.set_attention_epoch(attention_epoch);
+  for (size_t m = 0; m < micro_batches.size(); ++m) {
+    v1::AttentionMicroBatch* out = demand.add_micro_batches();
+    for (size_t d = 0; d < micro_batches[m].size(); ++d) {
+      if (micro_batches[m][d] < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("micro-batch ", m, " of step ", step,
+                                                       ": document ", d, " has length ",
+                                                       micro_batches[m][d]));
+      }
+      out->add_document_lengths(micro_batches[m][d]);
     }
-    demand.add_document_lengths(tasks[i].q_end);
   }
   return demand;
 }
 
-void AttentionDemandReports::ExpectStep(const v1::JobAssignment& assignment, int64_t step,
-                                        Sender send) {
-  absl::MutexLock lock(&mu_);
-  job_id_ = assignment.job_id();
-  generation_ = assignment.generation();
-  step_ = step;
-  send_ = std::move(send);
+namespace {
+
+// What the demands need of an assignment (not the whole spec).
+v1::JobAssignment DemandIdentity(const v1::JobAssignment& assignment) {
+  v1::JobAssignment kept;
+  kept.set_job_id(assignment.job_id());
+  kept.set_generation(assignment.generation());
+  kept.set_rank(assignment.rank());
+  kept.mutable_spec()->set_steps(assignment.spec().steps());
+  return kept;
 }
 
-void AttentionDemandReports::OnMicroBatch(const v1::JobAssignment& assignment,
-                                          absl::Span<const kernels::AttentionTask> tasks) {
-  int64_t step = 0;
-  Sender send;
-  {
-    absl::MutexLock lock(&mu_);
-    // Only the first micro-batch after ExpectStep: later ones of the step
-    // (gradient accumulation) and validation are not reported.
-    if (step_ == 0 || !send_ || assignment.job_id() != job_id_ ||
-        assignment.generation() != generation_) {
-      return;
+}  // namespace
+
+AttentionDemandLookahead::AttentionDemandLookahead(const v1::JobAssignment& assignment,
+                                                   Sender send)
+    : assignment_(DemandIdentity(assignment)), send_(std::move(send)) {}
+
+void AttentionDemandLookahead::BeforeStep(int64_t completed_steps, uint64_t attention_epoch,
+                                          const Peek& peek) {
+  if (attention_epoch != epoch_) {
+    // A new epoch plans over other servers: what went out before is void.
+    epoch_ = attention_epoch;
+    sent_through_ = completed_steps;
+  }
+  const int64_t last = std::min(completed_steps + 2, assignment_.spec().steps());
+  for (int64_t step = std::max(sent_through_, completed_steps) + 1; step <= last; ++step) {
+    auto micro_batches = peek(step - completed_steps);
+    absl::StatusOr<v1::AttentionDemand> demand =
+        micro_batches.ok() ? BuildAttentionDemand(assignment_, epoch_, step, *micro_batches)
+                           : micro_batches.status();
+    sent_through_ = step;
+    if (!demand.ok()) {
+      LOG_EVERY_N(WARNING, 20) << "job " << assignment_.job_id() << ": no attention demand for "
+                               << "step " << step << " (the participants plan it): "
+                               << demand.status();
+      continue;
     }
-    std::swap(step, step_);
-    send = send_;
+    v1::NodeMessage message;
+    *message.mutable_attention_demand() = *std::move(demand);
+    send_(std::move(message));
   }
-  auto demand = BuildAttentionDemand(assignment, step, tasks);
-  if (!demand.ok()) {
-    LOG_EVERY_N(WARNING, 100) << "no attention demand for step " << step << " of job "
-                              << assignment.job_id() << ": " << demand.status();
-    return;
-  }
-  v1::NodeMessage message;
-  *message.mutable_attention_demand() = *std::move(demand);
-  send(std::move(message));
 }
 
-AttentionFactory AttentionDemandReports::Wrap(AttentionFactory factory) {
-  if (factory == nullptr) return nullptr;
-  return [this, factory = std::move(factory)](const v1::JobAssignment& assignment,
-                                              const train::TrainerConfig& config)
-             -> absl::StatusOr<std::shared_ptr<AbortableAttention>> {
-    auto attention = factory(assignment, config);
-    if (!attention.ok()) return attention.status();
-    // The scheduler plans DISAGGREGATED jobs only (it refuses other demands).
-    if (assignment.spec().attention().mode() == v1::IN_PLACE) return attention;
-    return std::shared_ptr<AbortableAttention>(
-        std::make_shared<DemandReportingAttention>(*std::move(attention), assignment, this));
-  };
+absl::StatusOr<std::vector<attention::ShippedPlan>> ShippedPlansFromStepPlan(
+    const v1::AttentionStepPlan& step_plan, int32_t workers, int32_t servers) {
+  std::vector<attention::ShippedPlan> plans;
+  for (int m = 0; m < step_plan.micro_batches_size(); ++m) {
+    const v1::AttentionStepPlan::MicroBatch& micro_batch = step_plan.micro_batches(m);
+    if (micro_batch.tasks_size() > attention::kMaxShippedPlanTasks) {
+      return absl::InvalidArgumentError(absl::StrCat("attention_step_plan.micro_batches[", m,
+                                                     "]: ", micro_batch.tasks_size(),
+                                                     " tasks"));
+    }
+    attention::ShippedPlan plan;
+    plan.step = step_plan.step();
+    plan.speed_weights_version = step_plan.speed_weights_version();
+    for (int t = 0; t < micro_batch.tasks_size(); ++t) {
+      const v1::AttentionTask& task = micro_batch.tasks(t);
+      const std::string field =
+          absl::StrCat("attention_step_plan.micro_batches[", m, "].tasks[", t, "]");
+      if (task.worker_rank() < 0 || task.worker_rank() >= workers) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ".worker_rank: ",
+                                                       task.worker_rank(), ", the job has ",
+                                                       workers, " workers"));
+      }
+      if (task.server() < 0 || task.server() >= servers) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ".server: ", task.server(),
+                                                       ", the attention epoch has ", servers,
+                                                       " servers"));
+      }
+      if (task.document() < 0 || task.q_begin() < 0 || task.q_end() <= task.q_begin()) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ": document ", task.document(),
+                                                       " queries [", task.q_begin(), ", ",
+                                                       task.q_end(), ")"));
+      }
+      plan.tasks.push_back({task.worker_rank(), task.document(), task.q_begin(), task.q_end(),
+                            task.server()});
+    }
+    plans.push_back(std::move(plan));
+  }
+  return plans;
 }
 
 }  // namespace corescape::worker

@@ -2,60 +2,61 @@
 #define CORESCAPE_WORKER_ATTENTION_REPORTS_H_
 
 // What a worker of a DISAGGREGATED job tells the scheduler about core
-// attention: the document lengths of the first micro-batch of every step
-// (AttentionDemand), so the scheduler can plan it (scheduler/
-// attention_planning.h). The documents are what the trainer hands the
-// attention executor at the forward of layer 0.
+// attention ahead of time, and what it takes back: each upcoming step's
+// document lengths (AttentionDemand), sent while the step before runs, so
+// the scheduler can plan the step off the critical path and send worker 0
+// the plans (AttentionStepPlan) before the step needs them
+// (docs/disaggregation.md).
 
 #include <cstdint>
 #include <functional>
-#include <memory>
-#include <string>
+#include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/types/span.h"
 #include "corescape/v1/node.pb.h"
-#include "runtime/kernels/core_attention.h"
-#include "worker/job_runner.h"
+#include "runtime/attention/shipped_plan.h"
 
 namespace corescape::worker {
 
-// The demand of `assignment`'s rank for `step`: one length per task. The
-// trainer's tasks are whole documents (q_begin 0); anything else is an
-// InvalidArgument, as the disaggregated executor refuses it too.
+// The demand of `assignment`'s rank for `step` in `attention_epoch`: the
+// document lengths of every core-attention micro-batch of the step.
+// InvalidArgument for an empty step or a length < 1.
 absl::StatusOr<v1::AttentionDemand> BuildAttentionDemand(
-    const v1::JobAssignment& assignment, int64_t step,
-    absl::Span<const kernels::AttentionTask> tasks);
+    const v1::JobAssignment& assignment, uint64_t attention_epoch, int64_t step,
+    const std::vector<std::vector<int64_t>>& micro_batches);
 
-// Joins the job runner, which knows which step comes next, with every
-// attention executor of a run (the first, and each new one after an
-// attention failover), which sees the documents.
-class AttentionDemandReports {
+// Sends each step's demand once per attention epoch, one step ahead: before
+// step s runs, the demands of steps s and s+1 (the first time both, later
+// only s+1; after a failover to a new epoch both again, planned over the new
+// servers).
+class AttentionDemandLookahead {
  public:
+  // The lengths of every micro-batch of the step `steps_ahead` after the
+  // last completed one (DataParallelTrainer::UpcomingAttentionDocuments).
+  using Peek =
+      std::function<absl::StatusOr<std::vector<std::vector<int64_t>>>(int64_t steps_ahead)>;
   using Sender = std::function<void(v1::NodeMessage)>;
 
-  // The next micro-batch of `assignment`'s job and generation begins
-  // `step`; its demand goes to `send` (the node session). Each call is
-  // reported once: a step redone after an attention failover again.
-  void ExpectStep(const v1::JobAssignment& assignment, int64_t step, Sender send);
+  AttentionDemandLookahead(const v1::JobAssignment& assignment, Sender send);
 
-  // Executors made by the returned factory report to this (IN_PLACE ones
-  // do not: there is no attention server to plan for); null stays null.
-  AttentionFactory Wrap(AttentionFactory factory);
-
-  // An executor saw the forward of layer 0 of a micro-batch.
-  void OnMicroBatch(const v1::JobAssignment& assignment,
-                    absl::Span<const kernels::AttentionTask> tasks);
+  // Before the step after `completed_steps` runs in `attention_epoch`.
+  // A step the loader cannot look at is skipped with a warning: the
+  // participants then plan it themselves.
+  void BeforeStep(int64_t completed_steps, uint64_t attention_epoch, const Peek& peek);
 
  private:
-  absl::Mutex mu_;
-  std::string job_id_ ABSL_GUARDED_BY(mu_);
-  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;  // 0: nothing expected
-  Sender send_ ABSL_GUARDED_BY(mu_);
+  const v1::JobAssignment assignment_;  // job, generation, rank, spec.steps
+  const Sender send_;
+  uint64_t epoch_ = 0;
+  int64_t sent_through_ = 0;  // the last step whose demand went out in epoch_
 };
+
+// The scheduler's plans of one step's micro-batches, checked against the
+// job's `workers` and `servers`: InvalidArgument naming the field for a
+// task out of range (the participants would refuse the plan anyway; this
+// keeps a bad one from travelling).
+absl::StatusOr<std::vector<attention::ShippedPlan>> ShippedPlansFromStepPlan(
+    const v1::AttentionStepPlan& step_plan, int32_t workers, int32_t servers);
 
 }  // namespace corescape::worker
 

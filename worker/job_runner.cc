@@ -18,8 +18,7 @@ namespace corescape::worker {
 
 JobRunner::JobRunner(GroupFactory group_factory, int threads, AttentionFactory attention_factory)
     : group_factory_(std::move(group_factory)),
-      demand_reports_(std::make_unique<AttentionDemandReports>()),
-      attention_factory_(demand_reports_->Wrap(std::move(attention_factory))),
+      attention_factory_(std::move(attention_factory)),
       threads_(threads) {}
 
 JobRunner::~JobRunner() { Shutdown(); }
@@ -118,6 +117,41 @@ void JobRunner::TakeSpeedWeights(const v1::AttentionSpeedWeights& weights) {
   ApplySpeedWeights(*current_);
 }
 
+void JobRunner::TakeStepPlan(const v1::AttentionStepPlan& step_plan) {
+  std::string why;
+  if (current_ == nullptr || current_->assignment.job_id() != step_plan.job_id()) {
+    why = "not running that job";
+  } else if (current_->assignment.generation() != step_plan.generation()) {
+    why = absl::StrCat("running generation ", current_->assignment.generation());
+  } else if (current_->attention == nullptr ||
+             current_->attention_epoch != step_plan.attention_epoch()) {
+    // Planned over another epoch's servers: the executor could not use it.
+    why = absl::StrCat("in attention epoch ", current_->attention_epoch);
+  } else if (current_->assignment.rank() != 0) {
+    why = "only worker rank 0 ships plans";
+  }
+  absl::StatusOr<std::vector<attention::ShippedPlan>> plans =
+      why.empty() ? ShippedPlansFromStepPlan(
+                        step_plan, current_->attention_membership.peer_data_addresses_size(),
+                        current_->attention_membership.attention_server_addresses_size())
+                  : absl::FailedPreconditionError(why);
+  if (!plans.ok()) {
+    // A late plan (the run moved on) is harmless: the step is planned here.
+    LOG_EVERY_N(WARNING, 20) << "ignoring the attention plan of step " << step_plan.step()
+                             << " of job " << step_plan.job_id() << " generation "
+                             << step_plan.generation() << " attention epoch "
+                             << step_plan.attention_epoch() << ": " << plans.status().message();
+    return;
+  }
+  for (attention::ShippedPlan& plan : *plans) {
+    if (absl::Status s = current_->attention->OfferShippedPlan(std::move(plan)); !s.ok()) {
+      LOG_EVERY_N(WARNING, 20) << "job " << step_plan.job_id()
+                               << ": attention plan refused: " << s;
+      return;
+    }
+  }
+}
+
 void JobRunner::ApplySpeedWeights(Run& run) {
   if (run.attention == nullptr || !run.speed_weights ||
       run.speed_weights->attention_epoch() != run.attention_epoch) {
@@ -136,6 +170,10 @@ void JobRunner::Handle(const v1::SchedulerCommand& command, NodeAgent& agent) {
   absl::MutexLock lock(&mu_);
   if (command.has_attention_weights()) {
     TakeSpeedWeights(command.attention_weights());
+    return;
+  }
+  if (command.has_attention_step_plan()) {
+    TakeStepPlan(command.attention_step_plan());
     return;
   }
   if (command.has_stop_job()) {
@@ -283,10 +321,16 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
   const bool reporter = assignment.rank() == 0;
   const int64_t eval_interval = spec.eval_interval_steps();
   const int64_t checkpoint_interval = spec.checkpoint().interval_steps();
+  // DISAGGREGATED jobs: the scheduler plans each step's core attention
+  // while the step before runs.
+  AttentionDemandLookahead demands(assignment,
+                                   [agent](v1::NodeMessage m) { agent->Send(std::move(m)); });
+  const AttentionDemandLookahead::Peek peek = [&trainer](int64_t steps_ahead) {
+    return (*trainer)->UpcomingAttentionDocuments(steps_ahead);
+  };
   while ((*trainer)->step() < spec.steps()) {
     if (run->stop) return fail(absl::CancelledError("stop requested"));
-    demand_reports_->ExpectStep(assignment, (*trainer)->step() + 1,
-                                [agent](v1::NodeMessage m) { agent->Send(std::move(m)); });
+    if (disaggregated) demands.BeforeStep((*trainer)->step(), attention_epoch, peek);
     auto result = (*trainer)->Step();
     if (!result.ok() && disaggregated && train::IsDiscardedForAttention(result.status())) {
       // Every rank dropped the step: redo it in the next attention epoch.

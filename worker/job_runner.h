@@ -13,13 +13,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "corescape/v1/node.pb.h"
+#include "runtime/attention/shipped_plan.h"
 #include "runtime/control/node_agent.h"
 #include "runtime/train/data_parallel_group.h"
 #include "runtime/train/data_parallel_trainer.h"
 
 namespace corescape::worker {
-
-class AttentionDemandReports;  // attention_reports.h
 
 // Builds the job's data-parallel group (its communicator) from an
 // assignment: peers, generation, token.
@@ -47,6 +46,12 @@ class AbortableAttention : public model::CoreAttentionExecutor {
   virtual absl::Status SetSpeedWeights(uint64_t /*version*/,
                                        const std::vector<double>& /*weights*/) {
     return absl::FailedPreconditionError("this attention executor takes no speed weights");
+  }
+  // The scheduler's plan of an upcoming micro-batch (worker rank 0 of a
+  // DISAGGREGATED job; attention/shipped_plan.h); any thread. Executors
+  // that plan over no servers refuse it.
+  virtual absl::Status OfferShippedPlan(attention::ShippedPlan /*plan*/) {
+    return absl::FailedPreconditionError("this attention executor takes no scheduler plans");
   }
 };
 using AttentionFactory = std::function<absl::StatusOr<std::shared_ptr<AbortableAttention>>(
@@ -100,13 +105,14 @@ class JobRunner {
   // (otherwise logs why not, rate-limited), and hands them to its executor.
   void TakeSpeedWeights(const v1::AttentionSpeedWeights& weights)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands the scheduler's plans of an upcoming step to the current run's
+  // executor if they are for its job, generation and attention epoch and
+  // this is rank 0 (otherwise logs why not, rate-limited).
+  void TakeStepPlan(const v1::AttentionStepPlan& step_plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands run.speed_weights to run.attention when both are of one epoch.
   void ApplySpeedWeights(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const GroupFactory group_factory_;
-  // Attention demands to the scheduler; before attention_factory_, whose
-  // executors report to it.
-  const std::unique_ptr<AttentionDemandReports> demand_reports_;
   const AttentionFactory attention_factory_;
   const int threads_;
   absl::Mutex mu_;

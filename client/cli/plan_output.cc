@@ -32,6 +32,14 @@ std::string Share(double cost, double total) {
   return total > 0 ? absl::StrFormat("%.1f%%", 100 * cost / total) : "-";
 }
 
+// "step 12: 2 core-attention micro-batches planned ahead, sent to worker 0".
+std::string PlannedAhead(const v1::AttentionPlan& plan) {
+  const int count = plan.step_micro_batches();
+  return absl::StrCat("step ", plan.step(), ": ", count, " core-attention micro-batch",
+                      count == 1 ? "" : "es", " planned ahead, ",
+                      plan.sent_to_workers() ? "sent to worker 0" : "not sent");
+}
+
 }  // namespace
 
 std::string FormatFlops(double flops, bool per_second) {
@@ -72,6 +80,9 @@ nlohmann::json AttentionPlanToJson(const v1::AttentionPlan& plan, bool with_task
       {"tolerance", plan.tolerance()},
       {"bytes_moved", plan.bytes_moved()},
       {"pushed_weights_version", plan.pushed_weights_version()},
+      {"attention_epoch", plan.attention_epoch()},
+      {"step_micro_batches", plan.step_micro_batches()},
+      {"sent_to_workers", plan.sent_to_workers()},
       {"total_cost", total},
       {"task_count", plan.tasks_size()},
       {"worker_tokens", std::vector<int64_t>(plan.worker_tokens().begin(),
@@ -100,9 +111,12 @@ std::string RenderAttentionPlan(const v1::AttentionPlan& plan, int64_t now_unix_
   int64_t tokens = 0;
   for (int64_t t : plan.worker_tokens()) tokens += t;
   Table summary({"", ""});
-  summary.AddRow({"Job:", absl::StrCat(plan.job_id(), "  generation ", plan.generation())});
+  summary.AddRow({"Job:", absl::StrCat(plan.job_id(), "  generation ", plan.generation(),
+                                       "  attention epoch ", plan.attention_epoch())});
   summary.AddRow({"Step:", absl::StrCat(plan.step(), "  planned ",
                                         FormatAge(plan.planned_unix_ms(), now_unix_ms))});
+  // Re-plans (Rebalance) and older schedulers plan no step ahead.
+  if (plan.step_micro_batches() > 0) summary.AddRow({"Ahead:", PlannedAhead(plan)});
   summary.AddRow({"Workers:", absl::StrCat(plan.worker_tokens_size(), " (",
                                            FormatThousands(tokens), " tokens, ",
                                            FormatThousands(plan.tasks_size()), " tasks)")});

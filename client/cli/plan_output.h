@@ -15,8 +15,10 @@ namespace corescape::cli {
 // "1.23 GFLOP"; with per_second "1.23 GFLOP/s".
 std::string FormatFlops(double flops, bool per_second = false);
 
-// {"job_id", "generation", "step", "planned_unix_ms", "planned_time",
-//  "imbalance", "tolerance", "bytes_moved", "total_cost", "task_count",
+// {"job_id", "generation", "attention_epoch", "step", "step_micro_batches",
+//  "sent_to_workers", "planned_unix_ms", "planned_time", "imbalance",
+//  "tolerance", "bytes_moved", "pushed_weights_version", "total_cost",
+//  "task_count",
 //  "worker_tokens": [...], "excluded_servers": [...],
 //  "servers": [{"name", "address", "speed_weight", "measured_speed",
 //               "cost", "share", "tasks", "bytes_received"}]}
@@ -24,7 +26,8 @@ std::string FormatFlops(double flops, bool per_second = false);
 // with_tasks.
 nlohmann::json AttentionPlanToJson(const corescape::v1::AttentionPlan& plan, bool with_tasks);
 
-// Summary lines (job, step, imbalance, bytes moved, servers left out), the
+// Summary lines (job and attention epoch, step, the step's micro-batches
+// planned ahead for worker 0, imbalance, bytes moved, servers left out), the
 // per-server table (SERVER SPEED-WEIGHT MEASURED COST SHARE TASKS BYTES)
 // and, with_tasks, the tasks (WORKER DOCUMENT QUERIES SERVER).
 std::string RenderAttentionPlan(const corescape::v1::AttentionPlan& plan, int64_t now_unix_ms,

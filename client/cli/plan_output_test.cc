@@ -19,7 +19,10 @@ v1::AttentionPlan TwoServerPlan() {
   v1::AttentionPlan plan;
   plan.set_job_id("job-4");
   plan.set_generation(2);
+  plan.set_attention_epoch(1);
   plan.set_step(17);
+  plan.set_step_micro_batches(2);
+  plan.set_sent_to_workers(true);
   plan.set_planned_unix_ms(kNow - 1500);
   plan.set_imbalance(1.0123);
   plan.set_tolerance(0.05);
@@ -65,8 +68,9 @@ TEST(PlanOutputTest, FormatFlops) {
 TEST(PlanOutputTest, TableHasEveryServerAndTheTotals) {
   const std::string text = RenderAttentionPlan(TwoServerPlan(), kNow, /*with_tasks=*/false);
   for (const char* expected : {
-           "Job:        job-4  generation 2\n",
+           "Job:        job-4  generation 2  attention epoch 1\n",
            "Step:       17  planned 1.5s ago\n",
+           "Ahead:      step 17: 2 core-attention micro-batches planned ahead, sent to worker 0\n",
            "Workers:    2 (512 tokens, 4 tasks)\n",
            "Imbalance:  1.0123 (max/mean server time; tolerance 0.05)\n",
            "Cost:       4.00 GFLOP\n",
@@ -97,6 +101,9 @@ TEST(PlanOutputTest, JsonForScripts) {
   EXPECT_EQ(json["bytes_moved"], 3 * 1024 * 1024);
   EXPECT_EQ(json["task_count"], 4);
   EXPECT_EQ(json["pushed_weights_version"], 7);
+  EXPECT_EQ(json["attention_epoch"], 1);
+  EXPECT_EQ(json["step_micro_batches"], 2);
+  EXPECT_EQ(json["sent_to_workers"], true);
   EXPECT_DOUBLE_EQ(json["total_cost"].get<double>(), 4e9);
   EXPECT_EQ(json["worker_tokens"], nlohmann::json({300, 212}));
   EXPECT_EQ(json["excluded_servers"], nlohmann::json({"attn-2 (DRAINING)"}));
@@ -128,9 +135,22 @@ TEST(PlanOutputTest, OlderPlansWithoutServerDetails) {
   const std::string text = RenderAttentionPlan(plan, kNow, true);
   EXPECT_TRUE(absl::StrContains(text, "server 0  1.000")) << text;
   EXPECT_FALSE(absl::StrContains(text, "Weights:")) << "no push, no line";
+  EXPECT_FALSE(absl::StrContains(text, "Ahead:")) << "nothing planned ahead, no line";
   const nlohmann::json json = AttentionPlanToJson(plan, false);
   EXPECT_EQ(json["servers"][0]["name"], "");
   EXPECT_DOUBLE_EQ(json["servers"][0]["share"].get<double>(), 1.0);
+}
+
+// A step planned ahead that did not reach worker 0 (job not RUNNING, or
+// its session gone) says so.
+TEST(PlanOutputTest, StepPlannedAheadButNotSent) {
+  v1::AttentionPlan plan = TwoServerPlan();
+  plan.set_step_micro_batches(1);
+  plan.set_sent_to_workers(false);
+  const std::string text = RenderAttentionPlan(plan, kNow, false);
+  EXPECT_TRUE(absl::StrContains(
+      text, "Ahead:      step 17: 1 core-attention micro-batch planned ahead, not sent\n"))
+      << text;
 }
 
 }  // namespace

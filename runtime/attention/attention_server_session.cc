@@ -42,7 +42,14 @@ AttentionServerSession::AttentionServerSession(comm::Communicator* communicator,
       server_(communicator->rank() - options.workers),
       headers_(options.workers),
       requests_(options.workers),
-      replies_(options.workers) {}
+      replies_(options.workers),
+      planner_(absl::StrCat("attention server ", server_), [&options] {
+        PlanOptions plan;
+        plan.servers = options.servers;
+        plan.tolerance = options.tolerance;
+        plan.planner = options.planner;
+        return plan;
+      }()) {}
 
 std::string AttentionServerSession::Describe(int32_t worker) const {
   return absl::StrCat("worker ", communicator_->DescribePeer(worker));
@@ -167,7 +174,7 @@ absl::Status AttentionServerSession::ReceiveDocuments(const ExchangeHeader& head
   }
   if (absl::Status s = WaitAll(receives); !s.ok()) return s;
   std::vector<std::vector<int64_t>> documents(workers);
-  // Lengths, and worker 0's speed weights (speed_weights.h).
+  // Lengths, and worker 0's speed weights and plan (documents_message.h).
   std::vector<std::vector<int64_t>> messages(workers);
   std::vector<ExchangeHeader> announces(workers);
   for (int32_t w = 0; w < workers; ++w) {
@@ -189,36 +196,18 @@ absl::Status AttentionServerSession::ReceiveDocuments(const ExchangeHeader& head
     }
   }
   if (absl::Status s = WaitAll(receives); !s.ok()) return s;
-  SpeedWeights weights;
+  DocumentsMessage worker0;
   for (int32_t w = 0; w < workers; ++w) {
     auto received = DecodeDocumentsMessage(messages[w], announces[w], options_.servers,
                                            Describe(w));
     if (!received.ok()) return received.status();
     documents[w] = std::move(received->lengths);
-    if (w == 0) weights = *std::move(received->weights);
+    if (w == 0) worker0 = *std::move(received);
   }
-  for (int32_t w = 0; w < workers; ++w) {
-    for (int64_t length : documents[w]) {
-      if (length < 1 || length > (int64_t{1} << 32)) {
-        return absl::DataLossError(absl::StrCat("document length ", length, " from ",
-                                                Describe(w), " in ", header.Describe()));
-      }
-    }
-  }
-  PlanOptions plan_options;
-  plan_options.servers = options_.servers;
-  plan_options.tolerance = options_.tolerance;
-  plan_options.planner = options_.planner;
-  plan_options.server_speeds = weights.weights;
-  auto plan = PlanMicroBatch(std::move(documents), header.shape(), plan_options);
+  auto plan = planner_.Plan(std::move(documents), worker0, header);
   if (!plan.ok()) return plan.status();
   plan_ = *std::move(plan);
-  plan_->speed_weights_version = weights.version;
-  if (planned_weights_version_ != weights.version) {
-    planned_weights_version_ = weights.version;
-    LOG(INFO) << "attention server " << server_ << ": planning with speed weights "
-              << weights.Describe() << " from micro-batch " << header.micro_batch;
-  }
+  stats_.plan_sources = planner_.sources();
   tasks_ = KernelTasks(plan_->batches[server_]);
   ++stats_.micro_batches;
   if (layers_.size() != static_cast<size_t>(header.n_layers)) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "runtime/attention/announced_micro_batch.h"
 #include "runtime/attention/micro_batch_plan.h"
 #include "runtime/attention/speed_weights.h"
 #include "runtime/attention/wire_format.h"
@@ -44,13 +45,14 @@ struct ServerSessionStats {
   int64_t tasks = 0;        // kernel tasks run (forward)
   int64_t query_rows = 0;   // forward query rows computed
   double kernel_seconds = 0;
+  PlanSourceCounts plan_sources;  // the scheduler's plans vs planned here
 };
 
 // An attention server's part of one job generation: for every exchange
 // (wire_format.h) it hears all workers, checks they are in step with each
 // other and with the call order (per micro-batch forward of layers 0..L-1,
-// then optionally backward of L-1..0), computes the same plan as the
-// workers, copies every worker's rows into one fused batch, runs ONE kernel
+// then optionally backward of L-1..0), takes the same plan as the workers
+// (announced_micro_batch.h), copies every worker's rows into one fused batch, runs ONE kernel
 // call over all of them (K/V gradients of a document's pieces summed by the
 // kernel), and answers each worker with its rows. Buffers are reused across
 // exchanges, so memory stays at the largest micro-batch's. Ping-pong halves
@@ -114,7 +116,7 @@ class AttentionServerSession {
   MicroBatchTiming timing_;  // of the current micro-batch
   int current_half_ = 0;
   ParkedHalf parked_;
-  std::optional<uint64_t> planned_weights_version_;  // logged when it changes
+  ParticipantPlanner planner_;
 };
 
 }  // namespace corescape::attention

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "runtime/attention/announced_micro_batch.h"
 #include "runtime/comm/handle_set.h"
 
 namespace corescape::attention {
@@ -13,6 +14,14 @@ namespace {
 using Handles = comm::HandleSet;
 using comm::Post;
 using comm::WaitAll;
+
+PlanOptions ParticipantPlanOptions(const DisaggregatedOptions& options) {
+  PlanOptions plan;
+  plan.servers = options.servers;
+  plan.tolerance = options.tolerance;
+  plan.planner = options.planner;
+  return plan;
+}
 
 }  // namespace
 
@@ -43,7 +52,8 @@ DisaggregatedCoreAttention::DisaggregatedCoreAttention(
       replies_(options.servers),
       send_headers_(options.servers + options.workers),
       reply_headers_(options.servers + options.workers),
-      weights_(SpeedWeights::Equal(options.servers)) {
+      weights_(SpeedWeights::Equal(options.servers)),
+      planner_(absl::StrCat("attention worker ", rank_), ParticipantPlanOptions(options)) {
   parked_.requests.resize(options.servers);
   parked_.replies.resize(options.servers);
   parked_.send_headers.resize(options.servers + options.workers);
@@ -51,6 +61,9 @@ DisaggregatedCoreAttention::DisaggregatedCoreAttention(
 }
 
 DisaggregatedCoreAttention::~DisaggregatedCoreAttention() {
+  if (next_micro_batch_ > 0) {
+    LOG(INFO) << "attention worker " << rank_ << ": " << planner_.sources().Describe();
+  }
   if (in_flight_ || parked_.in_flight) {
     // The caller gave up mid-schedule: the servers are owed a call the
     // other workers may never make, so nobody can end cleanly.
@@ -90,6 +103,16 @@ absl::Status DisaggregatedCoreAttention::SetSpeedWeights(SpeedWeights weights) {
   }
   absl::MutexLock lock(&weights_mu_);
   weights_ = std::move(weights);
+  return absl::OkStatus();
+}
+
+absl::Status DisaggregatedCoreAttention::OfferShippedPlan(ShippedPlan plan) {
+  if (rank_ != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "attention worker ", rank_, " got the scheduler's plan of step ", plan.step,
+        "; only worker 0 ships plans"));
+  }
+  shipped_plans_.Offer(std::move(plan));
   return absl::OkStatus();
 }
 
@@ -163,20 +186,19 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
   rows_ = rows;
 
   // Tell every other rank this worker's document lengths (worker 0 adds the
-  // speed weights everyone plans with); hear the other workers'.
-  SpeedWeights weights;
+  // speed weights everyone plans with, and the scheduler's plan of this
+  // micro-batch if it has one); hear the other workers'.
+  DocumentsMessage mine;
+  mine.lengths = lengths;
   if (rank_ == 0) {
     absl::MutexLock lock(&weights_mu_);
-    weights = weights_;
+    mine.weights = weights_;
+    mine.plan = shipped_plans_.TakeMatching(lengths);
   }
-  const std::vector<int64_t> message =
-      EncodeDocumentsMessage(lengths, rank_ == 0 ? &weights : nullptr);
-  const int world = communicator_->world_size();
   ExchangeHeader announce = MakeHeader(Pass::kForward, 0, shape);
-  announce.num_documents = static_cast<int32_t>(lengths.size());
-  announce.num_speed_weights = rank_ == 0 ? options_.servers : 0;
-  announce.payload_bytes = 0;
+  const std::vector<int64_t> message = EncodeDocumentsMessage(mine, announce);
   const HeaderBytes announce_bytes = EncodeHeader(announce);
+  const int world = communicator_->world_size();
   std::vector<std::vector<int64_t>> all_lengths(options_.workers);
   std::vector<std::vector<int64_t>> messages(options_.workers);
   std::vector<ExchangeHeader> announces(options_.workers);
@@ -202,10 +224,7 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
   }
   if (absl::Status s = WaitAll(receives); !s.ok()) return Fail(s);
   for (int peer = 0; peer < options_.workers; ++peer) {
-    if (peer == rank_) {
-      all_lengths[peer] = lengths;
-      continue;
-    }
+    if (peer == rank_) continue;
     const std::string who = absl::StrCat("worker ", communicator_->DescribePeer(peer));
     auto header = DecodeHeader(reply_headers_[peer], who);
     if (!header.ok()) return Fail(header.status());
@@ -225,30 +244,23 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
   }
   if (absl::Status s = WaitAll(receives); !s.ok()) return Fail(s);
   if (absl::Status s = WaitAll(sends); !s.ok()) return Fail(s);
+  DocumentsMessage worker0 = rank_ == 0 ? std::move(mine) : DocumentsMessage{};
   for (int peer = 0; peer < options_.workers; ++peer) {
-    if (peer == rank_) continue;
+    if (peer == rank_) {
+      all_lengths[peer] = lengths;
+      continue;
+    }
     auto received = DecodeDocumentsMessage(
         messages[peer], announces[peer], options_.servers,
         absl::StrCat("worker ", communicator_->DescribePeer(peer)));
     if (!received.ok()) return Fail(received.status());
     all_lengths[peer] = std::move(received->lengths);
-    if (peer == 0) weights = *std::move(received->weights);
+    if (peer == 0) worker0 = *std::move(received);
   }
 
-  PlanOptions plan_options;
-  plan_options.servers = options_.servers;
-  plan_options.tolerance = options_.tolerance;
-  plan_options.planner = options_.planner;
-  plan_options.server_speeds = weights.weights;
-  auto plan = PlanMicroBatch(std::move(all_lengths), shape, plan_options);
+  auto plan = planner_.Plan(std::move(all_lengths), worker0, announce);
   if (!plan.ok()) return Fail(plan.status());
   plan_ = *std::move(plan);
-  plan_->speed_weights_version = weights.version;
-  if (planned_weights_version_ != weights.version) {
-    planned_weights_version_ = weights.version;
-    LOG(INFO) << "attention worker " << rank_ << ": planning with speed weights "
-              << weights.Describe() << " from micro-batch " << micro_batch_;
-  }
   query_rows_.resize(options_.servers);
   kv_rows_.resize(options_.servers);
   for (int32_t s = 0; s < options_.servers; ++s) {

@@ -12,7 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/attention/announced_micro_batch.h"
 #include "runtime/attention/micro_batch_plan.h"
+#include "runtime/attention/shipped_plan.h"
 #include "runtime/attention/speed_weights.h"
 #include "runtime/attention/wire_format.h"
 #include "runtime/comm/communicator.h"
@@ -48,8 +50,9 @@ struct DisaggregatedOptions {
 
 // The worker's side of disaggregated core attention: every layer's core
 // attention runs on the attention servers. At the forward of layer 0 (a new
-// micro-batch) the workers tell every rank their document lengths and each
-// participant computes the same plan (micro_batch_plan.h); then per call the
+// micro-batch) the workers tell every rank their document lengths — worker
+// 0 with the scheduler's plan of the micro-batch when it has one — and each
+// participant takes the same plan (announced_micro_batch.h); then per call the
 // worker sends each server its Q/K/V (or dO) rows in plan order and writes
 // what comes back into O/LSE (or dQ, and adds dK/dV). Every message carries
 // an ExchangeHeader that the receiver checks.
@@ -105,6 +108,14 @@ class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
       ABSL_LOCKS_EXCLUDED(weights_mu_) {
     return SetSpeedWeights(SpeedWeights{version, weights});
   }
+
+  // The scheduler's plan of an upcoming micro-batch (any thread). Rank 0
+  // ships it to every participant with the documents of the micro-batch it
+  // matches (shipped_plan.h); other ranks refuse it (FailedPrecondition):
+  // only rank 0's plans count.
+  absl::Status OfferShippedPlan(ShippedPlan plan);
+  // Where the plans so far came from.
+  const PlanSourceCounts& plan_sources() const { return planner_.sources(); }
 
   // The plan of the current micro-batch (null before the first forward).
   const MicroBatchPlan* current_plan() const { return plan_ ? &*plan_ : nullptr; }
@@ -197,7 +208,8 @@ class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
   ParkedHalf parked_;
   absl::Mutex weights_mu_;
   SpeedWeights weights_ ABSL_GUARDED_BY(weights_mu_);  // rank 0 sends these
-  std::optional<uint64_t> planned_weights_version_;    // logged when it changes
+  ShippedPlanQueue shipped_plans_;  // rank 0: the scheduler's plans
+  ParticipantPlanner planner_;
 };
 
 }  // namespace corescape::attention

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/planner/attention_planner.h"
 #include "runtime/planner/distca_greedy.h"
+#include "runtime/planner/plan_summary.h"
 
 namespace corescape::attention {
 
@@ -14,9 +15,13 @@ RowWidths RowWidths::Of(const kernels::AttentionShape& shape) {
           shape.n_heads};
 }
 
-absl::StatusOr<MicroBatchPlan> PlanMicroBatch(std::vector<std::vector<int64_t>> worker_documents,
-                                              const kernels::AttentionShape& shape,
-                                              const PlanOptions& options) {
+namespace {
+
+// The planner's input for the participants' options (equal speeds unless
+// given; in-place servers colocated with their workers).
+absl::StatusOr<planner::PlanInput> MicroBatchPlanInput(
+    std::vector<std::vector<int64_t>> worker_documents, const kernels::AttentionShape& shape,
+    const PlanOptions& options) {
   if (options.servers < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("attention plan: ", options.servers, " servers"));
@@ -47,28 +52,19 @@ absl::StatusOr<MicroBatchPlan> PlanMicroBatch(std::vector<std::vector<int64_t>> 
   input.model.n_kv_heads = shape.n_kv_heads;
   input.model.head_dim = shape.head_dim;
   input.model.bytes_per_element = sizeof(float);  // fp32 on the wire
+  return input;
+}
+
+// Lays `plan` out as every server's fused batch and every worker's share.
+absl::StatusOr<MicroBatchPlan> LayOutMicroBatch(std::vector<std::vector<int64_t>> worker_documents,
+                                                planner::Plan plan, int32_t servers) {
   MicroBatchPlan result;
-  absl::StatusOr<planner::Plan> plan;
-  if (options.planner == PlannerKind::kDistcaGreedy) {
-    int64_t tokens = 0;
-    for (const auto& documents : input.worker_documents) {
-      for (int64_t length : documents) tokens += length;
-    }
-    planner::DistcaOptions distca;
-    distca.tolerance = options.tolerance;
-    // Ranks are servers: lay every worker's documents out over them.
-    distca.token_budget = std::max<int64_t>(1, (tokens + options.servers - 1) / options.servers);
-    plan = planner::PlanDistcaGreedy(input, distca);
-  } else {
-    plan = planner::PlanAttention(input, planner::PlannerOptions{options.tolerance});
-  }
-  if (!plan.ok()) return plan.status();
-  result.plan = *std::move(plan);
-  result.worker_documents = std::move(input.worker_documents);
+  result.plan = std::move(plan);
+  result.worker_documents = std::move(worker_documents);
   const int32_t workers = static_cast<int32_t>(result.worker_documents.size());
-  result.batches.resize(options.servers);
-  result.shares.assign(options.servers, std::vector<WorkerShare>(workers));
-  for (int32_t s = 0; s < options.servers; ++s) {
+  result.batches.resize(servers);
+  result.shares.assign(servers, std::vector<WorkerShare>(workers));
+  for (int32_t s = 0; s < servers; ++s) {
     auto batch = planner::LayOutServerBatch(result.plan, s);
     if (!batch.ok()) return batch.status();
     result.batches[s] = *std::move(batch);
@@ -117,6 +113,43 @@ absl::StatusOr<MicroBatchPlan> PlanMicroBatch(std::vector<std::vector<int64_t>> 
     }
   }
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<MicroBatchPlan> PlanMicroBatch(std::vector<std::vector<int64_t>> worker_documents,
+                                              const kernels::AttentionShape& shape,
+                                              const PlanOptions& options) {
+  auto input = MicroBatchPlanInput(std::move(worker_documents), shape, options);
+  if (!input.ok()) return input.status();
+  absl::StatusOr<planner::Plan> plan;
+  if (options.planner == PlannerKind::kDistcaGreedy) {
+    int64_t tokens = 0;
+    for (const auto& documents : input->worker_documents) {
+      for (int64_t length : documents) tokens += length;
+    }
+    planner::DistcaOptions distca;
+    distca.tolerance = options.tolerance;
+    // Ranks are servers: lay every worker's documents out over them.
+    distca.token_budget = std::max<int64_t>(1, (tokens + options.servers - 1) / options.servers);
+    plan = planner::PlanDistcaGreedy(*input, distca);
+  } else {
+    plan = planner::PlanAttention(*input, planner::PlannerOptions{options.tolerance});
+  }
+  if (!plan.ok()) return plan.status();
+  return LayOutMicroBatch(std::move(input->worker_documents), *std::move(plan), options.servers);
+}
+
+absl::StatusOr<MicroBatchPlan> AdoptMicroBatchPlan(
+    std::vector<std::vector<int64_t>> worker_documents, const kernels::AttentionShape& shape,
+    const PlanOptions& options, std::vector<planner::PlannedTask> tasks) {
+  auto input = MicroBatchPlanInput(std::move(worker_documents), shape, options);
+  if (!input.ok()) return input.status();
+  if (absl::Status s = planner::ValidatePlanInput(*input); !s.ok()) return s;
+  // Checks every task's range and that the tasks tile each document once.
+  auto plan = planner::SummarizePlan(*input, std::move(tasks));
+  if (!plan.ok()) return absl::InvalidArgumentError(plan.status().message());
+  return LayOutMicroBatch(std::move(input->worker_documents), *std::move(plan), options.servers);
 }
 
 int64_t ForwardRequestFloats(const WorkerShare& s, const RowWidths& w) {

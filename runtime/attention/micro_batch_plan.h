@@ -1,11 +1,12 @@
 #ifndef CORESCAPE_RUNTIME_ATTENTION_MICRO_BATCH_PLAN_H_
 #define CORESCAPE_RUNTIME_ATTENTION_MICRO_BATCH_PLAN_H_
 
-// How one micro-batch's core attention is split between attention servers,
-// computed independently — and identically — by every worker and every
-// server from all workers' document lengths (exchanged at the forward of
-// layer 0) with the pure planner. Nobody ships a plan: agreeing on the
-// inputs is enough.
+// How one micro-batch's core attention is split between attention servers:
+// the scheduler's plan, made ahead of the step and shipped by worker 0 with
+// its document lengths at the forward of layer 0, or — when none came in
+// time or it does not fit the documents — computed independently and
+// identically by every worker and every server from all workers' document
+// lengths with the pure planner (announced_micro_batch.h decides).
 
 #include <cstdint>
 #include <vector>
@@ -50,11 +51,24 @@ struct MicroBatchPlan {
   std::vector<planner::ServerBatch> batches;      // [server]
   std::vector<std::vector<WorkerShare>> shares;   // [server][worker]
   uint64_t speed_weights_version = 0;  // of the speeds planned with (0: equal)
+  // Planned by the participants themselves, or by the scheduler ahead of
+  // the step (shipped_plan.h; scheduler_step is the step it planned).
+  enum class Source { kParticipants, kScheduler };
+  Source source = Source::kParticipants;
+  int64_t scheduler_step = 0;
 };
 
 absl::StatusOr<MicroBatchPlan> PlanMicroBatch(std::vector<std::vector<int64_t>> worker_documents,
                                               const kernels::AttentionShape& shape,
                                               const PlanOptions& options);
+
+// The micro-batch laid out by `tasks`, a plan made elsewhere (the
+// scheduler's; options.planner and tolerance are not used).
+// InvalidArgument naming the task or document unless the tasks cover every
+// query of every document exactly once over options.servers servers.
+absl::StatusOr<MicroBatchPlan> AdoptMicroBatchPlan(
+    std::vector<std::vector<int64_t>> worker_documents, const kernels::AttentionShape& shape,
+    const PlanOptions& options, std::vector<planner::PlannedTask> tasks);
 
 // Row widths in floats.
 struct RowWidths {

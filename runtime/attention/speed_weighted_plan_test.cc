@@ -3,11 +3,13 @@
 // transport on loopback — plans each micro-batch with them, so all compute
 // the same, speed-weighted plan. Malformed weights are refused naming the
 // problem, by the setter and on the wire.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -15,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "runtime/attention/attention_server_session.h"
 #include "runtime/attention/disaggregated_core_attention.h"
+#include "runtime/attention/documents_message.h"
 #include "runtime/attention/speed_weights.h"
 #include "runtime/comm/loopback_ranks.h"
 #include "runtime/model/core_attention_executor.h"
@@ -75,6 +78,43 @@ Planned Capture(const MicroBatchPlan& plan) {
   return p;
 }
 
+// Layer 0's forward of `b` through `executor` (a new micro-batch) gives
+// what the local kernel gives.
+void ForwardMatchesLocal(DisaggregatedCoreAttention& executor, const Batch& b) {
+  std::vector<float> o(b.rows * kShape.n_heads * kShape.head_dim), lse(b.rows * kShape.n_heads);
+  std::vector<float> local_o(o.size()), local_lse(lse.size());
+  absl::Status s = executor.Forward(0, kShape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
+                                    b.rows, o.data(), lse.data());
+  ASSERT_TRUE(s.ok()) << s;
+  model::LocalCoreAttention local(nullptr);
+  ASSERT_TRUE(local.Forward(0, kShape, b.tasks, b.q.data(), b.k.data(), b.v.data(), b.rows,
+                            local_o.data(), local_lse.data())
+                  .ok());
+  for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], local_o[i], 1e-5) << i;
+}
+
+// Serves as an attention server (tolerance 0) until the workers are done,
+// appending the plan of every micro-batch with work here to `planned`
+// (under `mu`); returns where the plans came from.
+PlanSourceCounts ServeCapturingPlans(comm::Communicator* communicator, int workers, int servers,
+                                     absl::Mutex& mu, std::vector<Planned>& planned) {
+  ServerSessionOptions options;
+  options.workers = workers;
+  options.servers = servers;
+  options.tolerance = 0.0;
+  AttentionServerSession* session = nullptr;
+  // Fires once a micro-batch with work here is over, its plan still current.
+  options.on_micro_batch_timing = [&](const MicroBatchTiming&) {
+    absl::MutexLock lock(&mu);
+    planned.push_back(Capture(*session->current_plan()));
+  };
+  AttentionServerSession served(communicator, options);
+  session = &served;
+  absl::Status s = served.Serve();
+  EXPECT_TRUE(s.ok()) << s;
+  return served.stats().plan_sources;
+}
+
 TEST(SpeedWeightedPlanTest, EveryParticipantPlansWithWorkerZerosWeights) {
   constexpr int kWorkers = 2, kServers = 2, kMicroBatches = 2;
   std::mt19937 rng(17);
@@ -87,20 +127,7 @@ TEST(SpeedWeightedPlanTest, EveryParticipantPlansWithWorkerZerosWeights) {
   std::vector<std::vector<Planned>> planned(kWorkers + kServers);
   RunRanks(kWorkers + kServers, [&](int rank, std::unique_ptr<comm::Communicator> communicator) {
     if (rank >= kWorkers) {
-      ServerSessionOptions options;
-      options.workers = kWorkers;
-      options.servers = kServers;
-      options.tolerance = 0.0;
-      AttentionServerSession* session = nullptr;
-      // Fires once a micro-batch with work here is over, its plan still current.
-      options.on_micro_batch_timing = [&](const MicroBatchTiming&) {
-        absl::MutexLock lock(&mu);
-        planned[rank].push_back(Capture(*session->current_plan()));
-      };
-      AttentionServerSession served(communicator.get(), options);
-      session = &served;
-      absl::Status s = served.Serve();
-      EXPECT_TRUE(s.ok()) << s;
+      ServeCapturingPlans(communicator.get(), kWorkers, kServers, mu, planned[rank]);
       return;
     }
     DisaggregatedOptions options;
@@ -110,7 +137,6 @@ TEST(SpeedWeightedPlanTest, EveryParticipantPlansWithWorkerZerosWeights) {
     options.tolerance = 0.0;  // balance exactly, splitting documents
     auto executor = DisaggregatedCoreAttention::Create(std::move(communicator), options);
     ASSERT_TRUE(executor.ok()) << executor.status();
-    model::LocalCoreAttention local(nullptr);
     for (int m = 0; m < kMicroBatches; ++m) {
       if (m == 1) {
         // Worker 0's weights win; worker 1's (different) ones are not used.
@@ -118,17 +144,8 @@ TEST(SpeedWeightedPlanTest, EveryParticipantPlansWithWorkerZerosWeights) {
                                             : SpeedWeights{9, {1.0, 3.0}};
         ASSERT_TRUE((*executor)->SetSpeedWeights(mine).ok());
       }
-      const Batch& b = batches[m][rank];
-      std::vector<float> o(b.rows * kShape.n_heads * kShape.head_dim), lse(b.rows * kShape.n_heads);
-      std::vector<float> local_o(o.size()), local_lse(lse.size());
-      absl::Status s = (*executor)->Forward(0, kShape, b.tasks, b.q.data(), b.k.data(),
-                                            b.v.data(), b.rows, o.data(), lse.data());
-      ASSERT_TRUE(s.ok()) << s;
-      ASSERT_TRUE(local.Forward(0, kShape, b.tasks, b.q.data(), b.k.data(), b.v.data(), b.rows,
-                                local_o.data(), local_lse.data())
-                      .ok());
       // The weighted plan still computes exactly what the local kernel does.
-      for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], local_o[i], 1e-5) << i;
+      ASSERT_NO_FATAL_FAILURE(ForwardMatchesLocal(**executor, batches[m][rank]));
       absl::MutexLock lock(&mu);
       planned[rank].push_back(Capture(*(*executor)->current_plan()));
     }
@@ -148,6 +165,95 @@ TEST(SpeedWeightedPlanTest, EveryParticipantPlansWithWorkerZerosWeights) {
       EXPECT_EQ(got.tasks, planned[0][m].tasks) << "participant " << p << " micro-batch " << m;
       EXPECT_EQ(got.server_flops, planned[0][m].server_flops) << "participant " << p;
     }
+  }
+}
+
+// Worker 0 ships the scheduler's plans: every participant runs a fitting
+// one as it is (even when the participants would plan otherwise), and
+// plans itself — all alike — when one does not fit the documents.
+TEST(ShippedPlanTest, EveryParticipantRunsAFittingScheduledPlanAndPlansOtherwise) {
+  constexpr int kWorkers = 2, kServers = 2, kMicroBatches = 3;
+  std::mt19937 rng(29);
+  std::vector<std::vector<Batch>> batches(kMicroBatches);  // [micro-batch][worker]
+  for (auto& per_worker : batches) {
+    for (int w = 0; w < kWorkers; ++w) per_worker.push_back(MakeBatch(rng, 300));
+  }
+  // Micro-batch 0: worker 0's documents whole on server 1, worker 1's on
+  // server 0 — not what the balancing planner would do.
+  ShippedPlan fitting{41, 6, {}};
+  for (int w = 0; w < kWorkers; ++w) {
+    for (size_t d = 0; d < batches[0][w].tasks.size(); ++d) {
+      fitting.tasks.push_back({w, static_cast<int32_t>(d), 0, batches[0][w].tasks[d].q_end, 1 - w});
+    }
+  }
+  // Micro-batch 1: right for worker 0, but planned for another worker 1
+  // (its first document one token longer).
+  ShippedPlan stale{42, 6, {}};
+  for (int w = 0; w < kWorkers; ++w) {
+    for (size_t d = 0; d < batches[1][w].tasks.size(); ++d) {
+      const int64_t length = batches[1][w].tasks[d].q_end + (w == 1 && d == 0 ? 1 : 0);
+      stale.tasks.push_back({w, static_cast<int32_t>(d), 0, length, 0});
+    }
+  }
+  absl::Mutex mu;
+  std::vector<std::vector<Planned>> planned(kWorkers + kServers);  // [participant][micro-batch]
+  std::vector<MicroBatchPlan::Source> worker0_sources;
+  std::vector<PlanSourceCounts> counts(kWorkers + kServers);
+  RunRanks(kWorkers + kServers, [&](int rank, std::unique_ptr<comm::Communicator> communicator) {
+    if (rank >= kWorkers) {
+      const PlanSourceCounts served =
+          ServeCapturingPlans(communicator.get(), kWorkers, kServers, mu, planned[rank]);
+      absl::MutexLock lock(&mu);
+      counts[rank] = served;
+      return;
+    }
+    DisaggregatedOptions options;
+    options.workers = kWorkers;
+    options.servers = kServers;
+    options.n_layers = 1;
+    options.tolerance = 0.0;
+    auto executor = DisaggregatedCoreAttention::Create(std::move(communicator), options);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    // Only worker 0's plans travel.
+    const absl::StatusCode offered = rank == 0 ? absl::StatusCode::kOk
+                                               : absl::StatusCode::kFailedPrecondition;
+    EXPECT_EQ((*executor)->OfferShippedPlan(fitting).code(), offered);
+    EXPECT_EQ((*executor)->OfferShippedPlan(stale).code(), offered);
+    for (int m = 0; m < kMicroBatches; ++m) {
+      ASSERT_NO_FATAL_FAILURE(ForwardMatchesLocal(**executor, batches[m][rank]));
+      absl::MutexLock lock(&mu);
+      planned[rank].push_back(Capture(*(*executor)->current_plan()));
+      if (rank == 0) worker0_sources.push_back((*executor)->current_plan()->source);
+    }
+    absl::MutexLock lock(&mu);
+    counts[rank] = (*executor)->plan_sources();
+  });
+
+  std::vector<planner::PlannedTask> expected = fitting.tasks;
+  std::sort(expected.begin(), expected.end(), [](const auto& x, const auto& y) {
+    return std::tie(x.server, x.worker, x.document) < std::tie(y.server, y.worker, y.document);
+  });
+  EXPECT_EQ(worker0_sources,
+            (std::vector<MicroBatchPlan::Source>{MicroBatchPlan::Source::kScheduler,
+                                                 MicroBatchPlan::Source::kParticipants,
+                                                 MicroBatchPlan::Source::kParticipants}));
+  for (int p = 0; p < kWorkers + kServers; ++p) {
+    ASSERT_EQ(planned[p].size(), static_cast<size_t>(kMicroBatches)) << "participant " << p;
+    EXPECT_EQ(planned[p][0].tasks, expected) << "participant " << p;
+    EXPECT_EQ(planned[p][0].version, 6u) << "participant " << p;
+    for (int m = 1; m < kMicroBatches; ++m) {
+      // Planned here, identically, and balanced (tolerance 0 splits the long
+      // documents), unlike the stale plan that put everything on server 0.
+      EXPECT_EQ(planned[p][m].tasks, planned[0][m].tasks) << "participant " << p << " mb " << m;
+      EXPECT_NEAR(planned[p][m].server_flops[0] /
+                      (planned[p][m].server_flops[0] + planned[p][m].server_flops[1]),
+                  0.5, 0.02)
+          << "participant " << p << " micro-batch " << m;
+    }
+    EXPECT_EQ(counts[p].scheduler, 1) << "participant " << p;
+    EXPECT_EQ(counts[p].participants, 2) << "participant " << p;
+    EXPECT_EQ(counts[p].Describe(),
+              "1 of 3 micro-batches on the scheduler's plans, 2 planned here");
   }
 }
 
@@ -219,10 +325,11 @@ TEST(SpeedWeightedPlanTest, ServerRefusesMalformedWeightsOnTheWire) {
       h.n_kv_heads = kShape.n_kv_heads;
       h.head_dim = kShape.head_dim;
       h.softmax_scale = kShape.softmax_scale;
-      h.num_documents = 1;
+      DocumentsMessage documents;
+      documents.lengths = {16};
+      documents.weights = SpeedWeights{1, c.weights};
+      const std::vector<int64_t> message = EncodeDocumentsMessage(documents, h);
       h.num_speed_weights = c.announced;
-      SpeedWeights weights{1, c.weights};
-      const std::vector<int64_t> message = EncodeDocumentsMessage({16}, &weights);
       const HeaderBytes announce = EncodeHeader(h);
       h.num_documents = 0;
       h.num_speed_weights = 0;
@@ -276,10 +383,12 @@ TEST(SpeedWeightsTest, HeaderCarriesTheCountOnlyWithTheFirstForward) {
 
 TEST(SpeedWeightsTest, DocumentsMessageRoundTrip) {
   ExchangeHeader announce;
-  announce.num_documents = 2;
-  announce.num_speed_weights = 3;
   const SpeedWeights weights{42, {0.5, 1.25, 1.25}};
-  const std::vector<int64_t> words = EncodeDocumentsMessage({10, 20}, &weights);
+  const std::vector<int64_t> words =
+      EncodeDocumentsMessage(DocumentsMessage{{10, 20}, weights, std::nullopt}, announce);
+  EXPECT_EQ(announce.num_documents, 2);
+  EXPECT_EQ(announce.num_speed_weights, 3);
+  EXPECT_EQ(announce.payload_bytes, 0);
   auto size = ExpectedDocumentsWords(announce, 0, 3, "worker 0");
   ASSERT_TRUE(size.ok()) << size.status();
   EXPECT_EQ(*size, static_cast<int64_t>(words.size()));

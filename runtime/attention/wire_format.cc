@@ -14,7 +14,7 @@ static_assert(std::endian::native == std::endian::little,
               "the attention wire format is little-endian");
 
 constexpr uint32_t kMagic = 0x54415343;  // "CSAT"
-constexpr uint16_t kVersion = 2;  // 2: speed weights in the documents message
+constexpr uint16_t kVersion = 3;  // 3: the scheduler's plan in worker 0's documents message
 
 // Fixed offsets: the layout is the wire format, not the struct's.
 struct Field {

@@ -84,7 +84,9 @@ struct ExchangeHeader {
   // Documents header of worker 0 only: speed weights after the lengths
   // (speed_weights.h), one per server.
   int32_t num_speed_weights = 0;
-  int64_t payload_bytes = 0;  // size of the payload message that follows (0: none)
+  // Size of the payload message that follows (0: none); in worker 0's
+  // documents header, of the scheduler's plan in its documents message.
+  int64_t payload_bytes = 0;
 
   bool operator==(const ExchangeHeader&) const = default;
   bool ping_pong() const { return (flags & (kPingPongHalfA | kPingPongHalfB)) != 0; }

@@ -77,6 +77,18 @@ absl::Status BytesToFloats(const std::string& bytes, std::vector<float>& values,
   return absl::OkStatus();
 }
 
+absl::Status TrainingDataEnded() {
+  return absl::FailedPreconditionError("the training data ends before that step");
+}
+
+// The q_end of every task: the document lengths the executor is handed.
+std::vector<int64_t> QueryEnds(const model::ModelBatch& batch) {
+  std::vector<int64_t> ends;
+  ends.reserve(batch.attention_tasks.size());
+  for (const kernels::AttentionTask& task : batch.attention_tasks) ends.push_back(task.q_end);
+  return ends;
+}
+
 }  // namespace
 
 DataParallelTrainer::DataParallelTrainer(const TrainerConfig& config, DataParallelGroup* group)
@@ -190,13 +202,12 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
 
   // Where the step's batches start, should the step have to be dropped.
   const data::LoaderState loader_before = train_loader_->state();
-  std::vector<model::ModelBatch> batches;
+  auto next = NextModelBatches(config_.grad_accum);
+  if (!next.ok()) return next.status();
+  const std::vector<model::ModelBatch>& batches = *next;
   float counts[1] = {0.0f};
-  for (int32_t a = 0; a < config_.grad_accum; ++a) {
-    std::optional<data::PackedBatch> packed = train_loader_->Next();
-    if (!packed) return absl::InternalError("training loader ran dry");
-    batches.push_back(ToModelBatch(*packed));
-    for (int32_t t : batches.back().targets) counts[0] += t >= 0 ? 1.0f : 0.0f;
+  for (const model::ModelBatch& batch : batches) {
+    for (int32_t t : batch.targets) counts[0] += t >= 0 ? 1.0f : 0.0f;
   }
   // The loss is the mean over the GLOBAL batch: every rank needs its size
   // before backward to scale its share of the gradient.
@@ -307,10 +318,61 @@ absl::StatusOr<double> DataParallelTrainer::Validate(int64_t max_batches) {
   return totals[0] / totals[1];
 }
 
+absl::StatusOr<std::vector<std::vector<int64_t>>>
+DataParallelTrainer::UpcomingAttentionDocuments(int64_t steps_ahead) {
+  if (steps_ahead < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("steps_ahead must be at least 1 (the next step), got ", steps_ahead));
+  }
+  const data::LoaderState saved = train_loader_->state();
+  auto documents = [&]() -> absl::StatusOr<std::vector<std::vector<int64_t>>> {
+    for (int64_t skip = 0; skip < (steps_ahead - 1) * config_.grad_accum; ++skip) {
+      if (!train_loader_->Next()) return TrainingDataEnded();
+    }
+    auto batches = NextModelBatches(config_.grad_accum);
+    if (!batches.ok()) return batches.status();
+    std::vector<std::vector<int64_t>> documents;
+    for (const model::ModelBatch& batch : *batches) {
+      if (absl::Status s = AppendAttentionDocuments(batch, documents); !s.ok()) return s;
+    }
+    return documents;
+  }();
+  // Rewound also on error: the next Step() must still get its own batches.
+  if (absl::Status s = train_loader_->Restore(saved); !s.ok()) return s;
+  return documents;
+}
+
+absl::StatusOr<std::vector<model::ModelBatch>> DataParallelTrainer::NextModelBatches(
+    int64_t count) {
+  std::vector<model::ModelBatch> batches;
+  for (int64_t i = 0; i < count; ++i) {
+    std::optional<data::PackedBatch> packed = train_loader_->Next();
+    if (!packed) return TrainingDataEnded();
+    batches.push_back(ToModelBatch(*packed));
+  }
+  return batches;
+}
+
+bool DataParallelTrainer::RunsAsHalves(const model::ModelBatch& batch) const {
+  return ping_pong_ != nullptr && PingPongSchedule::Splits(batch);
+}
+
+absl::Status DataParallelTrainer::AppendAttentionDocuments(
+    const model::ModelBatch& batch, std::vector<std::vector<int64_t>>& documents) const {
+  if (!RunsAsHalves(batch)) {
+    documents.push_back(QueryEnds(batch));
+    return absl::OkStatus();
+  }
+  auto halves = ping_pong_->Split(batch);
+  if (!halves.ok()) return halves.status();
+  for (const model::ModelBatch& half : *halves) documents.push_back(QueryEnds(half));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<model::LossResult> DataParallelTrainer::MicroBatchForward(
     const model::ModelBatch& batch, model::CoreAttentionExecutor& attention,
     model::Activations& activations) {
-  if (ping_pong_ != nullptr && PingPongSchedule::Splits(batch)) {
+  if (RunsAsHalves(batch)) {
     return ping_pong_->Forward(batch, attention);
   }
   return model_->Forward(batch, attention, activations);
@@ -319,7 +381,7 @@ absl::StatusOr<model::LossResult> DataParallelTrainer::MicroBatchForward(
 absl::Status DataParallelTrainer::MicroBatchBackward(const model::ModelBatch& batch,
                                                      model::CoreAttentionExecutor& attention,
                                                      float grad_scale) {
-  if (ping_pong_ != nullptr && PingPongSchedule::Splits(batch)) {
+  if (RunsAsHalves(batch)) {
     return ping_pong_->Backward(attention, grad_scale);
   }
   return model_->Backward(attention, activations_, grad_scale);

@@ -89,6 +89,18 @@ class DataParallelTrainer {
   // of every rank; 0: all), reduced across ranks. Dropped on every rank like
   // a step when core attention fails on one.
   absl::StatusOr<double> Validate(int64_t max_batches = 0);
+  // The document lengths of every core-attention micro-batch of step
+  // step() + steps_ahead (1: the next Step()), so the scheduler can plan
+  // that step's core attention while an earlier one runs. In the order the
+  // attention executor sees their layer-0 forwards: each gradient-
+  // accumulation micro-batch, or with ping-pong (config.ping_pong and >= 2
+  // rows) its halves A then B. Each inner vector is the q_end of every task
+  // (the trainer's tasks are whole documents) in task order: exactly what
+  // the executor's Forward/StartForward(layer 0) gets. The loader is left
+  // where it was. InvalidArgument unless steps_ahead >= 1;
+  // FailedPrecondition past the end of the data.
+  absl::StatusOr<std::vector<std::vector<int64_t>>> UpcomingAttentionDocuments(
+      int64_t steps_ahead);
   // Replaces the core-attention executor (null: in this process), e.g. once
   // the job's attention servers changed.
   void SetAttention(std::shared_ptr<model::CoreAttentionExecutor> attention);
@@ -105,6 +117,15 @@ class DataParallelTrainer {
 
  private:
   DataParallelTrainer(const TrainerConfig& config, DataParallelGroup* group);
+  // Whether `batch` runs as ping-pong halves (PingPongSchedule::Split)
+  // rather than whole: the one decision the forward, the backward and
+  // UpcomingAttentionDocuments share, so what is announced is what runs.
+  bool RunsAsHalves(const model::ModelBatch& batch) const;
+  // The q_end lists of the executor micro-batches `batch` becomes.
+  absl::Status AppendAttentionDocuments(const model::ModelBatch& batch,
+                                        std::vector<std::vector<int64_t>>& documents) const;
+  // The model batches of the next `count` micro-batches; advances the loader.
+  absl::StatusOr<std::vector<model::ModelBatch>> NextModelBatches(int64_t count);
   // One micro-batch's forward, and backward (of Step's forward, whole ones
   // in activations_): through the ping-pong schedule when config_.ping_pong
   // and the batch has two or more rows, else whole.

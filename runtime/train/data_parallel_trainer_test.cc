@@ -219,15 +219,22 @@ TEST(DataParallelTrainerTest, AdamSAndScapeKeepReplicasIdentical) {
 }
 
 // Local core attention that fails once, at its n-th call (counting Forward
-// and Backward), the way a remote executor fails when a server dies.
-class FailingOnceAttention final : public model::CoreAttentionExecutor {
+// and Backward; -1: never), the way a remote executor fails when a server
+// dies. It records the q_end list of every layer-0 forward, whole micro-
+// batches and ping-pong halves (the default StartForward calls Forward)
+// alike: what a disaggregated executor would have had to be planned for.
+class TestAttention final : public model::CoreAttentionExecutor {
  public:
-  explicit FailingOnceAttention(int fail_at_call) : fail_at_call_(fail_at_call) {}
+  explicit TestAttention(int fail_at_call = -1) : fail_at_call_(fail_at_call) {}
   absl::Status Forward(int layer, const kernels::AttentionShape& shape,
                        absl::Span<const kernels::AttentionTask> tasks, const float* q,
                        const float* k, const float* v, int64_t rows, float* o,
                        float* lse) override {
     if (++calls_ == fail_at_call_) return absl::UnavailableError("attention server 1 died");
+    if (layer == 0) {
+      std::vector<int64_t>& ends = documents_.emplace_back();
+      for (const kernels::AttentionTask& task : tasks) ends.push_back(task.q_end);
+    }
     return local_.Forward(layer, shape, tasks, q, k, v, rows, o, lse);
   }
   absl::Status Backward(int layer, const kernels::AttentionShape& shape,
@@ -239,10 +246,13 @@ class FailingOnceAttention final : public model::CoreAttentionExecutor {
     return local_.Backward(layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k, d_v);
   }
 
+  const std::vector<std::vector<int64_t>>& documents() const { return documents_; }
+
  private:
   model::LocalCoreAttention local_{nullptr};
   const int fail_at_call_;
   int calls_ = 0;
+  std::vector<std::vector<int64_t>> documents_;
 };
 
 // Core attention failing on one rank mid-step (or mid-validation) makes
@@ -259,7 +269,7 @@ TEST(DataParallelTrainerTest, StepDroppedOnEveryRankWhenAttentionFailsAndRedoneE
       // Rank 1 fails in the backward of step 3's second micro-batch (2 layers:
       // 8 calls per step), then in its first validation call.
       const int calls_per_step = 2 * 2 * config.model.n_layers;
-      config.attention = std::make_shared<FailingOnceAttention>(
+      config.attention = std::make_shared<TestAttention>(
           fail && r == 1 ? 2 * calls_per_step + calls_per_step - 1 : -1);
       auto trainer = DataParallelTrainer::Create(config, &members[r]);
       EXPECT_TRUE(trainer.ok()) << trainer.status();
@@ -284,7 +294,7 @@ TEST(DataParallelTrainerTest, StepDroppedOnEveryRankWhenAttentionFailsAndRedoneE
             ++dropped[r];
             // The new executor fails at the first call of the validation.
             if (r == 1) {
-              ranks[r]->SetAttention(std::make_shared<FailingOnceAttention>(
+              ranks[r]->SetAttention(std::make_shared<TestAttention>(
                   4 * 2 * 2 * ranks[r]->config().model.n_layers + 1));
             }
             continue;
@@ -363,6 +373,48 @@ TEST(DataParallelTrainerTest, PingPongTrainsLikeWholeMicroBatches) {
     auto got = (*ping_pong)->Validate(2);
     ASSERT_TRUE(expected.ok() && got.ok()) << got.status();
     EXPECT_NEAR(*got, *expected, 1e-5 * *expected) << "micro-batch " << micro_batch;
+  }
+}
+
+// The documents peeked before two steps are those the executor then gets,
+// in order; peeking changes nothing about training. Three rows, so ping-
+// pong's cost-balanced split row depends on the documents.
+TEST(DataParallelTrainerTest, UpcomingAttentionDocumentsAreWhatTheExecutorGets) {
+  for (bool ping_pong : {true, false}) {
+    SingleProcessGroup group;
+    TrainerConfig config = Config(3);
+    config.grad_accum = 2;
+    config.ping_pong = ping_pong;
+    auto peeked_attention = std::make_shared<TestAttention>();
+    auto plain_attention = std::make_shared<TestAttention>();
+    config.attention = peeked_attention;
+    auto peeked = DataParallelTrainer::Create(config, &group);
+    config.attention = plain_attention;
+    auto plain = DataParallelTrainer::Create(config, &group);
+    ASSERT_TRUE(peeked.ok() && plain.ok()) << peeked.status();
+
+    EXPECT_EQ((*peeked)->UpcomingAttentionDocuments(0).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    auto first = (*peeked)->UpcomingAttentionDocuments(1);
+    auto second = (*peeked)->UpcomingAttentionDocuments(2);
+    ASSERT_TRUE(first.ok() && second.ok()) << first.status() << second.status();
+    EXPECT_EQ(first->size(), ping_pong ? 4u : 2u);
+    EXPECT_NE(*first, *second);
+    auto again = (*peeked)->UpcomingAttentionDocuments(1);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(*again, *first);
+
+    for (int i = 0; i < 2; ++i) {
+      auto got = (*peeked)->Step();
+      auto expected = (*plain)->Step();
+      ASSERT_TRUE(got.ok() && expected.ok()) << got.status() << expected.status();
+      EXPECT_EQ(got->loss, expected->loss) << "step " << i + 1;
+    }
+    std::vector<std::vector<int64_t>> announced = *first;
+    announced.insert(announced.end(), second->begin(), second->end());
+    EXPECT_EQ(peeked_attention->documents(), announced) << "ping_pong " << ping_pong;
+    EXPECT_EQ(plain_attention->documents(), announced) << "ping_pong " << ping_pong;
+    EXPECT_EQ((*peeked)->model().parameters(), (*plain)->model().parameters());
   }
 }
 

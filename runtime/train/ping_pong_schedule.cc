@@ -1,9 +1,12 @@
 #include "runtime/train/ping_pong_schedule.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/planner/causal_pairs.h"
 
 namespace corescape::train {
 namespace {
@@ -13,9 +16,66 @@ std::vector<int32_t> Rows(const std::vector<int32_t>& values, int64_t first, int
   return std::vector<int32_t>(values.begin() + first, values.begin() + last);
 }
 
+// Forward FLOPs per token of one layer's dense part: 2 per weight of the
+// QKV, output and SwiGLU (gate, up, down) projections.
+int64_t DenseFlopsPerToken(const model::ModelConfig& shape) {
+  const int64_t d = shape.d_model;
+  const int64_t head_dim = shape.head_dim();
+  const int64_t weights = d * (shape.n_heads + 2 * shape.n_kv_heads) * head_dim +
+                          int64_t{shape.n_heads} * head_dim * d + 3 * d * shape.d_ff;
+  return 2 * weights;
+}
+
+// Forward FLOPs per causal (query, key) pair: QKᵀ and PV, 2 each per head
+// dimension of every head.
+int64_t AttentionFlopsPerPair(const model::ModelConfig& shape) {
+  return 4 * int64_t{shape.n_heads} * shape.head_dim();
+}
+
+// Causal pairs of the tasks whose queries start in each row.
+std::vector<int64_t> PairsPerRow(const model::ModelBatch& batch) {
+  std::vector<int64_t> pairs(batch.batch_size, 0);
+  for (const kernels::AttentionTask& task : batch.attention_tasks) {
+    const int64_t row = task.q_row / batch.seq_len;
+    if (row >= 0 && row < batch.batch_size) {
+      pairs[row] += planner::CausalPairs(task.q_begin, task.q_end);
+    }
+  }
+  return pairs;
+}
+
+// The k in [1, B-1] whose halves, rows [0, k) and [k, B), have the smallest
+// larger estimated cost (dense per token plus core attention per pair), so
+// that either half's remote attention fits behind the other's compute. Ties
+// go to the k nearest ceil(B/2), then the smaller.
+int CheapestSplitRow(const model::ModelBatch& batch, const model::ModelConfig& shape) {
+  const int64_t row_flops = int64_t{batch.seq_len} * DenseFlopsPerToken(shape);
+  const int64_t pair_flops = AttentionFlopsPerPair(shape);
+  const std::vector<int64_t> pairs = PairsPerRow(batch);
+  int64_t total_pairs = 0;
+  for (int64_t p : pairs) total_pairs += p;
+  const int middle = (batch.batch_size + 1) / 2;
+  int best = middle;
+  int64_t best_cost = std::numeric_limits<int64_t>::max();
+  int64_t pairs_a = 0;
+  for (int k = 1; k < batch.batch_size; ++k) {
+    pairs_a += pairs[k - 1];
+    const int64_t cost_a = k * row_flops + pairs_a * pair_flops;
+    const int64_t cost_b = (batch.batch_size - k) * row_flops + (total_pairs - pairs_a) * pair_flops;
+    const int64_t cost = std::max(cost_a, cost_b);
+    if (cost < best_cost ||
+        (cost == best_cost && std::abs(k - middle) < std::abs(best - middle))) {
+      best = k;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
-absl::StatusOr<std::array<model::ModelBatch, 2>> SplitIntoHalves(const model::ModelBatch& batch) {
+absl::StatusOr<std::array<model::ModelBatch, 2>> SplitIntoHalves(const model::ModelBatch& batch,
+                                                                 const model::ModelConfig& shape) {
   if (batch.batch_size < 2 || batch.seq_len < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ping-pong needs at least two rows to split, the micro-batch has ", batch.batch_size));
@@ -26,7 +86,7 @@ absl::StatusOr<std::array<model::ModelBatch, 2>> SplitIntoHalves(const model::Mo
       static_cast<int64_t>(batch.positions.size()) != rows) {
     return absl::InvalidArgumentError("batch: tokens, targets and positions must have B*T entries");
   }
-  const int rows_a = (batch.batch_size + 1) / 2;
+  const int rows_a = CheapestSplitRow(batch, shape);
   const int64_t split = int64_t{rows_a} * batch.seq_len;  // B's first token row
   std::array<model::ModelBatch, 2> halves;
   halves[0].batch_size = rows_a;
@@ -63,7 +123,7 @@ absl::StatusOr<std::array<model::ModelBatch, 2>> SplitIntoHalves(const model::Mo
 absl::StatusOr<model::LossResult> PingPongSchedule::Forward(
     const model::ModelBatch& batch, model::CoreAttentionExecutor& attention) {
   if (absl::Status s = model_.ValidateBatch(batch); !s.ok()) return s;
-  auto halves = SplitIntoHalves(batch);
+  auto halves = Split(batch);
   if (!halves.ok()) return halves.status();
   model::Activations& a = halves_[kA];
   model::Activations& b = halves_[kB];

@@ -10,11 +10,21 @@
 
 namespace corescape::train {
 
-// The two halves of a micro-batch of at least two rows: A takes the first
-// ceil(B/2) packed rows, B the rest, with their tasks (row numbers shifted
-// for B). Whole rows, so every document piece stays in one half; a task
-// reaching into both halves is InvalidArgument.
-absl::StatusOr<std::array<model::ModelBatch, 2>> SplitIntoHalves(const model::ModelBatch& batch);
+// The two halves of a micro-batch of at least two rows: A takes packed rows
+// [0, k), B rows [k, B), with their tasks (row numbers shifted for B). k in
+// [1, B-1] minimises the larger half's estimated forward cost
+//
+//   rows·seq_len·dense_flops_per_token + causal_pairs·attention_flops_per_pair
+//
+// (dense: 2 FLOPs per weight of a layer's QKV, output and SwiGLU projections;
+// attention: 4·n_heads·head_dim per (query, key) pair of the half's tasks'
+// own query ranges), with ties going to ceil(B/2): a half of long documents
+// then gets fewer rows, so neither half's core attention outlasts the other
+// half's compute it is meant to hide behind. Whole rows, so every document
+// piece stays in one half; a task reaching into both halves is
+// InvalidArgument.
+absl::StatusOr<std::array<model::ModelBatch, 2>> SplitIntoHalves(const model::ModelBatch& batch,
+                                                                 const model::ModelConfig& shape);
 
 // Ping-pong (DistCA): a micro-batch runs as two halves so that one half's
 // core attention — its transfers and the remote computation — overlaps the
@@ -39,6 +49,12 @@ class PingPongSchedule {
   // Whether `batch` can be split: at least two rows. Otherwise run it
   // through Transformer::Forward/Backward as usual.
   static bool Splits(const model::ModelBatch& batch) { return batch.batch_size >= 2; }
+
+  // The halves Forward runs `batch` as: SplitIntoHalves with this model's
+  // shape.
+  absl::StatusOr<std::array<model::ModelBatch, 2>> Split(const model::ModelBatch& batch) const {
+    return SplitIntoHalves(batch, model_.config());
+  }
 
   // Forward of both halves of `batch`; loss summed over both.
   absl::StatusOr<model::LossResult> Forward(const model::ModelBatch& batch,

@@ -125,15 +125,18 @@ TEST(SplitIntoHalvesTest, WholeRowsWithTheirTasks) {
   const model::ModelConfig config = SmallConfig();
   std::mt19937 rng(1);
   const model::ModelBatch batch = MakeBatch(rng, config, 3, 16);
-  auto halves = SplitIntoHalves(batch);
+  auto halves = SplitIntoHalves(batch, config);
   ASSERT_TRUE(halves.ok()) << halves.status();
   const model::ModelBatch& a = (*halves)[0];
   const model::ModelBatch& b = (*halves)[1];
-  EXPECT_EQ(a.batch_size, 2);
-  EXPECT_EQ(b.batch_size, 1);
-  EXPECT_EQ(a.tokens, std::vector<int32_t>(batch.tokens.begin(), batch.tokens.begin() + 32));
-  EXPECT_EQ(b.targets, std::vector<int32_t>(batch.targets.begin() + 32, batch.targets.end()));
-  EXPECT_EQ(b.positions, std::vector<int32_t>(batch.positions.begin() + 32, batch.positions.end()));
+  ASSERT_GE(a.batch_size, 1);
+  ASSERT_GE(b.batch_size, 1);
+  EXPECT_EQ(a.batch_size + b.batch_size, 3);
+  const int64_t split = int64_t{a.batch_size} * 16;
+  EXPECT_EQ(a.tokens, std::vector<int32_t>(batch.tokens.begin(), batch.tokens.begin() + split));
+  EXPECT_EQ(b.targets, std::vector<int32_t>(batch.targets.begin() + split, batch.targets.end()));
+  EXPECT_EQ(b.positions,
+            std::vector<int32_t>(batch.positions.begin() + split, batch.positions.end()));
   ASSERT_EQ(a.attention_tasks.size() + b.attention_tasks.size(), batch.attention_tasks.size());
   for (size_t i = 0; i < batch.attention_tasks.size(); ++i) {
     const kernels::AttentionTask& task = batch.attention_tasks[i];
@@ -141,17 +144,126 @@ TEST(SplitIntoHalvesTest, WholeRowsWithTheirTasks) {
     const kernels::AttentionTask& got =
         in_a ? a.attention_tasks[i] : b.attention_tasks[i - a.attention_tasks.size()];
     EXPECT_EQ(got.q_end, task.q_end);
-    EXPECT_EQ(got.q_row, task.q_row - (in_a ? 0 : 32));
-    EXPECT_EQ(got.kv_row, task.kv_row - (in_a ? 0 : 32));
-    EXPECT_EQ(in_a, task.q_row < 32);
+    EXPECT_EQ(got.q_row, task.q_row - (in_a ? 0 : split));
+    EXPECT_EQ(got.kv_row, task.kv_row - (in_a ? 0 : split));
+    EXPECT_EQ(in_a, task.q_row < split);
   }
 
   model::ModelBatch crossing = batch;
-  crossing.attention_tasks.push_back({0, 10, 28, 28});  // rows 28..37 span the split
-  EXPECT_EQ(SplitIntoHalves(crossing).status().code(), absl::StatusCode::kInvalidArgument);
+  crossing.attention_tasks.push_back({0, 40, 4, 4});  // rows 4..44 span every split
+  EXPECT_EQ(SplitIntoHalves(crossing, config).status().code(),
+            absl::StatusCode::kInvalidArgument);
   model::ModelBatch one_row = MakeBatch(rng, config, 1, 16);
   EXPECT_FALSE(PingPongSchedule::Splits(one_row));
-  EXPECT_FALSE(SplitIntoHalves(one_row).ok());
+  EXPECT_FALSE(SplitIntoHalves(one_row, config).ok());
+}
+
+// Rows of whole documents of the given lengths (the rest of a row padding).
+model::ModelBatch RowsOfDocuments(const std::vector<std::vector<int>>& rows, int seq_len) {
+  model::ModelBatch b;
+  b.batch_size = static_cast<int>(rows.size());
+  b.seq_len = seq_len;
+  b.tokens.assign(b.rows(), 1);
+  b.targets.assign(b.rows(), -1);
+  b.positions.assign(b.rows(), 0);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    int64_t at = int64_t{static_cast<int>(r)} * seq_len;
+    for (int length : rows[r]) {
+      b.attention_tasks.push_back({0, length, at, at});
+      for (int i = 0; i < length; ++i) b.positions[at + i] = i;
+      at += length;
+    }
+  }
+  return b;
+}
+
+// Brute force over every split row k with the cost written out: forward
+// FLOPs of the dense part of a layer (2 per weight) for every token of the
+// half's rows, plus 4·heads·head_dim per causal pair L(L+1)/2 of its
+// documents; the smallest larger half wins, ties to the k nearest ceil(B/2).
+int ExpectedSplitRow(const std::vector<std::vector<int>>& rows, int seq_len,
+                     const model::ModelConfig& c) {
+  const double head_dim = c.d_model / c.n_heads;
+  const double dense_per_token =
+      2.0 * (static_cast<double>(c.d_model) * (c.n_heads + 2 * c.n_kv_heads) * head_dim +
+             c.n_heads * head_dim * c.d_model + 3.0 * c.d_model * c.d_ff);
+  const double per_pair = 4.0 * c.n_heads * head_dim;
+  auto cost = [&](size_t first, size_t last) {
+    double flops = 0;
+    for (size_t r = first; r < last; ++r) {
+      flops += seq_len * dense_per_token;
+      for (int length : rows[r]) flops += per_pair * length * (length + 1.0) / 2;
+    }
+    return flops;
+  };
+  const int b = static_cast<int>(rows.size());
+  const int middle = (b + 1) / 2;
+  int best = -1;
+  double best_cost = 0;
+  for (int k = 1; k < b; ++k) {
+    const double larger = std::max(cost(0, k), cost(k, b));
+    if (best < 0 || larger < best_cost ||
+        (larger == best_cost && std::abs(k - middle) < std::abs(best - middle))) {
+      best = k;
+      best_cost = larger;
+    }
+  }
+  return best;
+}
+
+// One long document in a row of its own costs more attention than the rows
+// of short documents together: that row alone is a half, wherever it is.
+TEST(SplitIntoHalvesTest, LongDocumentRowIsAHalfOfItsOwn) {
+  const model::ModelConfig config = SmallConfig();
+  const int seq_len = 2048;
+  const std::vector<int> shorts(seq_len / 16, 16);
+  const std::vector<std::vector<int>> long_first = {{seq_len}, shorts, shorts, shorts};
+  const std::vector<std::vector<int>> long_last = {shorts, shorts, shorts, {seq_len}};
+  for (const auto& [rows, expected] : {std::make_pair(long_first, 1), std::make_pair(long_last, 3)}) {
+    ASSERT_EQ(ExpectedSplitRow(rows, seq_len, config), expected);  // not today's ceil(B/2) = 2
+    auto halves = SplitIntoHalves(RowsOfDocuments(rows, seq_len), config);
+    ASSERT_TRUE(halves.ok()) << halves.status();
+    EXPECT_EQ((*halves)[0].batch_size, expected);
+    EXPECT_EQ((*halves)[1].batch_size, 4 - expected);
+    EXPECT_EQ((*halves)[expected == 1 ? 0 : 1].attention_tasks.size(), 1u);
+  }
+}
+
+TEST(SplitIntoHalvesTest, EqualRowsSplitAtTheMiddle) {
+  const model::ModelConfig config = SmallConfig();
+  for (int b = 2; b <= 7; ++b) {
+    const std::vector<std::vector<int>> rows(b, std::vector<int>{100, 28});
+    auto halves = SplitIntoHalves(RowsOfDocuments(rows, 128), config);
+    ASSERT_TRUE(halves.ok()) << halves.status();
+    EXPECT_EQ((*halves)[0].batch_size, (b + 1) / 2) << b << " rows";
+  }
+}
+
+// Random document lengths (some rows padded): the split is the brute-force
+// cheapest one.
+TEST(SplitIntoHalvesTest, RandomRowsSplitWhereTheLargerHalfIsCheapest) {
+  const model::ModelConfig config = SmallConfig();
+  std::mt19937 rng(7);
+  int off_middle = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const int b = 2 + static_cast<int>(rng() % 7);
+    const int seq_len = 64 << (rng() % 5);
+    std::vector<std::vector<int>> rows(b);
+    for (std::vector<int>& row : rows) {
+      // Short or row-long documents, so that rows differ a lot.
+      const int longest = rng() % 3 == 0 ? seq_len : 1 + seq_len / 8;
+      for (int used = 0; used < seq_len && rng() % 9 != 0;) {
+        row.push_back(std::min(seq_len - used, 1 + static_cast<int>(rng() % longest)));
+        used += row.back();
+      }
+    }
+    const int expected = ExpectedSplitRow(rows, seq_len, config);
+    off_middle += expected != (b + 1) / 2 ? 1 : 0;
+    auto halves = SplitIntoHalves(RowsOfDocuments(rows, seq_len), config);
+    ASSERT_TRUE(halves.ok()) << halves.status();
+    EXPECT_EQ((*halves)[0].batch_size, expected) << "trial " << trial;
+  }
+  EXPECT_GT(off_middle, 20);  // the cost, not the row count, decided
 }
 
 // Colocated: the default two-phase calls compute in Start.

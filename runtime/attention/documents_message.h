@@ -1,0 +1,53 @@
+#ifndef CORESCAPE_RUNTIME_ATTENTION_DOCUMENTS_MESSAGE_H_
+#define CORESCAPE_RUNTIME_ATTENTION_DOCUMENTS_MESSAGE_H_
+
+// What each worker tells every other participant at the forward of layer 0
+// of a micro-batch (a documents header, kDocumentsHeaderTag, then this
+// message, kDocumentsTag), in int64 words:
+//   - its document lengths (header num_documents of them);
+//   - worker 0 only: the speed weights' version and one weight per server
+//     (num_speed_weights = servers; IEEE doubles, bit for bit);
+//   - worker 0 only, if it has one: the scheduler's plan of this
+//     micro-batch (shipped_plan.h; header payload_bytes = 8 × its words).
+// Only worker 0's weights and plan count, so everyone plans alike.
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "runtime/attention/shipped_plan.h"
+#include "runtime/attention/speed_weights.h"
+#include "runtime/attention/wire_format.h"
+
+namespace corescape::attention {
+
+struct DocumentsMessage {
+  std::vector<int64_t> lengths;
+  std::optional<SpeedWeights> weights;  // worker 0's
+  std::optional<ShippedPlan> plan;      // worker 0's, when it ships one
+};
+
+// The words of `message`; sets the counts of `announce` (num_documents,
+// num_speed_weights, payload_bytes) to match.
+std::vector<int64_t> EncodeDocumentsMessage(const DocumentsMessage& message,
+                                            ExchangeHeader& announce);
+
+// Checks the announce header of `worker` (only worker 0 carries weights —
+// one per server — and a plan) and returns the size of its documents
+// message in words. DataLoss naming `who` and the exchange otherwise.
+absl::StatusOr<int64_t> ExpectedDocumentsWords(const ExchangeHeader& announce, int32_t worker,
+                                               int32_t servers, absl::string_view who);
+
+// Splits a received documents message (ExpectedDocumentsWords long) and
+// validates worker 0's weights and the plan's encoding; DataLoss naming
+// `who` and the exchange.
+absl::StatusOr<DocumentsMessage> DecodeDocumentsMessage(absl::Span<const int64_t> words,
+                                                        const ExchangeHeader& announce,
+                                                        int32_t servers, absl::string_view who);
+
+}  // namespace corescape::attention
+
+#endif  // CORESCAPE_RUNTIME_ATTENTION_DOCUMENTS_MESSAGE_H_
