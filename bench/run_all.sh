@@ -13,6 +13,10 @@ echo "== core-attention planner vs DistCA's greedy (bench/planner)"
 bazel run //bench/planner:planner_bench -- --seeds=3 --repeats=5 2>/dev/null
 
 echo
+echo "== the scheduler's plans shipped ahead: adopting vs planning (bench/planner)"
+bazel run -c opt //bench/planner:plan_adoption_bench -- --seeds=5 --repeats=9 2>/dev/null
+
+echo
 echo "== disaggregation at scale, simulated (bench/attention_sim)"
 bazel run //bench/attention_sim:attention_sim -- --seeds=2 2>/dev/null
 

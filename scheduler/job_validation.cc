@@ -97,8 +97,9 @@ void ApplyJobDefaults(v1::JobSpec& spec) {
   // when the spec says so (the field has explicit presence).
   if (!attention.has_keep_qkv_for_backward()) attention.set_keep_qkv_for_backward(true);
   // Ping-pong is DistCA's design: the workers compute while the servers
-  // attend. `false` only when the spec says so.
-  if (attention.mode() == v1::DISAGGREGATED && !attention.has_ping_pong()) {
+  // (in place: the other workers) attend. `false` only when the spec says so.
+  if ((attention.mode() == v1::DISAGGREGATED || attention.mode() == v1::IN_PLACE) &&
+      !attention.has_ping_pong()) {
     attention.set_ping_pong(true);
   }
   if (spec.seed() == 0) spec.set_seed(1);

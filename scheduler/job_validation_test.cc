@@ -29,13 +29,18 @@ TEST(ApplyJobDefaultsTest, KeepQkvForBackwardDefaultsToTrueUnlessSet) {
   EXPECT_FALSE(parsed.attention().keep_qkv_for_backward());
 }
 
-// ping_pong defaults to true for DISAGGREGATED jobs only; an explicit false
-// stays false, also across the wire.
+// ping_pong defaults to true for DISAGGREGATED and IN_PLACE jobs only; an
+// explicit false stays false, also across the wire.
 TEST(ApplyJobDefaultsTest, PingPongDefaultsToTrueForDisaggregatedUnlessSet) {
   v1::JobSpec disaggregated;
   disaggregated.mutable_attention()->set_mode(v1::DISAGGREGATED);
   ApplyJobDefaults(disaggregated);
   EXPECT_TRUE(disaggregated.attention().ping_pong());
+
+  v1::JobSpec in_place;
+  in_place.mutable_attention()->set_mode(v1::IN_PLACE);
+  ApplyJobDefaults(in_place);
+  EXPECT_TRUE(in_place.attention().ping_pong());
 
   v1::JobSpec colocated;
   ApplyJobDefaults(colocated);

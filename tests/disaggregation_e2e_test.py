@@ -152,6 +152,9 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
         self.assertAlmostEqual(job.progress.validation_loss, colocated.progress.validation_loss,
                                delta=1e-4 * colocated.progress.validation_loss)
         for name in ("worker-0", "worker-1"):
+            self.assertRegex(self.cluster.nodes[name].log(),
+                             rf"job {job.job_id} rank \d: core attention in place over 2 "
+                             r"workers, ping-pong halves")
             done = [line for line in self.cluster.nodes[name].log().splitlines()
                     if f"in-place attention {job.job_id}/attn-inplace" in line
                     and " done: " in line]

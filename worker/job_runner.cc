@@ -77,7 +77,9 @@ absl::StatusOr<train::TrainerConfig> JobRunner::TrainerConfigFor(
   config.threads = threads;
   // Ping-pong overlaps the halves' remote attention; IN_PLACE and COLOCATED
   // jobs run micro-batches whole.
-  config.ping_pong = spec.attention().mode() == v1::DISAGGREGATED && spec.attention().ping_pong();
+  config.ping_pong = (spec.attention().mode() == v1::DISAGGREGATED ||
+                      spec.attention().mode() == v1::IN_PLACE) &&
+                     spec.attention().ping_pong();
   return config;
 }
 
@@ -287,12 +289,14 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
     attention_epoch = membership.attention_epoch();
     auto attention = attention_factory_(membership, *config);
     if (!attention.ok()) return fail(attention.status());
-    if (disaggregated) {
-      LOG(INFO) << "job " << membership.job_id() << " rank " << membership.rank()
-                << ": core attention on " << membership.attention_server_addresses_size()
-                << " attention server(s), "
-                << (config->ping_pong ? "ping-pong halves" : "whole micro-batches");
-    }
+    LOG(INFO) << "job " << membership.job_id() << " rank " << membership.rank()
+              << ": core attention "
+              << (disaggregated
+                      ? absl::StrCat("on ", membership.attention_server_addresses_size(),
+                                     " attention server(s)")
+                      : absl::StrCat("in place over ", membership.peer_data_addresses_size(),
+                                     " workers"))
+              << ", " << (config->ping_pong ? "ping-pong halves" : "whole micro-batches");
     {
       absl::MutexLock lock(&mu_);
       run->attention = *attention;

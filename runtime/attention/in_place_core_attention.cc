@@ -34,6 +34,19 @@ absl::StatusOr<std::unique_ptr<InPlaceCoreAttention>> InPlaceCoreAttention::Crea
       new InPlaceCoreAttention(std::move(communicator), options));
 }
 
+InPlaceCoreAttention::MicroBatchState::MicroBatchState(int32_t self, int32_t workers,
+                                                      ThreadPool* pool)
+    : batch(self, pool),
+      requests(workers),
+      inbound(workers),
+      replies(workers),
+      results(workers),
+      out_headers(workers),
+      out_reply_headers(workers),
+      in_headers(workers),
+      in_reply_headers(workers),
+      peer_documents(workers) {}
+
 InPlaceCoreAttention::InPlaceCoreAttention(std::unique_ptr<comm::Communicator> communicator,
                                            const InPlaceOptions& options)
     : communicator_(std::move(communicator)),
@@ -41,20 +54,19 @@ InPlaceCoreAttention::InPlaceCoreAttention(std::unique_ptr<comm::Communicator> c
       self_(communicator_->rank()),
       workers_(communicator_->world_size()),
       pool_(std::make_unique<ThreadPool>(options.threads > 0 ? options.threads
-                                                             : DefaultThreadCount())),
-      batch_(self_, pool_.get()),
-      requests_(workers_),
-      inbound_(workers_),
-      replies_(workers_),
-      results_(workers_),
-      out_headers_(workers_),
-      out_reply_headers_(workers_),
-      in_headers_(workers_),
-      in_reply_headers_(workers_),
-      peer_documents_(workers_) {}
+                                                             : DefaultThreadCount())) {
+  for (auto& state : states_) {
+    state = std::make_unique<MicroBatchState>(self_, workers_, pool_.get());
+  }
+}
 
 InPlaceCoreAttention::~InPlaceCoreAttention() {
   const std::string job = communicator_->job_id();
+  if (states_[0]->in_flight || states_[1]->in_flight) {
+    // The caller gave up mid-schedule: the peers are owed a call, so nobody
+    // can end cleanly.
+    communicator_->Abort("a worker's in-place attention closed with an exchange in flight");
+  }
   if (absl::Status health = communicator_->health(); !health.ok()) {
     LOG(INFO) << "in-place attention " << job << " rank " << self_ << " closes broken: " << health;
     return;
@@ -67,10 +79,11 @@ InPlaceCoreAttention::~InPlaceCoreAttention() {
   const HeaderBytes end_bytes = EncodeHeader(end);
   Handles receives, sends;
   absl::Status posted;
+  std::vector<HeaderBytes>& in_headers = states_[0]->in_headers;
   for (int32_t p = 0; p < workers_ && posted.ok(); ++p) {
     if (p == self_) continue;
     posted = Post(receives,
-                  communicator_->RecvAsync(p, kHeaderTag, in_headers_[p].data(), kHeaderBytes));
+                  communicator_->RecvAsync(p, kHeaderTag, in_headers[p].data(), kHeaderBytes));
     if (posted.ok()) {
       posted = Post(sends, communicator_->SendAsync(p, kHeaderTag, end_bytes.data(), kHeaderBytes));
     }
@@ -87,7 +100,7 @@ InPlaceCoreAttention::~InPlaceCoreAttention() {
   for (int32_t p = 0; p < workers_; ++p) {
     if (p == self_) continue;
     const std::string who = absl::StrCat("worker ", communicator_->DescribePeer(p));
-    auto header = DecodeHeader(in_headers_[p], who);
+    auto header = DecodeHeader(in_headers[p], who);
     if (!header.ok()) {
       LOG(WARNING) << header.status();
     } else if (header->pass != Pass::kEnd || header->exchange != exchange_) {
@@ -109,13 +122,14 @@ absl::Status InPlaceCoreAttention::Fail(absl::Status status) {
   return status;
 }
 
-ExchangeHeader InPlaceCoreAttention::MakeHeader(Pass pass, int layer,
+ExchangeHeader InPlaceCoreAttention::MakeHeader(const MicroBatchState& state, Pass pass, int layer,
                                                 const kernels::AttentionShape& shape) const {
   ExchangeHeader h;
   h.pass = pass;
   h.flags = pass == Pass::kBackward && !options_.keep_qkv_for_backward ? kCarriesForwardTensors : 0;
+  if (state.half >= 0) h.flags |= state.half == 0 ? kPingPongHalfA : kPingPongHalfB;
   h.exchange = exchange_;
-  h.micro_batch = static_cast<uint64_t>(micro_batch_);
+  h.micro_batch = static_cast<uint64_t>(state.micro_batch);
   h.layer = layer;
   h.n_layers = options_.n_layers;
   h.n_heads = shape.n_heads;
@@ -125,19 +139,55 @@ ExchangeHeader InPlaceCoreAttention::MakeHeader(Pass pass, int layer,
   return h;
 }
 
-absl::Status InPlaceCoreAttention::CheckCallOrder(Pass pass, int layer) const {
+absl::Status InPlaceCoreAttention::CheckSameKind(const MicroBatchState& state, int half) const {
+  if (state.half == half) return absl::OkStatus();
+  auto kind = [](int h) {
+    return h < 0 ? std::string("a whole micro-batch") : absl::StrCat("half ", h == 0 ? "A" : "B");
+  };
+  return absl::FailedPreconditionError(absl::StrCat("in-place attention on worker ", self_,
+                                                    ": a call of ", kind(half), " continues ",
+                                                    kind(state.half), "'s micro-batch"));
+}
+
+absl::StatusOr<InPlaceCoreAttention::MicroBatchState*> InPlaceCoreAttention::StateFor(
+    int half, bool starting) {
+  if (half < -1 || half > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("in-place attention: no half ", half));
+  }
+  MicroBatchState& state = *states_[half < 0 ? 0 : half];
+  if (starting) {
+    const bool busy = half < 0 ? (states_[0]->in_flight || states_[1]->in_flight)
+                               : state.in_flight.has_value();
+    if (busy) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "in-place attention on worker ", self_, ": ",
+          half < 0 ? std::string("a whole micro-batch's call")
+                   : absl::StrCat("half ", half == 0 ? "A" : "B", "'s next call"),
+          " while an exchange is unfinished"));
+    }
+  } else if (!state.in_flight) {
+    return absl::FailedPreconditionError(absl::StrCat("in-place attention on worker ", self_,
+                                                      ": finishing half ", half == 0 ? "A" : "B",
+                                                      ", which has no call started"));
+  }
+  return &state;
+}
+
+absl::Status InPlaceCoreAttention::CheckCallOrder(const MicroBatchState& state, Pass pass,
+                                                  int layer) const {
   if (pass == Pass::kForward && layer == 0) return absl::OkStatus();  // a new micro-batch
   auto out_of_order = [&](const std::string& expected) {
     const std::string previous =
-        last_call_ ? absl::StrCat(PassName(last_call_->first), " layer ", last_call_->second,
-                                  " of micro-batch ", micro_batch_)
-                   : std::string("no forward of layer 0");
+        state.last_call ? absl::StrCat(PassName(state.last_call->first), " layer ",
+                                       state.last_call->second, " of micro-batch ",
+                                       state.micro_batch)
+                        : std::string("no forward of layer 0");
     return absl::FailedPreconditionError(absl::StrCat("in-place attention on worker ", self_, ": ",
                                                       PassName(pass), " layer ", layer, " after ",
                                                       previous, "; expected ", expected));
   };
-  if (!last_call_) return out_of_order("the forward of layer 0 of a new micro-batch");
-  const auto [last_pass, last_layer] = *last_call_;
+  if (!state.last_call) return out_of_order("the forward of layer 0 of a new micro-batch");
+  const auto [last_pass, last_layer] = *state.last_call;
   if (pass == Pass::kForward) {
     if (last_pass != Pass::kForward || last_layer != layer - 1) {
       return out_of_order(absl::StrCat("forward layer ", last_layer + 1));
@@ -171,7 +221,8 @@ absl::StatusOr<ExchangeHeader> InPlaceCoreAttention::CheckPeerHeader(const Excha
   return header;
 }
 
-absl::Status InPlaceCoreAttention::BeginMicroBatch(const kernels::AttentionShape& shape,
+absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
+                                                   const kernels::AttentionShape& shape,
                                                    absl::Span<const kernels::AttentionTask> tasks,
                                                    int64_t rows) {
   if (absl::Status s = kernels::ValidateAttentionArgs(shape, tasks, std::max<int64_t>(rows, 1),
@@ -190,21 +241,24 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(const kernels::AttentionShape
     lengths.push_back(task.q_end);
     document_rows.push_back(task.q_row);
   }
-  ++micro_batch_;
+  state.micro_batch = next_micro_batch_++;
   ++stats_.micro_batches;
-  plan_.reset();
-  tasks_.assign(tasks.begin(), tasks.end());
-  rows_ = rows;
+  state.plan.reset();
+  state.last_call.reset();
+  state.tasks.assign(tasks.begin(), tasks.end());
+  state.rows = rows;
+  std::vector<HeaderBytes>& in_headers = state.in_headers;
+  std::vector<std::vector<int64_t>>& peer_documents = state.peer_documents;
 
   // Tell every other worker this worker's document lengths; hear theirs.
-  ExchangeHeader announce = MakeHeader(Pass::kForward, 0, shape);
+  ExchangeHeader announce = MakeHeader(state, Pass::kForward, 0, shape);
   announce.num_documents = static_cast<int32_t>(lengths.size());
   const HeaderBytes announce_bytes = EncodeHeader(announce);
   Handles receives, sends;
   for (int32_t p = 0; p < workers_; ++p) {
     if (p == self_) continue;
     absl::Status s = Post(
-        receives, communicator_->RecvAsync(p, kHeaderTag, in_headers_[p].data(), kHeaderBytes));
+        receives, communicator_->RecvAsync(p, kHeaderTag, in_headers[p].data(), kHeaderBytes));
     if (s.ok()) {
       s = Post(sends, communicator_->SendAsync(p, kHeaderTag, announce_bytes.data(), kHeaderBytes));
     }
@@ -217,13 +271,13 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(const kernels::AttentionShape
   if (absl::Status s = WaitAll(receives); !s.ok()) return Fail(s);
   for (int32_t p = 0; p < workers_; ++p) {
     if (p == self_) continue;
-    auto header = CheckPeerHeader(announce, in_headers_[p], p, -1, "document list");
+    auto header = CheckPeerHeader(announce, in_headers[p], p, -1, "document list");
     if (!header.ok()) return Fail(header.status());
-    peer_documents_[p].resize(header->num_documents);
+    peer_documents[p].resize(header->num_documents);
     if (header->num_documents == 0) continue;
     if (absl::Status s =
-            Post(receives, communicator_->RecvAsync(p, kDocumentsTag, peer_documents_[p].data(),
-                                                    peer_documents_[p].size() * sizeof(int64_t)));
+            Post(receives, communicator_->RecvAsync(p, kDocumentsTag, peer_documents[p].data(),
+                                                    peer_documents[p].size() * sizeof(int64_t)));
         !s.ok()) {
       return Fail(s);
     }
@@ -237,14 +291,14 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(const kernels::AttentionShape
       all_lengths[p] = lengths;
       continue;
     }
-    for (int64_t length : peer_documents_[p]) {
+    for (int64_t length : peer_documents[p]) {
       if (length < 1 || length > (int64_t{1} << 32)) {
         return Fail(absl::DataLossError(absl::StrCat("document length ", length, " from worker ",
                                                      communicator_->DescribePeer(p), " in ",
                                                      announce.Describe())));
       }
     }
-    all_lengths[p] = peer_documents_[p];
+    all_lengths[p] = peer_documents[p];
   }
   PlanOptions plan_options;
   plan_options.servers = workers_;
@@ -253,16 +307,17 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(const kernels::AttentionShape
   plan_options.in_place = true;
   auto plan = PlanMicroBatch(std::move(all_lengths), shape, plan_options);
   if (!plan.ok()) return Fail(plan.status());
-  plan_ = *std::move(plan);
-  query_rows_.resize(workers_);
-  kv_rows_.resize(workers_);
+  state.plan = *std::move(plan);
+  state.query_rows.resize(workers_);
+  state.kv_rows.resize(workers_);
   for (int32_t s = 0; s < workers_; ++s) {
-    query_rows_[s] = WorkerQueryRows(*plan_, s, self_, document_rows);
-    kv_rows_[s] = WorkerKvRows(*plan_, s, self_, document_rows);
+    state.query_rows[s] = WorkerQueryRows(*state.plan, s, self_, document_rows);
+    state.kv_rows[s] = WorkerKvRows(*state.plan, s, self_, document_rows);
   }
-  batch_.Begin(&*plan_, options_.n_layers, options_.keep_qkv_for_backward);
-  stats_.tasks_computed += batch_.num_tasks();
-  for (const planner::PlannedTask& task : plan_->plan.tasks) {
+  state.batch.Begin(&*state.plan, options_.n_layers, options_.keep_qkv_for_backward);
+  last_begun_ = &state;
+  stats_.tasks_computed += state.batch.num_tasks();
+  for (const planner::PlannedTask& task : state.plan->plan.tasks) {
     if (task.server == self_ && task.worker != self_) ++stats_.peer_tasks_computed;
     if (task.worker == self_ && task.server != self_) ++stats_.tasks_shipped;
   }
@@ -270,150 +325,246 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(const kernels::AttentionShape
 }
 
 absl::Status InPlaceCoreAttention::CheckSameMicroBatch(
-    absl::Span<const kernels::AttentionTask> tasks, int64_t rows) const {
-  if (!plan_.has_value() || rows != rows_ ||
-      !std::equal(tasks.begin(), tasks.end(), tasks_.begin(), tasks_.end())) {
+    const MicroBatchState& state, absl::Span<const kernels::AttentionTask> tasks,
+    int64_t rows) const {
+  if (!state.plan.has_value() || rows != state.rows ||
+      !std::equal(tasks.begin(), tasks.end(), state.tasks.begin(), state.tasks.end())) {
     return absl::FailedPreconditionError(
         "in-place attention: the tasks differ from those of this micro-batch's layer 0 forward");
   }
   return absl::OkStatus();
 }
 
-absl::Status InPlaceCoreAttention::Exchange(ExchangeHeader header, const ExchangeSteps& steps) {
-  const auto& shares = plan_->shares;  // [computing worker][source worker]
-  Handles request_headers, request_payloads, reply_headers, reply_payloads, sends;
+absl::Status InPlaceCoreAttention::StartExchange(MicroBatchState& state, ExchangeHeader header,
+                                                 ExchangeSteps steps) {
+  const auto& shares = state.plan->shares;  // [computing worker][source worker]
+  InFlightExchange& call = state.in_flight.emplace();
+  call.header = header;
+  call.steps = std::move(steps);
+  const ExchangeSteps& st = call.steps;
+  ++exchange_;
+  ++stats_.exchanges;
   // Every receive first, then every send: nobody waits on anybody's order.
   for (int32_t p = 0; p < workers_; ++p) {
     if (p == self_) continue;
-    inbound_[p].resize(steps.request_floats(shares[self_][p]));
-    results_[p].resize(steps.reply_floats(shares[p][self_]));
-    absl::Status s = Post(request_headers, communicator_->RecvAsync(
-                                               p, kHeaderTag, in_headers_[p].data(), kHeaderBytes));
-    if (s.ok() && !inbound_[p].empty()) {
-      s = Post(request_payloads,
-               communicator_->RecvAsync(p, kPayloadTag, inbound_[p].data(), Bytes(inbound_[p])));
+    state.inbound[p].resize(st.request_floats(shares[self_][p]));
+    state.results[p].resize(st.reply_floats(shares[p][self_]));
+    absl::Status s = Post(call.request_headers,
+                          communicator_->RecvAsync(p, kHeaderTag, state.in_headers[p].data(),
+                                                   kHeaderBytes));
+    if (s.ok() && !state.inbound[p].empty()) {
+      s = Post(call.request_payloads,
+               communicator_->RecvAsync(p, kPayloadTag, state.inbound[p].data(),
+                                        Bytes(state.inbound[p])));
     }
     if (s.ok()) {
-      s = Post(reply_headers, communicator_->RecvAsync(p, kReplyHeaderTag,
-                                                       in_reply_headers_[p].data(), kHeaderBytes));
+      s = Post(call.reply_headers,
+               communicator_->RecvAsync(p, kReplyHeaderTag, state.in_reply_headers[p].data(),
+                                        kHeaderBytes));
     }
-    if (s.ok() && !results_[p].empty()) {
-      s = Post(reply_payloads, communicator_->RecvAsync(p, kReplyPayloadTag, results_[p].data(),
-                                                        Bytes(results_[p])));
+    if (s.ok() && !state.results[p].empty()) {
+      s = Post(call.reply_payloads,
+               communicator_->RecvAsync(p, kReplyPayloadTag, state.results[p].data(),
+                                        Bytes(state.results[p])));
     }
     if (!s.ok()) return Fail(s);
   }
   for (int32_t p = 0; p < workers_; ++p) {
     if (p == self_) continue;
-    requests_[p].resize(steps.request_floats(shares[p][self_]));
-    steps.fill_request(p, requests_[p].data());
+    state.requests[p].resize(st.request_floats(shares[p][self_]));
+    st.fill_request(p, state.requests[p].data());
     ExchangeHeader request = header;
-    request.payload_bytes = Bytes(requests_[p]);
-    out_headers_[p] = EncodeHeader(request);
-    absl::Status s =
-        Post(sends, communicator_->SendAsync(p, kHeaderTag, out_headers_[p].data(), kHeaderBytes));
-    if (s.ok() && !requests_[p].empty()) {
-      s = Post(sends, communicator_->SendAsync(p, kPayloadTag, requests_[p].data(),
-                                               request.payload_bytes));
+    request.payload_bytes = Bytes(state.requests[p]);
+    state.out_headers[p] = EncodeHeader(request);
+    absl::Status s = Post(call.sends, communicator_->SendAsync(p, kHeaderTag,
+                                                               state.out_headers[p].data(),
+                                                               kHeaderBytes));
+    if (s.ok() && !state.requests[p].empty()) {
+      s = Post(call.sends, communicator_->SendAsync(p, kPayloadTag, state.requests[p].data(),
+                                                    request.payload_bytes));
     }
     if (!s.ok()) return Fail(s);
   }
   // This worker's own share, while the peers' requests travel.
-  requests_[self_].resize(steps.request_floats(shares[self_][self_]));
-  steps.fill_request(self_, requests_[self_].data());
-  steps.take(self_, requests_[self_].data());
+  state.requests[self_].resize(st.request_floats(shares[self_][self_]));
+  st.fill_request(self_, state.requests[self_].data());
+  st.take(self_, state.requests[self_].data());
+  return absl::OkStatus();
+}
 
-  if (absl::Status s = WaitAll(request_headers); !s.ok()) return Fail(s);
+absl::Status InPlaceCoreAttention::FinishExchange(MicroBatchState& state) {
+  // Moved out: however this ends, the exchange is no longer in flight.
+  InFlightExchange call = *std::move(state.in_flight);
+  state.in_flight.reset();
+  const ExchangeHeader& header = call.header;
+  const ExchangeSteps& st = call.steps;
+  const auto& shares = state.plan->shares;
+  if (absl::Status s = WaitAll(call.request_headers); !s.ok()) return Fail(s);
   for (int32_t p = 0; p < workers_; ++p) {
     if (p == self_) continue;
-    auto got = CheckPeerHeader(header, in_headers_[p], p, static_cast<int64_t>(inbound_[p].size()),
-                               "request");
+    auto got = CheckPeerHeader(header, state.in_headers[p], p,
+                               static_cast<int64_t>(state.inbound[p].size()), "request");
     if (!got.ok()) return Fail(got.status());
   }
-  if (absl::Status s = WaitAll(request_payloads); !s.ok()) return Fail(s);
+  if (absl::Status s = WaitAll(call.request_payloads); !s.ok()) return Fail(s);
   for (int32_t p = 0; p < workers_; ++p) {
-    if (p != self_) steps.take(p, inbound_[p].data());
+    if (p != self_) st.take(p, state.inbound[p].data());
   }
-  if (absl::Status s = steps.compute(); !s.ok()) {
+  if (absl::Status s = st.compute(); !s.ok()) {
     return Fail(absl::Status(s.code(), absl::StrCat("in-place attention on worker ", self_, " at ",
                                                     header.Describe(), ": ", s.message())));
   }
 
   for (int32_t p = 0; p < workers_; ++p) {
-    replies_[p].resize(steps.reply_floats(shares[self_][p]));
-    steps.put_reply(p, replies_[p].data());
+    state.replies[p].resize(st.reply_floats(shares[self_][p]));
+    st.put_reply(p, state.replies[p].data());
     if (p == self_) continue;
     ExchangeHeader reply = header;
-    reply.payload_bytes = Bytes(replies_[p]);
-    out_reply_headers_[p] = EncodeHeader(reply);
-    absl::Status s = Post(
-        sends,
-        communicator_->SendAsync(p, kReplyHeaderTag, out_reply_headers_[p].data(), kHeaderBytes));
-    if (s.ok() && !replies_[p].empty()) {
-      s = Post(sends, communicator_->SendAsync(p, kReplyPayloadTag, replies_[p].data(),
-                                               reply.payload_bytes));
+    reply.payload_bytes = Bytes(state.replies[p]);
+    state.out_reply_headers[p] = EncodeHeader(reply);
+    absl::Status s = Post(call.sends,
+                          communicator_->SendAsync(p, kReplyHeaderTag,
+                                                   state.out_reply_headers[p].data(),
+                                                   kHeaderBytes));
+    if (s.ok() && !state.replies[p].empty()) {
+      s = Post(call.sends, communicator_->SendAsync(p, kReplyPayloadTag, state.replies[p].data(),
+                                                    reply.payload_bytes));
     }
     if (!s.ok()) return Fail(s);
   }
-  if (absl::Status s = WaitAll(reply_headers); !s.ok()) return Fail(s);
+  if (absl::Status s = WaitAll(call.reply_headers); !s.ok()) return Fail(s);
   for (int32_t p = 0; p < workers_; ++p) {
     if (p == self_) continue;
-    auto got = CheckPeerHeader(header, in_reply_headers_[p], p,
-                               static_cast<int64_t>(results_[p].size()), "reply");
+    auto got = CheckPeerHeader(header, state.in_reply_headers[p], p,
+                               static_cast<int64_t>(state.results[p].size()), "reply");
     if (!got.ok()) return Fail(got.status());
   }
-  if (absl::Status s = WaitAll(reply_payloads); !s.ok()) return Fail(s);
-  if (absl::Status s = WaitAll(sends); !s.ok()) return Fail(s);
+  if (absl::Status s = WaitAll(call.reply_payloads); !s.ok()) return Fail(s);
+  if (absl::Status s = WaitAll(call.sends); !s.ok()) return Fail(s);
   // In rank order, so the sums into dK/dV do not depend on arrival order.
   for (int32_t p = 0; p < workers_; ++p) {
-    steps.consume(p, p == self_ ? replies_[p].data() : results_[p].data());
+    st.consume(p, p == self_ ? state.replies[p].data() : state.results[p].data());
   }
-  ++exchange_;
-  ++stats_.exchanges;
+  state.last_call = {header.pass, header.layer};
   return absl::OkStatus();
+}
+
+absl::Status InPlaceCoreAttention::StartForwardCall(
+    int half, int layer, const kernels::AttentionShape& shape,
+    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
+    const float* v, int64_t rows, float* o, float* lse) {
+  if (absl::Status s = communicator_->health(); !s.ok()) return s;
+  auto found = StateFor(half, /*starting=*/true);
+  if (!found.ok()) return Fail(found.status());
+  MicroBatchState& state = **found;
+  if (layer < 0 || layer >= options_.n_layers) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("layer ", layer, " of a ", options_.n_layers, "-layer model")));
+  }
+  if (layer == 0) state.half = half;  // a new micro-batch
+  if (absl::Status s = CheckSameKind(state, half); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckCallOrder(state, Pass::kForward, layer); !s.ok()) return Fail(s);
+  if (layer == 0) {
+    if (absl::Status s = BeginMicroBatch(state, shape, tasks, rows); !s.ok()) return Fail(s);
+  } else if (absl::Status s = CheckSameMicroBatch(state, tasks, rows); !s.ok()) {
+    return Fail(s);
+  }
+  const RowWidths widths = RowWidths::Of(shape);
+  state.batch.PrepareForward(layer, widths);
+  MicroBatchState* st = &state;
+  ExchangeSteps steps;
+  steps.request_floats = [widths](const WorkerShare& s) { return ForwardRequestFloats(s, widths); };
+  steps.reply_floats = [widths](const WorkerShare& s) { return ForwardReplyFloats(s, widths); };
+  steps.fill_request = [st, widths, q, k, v](int32_t p, float* out) {
+    out = GatherRows(q, widths.q, st->query_rows[p], out);
+    out = GatherRows(k, widths.kv, st->kv_rows[p], out);
+    GatherRows(v, widths.kv, st->kv_rows[p], out);
+  };
+  steps.take = [st, widths, layer](int32_t source, const float* in) {
+    st->batch.TakeForwardRequest(layer, source, widths, in);
+  };
+  steps.compute = [st, layer, shape] { return st->batch.RunForward(layer, shape); };
+  steps.put_reply = [st, widths, layer](int32_t source, float* out) {
+    st->batch.PutForwardReply(layer, source, widths, out);
+  };
+  steps.consume = [st, widths, o, lse](int32_t p, const float* in) {
+    in = ScatterRows(in, widths.q, st->query_rows[p], o, /*accumulate=*/false);
+    ScatterRows(in, widths.lse, st->query_rows[p], lse, /*accumulate=*/false);
+  };
+  return StartExchange(state, MakeHeader(state, Pass::kForward, layer, shape), std::move(steps));
+}
+
+absl::Status InPlaceCoreAttention::StartBackwardCall(
+    int half, int layer, const kernels::AttentionShape& shape,
+    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
+    const float* v, const float* o, const float* lse, const float* d_o, int64_t rows, float* d_q,
+    float* d_k, float* d_v) {
+  if (absl::Status s = communicator_->health(); !s.ok()) return s;
+  auto found = StateFor(half, /*starting=*/true);
+  if (!found.ok()) return Fail(found.status());
+  MicroBatchState& state = **found;
+  if (layer < 0 || layer >= options_.n_layers) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("layer ", layer, " of a ", options_.n_layers, "-layer model")));
+  }
+  if (absl::Status s = CheckSameKind(state, half); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckCallOrder(state, Pass::kBackward, layer); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckSameMicroBatch(state, tasks, rows); !s.ok()) return Fail(s);
+  const RowWidths widths = RowWidths::Of(shape);
+  const bool resend = !options_.keep_qkv_for_backward;
+  if (absl::Status s = state.batch.PrepareBackward(layer, widths, resend); !s.ok()) {
+    return Fail(s);
+  }
+  MicroBatchState* st = &state;
+  ExchangeSteps steps;
+  steps.request_floats = [widths, resend](const WorkerShare& s) {
+    return BackwardRequestFloats(s, widths, resend);
+  };
+  steps.reply_floats = [widths](const WorkerShare& s) { return BackwardReplyFloats(s, widths); };
+  steps.fill_request = [st, widths, resend, q, k, v, o, lse, d_o](int32_t p, float* out) {
+    out = GatherRows(d_o, widths.q, st->query_rows[p], out);
+    if (!resend) return;
+    out = GatherRows(q, widths.q, st->query_rows[p], out);
+    out = GatherRows(k, widths.kv, st->kv_rows[p], out);
+    out = GatherRows(v, widths.kv, st->kv_rows[p], out);
+    out = GatherRows(o, widths.q, st->query_rows[p], out);
+    GatherRows(lse, widths.lse, st->query_rows[p], out);
+  };
+  steps.take = [st, widths, layer, resend](int32_t source, const float* in) {
+    st->batch.TakeBackwardRequest(layer, source, widths, resend, in);
+  };
+  steps.compute = [st, layer, shape] { return st->batch.RunBackward(layer, shape); };
+  steps.put_reply = [st, widths](int32_t source, float* out) {
+    st->batch.PutBackwardReply(source, widths, out);
+  };
+  steps.consume = [st, widths, d_q, d_k, d_v](int32_t p, const float* in) {
+    in = ScatterRows(in, widths.q, st->query_rows[p], d_q, /*accumulate=*/false);
+    // A document split over workers gets a partial K/V gradient from each.
+    in = ScatterRows(in, widths.kv, st->kv_rows[p], d_k, /*accumulate=*/true);
+    ScatterRows(in, widths.kv, st->kv_rows[p], d_v, /*accumulate=*/true);
+  };
+  return StartExchange(state, MakeHeader(state, Pass::kBackward, layer, shape), std::move(steps));
+}
+
+absl::Status InPlaceCoreAttention::FinishCall(int half, Pass pass) {
+  auto found = StateFor(half, /*starting=*/false);
+  if (!found.ok()) return Fail(found.status());
+  if ((*found)->in_flight->header.pass != pass) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        "in-place attention on worker ", self_, ": finishing a ", PassName(pass), " of half ",
+        half, " whose started call is ", (*found)->in_flight->header.Describe())));
+  }
+  return FinishExchange(**found);
 }
 
 absl::Status InPlaceCoreAttention::Forward(int layer, const kernels::AttentionShape& shape,
                                            absl::Span<const kernels::AttentionTask> tasks,
                                            const float* q, const float* k, const float* v,
                                            int64_t rows, float* o, float* lse) {
-  if (absl::Status s = communicator_->health(); !s.ok()) return s;
-  if (layer < 0 || layer >= options_.n_layers) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("layer ", layer, " of a ", options_.n_layers, "-layer model")));
-  }
-  if (absl::Status s = CheckCallOrder(Pass::kForward, layer); !s.ok()) return Fail(s);
-  if (layer == 0) {
-    if (absl::Status s = BeginMicroBatch(shape, tasks, rows); !s.ok()) return Fail(s);
-  } else if (absl::Status s = CheckSameMicroBatch(tasks, rows); !s.ok()) {
-    return Fail(s);
-  }
-  const RowWidths widths = RowWidths::Of(shape);
-  batch_.PrepareForward(layer, widths);
-  ExchangeSteps steps;
-  steps.request_floats = [&](const WorkerShare& s) { return ForwardRequestFloats(s, widths); };
-  steps.reply_floats = [&](const WorkerShare& s) { return ForwardReplyFloats(s, widths); };
-  steps.fill_request = [&](int32_t p, float* out) {
-    out = GatherRows(q, widths.q, query_rows_[p], out);
-    out = GatherRows(k, widths.kv, kv_rows_[p], out);
-    GatherRows(v, widths.kv, kv_rows_[p], out);
-  };
-  steps.take = [&](int32_t source, const float* in) {
-    batch_.TakeForwardRequest(layer, source, widths, in);
-  };
-  steps.compute = [&] { return batch_.RunForward(layer, shape); };
-  steps.put_reply = [&](int32_t source, float* out) {
-    batch_.PutForwardReply(layer, source, widths, out);
-  };
-  steps.consume = [&](int32_t p, const float* in) {
-    in = ScatterRows(in, widths.q, query_rows_[p], o, /*accumulate=*/false);
-    ScatterRows(in, widths.lse, query_rows_[p], lse, /*accumulate=*/false);
-  };
-  if (absl::Status s = Exchange(MakeHeader(Pass::kForward, layer, shape), steps); !s.ok()) {
+  if (absl::Status s = StartForwardCall(-1, layer, shape, tasks, q, k, v, rows, o, lse); !s.ok()) {
     return s;
   }
-  last_call_ = {Pass::kForward, layer};
-  return absl::OkStatus();
+  return FinishExchange(*states_[0]);
 }
 
 absl::Status InPlaceCoreAttention::Backward(int layer, const kernels::AttentionShape& shape,
@@ -421,48 +572,44 @@ absl::Status InPlaceCoreAttention::Backward(int layer, const kernels::AttentionS
                                             const float* q, const float* k, const float* v,
                                             const float* o, const float* lse, const float* d_o,
                                             int64_t rows, float* d_q, float* d_k, float* d_v) {
-  if (absl::Status s = communicator_->health(); !s.ok()) return s;
-  if (layer < 0 || layer >= options_.n_layers) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("layer ", layer, " of a ", options_.n_layers, "-layer model")));
-  }
-  if (absl::Status s = CheckCallOrder(Pass::kBackward, layer); !s.ok()) return Fail(s);
-  if (absl::Status s = CheckSameMicroBatch(tasks, rows); !s.ok()) return Fail(s);
-  const RowWidths widths = RowWidths::Of(shape);
-  const bool resend = !options_.keep_qkv_for_backward;
-  if (absl::Status s = batch_.PrepareBackward(layer, widths, resend); !s.ok()) return Fail(s);
-  ExchangeSteps steps;
-  steps.request_floats = [&](const WorkerShare& s) {
-    return BackwardRequestFloats(s, widths, resend);
-  };
-  steps.reply_floats = [&](const WorkerShare& s) { return BackwardReplyFloats(s, widths); };
-  steps.fill_request = [&](int32_t p, float* out) {
-    out = GatherRows(d_o, widths.q, query_rows_[p], out);
-    if (!resend) return;
-    out = GatherRows(q, widths.q, query_rows_[p], out);
-    out = GatherRows(k, widths.kv, kv_rows_[p], out);
-    out = GatherRows(v, widths.kv, kv_rows_[p], out);
-    out = GatherRows(o, widths.q, query_rows_[p], out);
-    GatherRows(lse, widths.lse, query_rows_[p], out);
-  };
-  steps.take = [&](int32_t source, const float* in) {
-    batch_.TakeBackwardRequest(layer, source, widths, resend, in);
-  };
-  steps.compute = [&] { return batch_.RunBackward(layer, shape); };
-  steps.put_reply = [&](int32_t source, float* out) {
-    batch_.PutBackwardReply(source, widths, out);
-  };
-  steps.consume = [&](int32_t p, const float* in) {
-    in = ScatterRows(in, widths.q, query_rows_[p], d_q, /*accumulate=*/false);
-    // A document split over workers gets a partial K/V gradient from each.
-    in = ScatterRows(in, widths.kv, kv_rows_[p], d_k, /*accumulate=*/true);
-    ScatterRows(in, widths.kv, kv_rows_[p], d_v, /*accumulate=*/true);
-  };
-  if (absl::Status s = Exchange(MakeHeader(Pass::kBackward, layer, shape), steps); !s.ok()) {
+  if (absl::Status s = StartBackwardCall(-1, layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q,
+                                         d_k, d_v);
+      !s.ok()) {
     return s;
   }
-  last_call_ = {Pass::kBackward, layer};
-  return absl::OkStatus();
+  return FinishExchange(*states_[0]);
+}
+
+absl::Status InPlaceCoreAttention::StartForward(int half, int layer,
+                                                const kernels::AttentionShape& shape,
+                                                absl::Span<const kernels::AttentionTask> tasks,
+                                                const float* q, const float* k, const float* v,
+                                                int64_t rows, float* o, float* lse) {
+  if (half != 0 && half != 1) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("in-place attention: no half ", half)));
+  }
+  return StartForwardCall(half, layer, shape, tasks, q, k, v, rows, o, lse);
+}
+
+absl::Status InPlaceCoreAttention::FinishForward(int half) {
+  return FinishCall(half, Pass::kForward);
+}
+
+absl::Status InPlaceCoreAttention::StartBackward(int half, int layer,
+                                                 const kernels::AttentionShape& shape,
+                                                 absl::Span<const kernels::AttentionTask> tasks,
+                                                 const float* q, const float* k, const float* v,
+                                                 const float* o, const float* lse,
+                                                 const float* d_o, int64_t rows, float* d_q,
+                                                 float* d_k, float* d_v) {
+  if (half != 0 && half != 1) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("in-place attention: no half ", half)));
+  }
+  return StartBackwardCall(half, layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k, d_v);
+}
+
+absl::Status InPlaceCoreAttention::FinishBackward(int half) {
+  return FinishCall(half, Pass::kBackward);
 }
 
 }  // namespace corescape::attention

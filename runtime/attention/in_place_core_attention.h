@@ -33,6 +33,10 @@
 // one tag, workers whose calls are out of step see a mismatch and fail with
 // it (header checks as wire_format.h's), never a hang.
 //
+// Ping-pong halves (Start*/Finish*) are micro-batches of their own whose
+// headers carry the half (kPingPongHalfA/B); both halves' exchanges may be
+// in flight at once, each with its own state.
+//
 // When the executor is destroyed healthy it sends every peer an `end`
 // header and waits for theirs, so nobody closes while a peer still reads.
 //
@@ -41,6 +45,7 @@
 // micro-batch forward of layers 0..L-1, then optionally backward L-1..0),
 // the same on every worker. One thread calls it; Abort may come from any.
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -55,6 +60,7 @@
 #include "runtime/attention/micro_batch_plan.h"
 #include "runtime/attention/wire_format.h"
 #include "runtime/base/thread_pool.h"
+#include "runtime/comm/handle_set.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/model/core_attention_executor.h"
 
@@ -99,13 +105,34 @@ class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
                         const float* k, const float* v, const float* o, const float* lse,
                         const float* d_o, int64_t rows, float* d_q, float* d_k,
                         float* d_v) override;
+  // Ping-pong (model/core_attention_executor.h): each half is its own
+  // micro-batch with its own plan. Start posts the half's requests (and the
+  // receives for the peers' requests and replies) and returns; Finish takes
+  // the peers' requests, runs this worker's fused kernel call for the half,
+  // replies, and waits for its own results. So while the trainer computes
+  // one half, the other half's rows are on the wire. Every worker calls
+  // Start/Finish in the same order; Finish(h) waits only on the peers'
+  // Start(h) and Finish(h), so no order of arrival can deadlock.
+  absl::Status StartForward(int half, int layer, const kernels::AttentionShape& shape,
+                            absl::Span<const kernels::AttentionTask> tasks, const float* q,
+                            const float* k, const float* v, int64_t rows, float* o,
+                            float* lse) override;
+  absl::Status FinishForward(int half) override;
+  absl::Status StartBackward(int half, int layer, const kernels::AttentionShape& shape,
+                             absl::Span<const kernels::AttentionTask> tasks, const float* q,
+                             const float* k, const float* v, const float* o, const float* lse,
+                             const float* d_o, int64_t rows, float* d_q, float* d_k,
+                             float* d_v) override;
+  absl::Status FinishBackward(int half) override;
 
   // Fails the exchange in flight (and every later one) with `reason`; the
   // peers fail with it too.
   void Abort(const std::string& reason);
 
-  // The plan of the current micro-batch (null before the first forward).
-  const MicroBatchPlan* current_plan() const { return plan_ ? &*plan_ : nullptr; }
+  // The plan of the micro-batch begun last (null before the first forward).
+  const MicroBatchPlan* current_plan() const {
+    return last_begun_ != nullptr && last_begun_->plan ? &*last_begun_->plan : nullptr;
+  }
   const InPlaceStats& stats() const { return stats_; }
   comm::Communicator& communicator() { return *communicator_; }
 
@@ -114,7 +141,8 @@ class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
                        const InPlaceOptions& options);
 
   // The parts of one exchange; sizes are functions of a WorkerShare (what a
-  // source worker has on a computing worker).
+  // source worker has on a computing worker). They run at Start (requests)
+  // and at Finish (the rest), so they hold copies of what they use.
   struct ExchangeSteps {
     std::function<int64_t(const WorkerShare&)> request_floats, reply_floats;
     std::function<void(int32_t peer, float* out)> fill_request;  // my rows for peer
@@ -123,17 +151,68 @@ class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
     std::function<void(int32_t source, float* out)> put_reply;   // out of the fused batch
     std::function<void(int32_t peer, const float* in)> consume;  // my results from peer
   };
+  // A started exchange: its messages in flight and what Finish does next.
+  struct InFlightExchange {
+    ExchangeHeader header;
+    ExchangeSteps steps;
+    comm::HandleSet request_headers, request_payloads, reply_headers, reply_payloads, sends;
+  };
+  // One micro-batch: a plain one, or one ping-pong half. Both halves'
+  // exchanges can be in flight at once, so each has its own plan, fused
+  // batch, buffers and posted messages. Held by pointer: `batch` points at
+  // `plan`, which must not move.
+  struct MicroBatchState {
+    MicroBatchState(int32_t self, int32_t workers, ThreadPool* pool);
+    int half = -1;  // -1: a plain micro-batch; 0 / 1: ping-pong half A / B
+    int64_t micro_batch = -1;
+    // The previous call of this micro-batch (none before its first forward).
+    std::optional<std::pair<Pass, int>> last_call;
+    std::optional<MicroBatchPlan> plan;
+    std::vector<kernels::AttentionTask> tasks;
+    int64_t rows = 0;
+    std::vector<std::vector<RowRange>> query_rows;  // [worker as server]: my rows there
+    std::vector<std::vector<RowRange>> kv_rows;     // [worker as server]
+    InPlaceFusedBatch batch;
+    // Reused across calls: memory stays at the largest micro-batch's.
+    // [peer]; the entries of this worker hold its own share.
+    std::vector<std::vector<float>> requests, inbound, replies, results;
+    std::vector<HeaderBytes> out_headers, out_reply_headers, in_headers, in_reply_headers;
+    std::vector<std::vector<int64_t>> peer_documents;
+    std::optional<InFlightExchange> in_flight;  // last: its handles use the buffers above
+  };
 
-  ExchangeHeader MakeHeader(Pass pass, int layer, const kernels::AttentionShape& shape) const;
-  // FailedPrecondition unless (pass, layer) may follow the previous call.
-  absl::Status CheckCallOrder(Pass pass, int layer) const;
+  // The state of a plain call (half -1) or of ping-pong `half`;
+  // InvalidArgument for another half, FailedPrecondition if that state (or,
+  // for a plain call, any) still has an exchange in flight.
+  absl::StatusOr<MicroBatchState*> StateFor(int half, bool starting);
+  // FailedPrecondition unless a call of `half` (-1: whole) continues the
+  // state's micro-batch, begun by a layer-0 forward of the same kind.
+  absl::Status CheckSameKind(const MicroBatchState& state, int half) const;
+  ExchangeHeader MakeHeader(const MicroBatchState& state, Pass pass, int layer,
+                            const kernels::AttentionShape& shape) const;
+  // FailedPrecondition unless (pass, layer) may follow the state's previous call.
+  absl::Status CheckCallOrder(const MicroBatchState& state, Pass pass, int layer) const;
   // Forward of layer 0: shares document lengths, plans the micro-batch.
-  absl::Status BeginMicroBatch(const kernels::AttentionShape& shape,
+  absl::Status BeginMicroBatch(MicroBatchState& state, const kernels::AttentionShape& shape,
                                absl::Span<const kernels::AttentionTask> tasks, int64_t rows);
   // Later calls: the same tasks as at layer 0.
-  absl::Status CheckSameMicroBatch(absl::Span<const kernels::AttentionTask> tasks,
+  absl::Status CheckSameMicroBatch(const MicroBatchState& state,
+                                   absl::Span<const kernels::AttentionTask> tasks,
                                    int64_t rows) const;
-  absl::Status Exchange(ExchangeHeader header, const ExchangeSteps& steps);
+  absl::Status StartForwardCall(int half, int layer, const kernels::AttentionShape& shape,
+                                absl::Span<const kernels::AttentionTask> tasks, const float* q,
+                                const float* k, const float* v, int64_t rows, float* o,
+                                float* lse);
+  absl::Status StartBackwardCall(int half, int layer, const kernels::AttentionShape& shape,
+                                 absl::Span<const kernels::AttentionTask> tasks, const float* q,
+                                 const float* k, const float* v, const float* o,
+                                 const float* lse, const float* d_o, int64_t rows, float* d_q,
+                                 float* d_k, float* d_v);
+  absl::Status FinishCall(int half, Pass pass);
+  // Posts every receive and every request of one exchange of `state`.
+  absl::Status StartExchange(MicroBatchState& state, ExchangeHeader header, ExchangeSteps steps);
+  // Takes the peers' requests, computes, replies, and consumes the results.
+  absl::Status FinishExchange(MicroBatchState& state);
   // Decodes a peer's header and checks it against the expected exchange and
   // (expected_floats >= 0) the plan's payload size.
   absl::StatusOr<ExchangeHeader> CheckPeerHeader(const ExchangeHeader& expected,
@@ -148,22 +227,12 @@ class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
   const int32_t self_;
   const int32_t workers_;
   std::unique_ptr<ThreadPool> pool_;
-  InPlaceFusedBatch batch_;
-  uint64_t exchange_ = 0;
-  int64_t micro_batch_ = -1;
-  // The previous call of this micro-batch (none before the first forward).
-  std::optional<std::pair<Pass, int>> last_call_;
-  std::optional<MicroBatchPlan> plan_;
-  std::vector<kernels::AttentionTask> tasks_;  // of the current micro-batch
-  int64_t rows_ = 0;
-  std::vector<std::vector<RowRange>> query_rows_;  // [worker as server]: my rows there
-  std::vector<std::vector<RowRange>> kv_rows_;     // [worker as server]
+  uint64_t exchange_ = 0;       // exchanges started
+  int64_t next_micro_batch_ = 0;
+  // [0]: plain micro-batches and ping-pong half A; [1]: half B.
+  std::array<std::unique_ptr<MicroBatchState>, 2> states_;
+  const MicroBatchState* last_begun_ = nullptr;
   InPlaceStats stats_;
-  // Reused across calls: memory stays at the largest micro-batch's. [peer];
-  // the entries of this worker hold its own share.
-  std::vector<std::vector<float>> requests_, inbound_, replies_, results_;
-  std::vector<HeaderBytes> out_headers_, out_reply_headers_, in_headers_, in_reply_headers_;
-  std::vector<std::vector<int64_t>> peer_documents_;
 };
 
 }  // namespace corescape::attention

@@ -11,7 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/attention/in_place_core_attention.h"
 #include "runtime/attention/in_process_attention_cluster.h"
+#include "runtime/comm/loopback_ranks.h"
 
 namespace corescape::train {
 namespace {
@@ -361,6 +363,89 @@ TEST(PingPongScheduleTest, DisaggregatedEqualsColocatedAndOverlapsTheHalves) {
           EXPECT_LT(pos(sent, a, Pass::kBackward, l - 1), pos(waiting, b, Pass::kBackward, l));
         }
       }
+    }
+  }
+}
+
+// IN_PLACE: 3 workers serve each other's attention; every worker's
+// ping-pong micro-batches (a one-row plain one among them) equal its
+// colocated whole micro-batches, and work really moved between workers.
+TEST(PingPongScheduleTest, InPlaceEqualsColocated) {
+  const model::ModelConfig config = SmallConfig();
+  const int workers = 3;
+  std::mt19937 rng(5);
+  std::vector<std::vector<model::ModelBatch>> batches(workers);  // [worker][micro-batch]
+  for (int w = 0; w < workers; ++w) {
+    for (int rows : {4, 3, 1, 4}) batches[w].push_back(MakeBatch(rng, config, rows, 64));
+  }
+  std::vector<RunResult> expected(workers), in_place(workers);
+  for (int w = 0; w < workers; ++w) {
+    model::LocalCoreAttention local(nullptr);
+    expected[w] = Train(config, batches[w], local, /*ping_pong=*/false);
+  }
+  attention::InPlaceOptions options;
+  options.n_layers = config.n_layers;
+  options.tolerance = 0.0;  // move work between workers, splitting documents
+  std::vector<attention::InPlaceStats> stats(workers);
+  absl::Status ranks = comm::RunLoopbackRanks(
+      workers, "ping-pong/attn-inplace",
+      [&](int w, std::unique_ptr<comm::Communicator> communicator) {
+        auto executor = attention::InPlaceCoreAttention::Create(std::move(communicator), options);
+        ASSERT_TRUE(executor.ok()) << executor.status();
+        in_place[w] = Train(config, batches[w], **executor, /*ping_pong=*/true);
+        stats[w] = (*executor)->stats();
+      });
+  ASSERT_TRUE(ranks.ok()) << ranks;
+  int64_t shipped = 0;
+  for (int w = 0; w < workers; ++w) {
+    ExpectEquivalent(config, in_place[w], expected[w], absl::StrCat("worker ", w));
+    // 3 split micro-batches (2 halves each) + 1 whole one.
+    EXPECT_EQ(stats[w].micro_batches, 7) << "worker " << w;
+    shipped += stats[w].tasks_shipped;
+  }
+  EXPECT_GT(shipped, 0) << "every task stayed at home: nothing was exchanged";
+}
+
+// An in-place worker finishing a half it never started, or starting a
+// half's call while that half's previous one is unfinished, is refused (and
+// the communicator aborted: the peers are out of step).
+TEST(PingPongScheduleTest, InPlaceHalvesMustAlternate) {
+  const model::ModelConfig config = SmallConfig();
+  std::mt19937 rng(6);
+  const model::ModelBatch batch = MakeBatch(rng, config, 2, 64);
+  auto model = model::Transformer::Create(config);
+  ASSERT_TRUE(model.ok());
+  model->InitializeWeights(1);
+  for (const bool start_first : {false, true}) {
+    // One worker for the second case: a peer's abort must not race its start.
+    const int workers = start_first ? 1 : 2;
+    std::vector<absl::Status> refused(workers);
+    absl::Status ranks = comm::RunLoopbackRanks(
+        workers, absl::StrCat("ping-pong-order-", start_first, "/attn-inplace"),
+        [&](int w, std::unique_ptr<comm::Communicator> communicator) {
+          attention::InPlaceOptions options;
+          options.n_layers = config.n_layers;
+          auto executor =
+              attention::InPlaceCoreAttention::Create(std::move(communicator), options);
+          ASSERT_TRUE(executor.ok()) << executor.status();
+          if (!start_first) {
+            refused[w] = (*executor)->FinishForward(1);
+            return;
+          }
+          model::Activations a;
+          a.batch = batch;
+          model->EmbedForward(a);
+          model->PreAttentionForward(0, a);
+          ASSERT_TRUE(model->StartCoreAttentionForward(0, /*half=*/0, **executor, a).ok());
+          refused[w] = model->StartCoreAttentionForward(0, /*half=*/0, **executor, a);
+        });
+    ASSERT_TRUE(ranks.ok()) << ranks;
+    const std::string expected = start_first
+                                     ? "half A's next call while an exchange is unfinished"
+                                     : "finishing half B, which has no call started";
+    for (int w = 0; w < workers; ++w) {
+      EXPECT_EQ(refused[w].code(), absl::StatusCode::kFailedPrecondition) << refused[w];
+      EXPECT_NE(refused[w].message().find(expected), std::string::npos) << refused[w];
     }
   }
 }
