@@ -11,11 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "runtime/planner/speed_weights.h"
+
 namespace corescape::scheduler {
 
-// A weight never goes beyond this factor from the mean: one absurd timing
-// (a stalled process, a clock jump) must not starve or flood a server.
-inline constexpr double kMaxSpeedWeight = 10.0;
+using planner::kMaxSpeedWeight;
+using planner::NormalisedSpeedWeights;
 
 class ServerSpeedEstimates {
  public:
@@ -38,20 +39,11 @@ class ServerSpeedEstimates {
  private:
   struct Estimate {
     uint64_t incarnation = 0;
-    double cost_units = 0;
-    double seconds = 0;
-    int64_t reports = 0;
+    planner::SpeedEstimate speed;
   };
   const double smoothing_;
   std::map<std::string, Estimate> estimates_;
 };
-
-// Relative speeds with mean 1, parallel to `speeds`. An unmeasured server
-// (nullopt) is taken to be as fast as the mean of the measured ones; with
-// none measured every weight is 1. Weights are clamped to
-// [1/kMaxSpeedWeight, kMaxSpeedWeight] before renormalising, so none ends
-// far outside that range.
-std::vector<double> NormalisedSpeedWeights(const std::vector<std::optional<double>>& speeds);
 
 }  // namespace corescape::scheduler
 

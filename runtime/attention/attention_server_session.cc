@@ -25,14 +25,6 @@ void Put(float*& out, const float* in, int64_t count) {
   out += count;
 }
 
-// The plan's cost of one pass over a server's batch: the planner counts
-// forward + backward FLOPs per pair, backward_factor times forward's.
-double PassCost(const planner::Plan& plan, int32_t server, Pass pass) {
-  const double backward = planner::CostModel{}.backward_factor;
-  const double share = pass == Pass::kForward ? 1 / (1 + backward) : backward / (1 + backward);
-  return plan.servers[server].flops * share;
-}
-
 }  // namespace
 
 AttentionServerSession::AttentionServerSession(comm::Communicator* communicator,
@@ -399,7 +391,7 @@ absl::Status AttentionServerSession::Compute(const ExchangeHeader& h) {
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   stats_.kernel_seconds += seconds;
   timing_.seconds += seconds;
-  timing_.cost_units += PassCost(plan_->plan, server_, h.pass);
+  timing_.cost_units += PassCost(plan_->plan, server_, h.pass == Pass::kBackward);
   return absl::OkStatus();
 }
 

@@ -1,7 +1,5 @@
 #include "runtime/attention/documents_message.h"
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
 
 namespace corescape::attention {
@@ -22,11 +20,7 @@ std::vector<int64_t> EncodeDocumentsMessage(const DocumentsMessage& message,
   if (message.weights && !message.weights->weights.empty()) {
     announce.num_speed_weights = static_cast<int32_t>(message.weights->weights.size());
     words.push_back(static_cast<int64_t>(message.weights->version));
-    for (double w : message.weights->weights) {
-      int64_t bits;
-      std::memcpy(&bits, &w, sizeof bits);
-      words.push_back(bits);
-    }
+    for (double w : message.weights->weights) words.push_back(DoubleToWord(w));
   }
   if (message.plan) {
     const std::vector<int64_t> plan = EncodeShippedPlan(*message.plan);
@@ -79,9 +73,7 @@ absl::StatusOr<DocumentsMessage> DecodeDocumentsMessage(absl::Span<const int64_t
     SpeedWeights weights;
     weights.version = static_cast<uint64_t>(words[announce.num_documents]);
     for (int64_t i = announce.num_documents + 1; i < weights_end; ++i) {
-      double w;
-      std::memcpy(&w, &words[i], sizeof w);
-      weights.weights.push_back(w);
+      weights.weights.push_back(WordToDouble(words[i]));
     }
     if (absl::Status s = ValidateSpeedWeights(
             weights.weights, servers, absl::StrCat("speed weights from ", who, " with ",

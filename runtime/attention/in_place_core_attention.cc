@@ -1,8 +1,13 @@
 #include "runtime/attention/in_place_core_attention.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "runtime/attention/speed_weights.h"
 #include "glog/logging.h"
 #include "runtime/comm/handle_set.h"
 
@@ -112,7 +117,16 @@ InPlaceCoreAttention::~InPlaceCoreAttention() {
   LOG(INFO) << "in-place attention " << job << " rank " << self_
             << " done: " << stats_.micro_batches << " micro-batches, " << stats_.tasks_computed
             << " tasks computed here (" << stats_.peer_tasks_computed << " of other workers), "
-            << stats_.tasks_shipped << " of this worker's tasks computed by other workers";
+            << stats_.tasks_shipped << " of this worker's tasks computed by other workers"
+            << (stats_.speed_weights.empty()
+                    ? std::string()
+                    : absl::StrCat("; last planned with speed weights (",
+                                   absl::StrJoin(stats_.speed_weights, ", ",
+                                                 [](std::string* out, double w) {
+                                                   absl::StrAppend(out,
+                                                                   absl::StrFormat("%.3f", w));
+                                                 }),
+                                   ")"));
 }
 
 void InPlaceCoreAttention::Abort(const std::string& reason) { communicator_->Abort(reason); }
@@ -241,6 +255,10 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
     lengths.push_back(task.q_end);
     document_rows.push_back(task.q_row);
   }
+  if (state.timed_seconds > 0) {
+    own_speed_.Record(state.timed_cost, state.timed_seconds);
+    state.timed_cost = state.timed_seconds = 0;
+  }
   state.micro_batch = next_micro_batch_++;
   ++stats_.micro_batches;
   state.plan.reset();
@@ -249,10 +267,17 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
   state.rows = rows;
   std::vector<HeaderBytes>& in_headers = state.in_headers;
   std::vector<std::vector<int64_t>>& peer_documents = state.peer_documents;
+  std::vector<int32_t> peer_speeds(workers_, 0);  // words after the lengths
 
-  // Tell every other worker this worker's document lengths; hear theirs.
+  // Tell every other worker this worker's document lengths and speed; hear
+  // theirs.
+  const std::optional<double> my_speed =
+      options_.learn_speeds ? own_speed_.Speed() : std::optional<double>();
+  std::vector<int64_t> message = lengths;
+  if (my_speed) message.push_back(DoubleToWord(*my_speed));
   ExchangeHeader announce = MakeHeader(state, Pass::kForward, 0, shape);
   announce.num_documents = static_cast<int32_t>(lengths.size());
+  announce.num_speed_weights = my_speed ? 1 : 0;
   const HeaderBytes announce_bytes = EncodeHeader(announce);
   Handles receives, sends;
   for (int32_t p = 0; p < workers_; ++p) {
@@ -262,9 +287,9 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
     if (s.ok()) {
       s = Post(sends, communicator_->SendAsync(p, kHeaderTag, announce_bytes.data(), kHeaderBytes));
     }
-    if (s.ok() && !lengths.empty()) {
-      s = Post(sends, communicator_->SendAsync(p, kDocumentsTag, lengths.data(),
-                                               lengths.size() * sizeof(int64_t)));
+    if (s.ok() && !message.empty()) {
+      s = Post(sends, communicator_->SendAsync(p, kDocumentsTag, message.data(),
+                                               message.size() * sizeof(int64_t)));
     }
     if (!s.ok()) return Fail(s);
   }
@@ -273,8 +298,14 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
     if (p == self_) continue;
     auto header = CheckPeerHeader(announce, in_headers[p], p, -1, "document list");
     if (!header.ok()) return Fail(header.status());
-    peer_documents[p].resize(header->num_documents);
-    if (header->num_documents == 0) continue;
+    if (header->num_speed_weights > 1) {
+      return Fail(absl::DataLossError(absl::StrCat(
+          "worker ", communicator_->DescribePeer(p), " announces ", header->num_speed_weights,
+          " speeds with ", header->Describe(), "; a worker sends at most its own")));
+    }
+    peer_speeds[p] = header->num_speed_weights;
+    peer_documents[p].resize(header->num_documents + header->num_speed_weights);
+    if (peer_documents[p].empty()) continue;
     if (absl::Status s =
             Post(receives, communicator_->RecvAsync(p, kDocumentsTag, peer_documents[p].data(),
                                                     peer_documents[p].size() * sizeof(int64_t)));
@@ -286,10 +317,22 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
   if (absl::Status s = WaitAll(sends); !s.ok()) return Fail(s);
 
   std::vector<std::vector<int64_t>> all_lengths(workers_);
+  std::vector<std::optional<double>> speeds(workers_);
   for (int32_t p = 0; p < workers_; ++p) {
     if (p == self_) {
       all_lengths[p] = lengths;
+      speeds[p] = my_speed;
       continue;
+    }
+    if (peer_speeds[p] > 0) {
+      const double speed = WordToDouble(peer_documents[p].back());
+      peer_documents[p].pop_back();
+      if (!(std::isfinite(speed) && speed > 0)) {
+        return Fail(absl::DataLossError(absl::StrCat("attention speed ", speed, " from worker ",
+                                                     communicator_->DescribePeer(p), " in ",
+                                                     announce.Describe())));
+      }
+      if (options_.learn_speeds) speeds[p] = speed;
     }
     for (int64_t length : peer_documents[p]) {
       if (length < 1 || length > (int64_t{1} << 32)) {
@@ -305,6 +348,9 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
   plan_options.tolerance = options_.tolerance;
   plan_options.planner = options_.planner;
   plan_options.in_place = true;
+  // Every worker has every announced speed (bit for bit): all plan alike.
+  plan_options.server_speeds = planner::NormalisedSpeedWeights(speeds);
+  stats_.speed_weights = plan_options.server_speeds;
   auto plan = PlanMicroBatch(std::move(all_lengths), shape, plan_options);
   if (!plan.ok()) return Fail(plan.status());
   state.plan = *std::move(plan);
@@ -410,10 +456,14 @@ absl::Status InPlaceCoreAttention::FinishExchange(MicroBatchState& state) {
   for (int32_t p = 0; p < workers_; ++p) {
     if (p != self_) st.take(p, state.inbound[p].data());
   }
+  const absl::Time compute_start = absl::Now();
+  if (options_.before_compute) options_.before_compute();
   if (absl::Status s = st.compute(); !s.ok()) {
     return Fail(absl::Status(s.code(), absl::StrCat("in-place attention on worker ", self_, " at ",
                                                     header.Describe(), ": ", s.message())));
   }
+  state.timed_seconds += absl::ToDoubleSeconds(absl::Now() - compute_start);
+  state.timed_cost += PassCost(state.plan->plan, self_, header.pass == Pass::kBackward);
 
   for (int32_t p = 0; p < workers_; ++p) {
     state.replies[p].resize(st.reply_floats(shares[self_][p]));

@@ -6,8 +6,9 @@
 // worker computes its share of everyone's core attention.
 //
 // Per micro-batch, at the forward of layer 0, every worker tells every other
-// worker its document lengths and each computes the same plan
-// (micro_batch_plan.h, in_place: server s is worker s). The planner keeps
+// worker its document lengths (and, once measured, its attention speed) and
+// each computes the same plan (micro_batch_plan.h, in_place: server s is
+// worker s, speeds from the announced ones). The planner keeps
 // every document at home and moves only what a worker holds beyond its fair
 // share of the cost to workers with less: a worker with a long document
 // ships part of its attention to workers with short ones (the straggler fix).
@@ -63,6 +64,7 @@
 #include "runtime/comm/handle_set.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/model/core_attention_executor.h"
+#include "runtime/planner/speed_weights.h"
 
 namespace corescape::attention {
 
@@ -77,6 +79,13 @@ struct InPlaceOptions {
   // Threads of the fused kernel call (a pool the executor owns); < 1: the
   // default (CORESCAPE_NUM_THREADS or all cores).
   int threads = 1;
+  // Plan with the workers' measured attention speeds (each worker times its
+  // fused kernel calls and sends its speed with its documents), so a slow
+  // or busy worker gets less; false: equal speeds.
+  bool learn_speeds = true;
+  // Test hook, called on the calling thread just before each of this
+  // worker's fused kernel calls (its time counts in the measured speed).
+  std::function<void()> before_compute;
 };
 
 // Counted per micro-batch, from its plan.
@@ -86,6 +95,8 @@ struct InPlaceStats {
   int64_t tasks_computed = 0;       // kernel tasks run here, own and peers'
   int64_t peer_tasks_computed = 0;  // of those, tasks of other workers
   int64_t tasks_shipped = 0;        // this worker's tasks run by other workers
+  // The speed weights (one per worker, mean 1) of the last plan.
+  std::vector<double> speed_weights;
 };
 
 class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
@@ -178,6 +189,9 @@ class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
     std::vector<std::vector<float>> requests, inbound, replies, results;
     std::vector<HeaderBytes> out_headers, out_reply_headers, in_headers, in_reply_headers;
     std::vector<std::vector<int64_t>> peer_documents;
+    // This worker's kernel time on the micro-batch and the plan's cost of
+    // it; recorded into the speed estimate at the state's next micro-batch.
+    double timed_cost = 0, timed_seconds = 0;
     std::optional<InFlightExchange> in_flight;  // last: its handles use the buffers above
   };
 
@@ -232,6 +246,7 @@ class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
   // [0]: plain micro-batches and ping-pong half A; [1]: half B.
   std::array<std::unique_ptr<MicroBatchState>, 2> states_;
   const MicroBatchState* last_begun_ = nullptr;
+  planner::SpeedEstimate own_speed_;  // this worker's attention kernel
   InPlaceStats stats_;
 };
 

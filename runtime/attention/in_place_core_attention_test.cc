@@ -11,6 +11,8 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "runtime/comm/loopback_ranks.h"
 #include "runtime/model/transformer.h"
@@ -219,6 +221,72 @@ TEST(InPlacePlanTest, BalancedBatchesStayAtHome) {
     EXPECT_EQ(executor.stats().peer_tasks_computed, 0);
     EXPECT_EQ(executor.current_plan()->plan.bytes_moved, 0);
   });
+}
+
+// The worker whose thread runs the current RunWorkers body (for hooks).
+thread_local int tls_worker = -1;
+
+// A worker whose attention kernel is slow gets less of the attention: each
+// worker times its fused calls and announces its speed with its documents,
+// and all plan with the same weights. With learn_speeds off the shares stay
+// even. Results equal the local kernel's either way.
+TEST(InPlaceSpeedTest, SlowWorkerGetsLessAttention) {
+  const kernels::AttentionShape shape{4, 2, 8, 0.35f};
+  constexpr int kMicroBatches = 4;
+  for (const bool learn : {true, false}) {
+    SCOPED_TRACE(learn ? "learning speeds" : "equal speeds");
+    std::mt19937 rng(21);
+    std::vector<std::vector<RandomBatch>> batches(2);  // [worker][micro-batch]
+    for (int w = 0; w < 2; ++w) {
+      for (int m = 0; m < kMicroBatches; ++m) {
+        batches[w].push_back(MakeBatch(rng, shape, {120, 90, 60, 30}));
+      }
+    }
+    InPlaceOptions options;
+    options.n_layers = 1;
+    options.tolerance = 0.02;
+    options.learn_speeds = learn;
+    // Worker 1's kernel calls take 10 ms longer: many times slower here.
+    options.before_compute = [] {
+      if (tls_worker == 1) absl::SleepFor(absl::Milliseconds(10));
+    };
+    absl::Mutex mu;
+    std::vector<std::vector<std::vector<planner::PlannedTask>>> plans(2);  // [worker][mb]
+    std::vector<double> slow_share(2);  // worker 1's share of the last plan's cost
+    std::vector<InPlaceStats> stats(2);
+    RunWorkers(2, options, [&](int w, InPlaceCoreAttention& executor) {
+      tls_worker = w;
+      for (int m = 0; m < kMicroBatches; ++m) {
+        Outputs got, expected;
+        ASSERT_TRUE(RunCalls(executor, shape, 1, batches[w][m], true, got).ok());
+        model::LocalCoreAttention local(nullptr);
+        ASSERT_TRUE(RunCalls(local, shape, 1, batches[w][m], true, expected).ok());
+        EXPECT_LE(RelativeError(got.o, expected.o), 1e-6) << "worker " << w << " mb " << m;
+        EXPECT_LE(RelativeError(got.d_q, expected.d_q), 1e-6) << "worker " << w << " mb " << m;
+        EXPECT_LE(RelativeError(got.d_k, expected.d_k), 1e-6) << "worker " << w << " mb " << m;
+        const planner::Plan& plan = executor.current_plan()->plan;
+        absl::MutexLock lock(&mu);
+        plans[w].push_back(plan.tasks);
+        slow_share[w] = plan.servers[1].flops / (plan.servers[0].flops + plan.servers[1].flops);
+      }
+      absl::MutexLock lock(&mu);
+      stats[w] = executor.stats();
+    });
+    for (int m = 0; m < kMicroBatches; ++m) {
+      EXPECT_EQ(plans[0][m], plans[1][m]) << "the workers planned micro-batch " << m
+                                          << " differently";
+    }
+    ASSERT_EQ(stats[0].speed_weights.size(), 2u);
+    EXPECT_EQ(stats[0].speed_weights, stats[1].speed_weights);
+    if (learn) {
+      EXPECT_LT(stats[0].speed_weights[1], 0.6) << "worker 1 was not measured as slow";
+      EXPECT_LT(slow_share[0], 0.4);
+      EXPECT_GT(stats[1].tasks_shipped, 0) << "the slow worker kept all its attention";
+    } else {
+      EXPECT_EQ(stats[0].speed_weights, (std::vector<double>{1.0, 1.0}));
+      EXPECT_NEAR(slow_share[0], 0.5, 0.03);
+    }
+  }
 }
 
 // A whole model: micro-batch 0 forward + backward, a forward-only

@@ -218,6 +218,12 @@ const float* ScatterRows(const float* in, int64_t width, absl::Span<const RowRan
   return in;
 }
 
+double PassCost(const planner::Plan& plan, int32_t server, bool backward) {
+  const double factor = planner::CostModel{}.backward_factor;
+  const double share = backward ? factor / (1 + factor) : 1 / (1 + factor);
+  return plan.servers[server].flops * share;
+}
+
 std::vector<kernels::AttentionTask> KernelTasks(const planner::ServerBatch& batch) {
   std::vector<kernels::AttentionTask> tasks;
   tasks.reserve(batch.tasks.size());

@@ -108,6 +108,11 @@ float* GatherRows(const float* buffer, int64_t width, absl::Span<const RowRange>
 const float* ScatterRows(const float* in, int64_t width, absl::Span<const RowRange> ranges,
                          float* buffer, bool accumulate);
 
+// The plan's cost of one pass (forward or backward) over `server`'s batch:
+// the planner counts forward + backward FLOPs per pair, backward_factor
+// times forward's. What a timing of that pass is measured against.
+double PassCost(const planner::Plan& plan, int32_t server, bool backward);
+
 // The server's kernel tasks as the kernel takes them.
 std::vector<kernels::AttentionTask> KernelTasks(const planner::ServerBatch& batch);
 

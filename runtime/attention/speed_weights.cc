@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,6 +21,18 @@ std::string SpeedWeights::Describe() const {
                                       absl::StrAppend(out, absl::StrFormat("%.3f", w));
                                     }),
                       ")");
+}
+
+int64_t DoubleToWord(double value) {
+  int64_t word;
+  std::memcpy(&word, &value, sizeof word);
+  return word;
+}
+
+double WordToDouble(int64_t word) {
+  double value;
+  std::memcpy(&value, &word, sizeof value);
+  return value;
 }
 
 absl::Status ValidateSpeedWeights(absl::Span<const double> weights, int32_t servers,

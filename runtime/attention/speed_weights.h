@@ -29,6 +29,10 @@ struct SpeedWeights {
   std::string Describe() const;
 };
 
+// A double in an int64 word of a documents message, bit for bit.
+int64_t DoubleToWord(double value);
+double WordToDouble(int64_t word);
+
 // OK if there is one weight per server, each finite and > 0; otherwise
 // InvalidArgument naming `source`, and the count or the bad weight.
 absl::Status ValidateSpeedWeights(absl::Span<const double> weights, int32_t servers,
