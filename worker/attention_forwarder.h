@@ -59,6 +59,11 @@ class AttentionForwarder : public AbortableAttention {
       return AbortableAttention::SetSpeedWeights(version, weights);
     }
   }
+  void ShipSchedulerPlans(bool on) override {
+    if constexpr (requires(Inner& inner) { inner.ShipSchedulerPlans(on); }) {
+      inner_->ShipSchedulerPlans(on);
+    }
+  }
   absl::Status OfferShippedPlan(attention::ShippedPlan plan) override {
     if constexpr (requires(Inner& inner) { inner.OfferShippedPlan(std::move(plan)); }) {
       return inner_->OfferShippedPlan(std::move(plan));

@@ -353,14 +353,14 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
     const int64_t step = result->step;
     double validation_loss = std::numeric_limits<double>::quiet_NaN();
     if ((eval_interval > 0 && step % eval_interval == 0) || step == spec.steps()) {
-      auto val = (*trainer)->Validate();
+      auto val = Validate(*run, **trainer);
       while (!val.ok() && disaggregated && train::IsDiscardedForAttention(val.status())) {
         if (absl::Status s =
                 FailOverAttention(run, **trainer, *config, val.status(), attention_epoch);
             !s.ok()) {
           return fail(s);
         }
-        val = (*trainer)->Validate();
+        val = Validate(*run, **trainer);
       }
       if (val.ok()) {
         validation_loss = *val;
@@ -404,6 +404,19 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
   LOG(INFO) << "job " << assignment.job_id() << " rank " << assignment.rank() << " finished "
             << spec.steps() << " steps; parameter crc32c "
             << absl::StrFormat("%08x", Crc32c(params.data(), params.size() * sizeof(float)));
+}
+
+absl::StatusOr<double> JobRunner::Validate(Run& run, train::DataParallelTrainer& trainer) {
+  // The scheduler plans training steps only: a validation micro-batch must
+  // not take (and be refused) a plan that matches worker 0's lengths alone.
+  auto ship_plans = [&](bool on) {
+    absl::MutexLock lock(&mu_);
+    if (run.attention != nullptr) run.attention->ShipSchedulerPlans(on);
+  };
+  ship_plans(false);
+  absl::StatusOr<double> loss = trainer.Validate();
+  ship_plans(true);
+  return loss;
 }
 
 absl::Status JobRunner::FailOverAttention(Run* run, train::DataParallelTrainer& trainer,

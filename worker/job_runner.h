@@ -53,6 +53,9 @@ class AbortableAttention : public model::CoreAttentionExecutor {
   virtual absl::Status OfferShippedPlan(attention::ShippedPlan /*plan*/) {
     return absl::FailedPreconditionError("this attention executor takes no scheduler plans");
   }
+  // Whether worker rank 0 ships the scheduler's plans with the next
+  // micro-batches (off during validation, which the scheduler never plans).
+  virtual void ShipSchedulerPlans(bool /*on*/) {}
 };
 using AttentionFactory = std::function<absl::StatusOr<std::shared_ptr<AbortableAttention>>(
     const v1::JobAssignment& assignment, const train::TrainerConfig& config)>;
@@ -105,6 +108,9 @@ class JobRunner {
   // (otherwise logs why not, rate-limited), and hands them to its executor.
   void TakeSpeedWeights(const v1::AttentionSpeedWeights& weights)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // trainer.Validate() with worker 0 shipping no scheduler plans.
+  absl::StatusOr<double> Validate(Run& run, train::DataParallelTrainer& trainer)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Hands the scheduler's plans of an upcoming step to the current run's
   // executor if they are for its job, generation and attention epoch and
   // this is rank 0 (otherwise logs why not, rate-limited).

@@ -48,7 +48,8 @@ void PlanSourceCounts::Count(const MicroBatchPlan& plan) {
 
 std::string PlanSourceCounts::Describe() const {
   return absl::StrCat(scheduler, " of ", scheduler + participants,
-                      " micro-batches on the scheduler's plans, ", participants, " planned here");
+                      " micro-batches on the scheduler's plans, ", participants,
+                      " planned here (validation, and plans late or not fitting)");
 }
 
 absl::StatusOr<MicroBatchPlan> ParticipantPlanner::Plan(

@@ -35,7 +35,8 @@ struct PlanSourceCounts {
   int64_t scheduler = 0;     // the scheduler's plan, shipped by worker 0
   int64_t participants = 0;  // planned by the participants
   void Count(const MicroBatchPlan& plan);
-  // "9 of 10 micro-batches on the scheduler's plans, 1 planned here"
+  // "9 of 10 micro-batches on the scheduler's plans, 1 planned here
+  // (validation, and plans late or not fitting)"
   std::string Describe() const;
 };
 

@@ -190,10 +190,12 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
   // micro-batch if it has one); hear the other workers'.
   DocumentsMessage mine;
   mine.lengths = lengths;
+  std::optional<ShippedPlanQueue::Found> shipped;
   if (rank_ == 0) {
     absl::MutexLock lock(&weights_mu_);
     mine.weights = weights_;
-    mine.plan = shipped_plans_.TakeMatching(lengths);
+    if (ship_plans_.load()) shipped = shipped_plans_.FindMatching(lengths);
+    if (shipped) mine.plan = shipped->plan;
   }
   ExchangeHeader announce = MakeHeader(Pass::kForward, 0, shape);
   const std::vector<int64_t> message = EncodeDocumentsMessage(mine, announce);
@@ -261,6 +263,10 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
   auto plan = planner_.Plan(std::move(all_lengths), worker0, announce);
   if (!plan.ok()) return Fail(plan.status());
   plan_ = *std::move(plan);
+  // A plan that did not fit stays queued for the micro-batch it was made for.
+  if (shipped && plan_->source == MicroBatchPlan::Source::kScheduler) {
+    shipped_plans_.Consume(shipped->id);
+  }
   query_rows_.resize(options_.servers);
   kv_rows_.resize(options_.servers);
   for (int32_t s = 0; s < options_.servers; ++s) {

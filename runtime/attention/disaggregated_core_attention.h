@@ -1,6 +1,7 @@
 #ifndef CORESCAPE_RUNTIME_ATTENTION_DISAGGREGATED_CORE_ATTENTION_H_
 #define CORESCAPE_RUNTIME_ATTENTION_DISAGGREGATED_CORE_ATTENTION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -114,6 +115,11 @@ class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
   // matches (shipped_plan.h); other ranks refuse it (FailedPrecondition):
   // only rank 0's plans count.
   absl::Status OfferShippedPlan(ShippedPlan plan);
+  // Whether rank 0 ships the queued plans with the next micro-batches (any
+  // thread; on by default). Off for micro-batches the scheduler does not
+  // plan (validation): their lengths may match worker 0's part of a queued
+  // plan while the other workers' differ.
+  void ShipSchedulerPlans(bool on) { ship_plans_.store(on); }
   // Where the plans so far came from.
   const PlanSourceCounts& plan_sources() const { return planner_.sources(); }
 
@@ -209,6 +215,7 @@ class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
   absl::Mutex weights_mu_;
   SpeedWeights weights_ ABSL_GUARDED_BY(weights_mu_);  // rank 0 sends these
   ShippedPlanQueue shipped_plans_;  // rank 0: the scheduler's plans
+  std::atomic<bool> ship_plans_{true};
   ParticipantPlanner planner_;
 };
 

@@ -76,24 +76,27 @@ absl::StatusOr<ShippedPlan> DecodeShippedPlan(absl::Span<const int64_t> words,
 }
 
 void ShippedPlanQueue::Offer(ShippedPlan plan) {
-  Entry entry{PlannedDocumentLengths(plan, 0), std::move(plan)};
+  std::vector<int64_t> worker0_lengths = PlannedDocumentLengths(plan, 0);
   absl::MutexLock lock(&mu_);
-  entries_.push_back(std::move(entry));
+  entries_.push_back(Entry{next_id_++, std::move(worker0_lengths), std::move(plan)});
   while (entries_.size() > capacity_) entries_.pop_front();
 }
 
-std::optional<ShippedPlan> ShippedPlanQueue::TakeMatching(absl::Span<const int64_t> lengths) {
+std::optional<ShippedPlanQueue::Found> ShippedPlanQueue::FindMatching(
+    absl::Span<const int64_t> lengths) const {
   absl::MutexLock lock(&mu_);
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (!std::equal(it->worker0_lengths.begin(), it->worker0_lengths.end(), lengths.begin(),
-                    lengths.end())) {
-      continue;
+  for (const Entry& entry : entries_) {
+    if (std::equal(entry.worker0_lengths.begin(), entry.worker0_lengths.end(), lengths.begin(),
+                   lengths.end())) {
+      return Found{entry.id, entry.plan};
     }
-    ShippedPlan plan = std::move(it->plan);
-    entries_.erase(entries_.begin(), std::next(it));
-    return plan;
   }
   return std::nullopt;
+}
+
+void ShippedPlanQueue::Consume(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  while (!entries_.empty() && entries_.front().id <= id) entries_.pop_front();
 }
 
 size_t ShippedPlanQueue::size() const {

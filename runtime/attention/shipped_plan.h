@@ -3,8 +3,8 @@
 
 // A plan of one micro-batch made ahead of time by the scheduler (its
 // AttentionStepPlan): worker rank 0 holds the plans of upcoming steps and
-// ships the one for a micro-batch with its document lengths at the forward
-// of layer 0. Every participant uses it if it covers exactly the documents
+// ships the one matching a micro-batch with its document lengths at the
+// forward of layer 0. Every participant uses it if it covers exactly the documents
 // the workers announced, and plans the micro-batch itself otherwise
 // (micro_batch_plan.h: PlanAnnouncedMicroBatch), so a late or stale plan
 // costs a local planning call, never a wrong result.
@@ -59,22 +59,31 @@ class ShippedPlanQueue {
 
   void Offer(ShippedPlan plan) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The oldest plan whose worker-0 documents are `lengths`; it and every
-  // plan offered before it leave the queue (their micro-batches are past).
-  // nullopt, and the queue unchanged, when none matches — e.g. a
-  // validation micro-batch, which the scheduler never plans.
-  std::optional<ShippedPlan> TakeMatching(absl::Span<const int64_t> lengths)
+  struct Found {
+    uint64_t id = 0;  // for Consume
+    ShippedPlan plan;
+  };
+  // The oldest plan whose worker-0 documents are `lengths`, left in the
+  // queue: only the participants can tell whether it fits the other
+  // workers' documents too (a validation micro-batch, which the scheduler
+  // never plans, may match worker 0's lengths alone). nullopt if none.
+  std::optional<Found> FindMatching(absl::Span<const int64_t> lengths) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The plan `id` was used: it and every plan offered before it leave the
+  // queue (their micro-batches are past).
+  void Consume(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
 
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Entry {
+    uint64_t id = 0;
     std::vector<int64_t> worker0_lengths;
     ShippedPlan plan;
   };
   const size_t capacity_;
   mutable absl::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<Entry> entries_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -65,23 +65,26 @@ TEST(ShippedPlanTest, PlannedDocumentLengthsFollowTheLargestQueryEnd) {
   EXPECT_TRUE(PlannedDocumentLengths(plan, 2).empty());
 }
 
-TEST(ShippedPlanQueueTest, TakesTheOldestMatchAndDropsThePlansBeforeIt) {
+TEST(ShippedPlanQueueTest, FindsTheOldestMatchAndConsumingDropsThePlansBeforeIt) {
   ShippedPlanQueue queue;
   queue.Offer(WholeDocuments(1, {{10, 20}, {5}}, 0));
   queue.Offer(WholeDocuments(2, {{30}, {5}}, 0));
   queue.Offer(WholeDocuments(3, {{10, 20}, {6}}, 1));
   queue.Offer(WholeDocuments(4, {{40}, {5}}, 0));
-  // A micro-batch nobody planned (validation): nothing taken, nothing lost.
-  EXPECT_FALSE(queue.TakeMatching(std::vector<int64_t>{11}).has_value());
+  // A micro-batch nobody planned (validation): nothing found.
+  EXPECT_FALSE(queue.FindMatching(std::vector<int64_t>{11}).has_value());
+  // Found but not used (it did not fit the other workers): still queued.
+  auto found = queue.FindMatching(std::vector<int64_t>{30});
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->plan.step, 2);
   EXPECT_EQ(queue.size(), 4u);
-  // Step 2's first micro-batch: step 1's plan is past.
-  auto taken = queue.TakeMatching(std::vector<int64_t>{30});
-  ASSERT_TRUE(taken.has_value());
-  EXPECT_EQ(taken->step, 2);
+  // Used: step 1's plan is past too.
+  queue.Consume(found->id);
   EXPECT_EQ(queue.size(), 2u);
-  taken = queue.TakeMatching(std::vector<int64_t>{10, 20});
-  ASSERT_TRUE(taken.has_value());
-  EXPECT_EQ(taken->step, 3);
+  found = queue.FindMatching(std::vector<int64_t>{10, 20});
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->plan.step, 3);
+  queue.Consume(found->id);
   EXPECT_EQ(queue.size(), 1u);
 }
 
@@ -89,8 +92,8 @@ TEST(ShippedPlanQueueTest, KeepsOnlyTheNewestPlans) {
   ShippedPlanQueue queue(/*capacity=*/2);
   for (int64_t step = 1; step <= 3; ++step) queue.Offer(WholeDocuments(step, {{step}}, 0));
   EXPECT_EQ(queue.size(), 2u);
-  EXPECT_FALSE(queue.TakeMatching(std::vector<int64_t>{1}).has_value());
-  EXPECT_EQ(queue.TakeMatching(std::vector<int64_t>{2})->step, 2);
+  EXPECT_FALSE(queue.FindMatching(std::vector<int64_t>{1}).has_value());
+  EXPECT_EQ(queue.FindMatching(std::vector<int64_t>{2})->plan.step, 2);
 }
 
 TEST(DocumentsMessageTest, WorkerZerosPlanTravelsAfterItsWeights) {

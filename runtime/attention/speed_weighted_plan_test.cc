@@ -253,8 +253,43 @@ TEST(ShippedPlanTest, EveryParticipantRunsAFittingScheduledPlanAndPlansOtherwise
     EXPECT_EQ(counts[p].scheduler, 1) << "participant " << p;
     EXPECT_EQ(counts[p].participants, 2) << "participant " << p;
     EXPECT_EQ(counts[p].Describe(),
-              "1 of 3 micro-batches on the scheduler's plans, 2 planned here");
+              "1 of 3 micro-batches on the scheduler's plans, 2 planned here (validation, and "
+              "plans late or not fitting)");
   }
+}
+
+// With shipping off (validation), worker 0 keeps the plans queued and the
+// micro-batch is planned here; back on, the next micro-batch with those
+// documents runs the scheduler's plan.
+TEST(ShippedPlanTest, NothingIsShippedWhileShippingIsOff) {
+  std::mt19937 rng(33);
+  const Batch b = MakeBatch(rng, 200);
+  ShippedPlan plan{7, 0, {}};
+  for (size_t d = 0; d < b.tasks.size(); ++d) {
+    plan.tasks.push_back({0, static_cast<int32_t>(d), 0, b.tasks[d].q_end, 1});
+  }
+  std::vector<MicroBatchPlan::Source> sources;
+  RunRanks(3, [&](int rank, std::unique_ptr<comm::Communicator> communicator) {
+    if (rank >= 1) {
+      absl::Mutex mu;
+      std::vector<Planned> ignored;
+      ServeCapturingPlans(communicator.get(), 1, 2, mu, ignored);
+      return;
+    }
+    DisaggregatedOptions options;
+    options.servers = 2;
+    options.tolerance = 0.0;  // as the servers (ServeCapturingPlans)
+    auto executor = DisaggregatedCoreAttention::Create(std::move(communicator), options);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    ASSERT_TRUE((*executor)->OfferShippedPlan(plan).ok());
+    for (const bool ship : {false, true}) {
+      (*executor)->ShipSchedulerPlans(ship);
+      ASSERT_NO_FATAL_FAILURE(ForwardMatchesLocal(**executor, b));
+      sources.push_back((*executor)->current_plan()->source);
+    }
+  });
+  EXPECT_EQ(sources, (std::vector<MicroBatchPlan::Source>{MicroBatchPlan::Source::kParticipants,
+                                                          MicroBatchPlan::Source::kScheduler}));
 }
 
 TEST(SpeedWeightedPlanTest, SetterRefusesMalformedWeightsNamingTheProblem) {
