@@ -277,6 +277,39 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
         self.assertAlmostEqual(job.progress.validation_loss, colocated.progress.validation_loss,
                                delta=1e-4 * colocated.progress.validation_loss)
 
+    def test_killed_in_place_worker_recovers_from_checkpoint(self):
+        """IN_PLACE (ping-pong halves, both in flight when the peer dies):
+        a killed worker is a recovery from the checkpoint on a spare, with
+        no hang, and the loss trajectory is unchanged."""
+        for name in ("worker-0", "worker-1", "worker-2"):
+            self.start(name, harness.WORKER)
+        self.cluster.wait_for_states({"worker-0": "ALIVE", "worker-1": "ALIVE",
+                                      "worker-2": "ALIVE"}, timeout=20)
+        steps = 40
+        colocated = self.train("colocated", job_pb2.COLOCATED, steps=steps)
+        checkpoints = os.path.join(self.cluster.workdir, "ckpt")
+        job_id = self.jobs.run(self.job_spec("in-place-kill", job_pb2.IN_PLACE, steps=steps,
+                                             checkpoint_dir=checkpoints,
+                                             checkpoint_interval=5))
+        harness.wait_for(lambda: self.jobs.job(job_id).progress.checkpoint_step >= 10, 120,
+                         "a checkpoint at step 10", interval=0.02)
+        running = self.jobs.job(job_id)
+        victim = running.assigned_nodes[1]
+        self.cluster.nodes[victim].kill(signal.SIGKILL)
+        job = self.jobs.wait_state(job_id, FINAL, timeout=180)
+        self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
+        self.assertGreaterEqual(job.recoveries, 1)
+        self.assertNotIn(victim, job.assigned_nodes)
+        survivor = running.assigned_nodes[0]
+        self.assertIn(survivor, job.assigned_nodes)
+        self.assertIn("restored checkpoint", self.cluster.nodes[survivor].log())
+        print(f"colocated: loss {colocated.progress.loss:.8f}; in place after a kill: loss "
+              f"{job.progress.loss:.8f} ({job.recoveries} recoveries)", flush=True)
+        self.assertAlmostEqual(job.progress.loss, colocated.progress.loss,
+                               delta=1e-4 * colocated.progress.loss)
+        self.assertAlmostEqual(job.progress.validation_loss, colocated.progress.validation_loss,
+                               delta=1e-4 * colocated.progress.validation_loss)
+
     def test_job_waits_for_attention_servers(self):
         for name in ("worker-0", "worker-1"):
             self.start(name, harness.WORKER)
