@@ -26,6 +26,10 @@ bazel run //bench/ping_pong:ping_pong_bench -- --model=small --rows=2 --seq_len=
     --min_document=1024 --steps=3 2>/dev/null
 
 echo
+echo "== how evenly ping-pong's halves split, estimates on DistCA's lengths (bench/ping_pong)"
+bazel run -c opt //bench/ping_pong:split_balance_bench 2>/dev/null
+
+echo
 echo "== straggler removal on real processes: colocated vs disaggregated (bench/attention_straggler)"
 ./bench/attention_straggler/run.sh
 

@@ -80,13 +80,27 @@ absl::StatusOr<std::array<model::ModelBatch, 2>> SplitIntoHalves(const model::Mo
     return absl::InvalidArgumentError(absl::StrCat(
         "ping-pong needs at least two rows to split, the micro-batch has ", batch.batch_size));
   }
+  return SplitAtRow(batch, CheapestSplitRow(batch, shape));
+}
+
+int64_t EstimatedForwardFlops(const model::ModelBatch& batch, const model::ModelConfig& shape) {
+  int64_t pairs = 0;
+  for (int64_t p : PairsPerRow(batch)) pairs += p;
+  return batch.rows() * DenseFlopsPerToken(shape) + pairs * AttentionFlopsPerPair(shape);
+}
+
+absl::StatusOr<std::array<model::ModelBatch, 2>> SplitAtRow(const model::ModelBatch& batch,
+                                                            int rows_a) {
+  if (batch.batch_size < 2 || batch.seq_len < 1 || rows_a < 1 || rows_a >= batch.batch_size) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot split a micro-batch of ",
+                                                   batch.batch_size, " rows after row ", rows_a));
+  }
   const int64_t rows = batch.rows();
   if (static_cast<int64_t>(batch.tokens.size()) != rows ||
       static_cast<int64_t>(batch.targets.size()) != rows ||
       static_cast<int64_t>(batch.positions.size()) != rows) {
     return absl::InvalidArgumentError("batch: tokens, targets and positions must have B*T entries");
   }
-  const int rows_a = CheapestSplitRow(batch, shape);
   const int64_t split = int64_t{rows_a} * batch.seq_len;  // B's first token row
   std::array<model::ModelBatch, 2> halves;
   halves[0].batch_size = rows_a;

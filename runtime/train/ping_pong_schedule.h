@@ -26,6 +26,15 @@ namespace corescape::train {
 absl::StatusOr<std::array<model::ModelBatch, 2>> SplitIntoHalves(const model::ModelBatch& batch,
                                                                  const model::ModelConfig& shape);
 
+// Rows [0, rows_a) and [rows_a, B) with their tasks, as above;
+// InvalidArgument unless 1 <= rows_a < B and no task spans the cut.
+absl::StatusOr<std::array<model::ModelBatch, 2>> SplitAtRow(const model::ModelBatch& batch,
+                                                            int rows_a);
+
+// The estimate SplitIntoHalves balances, for a whole micro-batch or a half:
+// rows·seq_len·dense FLOPs per token + causal pairs·FLOPs per pair (forward).
+int64_t EstimatedForwardFlops(const model::ModelBatch& batch, const model::ModelConfig& shape);
+
 // Ping-pong (DistCA): a micro-batch runs as two halves so that one half's
 // core attention — its transfers and the remote computation — overlaps the
 // other half's dense compute. Forward:
