@@ -296,6 +296,7 @@ void JobManager::Assign(JobRecord& record, const std::vector<v1::NodeInfo>& node
                         int32_t gradient_accumulation) {
   v1::Job& job = record.job;
   v1::Job before = job;
+  record.reported_failed_nodes.clear();
   job.set_generation(job.generation() + 1);
   job.clear_assigned_nodes();
   job.clear_assigned_incarnations();
@@ -573,16 +574,19 @@ void JobManager::Reconcile() {
       }
       continue;
     }
+    // Not the failed generation's workers that stayed silent since its
+    // failure report: one of them may be the dead peer it is about.
+    const std::vector<v1::NodeInfo> placeable = PlaceableWorkers(*record, free);
     std::vector<v1::NodeInfo> chosen;
     if (!spec.placement().node_names().empty()) {
       for (const std::string& name : spec.placement().node_names()) {
-        auto it = std::find_if(free.begin(), free.end(),
+        auto it = std::find_if(placeable.begin(), placeable.end(),
                                [&](const v1::NodeInfo& n) { return n.name() == name; });
-        if (it != free.end()) chosen.push_back(*it);
+        if (it != placeable.end()) chosen.push_back(*it);
       }
       if (static_cast<int>(chosen.size()) < wanted) chosen.clear();
-    } else if (static_cast<int>(free.size()) >= wanted) {
-      chosen.assign(free.begin(), free.begin() + wanted);
+    } else if (static_cast<int>(placeable.size()) >= wanted) {
+      chosen.assign(placeable.begin(), placeable.begin() + wanted);
     }
     int32_t accumulation = spec.data().gradient_accumulation();
     if (chosen.empty() && record->job.state() == v1::RECOVERING &&
@@ -590,18 +594,22 @@ void JobManager::Reconcile() {
         now - record->recovering_since >= options_.elastic_grace) {
       // Elastic: fewer workers, more accumulation, same global batch.
       const int64_t global_micro_batches = int64_t{wanted} * accumulation;
-      for (int world = std::min<int>(wanted - 1, free.size());
+      for (int world = std::min<int>(wanted - 1, placeable.size());
            world >= spec.placement().min_workers(); --world) {
         if (global_micro_batches % world == 0) {
-          chosen.assign(free.begin(), free.begin() + world);
+          chosen.assign(placeable.begin(), placeable.begin() + world);
           accumulation = static_cast<int32_t>(global_micro_batches / world);
           break;
         }
       }
     }
     if (chosen.empty()) {
-      const std::string reason =
+      std::string reason =
           absl::StrFormat("waiting for %d healthy free workers (%d free now)", wanted, free.size());
+      if (placeable.size() < free.size()) {
+        absl::StrAppend(&reason, "; ", free.size() - placeable.size(),
+                        " of the failed generation's workers silent since its failure report");
+      }
       if (record->job.state() == v1::PENDING && record->job.state_reason() != reason) {
         v1::Job updated = record->job;
         record->job.set_state_reason(reason);
@@ -673,8 +681,28 @@ void JobManager::OnJobFailure(const std::string& node, uint64_t incarnation,
       report.attention_epoch() < record->job.attention_epoch()) {
     return;  // stale: an old generation, or an attention epoch already re-planned
   }
+  const v1::Job& job = record->job;
+  record->reported_failed_nodes.assign(
+      job.assigned_nodes().begin(),
+      job.assigned_nodes().begin() + (job.assigned_nodes_size() - AssignedAttentionServers(job)));
+  record->reported_failure_at = clock_->Now();
   StartRecovery(*record, absl::StrCat("rank ", report.rank(), " (", node, ") failed: ",
                                       report.error().substr(0, 512)));
+}
+
+std::vector<v1::NodeInfo> JobManager::PlaceableWorkers(
+    const JobRecord& record, const std::vector<v1::NodeInfo>& free) const {
+  if (record.reported_failed_nodes.empty()) return free;
+  const int64_t reported_ms = absl::ToUnixMillis(record.reported_failure_at);
+  std::vector<v1::NodeInfo> placeable;
+  for (const v1::NodeInfo& node : free) {
+    const bool suspect = std::find(record.reported_failed_nodes.begin(),
+                                   record.reported_failed_nodes.end(),
+                                   node.name()) != record.reported_failed_nodes.end() &&
+                         node.last_heartbeat_unix_ms() < reported_ms;
+    if (!suspect) placeable.push_back(node);
+  }
+  return placeable;
 }
 
 }  // namespace corescape::scheduler

@@ -78,7 +78,17 @@ class JobManager : public NodeReportSink {
     std::string token;
     absl::Time recovering_since;
     std::vector<v1::JobEvent> events;
+    // After a worker's failure report: the failed generation's workers and
+    // when it came. Until one of them heartbeats again it may be the dead
+    // peer the report is about (its lease has not expired yet), so the
+    // recovery does not place the job on it. Cleared by the next Assign.
+    std::vector<std::string> reported_failed_nodes;
+    absl::Time reported_failure_at = absl::InfinitePast();
   };
+  // The free workers `record` may be placed on: `free` minus the failed
+  // generation's workers silent since its failure report.
+  std::vector<v1::NodeInfo> PlaceableWorkers(const JobRecord& record,
+                                             const std::vector<v1::NodeInfo>& free) const;
 
   absl::Status Persist(const JobRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendEvent(JobRecord& record, v1::JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -201,6 +201,57 @@ TEST_F(JobManagerTest, DeadWorkerTriggersRecoveryFromCheckpointWithNewGeneration
   EXPECT_EQ(assign[0].assign().generation(), 2u);
 }
 
+// A failure report arrives before the dead peer's lease expires: the
+// recovery does not place the job on the failed generation's workers that
+// stayed silent since the report — it uses a spare, or waits for them.
+TEST_F(JobManagerTest, FailureReportAvoidsWorkersSilentSinceIt) {
+  const uint64_t w0 = AddWorker("w0");
+  const uint64_t w1 = AddWorker("w1");
+  auto job = jobs_->Submit(Spec(2));
+  jobs_->Reconcile();
+  ASSERT_EQ(StateOf(job->job_id()), v1::RUNNING);
+  Commands("w0", w0);
+  Commands("w1", w1);
+  clock_.Advance(absl::Seconds(1));
+  v1::JobFailureReport failure;
+  failure.set_job_id(job->job_id());
+  failure.set_generation(1);
+  failure.set_rank(0);
+  failure.set_error("rank 1 (w1) failed: connection timed out");
+  jobs_->OnJobFailure("w0", w0, failure);
+  ASSERT_EQ(StateOf(job->job_id()), v1::RECOVERING);
+  // Neither has heartbeated since: nothing is placed yet.
+  jobs_->Reconcile();
+  EXPECT_EQ(StateOf(job->job_id()), v1::RECOVERING);
+  // w0 (the reporter) heartbeats, w1 stays silent, a spare registers.
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(registry_->Renew("w0", w0).ok());
+  const uint64_t w2 = AddWorker("w2");
+  jobs_->Reconcile();
+  v1::Job recovered = *jobs_->Get(job->job_id());
+  ASSERT_EQ(recovered.state(), v1::RUNNING) << recovered.state_reason();
+  EXPECT_EQ(recovered.generation(), 2u);
+  EXPECT_EQ(std::vector<std::string>(recovered.assigned_nodes().begin(),
+                                     recovered.assigned_nodes().end()),
+            (std::vector<std::string>{"w0", "w2"}));
+  ASSERT_EQ(Commands("w2", w2).size(), 1u);
+
+  // A transient failure: both workers heartbeat again, and without a spare
+  // the job re-forms on them.
+  Commands("w0", w0);
+  clock_.Advance(absl::Seconds(1));
+  failure.set_generation(2);
+  jobs_->OnJobFailure("w0", w0, failure);
+  ASSERT_TRUE(registry_->Deregister("w2", w2, "test").ok());
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(registry_->Renew("w0", w0).ok());
+  ASSERT_TRUE(registry_->Renew("w1", w1).ok());
+  jobs_->Reconcile();
+  v1::Job again = *jobs_->Get(job->job_id());
+  ASSERT_EQ(again.state(), v1::RUNNING) << again.state_reason();
+  EXPECT_EQ(again.generation(), 3u);
+}
+
 TEST_F(JobManagerTest, ElasticJobShrinksAndRaisesAccumulation) {
   const uint64_t w0 = AddWorker("w0");
   AddWorker("w1");

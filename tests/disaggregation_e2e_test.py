@@ -298,7 +298,9 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
         self.cluster.nodes[victim].kill(signal.SIGKILL)
         job = self.jobs.wait_state(job_id, FINAL, timeout=180)
         self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
-        self.assertGreaterEqual(job.recoveries, 1)
+        # One recovery: the survivor's failure report comes before the dead
+        # node's lease expires, and the job is not placed on it again.
+        self.assertEqual(job.recoveries, 1)
         self.assertNotIn(victim, job.assigned_nodes)
         survivor = running.assigned_nodes[0]
         self.assertIn(survivor, job.assigned_nodes)
