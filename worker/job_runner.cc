@@ -75,8 +75,8 @@ absl::StatusOr<train::TrainerConfig> JobRunner::TrainerConfigFor(
                                            epoch.forced_dense_steps().end());
   }
   config.threads = threads;
-  // Ping-pong overlaps the halves' remote attention; IN_PLACE and COLOCATED
-  // jobs run micro-batches whole.
+  // Ping-pong overlaps the halves' remote (or peer-served) attention;
+  // COLOCATED jobs run micro-batches whole.
   config.ping_pong = (spec.attention().mode() == v1::DISAGGREGATED ||
                       spec.attention().mode() == v1::IN_PLACE) &&
                      spec.attention().ping_pong();
