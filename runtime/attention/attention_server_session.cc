@@ -15,16 +15,6 @@ using Handles = comm::HandleSet;
 using comm::Post;
 using comm::WaitAll;
 
-// Copies `count` floats from `in` to `out` and advances `in`.
-void Take(const float*& in, float* out, int64_t count) {
-  std::memcpy(out, in, count * sizeof(float));
-  in += count;
-}
-void Put(float*& out, const float* in, int64_t count) {
-  std::memcpy(out, in, count * sizeof(float));
-  out += count;
-}
-
 }  // namespace
 
 AttentionServerSession::AttentionServerSession(comm::Communicator* communicator,
@@ -334,9 +324,9 @@ absl::Status AttentionServerSession::Compute(const ExchangeHeader& h) {
     for (int32_t w = 0; w < options_.workers; ++w) {
       const WorkerShare& s = shares[w];
       const float* in = requests_[w].data();
-      Take(in, t.q.data() + s.q_row * widths.q, s.q_rows * widths.q);
-      Take(in, t.k.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
-      Take(in, t.v.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
+      TakeFloats(in, t.q.data() + s.q_row * widths.q, s.q_rows * widths.q);
+      TakeFloats(in, t.k.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
+      TakeFloats(in, t.v.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
     }
     if (!tasks_.empty()) {
       if (absl::Status s = kernels::CoreAttentionForward(shape, tasks_, t.q.data(), q_rows,
@@ -352,8 +342,8 @@ absl::Status AttentionServerSession::Compute(const ExchangeHeader& h) {
       const WorkerShare& s = shares[w];
       replies_[w].resize(ForwardReplyFloats(s, widths));
       float* out = replies_[w].data();
-      Put(out, t.o.data() + s.q_row * widths.q, s.q_rows * widths.q);
-      Put(out, t.lse.data() + s.q_row * widths.lse, s.q_rows * widths.lse);
+      PutFloats(out, t.o.data() + s.q_row * widths.q, s.q_rows * widths.q);
+      PutFloats(out, t.lse.data() + s.q_row * widths.lse, s.q_rows * widths.lse);
     }
   } else {
     d_o_.resize(q_rows * widths.q);
@@ -363,13 +353,13 @@ absl::Status AttentionServerSession::Compute(const ExchangeHeader& h) {
     for (int32_t w = 0; w < options_.workers; ++w) {
       const WorkerShare& s = shares[w];
       const float* in = requests_[w].data();
-      Take(in, d_o_.data() + s.q_row * widths.q, s.q_rows * widths.q);
+      TakeFloats(in, d_o_.data() + s.q_row * widths.q, s.q_rows * widths.q);
       if (!carries) continue;
-      Take(in, t.q.data() + s.q_row * widths.q, s.q_rows * widths.q);
-      Take(in, t.k.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
-      Take(in, t.v.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
-      Take(in, t.o.data() + s.q_row * widths.q, s.q_rows * widths.q);
-      Take(in, t.lse.data() + s.q_row * widths.lse, s.q_rows * widths.lse);
+      TakeFloats(in, t.q.data() + s.q_row * widths.q, s.q_rows * widths.q);
+      TakeFloats(in, t.k.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
+      TakeFloats(in, t.v.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
+      TakeFloats(in, t.o.data() + s.q_row * widths.q, s.q_rows * widths.q);
+      TakeFloats(in, t.lse.data() + s.q_row * widths.lse, s.q_rows * widths.lse);
     }
     if (!tasks_.empty()) {
       if (absl::Status s = kernels::CoreAttentionBackward(
@@ -383,9 +373,9 @@ absl::Status AttentionServerSession::Compute(const ExchangeHeader& h) {
       const WorkerShare& s = shares[w];
       replies_[w].resize(BackwardReplyFloats(s, widths));
       float* out = replies_[w].data();
-      Put(out, d_q_.data() + s.q_row * widths.q, s.q_rows * widths.q);
-      Put(out, d_k_.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
-      Put(out, d_v_.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
+      PutFloats(out, d_q_.data() + s.q_row * widths.q, s.q_rows * widths.q);
+      PutFloats(out, d_k_.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
+      PutFloats(out, d_v_.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
     }
   }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);

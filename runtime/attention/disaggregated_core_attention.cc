@@ -165,22 +165,10 @@ ExchangeHeader DisaggregatedCoreAttention::MakeHeader(Pass pass, int layer,
 absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
     const kernels::AttentionShape& shape, absl::Span<const kernels::AttentionTask> tasks,
     int64_t rows) {
-  if (absl::Status s = kernels::ValidateAttentionArgs(shape, tasks, std::max<int64_t>(rows, 1),
-                                                      std::max<int64_t>(rows, 1));
-      !s.ok()) {
-    return s;
-  }
-  std::vector<int64_t> lengths;
-  std::vector<int64_t> document_rows;
-  lengths.reserve(tasks.size());
-  for (const kernels::AttentionTask& task : tasks) {
-    if (task.q_begin != 0 || task.q_row != task.kv_row) {
-      return absl::UnimplementedError(
-          "disaggregated attention takes whole-document tasks (q_begin 0, q_row = kv_row)");
-    }
-    lengths.push_back(task.q_end);
-    document_rows.push_back(task.q_row);
-  }
+  auto documents = WholeDocuments(shape, tasks, rows, "disaggregated attention");
+  if (!documents.ok()) return documents.status();
+  const std::vector<int64_t>& lengths = documents->lengths;
+  const std::vector<int64_t>& document_rows = documents->rows;
   micro_batch_ = next_micro_batch_++;
   tasks_.assign(tasks.begin(), tasks.end());
   rows_ = rows;

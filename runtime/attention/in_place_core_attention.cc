@@ -18,6 +18,12 @@ using Handles = comm::HandleSet;
 using comm::Post;
 using comm::WaitAll;
 
+// Ping-pong calls name half 0 (A) or 1 (B); -1 is a whole micro-batch's.
+absl::Status CheckPingPongHalf(int half) {
+  if (half == 0 || half == 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("in-place attention: no half ", half));
+}
+
 int64_t Bytes(const std::vector<float>& floats) {
   return static_cast<int64_t>(floats.size() * sizeof(float));
 }
@@ -239,22 +245,10 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
                                                    const kernels::AttentionShape& shape,
                                                    absl::Span<const kernels::AttentionTask> tasks,
                                                    int64_t rows) {
-  if (absl::Status s = kernels::ValidateAttentionArgs(shape, tasks, std::max<int64_t>(rows, 1),
-                                                      std::max<int64_t>(rows, 1));
-      !s.ok()) {
-    return s;
-  }
-  std::vector<int64_t> lengths, document_rows;
-  lengths.reserve(tasks.size());
-  document_rows.reserve(tasks.size());
-  for (const kernels::AttentionTask& task : tasks) {
-    if (task.q_begin != 0 || task.q_row != task.kv_row) {
-      return absl::UnimplementedError(
-          "in-place attention takes whole-document tasks (q_begin 0, q_row = kv_row)");
-    }
-    lengths.push_back(task.q_end);
-    document_rows.push_back(task.q_row);
-  }
+  auto documents = WholeDocuments(shape, tasks, rows, "in-place attention");
+  if (!documents.ok()) return documents.status();
+  const std::vector<int64_t>& lengths = documents->lengths;
+  const std::vector<int64_t>& document_rows = documents->rows;
   if (state.timed_seconds > 0) {
     own_speed_.Record(state.timed_cost, state.timed_seconds);
     state.timed_cost = state.timed_seconds = 0;
@@ -438,6 +432,18 @@ absl::Status InPlaceCoreAttention::StartExchange(MicroBatchState& state, Exchang
   return absl::OkStatus();
 }
 
+absl::Status InPlaceCoreAttention::CheckPeerHeaders(
+    const ExchangeHeader& expected, const std::vector<HeaderBytes>& headers,
+    const std::vector<std::vector<float>>& payloads, const char* what) const {
+  for (int32_t p = 0; p < workers_; ++p) {
+    if (p == self_) continue;
+    auto got = CheckPeerHeader(expected, headers[p], p, static_cast<int64_t>(payloads[p].size()),
+                               what);
+    if (!got.ok()) return got.status();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status InPlaceCoreAttention::FinishExchange(MicroBatchState& state) {
   // Moved out: however this ends, the exchange is no longer in flight.
   InFlightExchange call = *std::move(state.in_flight);
@@ -446,11 +452,9 @@ absl::Status InPlaceCoreAttention::FinishExchange(MicroBatchState& state) {
   const ExchangeSteps& st = call.steps;
   const auto& shares = state.plan->shares;
   if (absl::Status s = WaitAll(call.request_headers); !s.ok()) return Fail(s);
-  for (int32_t p = 0; p < workers_; ++p) {
-    if (p == self_) continue;
-    auto got = CheckPeerHeader(header, state.in_headers[p], p,
-                               static_cast<int64_t>(state.inbound[p].size()), "request");
-    if (!got.ok()) return Fail(got.status());
+  if (absl::Status s = CheckPeerHeaders(header, state.in_headers, state.inbound, "request");
+      !s.ok()) {
+    return Fail(s);
   }
   if (absl::Status s = WaitAll(call.request_payloads); !s.ok()) return Fail(s);
   for (int32_t p = 0; p < workers_; ++p) {
@@ -483,11 +487,9 @@ absl::Status InPlaceCoreAttention::FinishExchange(MicroBatchState& state) {
     if (!s.ok()) return Fail(s);
   }
   if (absl::Status s = WaitAll(call.reply_headers); !s.ok()) return Fail(s);
-  for (int32_t p = 0; p < workers_; ++p) {
-    if (p == self_) continue;
-    auto got = CheckPeerHeader(header, state.in_reply_headers[p], p,
-                               static_cast<int64_t>(state.results[p].size()), "reply");
-    if (!got.ok()) return Fail(got.status());
+  if (absl::Status s = CheckPeerHeaders(header, state.in_reply_headers, state.results, "reply");
+      !s.ok()) {
+    return Fail(s);
   }
   if (absl::Status s = WaitAll(call.reply_payloads); !s.ok()) return Fail(s);
   if (absl::Status s = WaitAll(call.sends); !s.ok()) return Fail(s);
@@ -499,10 +501,8 @@ absl::Status InPlaceCoreAttention::FinishExchange(MicroBatchState& state) {
   return absl::OkStatus();
 }
 
-absl::Status InPlaceCoreAttention::StartForwardCall(
-    int half, int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, int64_t rows, float* o, float* lse) {
+absl::StatusOr<InPlaceCoreAttention::MicroBatchState*> InPlaceCoreAttention::PrepareCall(
+    int half, Pass pass, int layer) {
   if (absl::Status s = communicator_->health(); !s.ok()) return s;
   auto found = StateFor(half, /*starting=*/true);
   if (!found.ok()) return Fail(found.status());
@@ -511,9 +511,19 @@ absl::Status InPlaceCoreAttention::StartForwardCall(
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("layer ", layer, " of a ", options_.n_layers, "-layer model")));
   }
-  if (layer == 0) state.half = half;  // a new micro-batch
+  if (pass == Pass::kForward && layer == 0) state.half = half;  // a new micro-batch
   if (absl::Status s = CheckSameKind(state, half); !s.ok()) return Fail(s);
-  if (absl::Status s = CheckCallOrder(state, Pass::kForward, layer); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckCallOrder(state, pass, layer); !s.ok()) return Fail(s);
+  return &state;
+}
+
+absl::Status InPlaceCoreAttention::StartForwardCall(
+    int half, int layer, const kernels::AttentionShape& shape,
+    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
+    const float* v, int64_t rows, float* o, float* lse) {
+  auto prepared = PrepareCall(half, Pass::kForward, layer);
+  if (!prepared.ok()) return prepared.status();
+  MicroBatchState& state = **prepared;
   if (layer == 0) {
     if (absl::Status s = BeginMicroBatch(state, shape, tasks, rows); !s.ok()) return Fail(s);
   } else if (absl::Status s = CheckSameMicroBatch(state, tasks, rows); !s.ok()) {
@@ -549,16 +559,9 @@ absl::Status InPlaceCoreAttention::StartBackwardCall(
     absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
     const float* v, const float* o, const float* lse, const float* d_o, int64_t rows, float* d_q,
     float* d_k, float* d_v) {
-  if (absl::Status s = communicator_->health(); !s.ok()) return s;
-  auto found = StateFor(half, /*starting=*/true);
-  if (!found.ok()) return Fail(found.status());
-  MicroBatchState& state = **found;
-  if (layer < 0 || layer >= options_.n_layers) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("layer ", layer, " of a ", options_.n_layers, "-layer model")));
-  }
-  if (absl::Status s = CheckSameKind(state, half); !s.ok()) return Fail(s);
-  if (absl::Status s = CheckCallOrder(state, Pass::kBackward, layer); !s.ok()) return Fail(s);
+  auto prepared = PrepareCall(half, Pass::kBackward, layer);
+  if (!prepared.ok()) return prepared.status();
+  MicroBatchState& state = **prepared;
   if (absl::Status s = CheckSameMicroBatch(state, tasks, rows); !s.ok()) return Fail(s);
   const RowWidths widths = RowWidths::Of(shape);
   const bool resend = !options_.keep_qkv_for_backward;
@@ -635,9 +638,7 @@ absl::Status InPlaceCoreAttention::StartForward(int half, int layer,
                                                 absl::Span<const kernels::AttentionTask> tasks,
                                                 const float* q, const float* k, const float* v,
                                                 int64_t rows, float* o, float* lse) {
-  if (half != 0 && half != 1) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat("in-place attention: no half ", half)));
-  }
+  if (absl::Status s = CheckPingPongHalf(half); !s.ok()) return Fail(s);
   return StartForwardCall(half, layer, shape, tasks, q, k, v, rows, o, lse);
 }
 
@@ -652,9 +653,7 @@ absl::Status InPlaceCoreAttention::StartBackward(int half, int layer,
                                                  const float* o, const float* lse,
                                                  const float* d_o, int64_t rows, float* d_q,
                                                  float* d_k, float* d_v) {
-  if (half != 0 && half != 1) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat("in-place attention: no half ", half)));
-  }
+  if (absl::Status s = CheckPingPongHalf(half); !s.ok()) return Fail(s);
   return StartBackwardCall(half, layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k, d_v);
 }
 

@@ -199,6 +199,16 @@ class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
   // InvalidArgument for another half, FailedPrecondition if that state (or,
   // for a plain call, any) still has an exchange in flight.
   absl::StatusOr<MicroBatchState*> StateFor(int half, bool starting);
+  // What every Start*Call checks first (communicator health, the state's
+  // availability, the layer, the kind and order of calls); fails the
+  // communicator on a violation. A forward of layer 0 takes the state for
+  // `half`.
+  absl::StatusOr<MicroBatchState*> PrepareCall(int half, Pass pass, int layer);
+  // CheckPeerHeader for every peer's header, against its payload's size.
+  absl::Status CheckPeerHeaders(const ExchangeHeader& expected,
+                                const std::vector<HeaderBytes>& headers,
+                                const std::vector<std::vector<float>>& payloads,
+                                const char* what) const;
   // FailedPrecondition unless a call of `half` (-1: whole) continues the
   // state's micro-batch, begun by a layer-0 forward of the same kind.
   absl::Status CheckSameKind(const MicroBatchState& state, int half) const;

@@ -1,25 +1,10 @@
 #include "runtime/attention/in_place_fused_batch.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
 namespace corescape::attention {
-namespace {
-
-// Copies `count` floats from `in` to `out` and advances `in`.
-void Take(const float*& in, float* out, int64_t count) {
-  std::memcpy(out, in, count * sizeof(float));
-  in += count;
-}
-// Copies `count` floats from `in` to `out` and advances `out`.
-void Put(float*& out, const float* in, int64_t count) {
-  std::memcpy(out, in, count * sizeof(float));
-  out += count;
-}
-
-}  // namespace
 
 void InPlaceFusedBatch::Begin(const MicroBatchPlan* plan, int n_layers, bool keep_forward_tensors) {
   plan_ = plan;
@@ -45,9 +30,9 @@ void InPlaceFusedBatch::TakeForwardRequest(int layer, int32_t source, const RowW
                                            const float* in) {
   const WorkerShare& s = Share(source);
   ForwardTensors& t = Layer(layer);
-  Take(in, t.q.data() + s.q_row * widths.q, s.q_rows * widths.q);
-  Take(in, t.k.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
-  Take(in, t.v.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
+  TakeFloats(in, t.q.data() + s.q_row * widths.q, s.q_rows * widths.q);
+  TakeFloats(in, t.k.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
+  TakeFloats(in, t.v.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
 }
 
 absl::Status InPlaceFusedBatch::RunForward(int layer, const kernels::AttentionShape& shape) {
@@ -62,8 +47,8 @@ void InPlaceFusedBatch::PutForwardReply(int layer, int32_t source, const RowWidt
                                         float* out) const {
   const WorkerShare& s = Share(source);
   const ForwardTensors& t = Layer(layer);
-  Put(out, t.o.data() + s.q_row * widths.q, s.q_rows * widths.q);
-  Put(out, t.lse.data() + s.q_row * widths.lse, s.q_rows * widths.lse);
+  PutFloats(out, t.o.data() + s.q_row * widths.q, s.q_rows * widths.q);
+  PutFloats(out, t.lse.data() + s.q_row * widths.lse, s.q_rows * widths.lse);
 }
 
 absl::Status InPlaceFusedBatch::PrepareBackward(int layer, const RowWidths& widths, bool carries) {
@@ -88,14 +73,14 @@ absl::Status InPlaceFusedBatch::PrepareBackward(int layer, const RowWidths& widt
 void InPlaceFusedBatch::TakeBackwardRequest(int layer, int32_t source, const RowWidths& widths,
                                             bool carries, const float* in) {
   const WorkerShare& s = Share(source);
-  Take(in, d_o_.data() + s.q_row * widths.q, s.q_rows * widths.q);
+  TakeFloats(in, d_o_.data() + s.q_row * widths.q, s.q_rows * widths.q);
   if (!carries) return;
   ForwardTensors& t = Layer(layer);
-  Take(in, t.q.data() + s.q_row * widths.q, s.q_rows * widths.q);
-  Take(in, t.k.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
-  Take(in, t.v.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
-  Take(in, t.o.data() + s.q_row * widths.q, s.q_rows * widths.q);
-  Take(in, t.lse.data() + s.q_row * widths.lse, s.q_rows * widths.lse);
+  TakeFloats(in, t.q.data() + s.q_row * widths.q, s.q_rows * widths.q);
+  TakeFloats(in, t.k.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
+  TakeFloats(in, t.v.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
+  TakeFloats(in, t.o.data() + s.q_row * widths.q, s.q_rows * widths.q);
+  TakeFloats(in, t.lse.data() + s.q_row * widths.lse, s.q_rows * widths.lse);
 }
 
 absl::Status InPlaceFusedBatch::RunBackward(int layer, const kernels::AttentionShape& shape) {
@@ -110,9 +95,9 @@ absl::Status InPlaceFusedBatch::RunBackward(int layer, const kernels::AttentionS
 void InPlaceFusedBatch::PutBackwardReply(int32_t source, const RowWidths& widths,
                                          float* out) const {
   const WorkerShare& s = Share(source);
-  Put(out, d_q_.data() + s.q_row * widths.q, s.q_rows * widths.q);
-  Put(out, d_k_.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
-  Put(out, d_v_.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
+  PutFloats(out, d_q_.data() + s.q_row * widths.q, s.q_rows * widths.q);
+  PutFloats(out, d_k_.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
+  PutFloats(out, d_v_.data() + s.kv_row * widths.kv, s.kv_rows * widths.kv);
 }
 
 }  // namespace corescape::attention

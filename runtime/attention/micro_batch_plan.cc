@@ -152,6 +152,38 @@ absl::StatusOr<MicroBatchPlan> AdoptMicroBatchPlan(
   return LayOutMicroBatch(std::move(input->worker_documents), *std::move(plan), options.servers);
 }
 
+absl::StatusOr<WorkerDocuments> WholeDocuments(const kernels::AttentionShape& shape,
+                                               absl::Span<const kernels::AttentionTask> tasks,
+                                               int64_t rows, absl::string_view executor) {
+  if (absl::Status s = kernels::ValidateAttentionArgs(shape, tasks, std::max<int64_t>(rows, 1),
+                                                      std::max<int64_t>(rows, 1));
+      !s.ok()) {
+    return s;
+  }
+  WorkerDocuments documents;
+  documents.lengths.reserve(tasks.size());
+  documents.rows.reserve(tasks.size());
+  for (const kernels::AttentionTask& task : tasks) {
+    if (task.q_begin != 0 || task.q_row != task.kv_row) {
+      return absl::UnimplementedError(absl::StrCat(
+          executor, " takes whole-document tasks (q_begin 0, q_row = kv_row)"));
+    }
+    documents.lengths.push_back(task.q_end);
+    documents.rows.push_back(task.q_row);
+  }
+  return documents;
+}
+
+void TakeFloats(const float*& in, float* out, int64_t count) {
+  std::memcpy(out, in, count * sizeof(float));
+  in += count;
+}
+
+void PutFloats(float*& out, const float* in, int64_t count) {
+  std::memcpy(out, in, count * sizeof(float));
+  out += count;
+}
+
 int64_t ForwardRequestFloats(const WorkerShare& s, const RowWidths& w) {
   return s.q_rows * w.q + 2 * s.kv_rows * w.kv;
 }

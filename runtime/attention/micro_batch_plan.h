@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "runtime/kernels/core_attention.h"
 #include "runtime/planner/plan.h"
@@ -70,6 +71,18 @@ absl::StatusOr<MicroBatchPlan> AdoptMicroBatchPlan(
     std::vector<std::vector<int64_t>> worker_documents, const kernels::AttentionShape& shape,
     const PlanOptions& options, std::vector<planner::PlannedTask> tasks);
 
+// One worker's micro-batch as the planner sees it: whole documents.
+struct WorkerDocuments {
+  std::vector<int64_t> lengths;
+  std::vector<int64_t> rows;  // the row of each document's first token
+};
+// Checks an executor call's arguments (kernels::ValidateAttentionArgs) and
+// that every task is a whole document (q_begin 0, q_row = kv_row), as the
+// trainer makes them; Unimplemented naming `executor` otherwise.
+absl::StatusOr<WorkerDocuments> WholeDocuments(const kernels::AttentionShape& shape,
+                                               absl::Span<const kernels::AttentionTask> tasks,
+                                               int64_t rows, absl::string_view executor);
+
 // Row widths in floats.
 struct RowWidths {
   int64_t q = 0;    // n_heads * head_dim (Q, O, dO, dQ)
@@ -112,6 +125,11 @@ const float* ScatterRows(const float* in, int64_t width, absl::Span<const RowRan
 // the planner counts forward + backward FLOPs per pair, backward_factor
 // times forward's. What a timing of that pass is measured against.
 double PassCost(const planner::Plan& plan, int32_t server, bool backward);
+
+// Copy `count` floats and advance the source (Take) or the destination
+// (Put): the request and reply layouts are runs of rows back to back.
+void TakeFloats(const float*& in, float* out, int64_t count);
+void PutFloats(float*& out, const float* in, int64_t count);
 
 // The server's kernel tasks as the kernel takes them.
 std::vector<kernels::AttentionTask> KernelTasks(const planner::ServerBatch& batch);
