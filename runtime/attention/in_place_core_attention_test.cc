@@ -405,16 +405,10 @@ TEST(InPlaceProtocolTest, OutOfOrderCallFailsEveryWorker) {
     const RandomBatch& b = batches[w];
     Outputs out;
     ASSERT_TRUE(RunCalls(executor, shape, 2, b, /*backward=*/false, out).ok());
-    if (w == 0) {
-      // Backward of layer 0 with layer 1 skipped.
-      results[w] = executor.Backward(0, shape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
-                                     out.o.data(), out.lse.data(), b.d_o.data(), b.rows,
-                                     out.d_q.data(), out.d_k.data(), out.d_v.data());
-    } else {
-      results[w] = executor.Backward(1, shape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
-                                     out.o.data(), out.lse.data(), b.d_o.data(), b.rows,
-                                     out.d_q.data(), out.d_k.data(), out.d_v.data());
-    }
+    // Worker 0: backward of layer 0 with layer 1 skipped.
+    results[w] = executor.Backward(w == 0 ? 0 : 1, shape, b.tasks, b.q.data(), b.k.data(),
+                                   b.v.data(), out.o.data(), out.lse.data(), b.d_o.data(), b.rows,
+                                   out.d_q.data(), out.d_k.data(), out.d_v.data());
   });
   EXPECT_EQ(results[0].code(), absl::StatusCode::kFailedPrecondition) << results[0];
   EXPECT_NE(results[0].message().find("expected backward in reverse layer order"),
