@@ -42,12 +42,11 @@ class NodeReportSink {
 // generation, and the state machine
 //   PENDING → RUNNING → (RECOVERING → RUNNING)* → SUCCEEDED | FAILED | CANCELLED,
 // every transition written to the store before it is acknowledged or acted
-// on. Reconcile() compares desired with observed state (job placements vs
-// node liveness and incarnations) and acts; the scheduler calls it
-// periodically. What to do is PlaceJobs' decision (scheduler/placement.h:
-// a dead worker means recovery; a DISAGGREGATED job that only lost attention
-// servers stays RUNNING, re-planned in a new attention epoch); Reconcile
-// records each decision, then pushes the assignments and stops.
+// on. Reconcile(), called periodically, snapshots the registry and the
+// jobs, lets PlaceJobs (scheduler/placement.h) decide — a dead worker means
+// recovery; a DISAGGREGATED job that only lost attention servers stays
+// RUNNING, re-planned in a new attention epoch — and records each decision
+// before it pushes the assignments and stops.
 class JobManager : public NodeReportSink {
  public:
   JobManager(const Clock* clock, StateStore* store, EventLog* events,

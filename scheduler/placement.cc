@@ -199,6 +199,122 @@ void RemoveNodes(std::vector<v1::NodeInfo>& from, const std::vector<v1::NodeInfo
   });
 }
 
+// One PlaceJobs call: the jobs as its decisions so far leave them.
+class Pass {
+ public:
+  Pass(const PlacementSnapshot& snapshot, const PlacementOptions& options)
+      : now_(snapshot.now), options_(options) {
+    for (const v1::NodeInfo& node : snapshot.nodes) nodes_[node.name()] = node;
+    for (const PlacementJob& job : snapshot.jobs) {
+      jobs_.push_back({&job, job.job.state(), job.recovering_since});
+    }
+    std::sort(jobs_.begin(), jobs_.end(), [](const JobInPass& a, const JobInPass& b) {
+      return a.in->job.job_id() < b.in->job.job_id();
+    });
+  }
+
+  // 1. Running jobs that lost a worker recover; the others hold their nodes
+  //    (less the attention servers they lost).
+  void RecoverBrokenJobs() {
+    for (JobInPass& pass : jobs_) {
+      const v1::Job& job = pass.in->job;
+      if (pass.state != v1::RUNNING) continue;
+      if (std::optional<std::string> cause = LostWorker(job, nodes_)) {
+        Recovered(pass, Recover(job, *std::move(cause), options_.max_recoveries));
+        continue;
+      }
+      pass.lost_servers = FindLostAttentionServers(job, nodes_);
+      const int workers = WorkerCount(job);
+      for (int rank = 0; rank < job.assigned_nodes_size(); ++rank) {
+        const bool gone = std::any_of(
+            pass.lost_servers.begin(), pass.lost_servers.end(),
+            [&](const LostAttentionServer& l) { return workers + l.index == rank; });
+        if (!gone) pass.held.push_back(job.assigned_nodes(rank));
+      }
+      const bool short_of_servers =
+          job.spec().attention().mode() == v1::DISAGGREGATED &&
+          AssignedAttentionServers(job) < job.spec().attention().attention_servers();
+      pass.replan = !pass.lost_servers.empty() || short_of_servers;
+    }
+  }
+
+  // 2. Re-plan attention over the survivors and the spare servers.
+  void ReplanAttentionServers() {
+    std::vector<v1::NodeInfo> spare_servers = Free(v1::ATTENTION_SERVER);
+    for (JobInPass& pass : jobs_) {
+      if (!pass.replan) continue;
+      const v1::Job& job = pass.in->job;
+      std::optional<PlacementDecision> decision = ReplanAttentionOf(
+          job, pass.lost_servers, nodes_, spare_servers, options_.max_recoveries);
+      if (!decision) {
+        // Unchanged: it keeps every node it has, drained servers included.
+        pass.held.assign(job.assigned_nodes().begin(), job.assigned_nodes().end());
+      } else if (auto* recover = std::get_if<RecoverJob>(&*decision)) {
+        Recovered(pass, std::move(*recover));
+      } else {
+        const auto& replan = std::get<ReplanAttention>(*decision);
+        pass.held.clear();
+        for (const auto* group : {&replan.workers, &replan.servers}) {
+          for (const v1::NodeInfo& node : *group) pass.held.push_back(node.name());
+        }
+        decisions_.push_back(std::move(*decision));
+      }
+    }
+  }
+
+  // 3. Place waiting jobs, oldest first, on free healthy nodes (gang).
+  void PlaceWaitingJobs() {
+    std::vector<v1::NodeInfo> free = Free(v1::WORKER);
+    std::vector<v1::NodeInfo> free_servers = Free(v1::ATTENTION_SERVER);
+    std::vector<const JobInPass*> waiting;
+    for (const JobInPass& pass : jobs_) {
+      if (pass.state == v1::PENDING || pass.state == v1::RECOVERING) waiting.push_back(&pass);
+    }
+    std::stable_sort(waiting.begin(), waiting.end(), [](const JobInPass* a, const JobInPass* b) {
+      return a->in->job.submitted_unix_ms() < b->in->job.submitted_unix_ms();
+    });
+    for (const JobInPass* pass : waiting) {
+      std::optional<PlacementDecision> decision =
+          PlaceWaitingJob(*pass, free, free_servers, now_, options_);
+      if (!decision) continue;
+      if (const auto* assign = std::get_if<AssignJob>(&*decision)) {
+        RemoveNodes(free, assign->workers);
+        RemoveNodes(free_servers, assign->servers);
+      }
+      decisions_.push_back(std::move(*decision));
+    }
+  }
+
+  std::vector<PlacementDecision> TakeDecisions() { return std::move(decisions_); }
+
+ private:
+  void Recovered(JobInPass& pass, RecoverJob recover) {
+    pass.state = recover.recovery.state;
+    pass.recovering_since = now_;
+    pass.held.clear();
+    decisions_.push_back(std::move(recover));
+  }
+
+  // ALIVE nodes of `role` that no running job holds, in name order.
+  std::vector<v1::NodeInfo> Free(v1::NodeRole role) const {
+    std::set<std::string> held;
+    for (const JobInPass& pass : jobs_) held.insert(pass.held.begin(), pass.held.end());
+    std::vector<v1::NodeInfo> free;
+    for (const auto& [name, node] : nodes_) {
+      if (node.state() == v1::ALIVE && node.role() == role && !held.count(name)) {
+        free.push_back(node);
+      }
+    }
+    return free;
+  }
+
+  const absl::Time now_;
+  const PlacementOptions& options_;
+  NodesByName nodes_;
+  std::vector<JobInPass> jobs_;
+  std::vector<PlacementDecision> decisions_;
+};
+
 }  // namespace
 
 Recovery RecoveryOf(const v1::Job& job, const std::string& cause, int max_recoveries) {
@@ -214,105 +330,11 @@ Recovery RecoveryOf(const v1::Job& job, const std::string& cause, int max_recove
 
 std::vector<PlacementDecision> PlaceJobs(const PlacementSnapshot& snapshot,
                                          const PlacementOptions& options) {
-  NodesByName nodes;
-  for (const v1::NodeInfo& node : snapshot.nodes) nodes[node.name()] = node;
-  std::vector<JobInPass> jobs;
-  for (const PlacementJob& job : snapshot.jobs) {
-    jobs.push_back({&job, job.job.state(), job.recovering_since});
-  }
-  std::sort(jobs.begin(), jobs.end(), [](const JobInPass& a, const JobInPass& b) {
-    return a.in->job.job_id() < b.in->job.job_id();
-  });
-  std::vector<PlacementDecision> decisions;
-  auto recovered = [&](JobInPass& pass, RecoverJob recover) {
-    pass.state = recover.recovery.state;
-    pass.recovering_since = snapshot.now;
-    pass.held.clear();
-    decisions.push_back(std::move(recover));
-  };
-  auto busy = [&]() {
-    std::set<std::string> names;
-    for (const JobInPass& pass : jobs) names.insert(pass.held.begin(), pass.held.end());
-    return names;
-  };
-
-  // 1. Running jobs that lost a worker recover; the others hold their nodes
-  //    (less the attention servers they lost).
-  for (JobInPass& pass : jobs) {
-    const v1::Job& job = pass.in->job;
-    if (pass.state != v1::RUNNING) continue;
-    if (std::optional<std::string> cause = LostWorker(job, nodes)) {
-      recovered(pass, Recover(job, *std::move(cause), options.max_recoveries));
-      continue;
-    }
-    pass.lost_servers = FindLostAttentionServers(job, nodes);
-    const int workers = WorkerCount(job);
-    for (int rank = 0; rank < job.assigned_nodes_size(); ++rank) {
-      const bool gone = std::any_of(
-          pass.lost_servers.begin(), pass.lost_servers.end(),
-          [&](const LostAttentionServer& l) { return workers + l.index == rank; });
-      if (!gone) pass.held.push_back(job.assigned_nodes(rank));
-    }
-    const bool short_of_servers =
-        job.spec().attention().mode() == v1::DISAGGREGATED &&
-        AssignedAttentionServers(job) < job.spec().attention().attention_servers();
-    pass.replan = !pass.lost_servers.empty() || short_of_servers;
-  }
-
-  // 2. Re-plan attention over the survivors and spare servers.
-  std::vector<v1::NodeInfo> spare_servers;
-  const std::set<std::string> held = busy();
-  for (const auto& [name, node] : nodes) {
-    if (node.state() == v1::ALIVE && node.role() == v1::ATTENTION_SERVER && !held.count(name)) {
-      spare_servers.push_back(node);
-    }
-  }
-  for (JobInPass& pass : jobs) {
-    if (!pass.replan) continue;
-    const v1::Job& job = pass.in->job;
-    std::optional<PlacementDecision> decision =
-        ReplanAttentionOf(job, pass.lost_servers, nodes, spare_servers, options.max_recoveries);
-    if (!decision) {
-      // Unchanged: it keeps every node it has, drained servers included.
-      pass.held.assign(job.assigned_nodes().begin(), job.assigned_nodes().end());
-    } else if (auto* recover = std::get_if<RecoverJob>(&*decision)) {
-      recovered(pass, std::move(*recover));
-    } else {
-      const auto& replan = std::get<ReplanAttention>(*decision);
-      pass.held.clear();
-      for (const auto* group : {&replan.workers, &replan.servers}) {
-        for (const v1::NodeInfo& node : *group) pass.held.push_back(node.name());
-      }
-      decisions.push_back(std::move(*decision));
-    }
-  }
-
-  // 3. Place waiting jobs, oldest first, on free healthy nodes (gang).
-  std::vector<v1::NodeInfo> free, free_servers;
-  const std::set<std::string> taken = busy();
-  for (const auto& [name, node] : nodes) {
-    if (node.state() != v1::ALIVE || taken.count(name)) continue;
-    if (node.role() == v1::WORKER) free.push_back(node);
-    if (node.role() == v1::ATTENTION_SERVER) free_servers.push_back(node);
-  }
-  std::vector<const JobInPass*> waiting;
-  for (const JobInPass& pass : jobs) {
-    if (pass.state == v1::PENDING || pass.state == v1::RECOVERING) waiting.push_back(&pass);
-  }
-  std::stable_sort(waiting.begin(), waiting.end(), [](const JobInPass* a, const JobInPass* b) {
-    return a->in->job.submitted_unix_ms() < b->in->job.submitted_unix_ms();
-  });
-  for (const JobInPass* pass : waiting) {
-    std::optional<PlacementDecision> decision =
-        PlaceWaitingJob(*pass, free, free_servers, snapshot.now, options);
-    if (!decision) continue;
-    if (const auto* assign = std::get_if<AssignJob>(&*decision)) {
-      RemoveNodes(free, assign->workers);
-      RemoveNodes(free_servers, assign->servers);
-    }
-    decisions.push_back(std::move(*decision));
-  }
-  return decisions;
+  Pass pass(snapshot, options);
+  pass.RecoverBrokenJobs();
+  pass.ReplanAttentionServers();
+  pass.PlaceWaitingJobs();
+  return pass.TakeDecisions();
 }
 
 }  // namespace corescape::scheduler

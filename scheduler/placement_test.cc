@@ -2,14 +2,15 @@
 
 #include <algorithm>
 #include <map>
+#include <ostream>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 
 namespace corescape::scheduler {
@@ -171,6 +172,8 @@ struct Case {
   std::vector<PlacementJob> jobs;
   std::vector<std::string> want;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 std::vector<Case> Cases() {
   const absl::Time reported = kNow - absl::Seconds(1);
@@ -424,6 +427,167 @@ INSTANTIATE_TEST_SUITE_P(Table, PlaceJobsTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.name;
                          });
+
+// Random clusters and queues: whatever PlaceJobs decides, no node ends up
+// in two jobs, placements are on ALIVE nodes of the right role and the
+// gang's size, the input order of the jobs does not matter, and no waiting
+// job is left waiting while the nodes still free at the end would start it.
+TEST(PlaceJobsRandomTest, InvariantsHold) {
+  std::mt19937 rng(7);
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  const v1::NodeState states[] = {v1::ALIVE, v1::ALIVE, v1::ALIVE, v1::DRAINING, v1::DEAD,
+                                  v1::DEREGISTERED};
+  for (int trial = 0; trial < 3000; ++trial) {
+    PlacementSnapshot snapshot;
+    snapshot.now = kNow;
+    std::vector<std::string> worker_pool, server_pool;
+    for (int i = 0; i < 6; ++i) worker_pool.push_back(absl::StrCat("w", i));
+    for (int i = 0; i < 4; ++i) server_pool.push_back(absl::StrCat("a", i));
+    for (const auto* pool : {&worker_pool, &server_pool}) {
+      for (const std::string& name : *pool) {
+        if (pick(8) == 0) continue;  // not in the registry
+        snapshot.nodes.push_back(Node(name, pool == &worker_pool ? v1::WORKER : v1::ATTENTION_SERVER,
+                                      states[pick(6)], 1 + (pick(6) == 0)));
+      }
+    }
+    std::shuffle(worker_pool.begin(), worker_pool.end(), rng);
+    std::shuffle(server_pool.begin(), server_pool.end(), rng);
+    const int job_count = pick(5);
+    for (int j = 0; j < job_count; ++j) {
+      const int workers = 1 + pick(3);
+      JobBuilder job(absl::StrCat("job-", j + 1), workers, /*submitted_s=*/pick(3));
+      const int servers = pick(3) == 0 ? 1 + pick(2) : 0;
+      if (servers > 0) job.Disaggregated(servers);
+      if (pick(3) == 0) job.Elastic(1 + pick(workers), 1 + pick(2));
+      if (pick(6) == 0) {
+        std::vector<std::string> pinned(worker_pool.begin(), worker_pool.begin() + workers);
+        job.Pinned(pinned);
+      }
+      switch (pick(3)) {
+        case 0:
+          break;  // PENDING
+        case 1: {
+          const int held_servers = servers > 0 ? 1 + pick(servers) : 0;
+          if (static_cast<int>(worker_pool.size()) < workers ||
+              static_cast<int>(server_pool.size()) < held_servers) {
+            break;
+          }
+          std::vector<std::string> w(worker_pool.end() - workers, worker_pool.end());
+          std::vector<std::string> s(server_pool.end() - held_servers, server_pool.end());
+          worker_pool.resize(worker_pool.size() - workers);
+          server_pool.resize(server_pool.size() - held_servers);
+          job.Running(w, s).Recoveries(pick(7));
+          break;
+        }
+        default:
+          job.Recovering(kNow - absl::Seconds(pick(10)));
+      }
+      snapshot.jobs.push_back(job);
+    }
+    SCOPED_TRACE(absl::StrCat("trial ", trial));
+    const std::vector<PlacementDecision> decisions = PlaceJobs(snapshot, kOptions);
+
+    PlacementSnapshot shuffled = snapshot;
+    std::shuffle(shuffled.jobs.begin(), shuffled.jobs.end(), rng);
+    ASSERT_EQ(Describe(PlaceJobs(shuffled, kOptions)), Describe(decisions));
+
+    std::map<std::string, v1::NodeInfo> nodes;
+    for (const v1::NodeInfo& node : snapshot.nodes) nodes[node.name()] = node;
+    auto alive_with_role = [&](const std::vector<v1::NodeInfo>& group, v1::NodeRole role) {
+      for (const v1::NodeInfo& node : group) {
+        auto it = nodes.find(node.name());
+        if (it == nodes.end() || it->second.state() != v1::ALIVE || it->second.role() != role) {
+          return false;
+        }
+      }
+      return true;
+    };
+    // Who holds which node once the decisions are applied.
+    std::map<std::string, std::vector<std::string>> occupied;  // job → nodes
+    std::set<std::string> assigned, recovered, requeued;
+    for (const PlacementJob& job : snapshot.jobs) {
+      if (job.job.state() != v1::RUNNING) continue;
+      occupied[job.job.job_id()].assign(job.job.assigned_nodes().begin(),
+                                        job.job.assigned_nodes().end());
+    }
+    for (const PlacementDecision& decision : decisions) {
+      if (const auto* d = std::get_if<RecoverJob>(&decision)) {
+        ASSERT_TRUE(recovered.insert(d->job_id).second);
+        if (d->recovery.state == v1::RECOVERING) requeued.insert(d->job_id);
+        occupied.erase(d->job_id);
+      } else if (const auto* d = std::get_if<ReplanAttention>(&decision)) {
+        ASSERT_TRUE(alive_with_role(d->servers, v1::ATTENTION_SERVER));
+        ASSERT_FALSE(d->servers.empty());
+        std::vector<std::string>& held = occupied[d->job_id];
+        held.clear();
+        for (const auto* group : {&d->workers, &d->servers}) {
+          for (const v1::NodeInfo& node : *group) held.push_back(node.name());
+        }
+      } else if (const auto* d = std::get_if<AssignJob>(&decision)) {
+        ASSERT_TRUE(assigned.insert(d->job_id).second);
+        ASSERT_TRUE(alive_with_role(d->workers, v1::WORKER));
+        ASSERT_TRUE(alive_with_role(d->servers, v1::ATTENTION_SERVER));
+        const PlacementJob& job = *std::find_if(
+            snapshot.jobs.begin(), snapshot.jobs.end(),
+            [&](const PlacementJob& j) { return j.job.job_id() == d->job_id; });
+        const v1::JobSpec& spec = job.job.spec();
+        const int wanted = spec.placement().workers();
+        const int world = static_cast<int>(d->workers.size());
+        ASSERT_GE(world, spec.placement().min_workers());
+        ASSERT_LE(world, wanted);
+        ASSERT_EQ(int64_t{world} * d->gradient_accumulation,
+                  int64_t{wanted} * spec.data().gradient_accumulation());
+        ASSERT_EQ(static_cast<int>(d->servers.size()),
+                  spec.attention().mode() == v1::DISAGGREGATED
+                      ? spec.attention().attention_servers()
+                      : 0);
+        std::vector<std::string>& held = occupied[d->job_id];
+        for (const auto* group : {&d->workers, &d->servers}) {
+          for (const v1::NodeInfo& node : *group) held.push_back(node.name());
+        }
+      }
+    }
+    std::set<std::string> busy;
+    for (const auto& [job, held] : occupied) {
+      for (const std::string& name : held) {
+        auto it = nodes.find(name);
+        if (it == nodes.end() || it->second.state() == v1::DEAD ||
+            it->second.state() == v1::DEREGISTERED) {
+          continue;
+        }
+        ASSERT_TRUE(busy.insert(name).second) << name << " is in two jobs";
+      }
+    }
+    // Work conservation: a waiting job that was not placed does not fit in
+    // what is still free.
+    int free_workers = 0, free_servers = 0;
+    std::set<std::string> free_names;
+    for (const auto& [name, node] : nodes) {
+      if (node.state() != v1::ALIVE || busy.count(name)) continue;
+      free_names.insert(name);
+      (node.role() == v1::WORKER ? free_workers : free_servers) += 1;
+    }
+    for (const PlacementJob& job : snapshot.jobs) {
+      const std::string& id = job.job.job_id();
+      const bool waiting = job.job.state() == v1::PENDING || job.job.state() == v1::RECOVERING ||
+                           requeued.count(id);
+      if (!waiting || assigned.count(id)) continue;
+      const v1::JobSpec& spec = job.job.spec();
+      const int servers_wanted = spec.attention().mode() == v1::DISAGGREGATED
+                                     ? spec.attention().attention_servers()
+                                     : 0;
+      if (free_servers < servers_wanted) continue;
+      if (!spec.placement().node_names().empty()) {
+        EXPECT_FALSE(std::all_of(spec.placement().node_names().begin(),
+                                 spec.placement().node_names().end(),
+                                 [&](const std::string& n) { return free_names.count(n) > 0; }))
+            << id << " waits with its pinned nodes free";
+        continue;
+      }
+      EXPECT_LT(free_workers, spec.placement().workers()) << id << " waits with room for it";
+    }
+  }
+}
 
 }  // namespace
 }  // namespace corescape::scheduler
