@@ -34,16 +34,29 @@ for command in "${!COMMAND_PACKAGES[@]}"; do
   command -v "$command" > /dev/null || missing+=("${COMMAND_PACKAGES[$command]}")
 done
 
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#PACKAGES[@]} packages present"
 else
   echo "setup: installing ${#missing[@]} packages: ${missing[*]}"
-  SUDO=""
-  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
   echo "setup: done"
+fi
+
+# Debian's kubectl 1.20 (kustomize 2.0.3) beside a newer kubectl, unpacked
+# into the checkout: the manifests test renders with both.
+readonly LEGACY_KUBECTL_DIR="$(dirname "$NODE_PREFIX")/kubernetes-client"
+if ! kubectl version --client 2> /dev/null | grep -q 'v1\.20\.' &&
+   [[ ! -x $LEGACY_KUBECTL_DIR/usr/bin/kubectl ]]; then
+  echo "setup: unpacking Debian's kubernetes-client into $LEGACY_KUBECTL_DIR"
+  download="$(mktemp -d)"
+  (cd "$download" && { apt-get download -qq kubernetes-client 2> /dev/null ||
+                       { $SUDO apt-get update -qq && apt-get download -qq kubernetes-client; }; })
+  dpkg-deb -x "$download"/kubernetes-client_*.deb "$LEGACY_KUBECTL_DIR"
+  rm -rf "$download"
 fi
 
 node_missing=()

@@ -35,8 +35,19 @@ def source_root():
     return real[:-len("/deploy/k8s/base/kustomization.yaml")]
 
 
-def render(directory):
-    result = subprocess.run(["kubectl", "kustomize", directory], capture_output=True,
+def kubectls():
+    """The kubectl on PATH and, where scripts/setup.sh fetched it beside a
+    newer one, Debian's 1.20 (kustomize 2.0.3): the manifests keep to what
+    both render alike."""
+    found = {"PathKubectl": "kubectl"}
+    legacy = os.path.join(source_root(), ".cache", "kubernetes-client", "usr", "bin", "kubectl")
+    if os.path.exists(legacy):
+        found["Kubectl120"] = legacy
+    return found
+
+
+def render(kubectl, directory):
+    result = subprocess.run([kubectl, "kustomize", directory], capture_output=True,
                             text=True, timeout=60)
     if result.returncode != 0:
         raise AssertionError(f"kubectl kustomize {directory}:\n{result.stderr}")
@@ -90,15 +101,16 @@ def read(*path):
         return f.read()
 
 
-class K8sManifestsTest(unittest.TestCase):
+class K8sManifestsChecks:
+    KUBECTL = None  # set per subclass below
 
     @classmethod
     def setUpClass(cls):
-        shutil.rmtree(K8S, ignore_errors=True)
-        shutil.copytree(os.path.join(REPO, "deploy", "k8s"), K8S)
-        cls.rendered = {overlay: render(os.path.join(K8S, "overlays", overlay))
+        if not os.path.isdir(K8S):
+            shutil.copytree(os.path.join(REPO, "deploy", "k8s"), K8S)
+        cls.rendered = {overlay: render(cls.KUBECTL, os.path.join(K8S, "overlays", overlay))
                         for overlay in ("cpu", "gpu")}
-        cls.submit = render(os.path.join(K8S, "submit"))
+        cls.submit = render(cls.KUBECTL, os.path.join(K8S, "submit"))
         cls.known_flags = {name: flags_known_to(path) for name, path in BINARY_OF.items()}
         cls.version = read("VERSION").strip()
         passwd = [line.split(":") for line in read("deploy", "image", "passwd").splitlines()]
@@ -235,6 +247,11 @@ class K8sManifestsTest(unittest.TestCase):
                 self.assertIn("requests", self.container(sts)["resources"])
         attention = self.container(self.statefulsets(self.rendered["gpu"])["corescape-attention-server"])
         self.assertNotIn("nvidia.com/gpu", json.dumps(attention))
+
+
+for _name, _kubectl in kubectls().items():
+    globals()[f"K8sManifestsTest{_name}"] = type(
+        f"K8sManifestsTest{_name}", (K8sManifestsChecks, unittest.TestCase), {"KUBECTL": _kubectl})
 
 
 if __name__ == "__main__":
