@@ -73,7 +73,7 @@ class ServiceNotifyTest(unittest.TestCase):
                         print(f"===== {name} =====\n{f.read()}")
         return result
 
-    def start_under_notify(self, name, argv):
+    def start_under_notify(self, name, argv, watchdog_pid="$$"):
         """Starts argv as systemd would start a Type=notify unit with
         WatchdogSec: its own NOTIFY_SOCKET, WATCHDOG_USEC, and WATCHDOG_PID
         naming the daemon's own pid (exec keeps the shell's)."""
@@ -81,10 +81,23 @@ class ServiceNotifyTest(unittest.TestCase):
         env = {**os.environ, "NOTIFY_SOCKET": notify.path,
                "WATCHDOG_USEC": str(WATCHDOG_USEC)}
         with open(os.path.join(self.cluster.workdir, f"{name}.log"), "ab") as log:
-            process = subprocess.Popen(["sh", "-c", 'WATCHDOG_PID=$$ exec "$@"', name, *argv],
-                                       env=env, stdout=log, stderr=log,
-                                       stdin=subprocess.DEVNULL)
+            process = subprocess.Popen(
+                ["sh", "-c", f'WATCHDOG_PID={watchdog_pid} exec "$@"', name, *argv],
+                env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        self.addCleanup(self.kill_and_close, process, notify)
         return process, notify
+
+    @staticmethod
+    def kill_and_close(process, notify):
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        notify.close()
+
+    def stop_with_sigterm(self, process, notify):
+        process.send_signal(signal.SIGTERM)
+        notify.wait_for("STOPPING=1", timeout=10)
+        self.assertEqual(process.wait(timeout=15), 0)
 
     def test_ready_after_registration_watchdog_and_stopping(self):
         # The scheduler's address is fixed before it runs, so that a worker
@@ -96,94 +109,59 @@ class ServiceNotifyTest(unittest.TestCase):
         worker, worker_notify = self.start_under_notify("worker-0", [
             harness.WORKER, f"--scheduler={address}", "--name=worker-0",
             "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1"])
-        try:
-            # Serving, but no scheduler to register with: not ready (its
-            # watchdog pings meanwhile: the process is alive).
-            deadline = time.monotonic() + 2.0
-            while time.monotonic() < deadline:
-                lines = worker_notify.receive(timeout=max(0.01, deadline - time.monotonic()))
-                self.assertNotIn("READY=1", lines or [])
-            self.assertIn(["WATCHDOG=1"], worker_notify.messages)
+        # Serving, but no scheduler to register with: not ready (its
+        # watchdog pings meanwhile: the process is alive).
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            lines = worker_notify.receive(timeout=max(0.01, deadline - time.monotonic()))
+            self.assertNotIn("READY=1", lines or [])
+        self.assertIn(["WATCHDOG=1"], worker_notify.messages)
 
-            scheduler, scheduler_notify = self.start_under_notify("scheduler", [
-                harness.SCHEDULER, f"--listen={address}",
-                f"--state_dir={self.cluster.state_dir}", "--lease_ttl=2s"])
-            try:
-                lines, _ = scheduler_notify.wait_for("READY=1", timeout=20)
-                self.assertTrue(any(line.startswith("STATUS=serving on") for line in lines),
-                                lines)
-                self.cluster.scheduler_address = address
-                # Ready means serving: the operator API answers now.
-                self.cluster.nodes_json()
+        scheduler, scheduler_notify = self.start_under_notify("scheduler", [
+            harness.SCHEDULER, f"--listen={address}",
+            f"--state_dir={self.cluster.state_dir}", "--lease_ttl=2s"])
+        lines, _ = scheduler_notify.wait_for("READY=1", timeout=20)
+        self.assertTrue(any(line.startswith("STATUS=serving on") for line in lines), lines)
+        self.cluster.scheduler_address = address
+        # Ready means serving: the operator API answers now.
+        self.cluster.nodes_json()
 
-                lines, _ = worker_notify.wait_for("READY=1", timeout=20)
-                self.assertIn("STATUS=registered as worker-0", lines)
-                # Ready means registered: the scheduler already lists it.
-                self.assertEqual(self.cluster.nodes_json()["worker-0"]["state"], "ALIVE")
+        lines, _ = worker_notify.wait_for("READY=1", timeout=20)
+        self.assertIn("STATUS=registered as worker-0", lines)
+        # Ready means registered: the scheduler already lists it.
+        self.assertEqual(self.cluster.nodes_json()["worker-0"]["state"], "ALIVE")
 
-                for notify in (scheduler_notify, worker_notify):
-                    _, first = notify.wait_for("WATCHDOG=1", timeout=5)
-                    _, second = notify.wait_for("WATCHDOG=1", timeout=5)
-                    # Half the interval apart (generously: a loaded CI box).
-                    self.assertLess(second - first, WATCHDOG_USEC / 1e6)
+        for notify in (scheduler_notify, worker_notify):
+            _, first = notify.wait_for("WATCHDOG=1", timeout=5)
+            _, second = notify.wait_for("WATCHDOG=1", timeout=5)
+            # Half the interval apart (generously: a loaded CI box).
+            self.assertLess(second - first, WATCHDOG_USEC / 1e6)
 
-                worker.send_signal(signal.SIGTERM)
-                worker_notify.wait_for("STOPPING=1", timeout=10)
-                self.assertEqual(worker.wait(timeout=15), 0)
-                self.cluster.wait_for_states({"worker-0": "DEREGISTERED"}, timeout=10)
-
-                scheduler.send_signal(signal.SIGTERM)
-                scheduler_notify.wait_for("STOPPING=1", timeout=10)
-                self.assertEqual(scheduler.wait(timeout=15), 0)
-            finally:
-                if scheduler.poll() is None:
-                    scheduler.kill()
-                    scheduler.wait()
-                scheduler_notify.close()
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
-            worker_notify.close()
+        self.stop_with_sigterm(worker, worker_notify)
+        self.cluster.wait_for_states({"worker-0": "DEREGISTERED"}, timeout=10)
+        self.stop_with_sigterm(scheduler, scheduler_notify)
 
     def test_attention_server_ready_once_registered(self):
         address = self.cluster.start_scheduler()
         server, notify = self.start_under_notify("attn-0", [
             harness.ATTENTION_SERVER, f"--scheduler={address}", "--name=attn-0",
             "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1"])
-        try:
-            lines, _ = notify.wait_for("READY=1", timeout=20)
-            self.assertIn("STATUS=registered as attn-0", lines)
-            self.assertEqual(self.cluster.nodes_json()["attn-0"]["state"], "ALIVE")
-            server.send_signal(signal.SIGTERM)
-            notify.wait_for("STOPPING=1", timeout=10)
-            self.assertEqual(server.wait(timeout=15), 0)
-        finally:
-            if server.poll() is None:
-                server.kill()
-                server.wait()
-            notify.close()
+        lines, _ = notify.wait_for("READY=1", timeout=20)
+        self.assertIn("STATUS=registered as attn-0", lines)
+        self.assertEqual(self.cluster.nodes_json()["attn-0"]["state"], "ALIVE")
+        self.stop_with_sigterm(server, notify)
 
     def test_a_child_does_not_take_the_watchdog(self):
         # WATCHDOG_PID names another process: the daemon must not ping.
-        notify = NotifySocket(self.sockets_dir, "scheduler")
-        env = {**os.environ, "NOTIFY_SOCKET": notify.path,
-               "WATCHDOG_USEC": str(WATCHDOG_USEC), "WATCHDOG_PID": "1"}
-        with open(os.path.join(self.cluster.workdir, "scheduler.log"), "ab") as log:
-            scheduler = subprocess.Popen([
-                harness.SCHEDULER, "--listen=127.0.0.1:0",
-                f"--state_dir={self.cluster.state_dir}"],
-                env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        try:
-            notify.wait_for("READY=1", timeout=20)
-            deadline = time.monotonic() + 1.0
-            while time.monotonic() < deadline:
-                lines = notify.receive(timeout=0.2)
-                self.assertFalse(lines and "WATCHDOG=1" in lines, lines)
-        finally:
-            scheduler.terminate()
-            scheduler.wait(timeout=15)
-            notify.close()
+        scheduler, notify = self.start_under_notify("scheduler", [
+            harness.SCHEDULER, "--listen=127.0.0.1:0", f"--state_dir={self.cluster.state_dir}"],
+            watchdog_pid="1")
+        notify.wait_for("READY=1", timeout=20)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            lines = notify.receive(timeout=0.2)
+            self.assertNotIn("WATCHDOG=1", lines or [])
+        self.stop_with_sigterm(scheduler, notify)
 
 
 if __name__ == "__main__":
