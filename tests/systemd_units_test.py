@@ -103,8 +103,10 @@ class SystemdUnitsTest(unittest.TestCase):
             self.assertIn("WatchdogSec", settings, unit)
             self.assertEqual(settings["User"], [user], unit)
             self.assertTrue(settings["StateDirectory"][0].startswith("corescape/"), unit)
+        # The scheduler's state goes where systemd made its state directory.
         scheduler = unit_settings(os.path.join(SYSTEMD, "corescape-scheduler.service"))
-        self.assertIn("--state_dir=${STATE_DIRECTORY}", scheduler["ExecStart"][0].split())
+        self.assertIn(f"--state_dir=%S/{scheduler['StateDirectory'][0]}",
+                      scheduler["ExecStart"][0].split())
 
     def test_sysusers_creates_the_user(self):
         result = run(["systemd-sysusers", f"--root={ROOT}",
