@@ -14,7 +14,7 @@ PACKAGES=(
   # model reference checks (PyTorch, CPU) and the demo corpus
   python3-torch fortunes
   # deployment: the container image, systemd units, Kubernetes manifests
-  buildah podman systemd python3-yaml
+  buildah podman systemd python3-yaml python3-seccomp
 )
 # Commands that other packages may already provide (a newer kubectl, a
 # NodeSource node with its own npm): installed from Debian only if missing.
