@@ -36,17 +36,22 @@ while (($#)); do
 done
 command -v buildah > /dev/null || { echo "build_image.sh: buildah missing (run scripts/setup.sh)" >&2; exit 1; }
 
-# The binaries: given, or built here.
+# The binaries: built here, or found under the given directory.
 declare -A binary_path
 if [[ -z $binaries_dir ]]; then
   bazel build "${TARGETS[@]}" >&2
-  binaries_dir="$(bazel info bazel-bin 2> /dev/null)"
+  bazel_bin="$(bazel info bazel-bin 2> /dev/null)"
+  for target in "${TARGETS[@]}"; do
+    package="${target#//}"
+    binary_path[${target#*:}]="$bazel_bin/${package%%:*}/${target#*:}"
+  done
+else
+  for name in "${BINARIES[@]}"; do
+    found="$(find -L "$binaries_dir" -type f -name "$name" -perm -u+x -print -quit)"
+    [[ -n $found ]] || { echo "build_image.sh: no $name under $binaries_dir" >&2; exit 1; }
+    binary_path[$name]="$found"
+  done
 fi
-for name in "${BINARIES[@]}"; do
-  found="$(find -L "$binaries_dir" -type f -name "$name" -perm -u+x -print -quit)"
-  [[ -n $found ]] || { echo "build_image.sh: no $name under $binaries_dir" >&2; exit 1; }
-  binary_path[$name]="$found"
-done
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
