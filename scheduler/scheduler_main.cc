@@ -1,6 +1,7 @@
 // corescape-scheduler: the control-plane daemon. Nodes register here and
 // hold leases; operators and clients talk to it over gRPC.
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -94,10 +95,12 @@ int main(int argc, char** argv) {
   corescape::NotifyReady(absl::StrCat("serving on ", (*server)->bound_address()));
   auto self = corescape::v1::OperatorService::NewStub(grpc::CreateChannel(
       (*server)->bound_address(), grpc::InsecureChannelCredentials()));
-  corescape::ServiceWatchdog watchdog([&self]() { return AnswersStatus(*self); });
+  auto watchdog = std::make_unique<corescape::ServiceWatchdog>(
+      [&self]() { return AnswersStatus(*self); });
   corescape::WaitForShutdown();
   LOG(INFO) << "shutting down";
   corescape::NotifyStopping();
+  watchdog.reset();  // the status RPCs fail from here on, by design
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
   LOG(INFO) << "stopped";
   return 0;
