@@ -3,10 +3,15 @@
 # empty base (`buildah from scratch`), with exactly the shared libraries they
 # link (ldd), the UCX transport modules they load at run time, and the
 # files under deploy/image/ (the corescape user, name service config).
-# Everything in it comes from this build and Debian's packages.
+# Everything in it comes from this build and Debian's packages (the CUDA
+# image adds the CUDA runtime library from /usr/local/cuda).
 #
-#   scripts/build_image.sh [--binaries DIR] [--archive FILE] [--tag TAG]
+#   scripts/build_image.sh [--config cuda] [--binaries DIR] [--archive FILE] [--tag TAG]
 #
+#   --config cuda   build the binaries with `bazel build --config=cuda` (the
+#                   GPU image: the CUDA runtime library comes from
+#                   /usr/local/cuda, the driver from the node at run time),
+#                   named localhost/corescape-cuda
 #   --binaries DIR  take the four binaries from DIR instead of building them
 #                   with Bazel (DIR holds corescape-scheduler, corescape-worker,
 #                   corescape-attention-server and corescape, at any depth)
@@ -25,22 +30,28 @@ readonly UCX_MODULE_DIR=/usr/lib/x86_64-linux-gnu/ucx
 
 binaries_dir=""
 archive=""
-tag="$(tr -d '[:space:]' < VERSION)"
+config=""
+tag=""
 while (($#)); do
   case "$1" in
+    --config) config="$2"; shift 2 ;;
     --binaries) binaries_dir="$2"; shift 2 ;;
     --archive) archive="$2"; shift 2 ;;
     --tag) tag="$2"; shift 2 ;;
     *) echo "build_image.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+if [[ -z $tag ]]; then
+  tag="$(tr -d '[:space:]' < VERSION)"
+fi
+bazel_flags=(${config:+--config=$config})
 command -v buildah > /dev/null || { echo "build_image.sh: buildah missing (run scripts/setup.sh)" >&2; exit 1; }
 
 # The binaries: built here, or found under the given directory.
 declare -A binary_path
 if [[ -z $binaries_dir ]]; then
-  bazel build "${TARGETS[@]}" >&2
-  bazel_bin="$(bazel info bazel-bin 2> /dev/null)"
+  bazel build "${bazel_flags[@]}" "${TARGETS[@]}" >&2
+  bazel_bin="$(bazel info "${bazel_flags[@]}" bazel-bin 2> /dev/null)"
   for target in "${TARGETS[@]}"; do
     package="${target#//}"
     binary_path[${target#*:}]="$bazel_bin/${package%%:*}/${target#*:}"
@@ -103,7 +114,7 @@ uid="$(awk -F: '$1 == "corescape" { print $3 }' deploy/image/passwd)"
 gid="$(awk -F: '$1 == "corescape" { print $3 }' deploy/image/group)"
 chown -R "$uid:$gid" "$stage/var/lib/corescape"
 
-image="localhost/corescape:$tag"
+image="localhost/corescape${config:+-$config}:$tag"
 container="$(buildah from scratch)"
 cleanup() { buildah rm "$container" > /dev/null 2>&1 || true; rm -rf "$stage"; }
 trap cleanup EXIT

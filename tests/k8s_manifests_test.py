@@ -229,8 +229,10 @@ class K8sManifestsChecks:
                     continue
                 pod = o["spec"]["template"]["spec"]
                 self.assertEqual(pod["securityContext"]["runAsUser"], self.image_uid)
+                # The gpu overlay runs the CUDA build (build_image.sh --config cuda).
+                image = "corescape-cuda" if name == "gpu" else "corescape"
                 for container in pod["containers"]:
-                    self.assertEqual(container["image"], f"corescape:{self.version}",
+                    self.assertEqual(container["image"], f"{image}:{self.version}",
                                      f"{name} {o['metadata']['name']}")
                 for volume in pod.get("volumes", []):
                     if "secret" in volume:
