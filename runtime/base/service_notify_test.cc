@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -53,6 +54,7 @@ class NotifySocket {
 std::string TempPath(const std::string& name) {
   static const std::string* dir = []() {
     char pattern[] = "/tmp/notify-test-XXXXXX";
+    std::atexit([]() { std::filesystem::remove_all(*dir); });
     return new std::string(mkdtemp(pattern));
   }();
   return absl::StrCat(*dir, "/", name);
