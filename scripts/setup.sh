@@ -55,6 +55,7 @@ if ! kubectl version --client 2> /dev/null | grep -q 'v1\.20\.' &&
   download="$(mktemp -d)"
   (cd "$download" && { apt-get download -qq kubernetes-client 2> /dev/null ||
                        { $SUDO apt-get update -qq && apt-get download -qq kubernetes-client; }; })
+  mkdir -p "$LEGACY_KUBECTL_DIR"
   dpkg-deb -x "$download"/kubernetes-client_*.deb "$LEGACY_KUBECTL_DIR"
   rm -rf "$download"
 fi
