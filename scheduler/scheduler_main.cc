@@ -1,15 +1,19 @@
 // corescape-scheduler: the control-plane daemon. Nodes register here and
 // hold leases; operators and clients talk to it over gRPC.
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "corescape_version.h"
 #include "absl/strings/str_cat.h"
+#include "corescape/v1/operator.grpc.pb.h"
 #include "glog/logging.h"
+#include "grpcpp/create_channel.h"
 #include "runtime/base/atomic_file.h"
 #include "runtime/base/daemon_init.h"
 #include "runtime/base/host_port.h"
+#include "runtime/base/service_notify.h"
 #include "runtime/base/shutdown_signal.h"
 #include "scheduler/scheduler_server.h"
 
@@ -58,6 +62,15 @@ corescape::scheduler::SchedulerConfig ConfigFromFlags() {
   return config;
 }
 
+// The systemd watchdog's check: a status RPC to ourselves, which goes
+// through the gRPC server and the registry's lock.
+bool AnswersStatus(corescape::v1::OperatorService::Stub& self) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  corescape::v1::GetClusterStatusResponse response;
+  return self.GetClusterStatus(&context, {}, &response).ok();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,8 +92,15 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  corescape::NotifyReady(absl::StrCat("serving on ", (*server)->bound_address()));
+  auto self = corescape::v1::OperatorService::NewStub(grpc::CreateChannel(
+      (*server)->bound_address(), grpc::InsecureChannelCredentials()));
+  auto watchdog = std::make_unique<corescape::ServiceWatchdog>(
+      [&self]() { return AnswersStatus(*self); });
   corescape::WaitForShutdown();
   LOG(INFO) << "shutting down";
+  corescape::NotifyStopping();
+  watchdog.reset();  // the status RPCs fail from here on, by design
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
   LOG(INFO) << "stopped";
   return 0;

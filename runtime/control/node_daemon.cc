@@ -20,6 +20,7 @@
 #include "runtime/base/daemon_init.h"
 #include "runtime/base/host_port.h"
 #include "runtime/base/node_name.h"
+#include "runtime/base/service_notify.h"
 #include "runtime/base/shutdown_signal.h"
 #include "runtime/control/node_agent.h"
 #include "runtime/control/system_resources.h"
@@ -166,9 +167,22 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
   });
   agent_for_hooks = &agent;
   agent.Start();
+  // The check takes the agent's lock: a wedged agent stops the pings and
+  // systemd restarts the daemon; a scheduler outage does not.
+  ServiceWatchdog watchdog([&agent]() {
+    agent.registered();
+    return true;
+  });
 
+  // systemd (Type=notify) counts the node as started once it is registered.
+  while (!ShutdownRequested() && !agent.WaitUntilRegistered(absl::Milliseconds(200))) {
+  }
+  if (!ShutdownRequested()) {
+    NotifyReady(absl::StrCat("registered as ", flags.name));
+  }
   WaitForShutdown();
   LOG(INFO) << "shutting down";
+  NotifyStopping();
   if (hooks.on_shutdown) hooks.on_shutdown();
   agent.Stop(/*deregister=*/true);
   server->GetHealthCheckService()->SetServingStatus(false);
