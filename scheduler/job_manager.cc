@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
-#include <set>
+#include <variant>
 
 #include "absl/random/random.h"
 #include "absl/strings/numbers.h"
@@ -27,8 +27,18 @@ std::string EventKey(const std::string& job_id, uint64_t sequence) {
   return absl::StrFormat("%s/%012d", job_id, sequence);
 }
 
-bool IsActive(v1::JobState state) {
-  return state == v1::RUNNING || state == v1::RECOVERING;
+// Workers by rank, then the attention servers (attention rank W + s).
+void SetAssignedNodes(v1::Job& job, const std::vector<v1::NodeInfo>& workers,
+                      const std::vector<v1::NodeInfo>& servers) {
+  job.clear_assigned_nodes();
+  job.clear_assigned_incarnations();
+  for (const auto* group : {&workers, &servers}) {
+    for (const v1::NodeInfo& node : *group) {
+      job.add_assigned_nodes(node.name());
+      job.add_assigned_incarnations(node.incarnation());
+    }
+  }
+  job.set_assigned_attention_servers(static_cast<int32_t>(servers.size()));
 }
 
 }  // namespace
@@ -79,11 +89,10 @@ absl::Status JobManager::Load() {
   return absl::OkStatus();
 }
 
-absl::Status JobManager::Persist(const JobRecord& record) {
-  absl::Status status =
-      store_->Put(kJobKind, record.job.job_id(), record.job.SerializeAsString());
+absl::Status JobManager::Persist(const v1::Job& job) {
+  absl::Status status = store_->Put(kJobKind, job.job_id(), job.SerializeAsString());
   if (!status.ok()) {
-    LOG(WARNING) << "cannot persist job " << record.job.job_id() << ": " << status;
+    LOG(WARNING) << "cannot persist job " << job.job_id() << ": " << status;
     return absl::UnavailableError(absl::StrCat("cannot record job durably: ", status.message()));
   }
   return absl::OkStatus();
@@ -101,18 +110,24 @@ void JobManager::AppendEvent(JobRecord& record, v1::JobEvent event) {
   record.events.push_back(std::move(event));
 }
 
+bool JobManager::Commit(JobRecord& record, v1::Job updated) {
+  if (!Persist(updated).ok()) return false;
+  record.job = std::move(updated);
+  return true;
+}
+
 bool JobManager::Transition(JobRecord& record, v1::JobState state, const std::string& reason) {
-  v1::Job updated = record.job;
+  return Transition(record, record.job, state, reason);
+}
+
+bool JobManager::Transition(JobRecord& record, v1::Job updated, v1::JobState state,
+                            const std::string& reason) {
   updated.set_state(state);
   updated.set_state_reason(reason);
   const int64_t now_ms = absl::ToUnixMillis(clock_->Now());
   if (state == v1::RUNNING && updated.started_unix_ms() == 0) updated.set_started_unix_ms(now_ms);
   if (IsFinal(state)) updated.set_finished_unix_ms(now_ms);
-  std::swap(record.job, updated);
-  if (!Persist(record).ok()) {
-    std::swap(record.job, updated);
-    return false;
-  }
+  if (!Commit(record, std::move(updated))) return false;
   v1::JobEvent event;
   event.set_state(state);
   event.set_message(reason);
@@ -160,7 +175,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request) 
       return absl::UnavailableError(absl::StrCat("cannot record job durably: ", s.message()));
     }
   }
-  if (absl::Status s = Persist(record); !s.ok()) return s;
+  if (absl::Status s = Persist(record.job); !s.ok()) return s;
   ++next_job_number_;
   if (!request.idempotency_key().empty()) idempotency_keys_[request.idempotency_key()] = job.job_id();
   v1::JobEvent event;
@@ -270,47 +285,25 @@ void JobManager::WaitForEvents(const std::string& job_id, uint64_t after,
   mu_.AwaitWithTimeout(absl::Condition(&newer), timeout);
 }
 
-void JobManager::StartRecovery(JobRecord& record, const std::string& reason) {
-  v1::Job& job = record.job;
-  StopNodes(record, reason);
-  if (job.recoveries() >= options_.max_recoveries) {
-    Transition(record, v1::FAILED,
-               absl::StrCat(reason, "; gave up after ", job.recoveries(), " recoveries"));
-    return;
+void JobManager::StartRecovery(JobRecord& record, const std::string& cause,
+                               const Recovery& recovery) {
+  StopNodes(record, cause);
+  v1::Job updated = record.job;
+  if (recovery.state == v1::RECOVERING) updated.set_recoveries(updated.recoveries() + 1);
+  if (Transition(record, std::move(updated), recovery.state, recovery.reason)) {
+    record.recovering_since = clock_->Now();
   }
-  job.set_recoveries(job.recoveries() + 1);
-  record.recovering_since = clock_->Now();
-  Transition(record, v1::RECOVERING,
-             absl::StrCat(reason, "; restarting from ",
-                          job.progress().checkpoint_step() >= 0
-                              ? absl::StrCat("checkpoint step ", job.progress().checkpoint_step())
-                              : std::string("the start (no checkpoint yet)")));
 }
 
-int JobManager::AttentionServersWanted(const v1::JobSpec& spec) {
-  return spec.attention().mode() == v1::DISAGGREGATED ? spec.attention().attention_servers() : 0;
-}
-
-void JobManager::Assign(JobRecord& record, const std::vector<v1::NodeInfo>& nodes,
-                        const std::vector<v1::NodeInfo>& servers,
-                        int32_t gradient_accumulation) {
-  v1::Job& job = record.job;
-  v1::Job before = job;
-  record.reported_failed_nodes.clear();
+void JobManager::Assign(JobRecord& record, const AssignJob& placement) {
+  const std::vector<v1::NodeInfo>& nodes = placement.workers;
+  const std::vector<v1::NodeInfo>& servers = placement.servers;
+  v1::Job job = record.job;
   job.set_generation(job.generation() + 1);
-  job.clear_assigned_nodes();
-  job.clear_assigned_incarnations();
-  // Workers by rank, then the attention servers (attention rank W + s).
-  for (const auto* group : {&nodes, &servers}) {
-    for (const v1::NodeInfo& node : *group) {
-      job.add_assigned_nodes(node.name());
-      job.add_assigned_incarnations(node.incarnation());
-    }
-  }
-  job.set_gradient_accumulation(gradient_accumulation);
+  SetAssignedNodes(job, nodes, servers);
+  job.set_gradient_accumulation(placement.gradient_accumulation);
   // Attention epochs count re-plans within a generation.
   job.set_attention_epoch(0);
-  job.set_assigned_attention_servers(static_cast<int32_t>(servers.size()));
   // SCAPE: every assignment starts a mask epoch (partition map for this
   // membership); it is persisted with the transition below.
   std::optional<v1::MaskEpochCommand> mask_epoch;
@@ -318,7 +311,6 @@ void JobManager::Assign(JobRecord& record, const std::vector<v1::NodeInfo>& node
     auto next = NextMaskEpoch(job, static_cast<int>(nodes.size()));
     if (!next.ok()) {
       LOG(ERROR) << "job " << job.job_id() << ": no mask epoch: " << next.status();
-      job = before;
       Transition(record, v1::FAILED, absl::StrCat("cannot start a SCAPE mask epoch: ",
                                                   next.status().message()));
       return;
@@ -336,18 +328,16 @@ void JobManager::Assign(JobRecord& record, const std::vector<v1::NodeInfo>& node
                           : absl::StrCat(" with attention servers ",
                                          absl::StrJoin(job.assigned_nodes().begin() + nodes.size(),
                                                        job.assigned_nodes().end(), ", ")),
-                      gradient_accumulation != job.spec().data().gradient_accumulation()
+                      placement.gradient_accumulation != job.spec().data().gradient_accumulation()
                           ? absl::StrCat(" (elastic: gradient accumulation ",
-                                         gradient_accumulation, ")")
+                                         placement.gradient_accumulation, ")")
                           : "");
-  if (!Transition(record, v1::RUNNING, reason)) {
-    job = before;
-    return;
-  }
+  if (!Transition(record, std::move(job), v1::RUNNING, reason)) return;
+  record.reported_failed_nodes.clear();
   // Workers: rank r of W (the data-parallel group). Attention servers: rank
   // W + s of W + S (the job's attention communicator: workers first).
   std::vector<v1::JobAssignment> assignments = AttentionMembershipAssignments(
-      job, record.token, nodes, servers, AttentionFailoverTimeout());
+      record.job, record.token, nodes, servers, AttentionFailoverTimeout());
   if (mask_epoch) {
     for (size_t rank = 0; rank < nodes.size(); ++rank) {
       *assignments[rank].mutable_mask_epoch() = *mask_epoch;
@@ -386,248 +376,77 @@ absl::Duration JobManager::AttentionFailoverTimeout() const {
   return 2 * registry_->options().lease_ttl;
 }
 
-void JobManager::ReplanAttention(JobRecord& record, const std::vector<LostAttentionServer>& lost,
-                                 const std::map<std::string, v1::NodeInfo>& nodes,
-                                 std::vector<v1::NodeInfo>& spare_servers) {
-  v1::Job& job = record.job;
-  const int servers_before = AssignedAttentionServers(job);
-  const int workers = job.assigned_nodes_size() - servers_before;
-  std::vector<std::string> reasons;
-  for (const LostAttentionServer& l : lost) reasons.push_back(l.why);
-  // The workers were checked alive with their incarnations; the survivors
-  // keep their order and replacements follow them.
-  std::vector<v1::NodeInfo> worker_nodes, server_nodes;
-  for (int rank = 0; rank < workers; ++rank) {
-    worker_nodes.push_back(nodes.at(job.assigned_nodes(rank)));
+PlacementSnapshot JobManager::Snapshot() const {
+  PlacementSnapshot snapshot;
+  snapshot.nodes = registry_->List();
+  snapshot.now = clock_->Now();
+  for (const auto& [id, record] : jobs_) {
+    if (IsFinal(record.job.state())) continue;
+    snapshot.jobs.push_back({record.job, record.recovering_since, record.reported_failed_nodes,
+                             record.reported_failure_at});
   }
-  for (int index = 0; index < servers_before; ++index) {
-    const bool gone = std::any_of(lost.begin(), lost.end(),
-                                  [&](const LostAttentionServer& l) { return l.index == index; });
-    if (!gone) server_nodes.push_back(nodes.at(job.assigned_nodes(workers + index)));
-  }
-  // Refill to what the spec asked for (a job that lost a server earlier with
-  // no spare grows back when one appears).
-  const size_t wanted = static_cast<size_t>(
-      std::max(servers_before, job.spec().attention().attention_servers()));
-  const size_t replacements =
-      std::min(wanted - std::min(wanted, server_nodes.size()), spare_servers.size());
-  std::vector<std::string> joined;
-  for (size_t i = 0; i < replacements; ++i) joined.push_back(spare_servers[i].name());
-  server_nodes.insert(server_nodes.end(), spare_servers.begin(),
-                      spare_servers.begin() + replacements);
-  if (lost.empty() && joined.empty()) return;
-  if (!joined.empty()) {
-    reasons.push_back(absl::StrCat("attention server", joined.size() == 1 ? " " : "s ",
-                                   absl::StrJoin(joined, ", "), " joined"));
-  }
-  const std::string what = absl::StrJoin(reasons, "; ");
-  const bool only_drained = std::all_of(lost.begin(), lost.end(), [](const LostAttentionServer& l) {
-    return l.reachable;
-  });
-  if (server_nodes.empty() && only_drained) {
-    // A drained server keeps serving until a replacement exists: draining
-    // must not cost a restart.
-    LOG_EVERY_N(INFO, 50) << "job " << job.job_id() << ": " << what
-                          << "; no replacement yet, it keeps serving";
-    return;
-  }
-  if (server_nodes.empty()) {
-    // Nothing to re-plan over: restart from the checkpoint once servers are
-    // back (RECOVERING waits for them), as before attention epochs.
-    StartRecovery(record, absl::StrCat(what, "; no attention server left"));
-    return;
-  }
-  const v1::Job before = job;
-  job.set_attention_epoch(job.attention_epoch() + 1);
-  job.clear_assigned_nodes();
-  job.clear_assigned_incarnations();
-  for (const auto* group : {&worker_nodes, &server_nodes}) {
-    for (const v1::NodeInfo& node : *group) {
-      job.add_assigned_nodes(node.name());
-      job.add_assigned_incarnations(node.incarnation());
-    }
-  }
-  job.set_assigned_attention_servers(static_cast<int32_t>(server_nodes.size()));
-  std::vector<std::string> server_names;
-  for (const v1::NodeInfo& server : server_nodes) server_names.push_back(server.name());
-  const std::string message = absl::StrFormat(
-      "%s; re-planned over %d attention server%s (%s) in attention epoch %d, generation %d "
-      "continues",
-      what, server_nodes.size(), server_nodes.size() == 1 ? "" : "s",
-      absl::StrJoin(server_names, ", "), job.attention_epoch(), job.generation());
-  job.set_state_reason(message);
-  if (!Persist(record).ok()) {
-    job = before;  // retried by the next Reconcile
-    return;
-  }
-  spare_servers.erase(spare_servers.begin(), spare_servers.begin() + replacements);
-  v1::JobEvent event;
-  event.set_attention_epoch(job.attention_epoch());
-  event.set_message(message);
-  AppendEvent(record, std::move(event));
-  events_->Append(v1::ClusterEvent::ATTENTION_REPLANNED,
-                  lost.empty() ? joined.front() : lost.front().name, job.job_id(), message);
-  // Drained servers are still there: they leave the job now.
-  for (const LostAttentionServer& l : lost) {
-    if (l.reachable) PushStopJob(job, l.name, l.incarnation, l.why);
-  }
-  LOG(INFO) << "job " << job.job_id() << ": " << message;
-  // Workers keep training and rebuild only their attention communicator;
-  // survivors and replacements serve the new epoch.
-  PushAssignments(AttentionMembershipAssignments(job, record.token, worker_nodes, server_nodes,
-                                                 AttentionFailoverTimeout()),
-                  worker_nodes, server_nodes);
+  return snapshot;
 }
 
 void JobManager::Reconcile() {
   absl::MutexLock lock(&mu_);
-  // Observed membership.
-  std::map<std::string, v1::NodeInfo> nodes;
-  for (v1::NodeInfo& node : registry_->List()) nodes[node.name()] = std::move(node);
+  const PlacementOptions options{options_.elastic_grace, options_.max_recoveries};
+  for (const PlacementDecision& decision : PlaceJobs(Snapshot(), options)) {
+    if (const auto* recover = std::get_if<RecoverJob>(&decision)) Apply(*recover);
+    if (const auto* replan = std::get_if<ReplanAttention>(&decision)) Apply(*replan);
+    if (const auto* assign = std::get_if<AssignJob>(&decision)) Apply(*assign);
+    if (const auto* waiting = std::get_if<WaitingReason>(&decision)) Apply(*waiting);
+  }
+}
 
-  // 1. Running jobs whose workers died or restarted recover; jobs that only
-  //    lost attention servers are re-planned below, without a restart.
-  std::set<std::string> busy;
-  std::vector<std::pair<JobRecord*, std::vector<LostAttentionServer>>> replans;
-  for (auto& [id, record] : jobs_) {
-    v1::Job& job = record.job;
-    if (job.state() != v1::RUNNING) continue;
-    std::string failure;
-    const int workers = job.assigned_nodes_size() - AssignedAttentionServers(job);
-    for (int rank = 0; rank < workers && failure.empty(); ++rank) {
-      const std::string who = absl::StrCat("rank ", rank, " (", job.assigned_nodes(rank), ")");
-      auto it = nodes.find(job.assigned_nodes(rank));
-      if (it == nodes.end()) {
-        failure = absl::StrCat(who, " vanished");
-      } else if (it->second.state() == v1::DEAD || it->second.state() == v1::DEREGISTERED) {
-        failure = absl::StrCat(who, " is ", v1::NodeState_Name(it->second.state()));
-      } else if (it->second.incarnation() != job.assigned_incarnations(rank)) {
-        failure = absl::StrCat(who, " restarted (incarnation ", it->second.incarnation(), ")");
-      }
-    }
-    if (!failure.empty()) {
-      StartRecovery(record, failure);
-      continue;
-    }
-    std::vector<LostAttentionServer> lost = FindLostAttentionServers(job, nodes);
-    for (int rank = 0; rank < job.assigned_nodes_size(); ++rank) {
-      const bool gone = std::any_of(lost.begin(), lost.end(), [&](const LostAttentionServer& l) {
-        return workers + l.index == rank;
-      });
-      if (!gone) busy.insert(job.assigned_nodes(rank));
-    }
-    const bool short_of_servers =
-        job.spec().attention().mode() == v1::DISAGGREGATED &&
-        AssignedAttentionServers(job) < job.spec().attention().attention_servers();
-    if (!lost.empty() || short_of_servers) replans.emplace_back(&record, std::move(lost));
-  }
-  // Free healthy servers replace lost ones (a restarted server can rejoin
-  // as its own replacement).
-  std::vector<v1::NodeInfo> spare_servers;
-  for (const auto& [name, node] : nodes) {
-    if (node.state() == v1::ALIVE && node.role() == v1::ATTENTION_SERVER && !busy.count(name)) {
-      spare_servers.push_back(node);
-    }
-  }
-  for (auto& [record, lost] : replans) {
-    ReplanAttention(*record, lost, nodes, spare_servers);
-    const bool running = record->job.state() == v1::RUNNING;
-    for (const std::string& name : record->job.assigned_nodes()) {
-      if (running) {
-        busy.insert(name);
-      } else {
-        busy.erase(name);  // recovering: its nodes are free again, as above
-      }
-    }
-  }
+void JobManager::Apply(const RecoverJob& decision) {
+  JobRecord* record = Find(decision.job_id);
+  if (record == nullptr || record->job.state() != v1::RUNNING) return;
+  StartRecovery(*record, decision.cause, decision.recovery);
+}
 
-  // 2. Place waiting jobs, oldest first, on free healthy workers (gang).
-  std::vector<v1::NodeInfo> free, free_servers;
-  for (const auto& [name, node] : nodes) {
-    if (node.state() != v1::ALIVE || busy.count(name)) continue;
-    if (node.role() == v1::WORKER) free.push_back(node);
-    if (node.role() == v1::ATTENTION_SERVER) free_servers.push_back(node);
+void JobManager::Apply(const ReplanAttention& decision) {
+  JobRecord* record = Find(decision.job_id);
+  if (record == nullptr || record->job.state() != v1::RUNNING) return;
+  v1::Job updated = record->job;
+  updated.set_attention_epoch(updated.attention_epoch() + 1);
+  SetAssignedNodes(updated, decision.workers, decision.servers);
+  updated.set_state_reason(decision.reason);
+  if (!Commit(*record, std::move(updated))) return;  // retried by the next Reconcile
+  const v1::Job& job = record->job;
+  v1::JobEvent event;
+  event.set_attention_epoch(job.attention_epoch());
+  event.set_message(decision.reason);
+  AppendEvent(*record, std::move(event));
+  events_->Append(v1::ClusterEvent::ATTENTION_REPLANNED, decision.event_node, job.job_id(),
+                  decision.reason);
+  // Drained servers are still there: they leave the job now.
+  for (const LostAttentionServer& l : decision.leaving) {
+    PushStopJob(job, l.name, l.incarnation, l.why);
   }
-  std::vector<JobRecord*> waiting;
-  for (auto& [id, record] : jobs_) {
-    if (record.job.state() == v1::PENDING || record.job.state() == v1::RECOVERING) {
-      waiting.push_back(&record);
-    }
+  LOG(INFO) << "job " << job.job_id() << ": " << decision.reason;
+  // Workers keep training and rebuild only their attention communicator;
+  // survivors and replacements serve the new epoch.
+  PushAssignments(AttentionMembershipAssignments(job, record->token, decision.workers,
+                                                 decision.servers, AttentionFailoverTimeout()),
+                  decision.workers, decision.servers);
+}
+
+void JobManager::Apply(const AssignJob& decision) {
+  JobRecord* record = Find(decision.job_id);
+  if (record == nullptr ||
+      (record->job.state() != v1::PENDING && record->job.state() != v1::RECOVERING)) {
+    return;
   }
-  std::sort(waiting.begin(), waiting.end(), [](const JobRecord* a, const JobRecord* b) {
-    return a->job.submitted_unix_ms() < b->job.submitted_unix_ms();
-  });
-  const absl::Time now = clock_->Now();
-  for (JobRecord* record : waiting) {
-    const v1::JobSpec& spec = record->job.spec();
-    const int wanted = spec.placement().workers();
-    // Disaggregated jobs also need their attention servers, all at once.
-    const int servers_wanted = AttentionServersWanted(spec);
-    if (static_cast<int>(free_servers.size()) < servers_wanted) {
-      const std::string reason =
-          absl::StrFormat("waiting for %d healthy free attention servers (%d free now)",
-                          servers_wanted, free_servers.size());
-      if (record->job.state() == v1::PENDING && record->job.state_reason() != reason) {
-        v1::Job updated = record->job;
-        record->job.set_state_reason(reason);
-        if (!Persist(*record).ok()) record->job = updated;
-      }
-      continue;
-    }
-    // Not the failed generation's workers that stayed silent since its
-    // failure report: one of them may be the dead peer it is about.
-    const std::vector<v1::NodeInfo> placeable = PlaceableWorkers(*record, free);
-    std::vector<v1::NodeInfo> chosen;
-    if (!spec.placement().node_names().empty()) {
-      for (const std::string& name : spec.placement().node_names()) {
-        auto it = std::find_if(placeable.begin(), placeable.end(),
-                               [&](const v1::NodeInfo& n) { return n.name() == name; });
-        if (it != placeable.end()) chosen.push_back(*it);
-      }
-      if (static_cast<int>(chosen.size()) < wanted) chosen.clear();
-    } else if (static_cast<int>(placeable.size()) >= wanted) {
-      chosen.assign(placeable.begin(), placeable.begin() + wanted);
-    }
-    int32_t accumulation = spec.data().gradient_accumulation();
-    if (chosen.empty() && record->job.state() == v1::RECOVERING &&
-        spec.placement().min_workers() < wanted && spec.placement().node_names().empty() &&
-        now - record->recovering_since >= options_.elastic_grace) {
-      // Elastic: fewer workers, more accumulation, same global batch.
-      const int64_t global_micro_batches = int64_t{wanted} * accumulation;
-      for (int world = std::min<int>(wanted - 1, placeable.size());
-           world >= spec.placement().min_workers(); --world) {
-        if (global_micro_batches % world == 0) {
-          chosen.assign(placeable.begin(), placeable.begin() + world);
-          accumulation = static_cast<int32_t>(global_micro_batches / world);
-          break;
-        }
-      }
-    }
-    if (chosen.empty()) {
-      std::string reason =
-          absl::StrFormat("waiting for %d healthy free workers (%d free now)", wanted, free.size());
-      if (placeable.size() < free.size()) {
-        absl::StrAppend(&reason, "; ", free.size() - placeable.size(),
-                        " of the failed generation's workers silent since its failure report");
-      }
-      if (record->job.state() == v1::PENDING && record->job.state_reason() != reason) {
-        v1::Job updated = record->job;
-        record->job.set_state_reason(reason);
-        if (!Persist(*record).ok()) record->job = updated;
-      }
-      continue;
-    }
-    std::vector<v1::NodeInfo> servers(free_servers.begin(),
-                                      free_servers.begin() + servers_wanted);
-    Assign(*record, chosen, servers, accumulation);
-    if (record->job.state() != v1::RUNNING) continue;  // not recorded; retried next time
-    free_servers.erase(free_servers.begin(), free_servers.begin() + servers_wanted);
-    for (const v1::NodeInfo& node : chosen) {
-      free.erase(std::remove_if(free.begin(), free.end(),
-                                [&](const v1::NodeInfo& n) { return n.name() == node.name(); }),
-                 free.end());
-    }
-  }
+  Assign(*record, decision);
+}
+
+void JobManager::Apply(const WaitingReason& decision) {
+  JobRecord* record = Find(decision.job_id);
+  if (record == nullptr || record->job.state() != v1::PENDING) return;
+  v1::Job updated = record->job;
+  updated.set_state_reason(decision.reason);
+  Commit(*record, std::move(updated));
 }
 
 void JobManager::OnStepReport(const std::string& node, uint64_t incarnation,
@@ -662,7 +481,7 @@ void JobManager::OnStepReport(const std::string& node, uint64_t incarnation,
   AppendEvent(*record, std::move(event));
   // The job record itself is rewritten when it matters for recovery (a new
   // checkpoint) and now and then for `corescape job`; events carry the rest.
-  if (new_checkpoint || report.step() % 20 == 0) Persist(*record).IgnoreError();
+  if (new_checkpoint || report.step() % 20 == 0) Persist(job).IgnoreError();
   if (report.step() >= job.spec().steps()) {
     Transition(*record, v1::SUCCEEDED,
                absl::StrFormat("finished %d steps, loss %.4f", report.step(), report.loss()));
@@ -686,23 +505,9 @@ void JobManager::OnJobFailure(const std::string& node, uint64_t incarnation,
       job.assigned_nodes().begin(),
       job.assigned_nodes().begin() + (job.assigned_nodes_size() - AssignedAttentionServers(job)));
   record->reported_failure_at = clock_->Now();
-  StartRecovery(*record, absl::StrCat("rank ", report.rank(), " (", node, ") failed: ",
-                                      report.error().substr(0, 512)));
-}
-
-std::vector<v1::NodeInfo> JobManager::PlaceableWorkers(
-    const JobRecord& record, const std::vector<v1::NodeInfo>& free) const {
-  if (record.reported_failed_nodes.empty()) return free;
-  const int64_t reported_ms = absl::ToUnixMillis(record.reported_failure_at);
-  std::vector<v1::NodeInfo> placeable;
-  for (const v1::NodeInfo& node : free) {
-    const bool suspect = std::find(record.reported_failed_nodes.begin(),
-                                   record.reported_failed_nodes.end(),
-                                   node.name()) != record.reported_failed_nodes.end() &&
-                         node.last_heartbeat_unix_ms() < reported_ms;
-    if (!suspect) placeable.push_back(node);
-  }
-  return placeable;
+  const std::string cause = absl::StrCat("rank ", report.rank(), " (", node, ") failed: ",
+                                         report.error().substr(0, 512));
+  StartRecovery(*record, cause, RecoveryOf(job, cause, options_.max_recoveries));
 }
 
 }  // namespace corescape::scheduler

@@ -16,6 +16,7 @@
 #include "scheduler/attention_failover.h"
 #include "scheduler/event_log.h"
 #include "scheduler/node_registry.h"
+#include "scheduler/placement.h"
 #include "scheduler/state_store.h"
 
 namespace corescape::scheduler {
@@ -41,10 +42,11 @@ class NodeReportSink {
 // generation, and the state machine
 //   PENDING → RUNNING → (RECOVERING → RUNNING)* → SUCCEEDED | FAILED | CANCELLED,
 // every transition written to the store before it is acknowledged or acted
-// on. Reconcile() compares desired with observed state (job placements vs
-// node liveness and incarnations) and acts; the scheduler calls it
-// periodically. A dead worker means recovery; a DISAGGREGATED job that only
-// lost attention servers stays RUNNING, re-planned in a new attention epoch.
+// on. Reconcile(), called periodically, snapshots the registry and the
+// jobs, lets PlaceJobs (scheduler/placement.h) decide — a dead worker means
+// recovery; a DISAGGREGATED job that only lost attention servers stays
+// RUNNING, re-planned in a new attention epoch — and records each decision
+// before it pushes the assignments and stops.
 class JobManager : public NodeReportSink {
  public:
   JobManager(const Clock* clock, StateStore* store, EventLog* events,
@@ -85,43 +87,43 @@ class JobManager : public NodeReportSink {
     std::vector<std::string> reported_failed_nodes;
     absl::Time reported_failure_at = absl::InfinitePast();
   };
-  // The free workers `record` may be placed on: `free` minus the failed
-  // generation's workers silent since its failure report.
-  std::vector<v1::NodeInfo> PlaceableWorkers(const JobRecord& record,
-                                             const std::vector<v1::NodeInfo>& free) const;
 
-  absl::Status Persist(const JobRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What PlaceJobs decides over: the registry and the jobs not yet final.
+  PlacementSnapshot Snapshot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Each records the decision, then acts on it; a decision whose job is no
+  // longer in the state it was made for (an earlier write failed) is skipped.
+  void Apply(const RecoverJob& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Apply(const ReplanAttention& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Apply(const AssignJob& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Apply(const WaitingReason& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Status Persist(const v1::Job& job);
   void AppendEvent(JobRecord& record, v1::JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves the job to `state` durably, with an event; false if the store
-  // refused (the transition is retried by the next Reconcile).
+  // Writes `updated` to the store, then makes it the record's job; false,
+  // with the record unchanged, if the store refused.
+  bool Commit(JobRecord& record, v1::Job updated) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the job (as `updated`, else as it is) to `state` durably, with an
+  // event; false if the store refused (the transition is retried by the
+  // next Reconcile).
+  bool Transition(JobRecord& record, v1::Job updated, v1::JobState state,
+                  const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Transition(JobRecord& record, v1::JobState state, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StartRecovery(JobRecord& record, const std::string& reason)
+  // StopJob (with `cause`) to every node of the job, then recovery.state.
+  void StartRecovery(JobRecord& record, const std::string& cause, const Recovery& recovery)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Job::assigned_nodes lists the workers by rank, then (DISAGGREGATED
   // jobs) the attention servers.
-  void Assign(JobRecord& record, const std::vector<v1::NodeInfo>& nodes,
-              const std::vector<v1::NodeInfo>& servers, int32_t gradient_accumulation)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Assign(JobRecord& record, const AssignJob& placement) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends assignments[r] to workers[r] (r < W), then to servers[r − W].
   void PushAssignments(const std::vector<v1::JobAssignment>& assignments,
                        const std::vector<v1::NodeInfo>& workers,
                        const std::vector<v1::NodeInfo>& servers);
   void StopAttentionServers(const JobRecord& record, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A RUNNING DISAGGREGATED job lost attention servers (its workers are
-  // fine): a new attention epoch over the survivors plus replacements taken
-  // from `spare_servers`, recorded, then re-sent to every worker and server.
-  // No servers left: recovery from the checkpoint, as for a dead worker.
-  void ReplanAttention(JobRecord& record, const std::vector<LostAttentionServer>& lost,
-                       const std::map<std::string, v1::NodeInfo>& nodes,
-                       std::vector<v1::NodeInfo>& spare_servers)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How long a participant whose attention failed waits for the re-plan:
   // the scheduler notices a dead server within a lease.
   absl::Duration AttentionFailoverTimeout() const;
-  // attention.attention_servers for DISAGGREGATED jobs, else 0.
-  static int AttentionServersWanted(const v1::JobSpec& spec);
   // StopJob for the job's current generation to one node.
   void PushStopJob(const v1::Job& job, const std::string& node, uint64_t incarnation,
                    const std::string& reason);

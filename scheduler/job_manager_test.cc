@@ -660,5 +660,122 @@ TEST_F(JobManagerTest, LostAttentionServersAreReplacedThenLastLossRecovers) {
   EXPECT_TRUE(stop[0].has_stop_job());
 }
 
+// The store in front of the job manager, refusing job records on demand.
+class RefusingJobWrites : public StateStore {
+ public:
+  explicit RefusingJobWrites(StateStore* inner) : inner_(inner) {}
+  bool refuse = false;
+  absl::Status Put(absl::string_view kind, absl::string_view key,
+                   absl::string_view value) override {
+    if (refuse && kind == "job") return absl::UnavailableError("disk full");
+    return inner_->Put(kind, key, value);
+  }
+  absl::Status Delete(absl::string_view kind, absl::string_view key) override {
+    return inner_->Delete(kind, key);
+  }
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> LoadAll(
+      absl::string_view kind) override {
+    return inner_->LoadAll(kind);
+  }
+  absl::Status TrimToNewest(absl::string_view kind, int keep) override {
+    return inner_->TrimToNewest(kind, keep);
+  }
+
+ private:
+  StateStore* inner_;
+};
+
+class JobManagerRefusedWritesTest : public JobManagerTest {
+ protected:
+  void SetUp() override {
+    JobManagerTest::SetUp();
+    refusing_ = std::make_unique<RefusingJobWrites>(store_.get());
+    jobs_ = std::make_unique<JobManager>(&clock_, refusing_.get(), events_.get(),
+                                         registry_.get());
+  }
+  std::unique_ptr<RefusingJobWrites> refusing_;
+};
+
+// Reconcile acts only on what it recorded: a decision the store refused
+// changes nothing in memory and sends nothing, and the next pass decides
+// it again.
+TEST_F(JobManagerRefusedWritesTest, DecisionsAreRecordedBeforeTheyAreActedOn) {
+  const uint64_t w0 = AddWorker("w0");
+  const uint64_t w1 = AddWorker("w1");
+  auto job = jobs_->Submit(Spec(2));
+  ASSERT_TRUE(job.ok()) << job.status();
+  refusing_->refuse = true;
+  jobs_->Reconcile();
+  EXPECT_EQ(StateOf(job->job_id()), v1::PENDING);
+  EXPECT_EQ(jobs_->Get(job->job_id())->generation(), 0u);
+  EXPECT_TRUE(Commands("w0", w0).empty());
+  EXPECT_TRUE(Commands("w1", w1).empty());
+  refusing_->refuse = false;
+  jobs_->Reconcile();
+  ASSERT_EQ(StateOf(job->job_id()), v1::RUNNING);
+  EXPECT_EQ(jobs_->Get(job->job_id())->generation(), 1u);
+  ASSERT_EQ(Commands("w0", w0).size(), 1u);
+  ASSERT_EQ(Commands("w1", w1).size(), 1u);
+
+  // w1 restarts: the recovery is refused, so the job neither counts a
+  // recovery nor is re-placed on w0 and the new w1 in the same pass.
+  const uint64_t w1_new = AddWorker("w1");
+  refusing_->refuse = true;
+  jobs_->Reconcile();
+  v1::Job still = *jobs_->Get(job->job_id());
+  EXPECT_EQ(still.state(), v1::RUNNING);
+  EXPECT_EQ(still.recoveries(), 0);
+  EXPECT_EQ(still.generation(), 1u);
+  for (const v1::SchedulerCommand& command : Commands("w1", w1_new)) {
+    EXPECT_FALSE(command.has_assign());
+  }
+  refusing_->refuse = false;
+  Commands("w0", w0);
+  jobs_->Reconcile();
+  v1::Job again = *jobs_->Get(job->job_id());
+  ASSERT_EQ(again.state(), v1::RUNNING) << again.state_reason();
+  EXPECT_EQ(again.recoveries(), 1);
+  EXPECT_EQ(again.generation(), 2u);
+  auto assigned = Commands("w1", w1_new);
+  ASSERT_FALSE(assigned.empty());
+  EXPECT_TRUE(assigned.back().has_assign());
+  EXPECT_EQ(assigned.back().assign().generation(), 2u);
+
+  // Restart the manager: what it recorded is what it acted on.
+  refusing_.reset();
+  Restart();
+  EXPECT_EQ(jobs_->Get(job->job_id())->generation(), 2u);
+  EXPECT_EQ(jobs_->Get(job->job_id())->recoveries(), 1);
+}
+
+TEST_F(JobManagerRefusedWritesTest, RefusedAttentionReplanSendsNothing) {
+  const uint64_t w0 = AddWorker("w0");
+  v1::SubmitJobRequest request = Spec(1);
+  request.mutable_spec()->mutable_attention()->set_mode(v1::DISAGGREGATED);
+  request.mutable_spec()->mutable_attention()->set_attention_servers(1);
+  auto job = jobs_->Submit(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const uint64_t a0 = AddWorker("a0", v1::ATTENTION_SERVER);
+  jobs_->Reconcile();
+  ASSERT_EQ(StateOf(job->job_id()), v1::RUNNING);
+  Commands("w0", w0);
+  Commands("a0", a0);
+  const uint64_t b0 = AddWorker("b0", v1::ATTENTION_SERVER);
+  ASSERT_TRUE(registry_->Deregister("a0", a0, "test").ok());
+  refusing_->refuse = true;
+  jobs_->Reconcile();
+  EXPECT_EQ(jobs_->Get(job->job_id())->attention_epoch(), 0u);
+  EXPECT_EQ(jobs_->Get(job->job_id())->assigned_nodes(1), "a0");
+  EXPECT_TRUE(Commands("w0", w0).empty());
+  EXPECT_TRUE(Commands("b0", b0).empty());
+  refusing_->refuse = false;
+  jobs_->Reconcile();
+  v1::Job replanned = *jobs_->Get(job->job_id());
+  EXPECT_EQ(replanned.attention_epoch(), 1u);
+  EXPECT_EQ(replanned.assigned_nodes(1), "b0");
+  EXPECT_EQ(Commands("w0", w0).size(), 1u);
+  EXPECT_EQ(Commands("b0", b0).size(), 1u);
+}
+
 }  // namespace
 }  // namespace corescape::scheduler
