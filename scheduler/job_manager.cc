@@ -5,13 +5,13 @@
 #include <optional>
 #include <variant>
 
-#include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "glog/logging.h"
+#include "scheduler/data_plane_secret.h"
 #include "scheduler/job_validation.h"
 #include "scheduler/mask_epochs.h"
 
@@ -162,9 +162,9 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request) 
   job.set_gradient_accumulation(spec.data().gradient_accumulation());
   job.mutable_progress()->set_total_steps(spec.steps());
   job.mutable_progress()->set_checkpoint_step(-1);
-  absl::BitGen gen;
-  record.token = absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
-                                 absl::Uniform<uint64_t>(gen));
+  absl::StatusOr<std::string> secret = NewJobSecret();
+  if (!secret.ok()) return secret.status();
+  record.token = *std::move(secret);
   // Token and key first: a job record without its token would be unusable.
   if (absl::Status s = store_->Put(kJobTokenKind, job.job_id(), record.token); !s.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot record job durably: ", s.message()));
