@@ -19,7 +19,8 @@ namespace corescape::fuzz {
 std::vector<std::string> FuzzSeeds() {
   std::vector<std::string> seeds;
   for (comm::HelloType type :
-       {comm::HelloType::kHello, comm::HelloType::kAccept, comm::HelloType::kReject}) {
+       {comm::HelloType::kHello, comm::HelloType::kAccept, comm::HelloType::kReject,
+        comm::HelloType::kConfirm}) {
     comm::HelloMessage hello;
     hello.type = type;
     hello.generation = 7;
@@ -27,7 +28,12 @@ std::vector<std::string> FuzzSeeds() {
     hello.world_size = 4;
     hello.settings_fingerprint = 0x0123456789abcdefULL;
     hello.job_id = "job-42";
-    hello.token = "0123456789abcdef";
+    if (type == comm::HelloType::kHello || type == comm::HelloType::kAccept) {
+      hello.nonce = std::string(comm::kHandshakeNonceBytes, '\x5a');
+    }
+    if (type == comm::HelloType::kAccept || type == comm::HelloType::kConfirm) {
+      hello.proof = std::string(comm::kHandshakeProofBytes, '\xa5');
+    }
     if (type == comm::HelloType::kReject) hello.reason = "stale generation 7";
     auto bytes = hello.Serialize();
     if (bytes.ok()) seeds.emplace_back(bytes->data(), bytes->size());
