@@ -1,6 +1,7 @@
 #include "scheduler/attention_failover.h"
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/data_plane_secret.h"
 
 namespace corescape::scheduler {
 
@@ -41,12 +42,13 @@ std::vector<LostAttentionServer> FindLostAttentionServers(
 }
 
 std::vector<v1::JobAssignment> AttentionMembershipAssignments(
-    const v1::Job& job, const std::string& data_plane_token,
+    const v1::Job& job, const std::string& job_secret,
     const std::vector<v1::NodeInfo>& workers, const std::vector<v1::NodeInfo>& servers,
     absl::Duration failover_timeout) {
   const int worker_count = static_cast<int>(workers.size());
   const int total = worker_count + static_cast<int>(servers.size());
   std::vector<v1::JobAssignment> assignments(total);
+  const std::string data_plane_secret = GenerationSecret(job_secret, job.generation());
   for (int rank = 0; rank < total; ++rank) {
     v1::JobAssignment& assign = assignments[rank];
     assign.set_job_id(job.job_id());
@@ -64,7 +66,7 @@ std::vector<v1::JobAssignment> AttentionMembershipAssignments(
     *assign.mutable_spec() = job.spec();
     assign.set_resume_from_step(job.progress().checkpoint_step());
     assign.set_gradient_accumulation(job.gradient_accumulation());
-    assign.set_data_plane_token(data_plane_token);
+    assign.set_data_plane_token(data_plane_secret);
     assign.set_attention_epoch(job.attention_epoch());
     assign.set_attention_failover_timeout_ms(absl::ToInt64Milliseconds(failover_timeout));
   }

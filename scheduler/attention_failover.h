@@ -39,9 +39,10 @@ std::vector<LostAttentionServer> FindLostAttentionServers(
 // Every participant's assignment for the job's current attention epoch,
 // by attention rank: workers 0..W-1 (rank r of W, their data-parallel
 // group), then servers W..W+S-1 (of W+S). The workers' and servers' data
-// addresses come from `workers` and `servers`.
+// addresses come from `workers` and `servers`; their data-plane secret is
+// the generation's (GenerationSecret of `job_secret`).
 std::vector<v1::JobAssignment> AttentionMembershipAssignments(
-    const v1::Job& job, const std::string& data_plane_token,
+    const v1::Job& job, const std::string& job_secret,
     const std::vector<v1::NodeInfo>& workers, const std::vector<v1::NodeInfo>& servers,
     absl::Duration failover_timeout);
 

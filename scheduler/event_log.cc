@@ -88,7 +88,9 @@ std::vector<v1::ClusterEvent> EventLog::Newest(int count) const {
 bool EventLog::WaitForEventsAfter(uint64_t after, absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
   auto has_newer = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return next_sequence_ > after + 1;
+    // The newest sequence is next_sequence_ - 1 (next_sequence_ >= 1); never
+    // after + 1, which wraps for after = 2^64 - 1 and would never block.
+    return next_sequence_ - 1 > after;
   };
   return mu_.AwaitWithTimeout(absl::Condition(&has_newer), timeout);
 }

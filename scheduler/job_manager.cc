@@ -2,16 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <variant>
 
-#include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "glog/logging.h"
+#include "scheduler/data_plane_secret.h"
 #include "scheduler/job_validation.h"
 #include "scheduler/mask_epochs.h"
 
@@ -162,9 +163,9 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request) 
   job.set_gradient_accumulation(spec.data().gradient_accumulation());
   job.mutable_progress()->set_total_steps(spec.steps());
   job.mutable_progress()->set_checkpoint_step(-1);
-  absl::BitGen gen;
-  record.token = absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
-                                 absl::Uniform<uint64_t>(gen));
+  absl::StatusOr<std::string> secret = NewJobSecret();
+  if (!secret.ok()) return secret.status();
+  record.token = *std::move(secret);
   // Token and key first: a job record without its token would be unusable.
   if (absl::Status s = store_->Put(kJobTokenKind, job.job_id(), record.token); !s.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot record job durably: ", s.message()));
@@ -449,6 +450,27 @@ void JobManager::Apply(const WaitingReason& decision) {
   Commit(*record, std::move(updated));
 }
 
+namespace {
+
+// Counters reported by processes: a huge (or hostile) report pins the total
+// at the maximum instead of overflowing it, and a negative one adds nothing.
+int64_t SaturatingAdd(int64_t total, int64_t more) {
+  if (more <= 0) return total;
+  return more > std::numeric_limits<int64_t>::max() - total
+             ? std::numeric_limits<int64_t>::max()
+             : total + more;
+}
+
+// Whether (node, incarnation) is one of the job's current processes.
+bool IsMember(const v1::Job& job, const std::string& node, uint64_t incarnation) {
+  for (int i = 0; i < job.assigned_nodes_size() && i < job.assigned_incarnations_size(); ++i) {
+    if (job.assigned_nodes(i) == node && job.assigned_incarnations(i) == incarnation) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void JobManager::OnStepReport(const std::string& node, uint64_t incarnation,
                               const v1::StepReport& report) {
   absl::MutexLock lock(&mu_);
@@ -468,8 +490,8 @@ void JobManager::OnStepReport(const std::string& node, uint64_t incarnation,
   progress.set_loss(report.loss());
   if (!std::isnan(report.validation_loss())) progress.set_validation_loss(report.validation_loss());
   progress.set_tokens_per_second(report.tokens_per_second());
-  progress.set_bytes_sent(progress.bytes_sent() + report.bytes_sent());
-  progress.set_bytes_received(progress.bytes_received() + report.bytes_received());
+  progress.set_bytes_sent(SaturatingAdd(progress.bytes_sent(), report.bytes_sent()));
+  progress.set_bytes_received(SaturatingAdd(progress.bytes_received(), report.bytes_received()));
   if (new_checkpoint) progress.set_checkpoint_step(report.checkpoint_step());
   const double elapsed_s =
       (absl::ToUnixMillis(clock_->Now()) - job.started_unix_ms()) / 1000.0;
@@ -501,6 +523,14 @@ void JobManager::OnJobFailure(const std::string& node, uint64_t incarnation,
     return;  // stale: an old generation, or an attention epoch already re-planned
   }
   const v1::Job& job = record->job;
+  if (!IsMember(job, node, incarnation)) {
+    // Only the current generation's processes may fail it: anyone else
+    // could otherwise spend its recovery budget.
+    LOG_EVERY_N(WARNING, 100) << "ignored a failure report for " << job.job_id() << " from "
+                              << node << " (incarnation " << incarnation
+                              << "): not a member of generation " << job.generation();
+    return;
+  }
   record->reported_failed_nodes.assign(
       job.assigned_nodes().begin(),
       job.assigned_nodes().begin() + (job.assigned_nodes_size() - AssignedAttentionServers(job)));

@@ -1,6 +1,7 @@
 #include "scheduler/job_manager.h"
 
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -250,6 +251,53 @@ TEST_F(JobManagerTest, FailureReportAvoidsWorkersSilentSinceIt) {
   v1::Job again = *jobs_->Get(job->job_id());
   ASSERT_EQ(again.state(), v1::RUNNING) << again.state_reason();
   EXPECT_EQ(again.generation(), 3u);
+}
+
+TEST_F(JobManagerTest, ReportsFromOutsideTheGenerationChangeNothing) {
+  const uint64_t w0 = AddWorker("w0");
+  const uint64_t w1 = AddWorker("w1");
+  const uint64_t w2 = AddWorker("w2");  // a spare, not in the job
+  auto job = jobs_->Submit(Spec(2));
+  jobs_->Reconcile();
+  ASSERT_EQ(StateOf(job->job_id()), v1::RUNNING);
+  v1::JobFailureReport forged;
+  forged.set_job_id(job->job_id());
+  forged.set_generation(1);
+  forged.set_rank(0);
+  forged.set_error("forged");
+  for (int i = 0; i < 5; ++i) {
+    jobs_->OnJobFailure("w2", w2, forged);       // a node outside the job
+    jobs_->OnJobFailure("w0", w0 + 7, forged);   // a member's name, another incarnation
+    jobs_->OnJobFailure("nobody", 1, forged);    // no such node
+  }
+  EXPECT_EQ(StateOf(job->job_id()), v1::RUNNING);
+  EXPECT_EQ(jobs_->Get(job->job_id())->recoveries(), 0);
+  // A member's report still counts.
+  jobs_->OnJobFailure("w1", w1, forged);
+  EXPECT_EQ(StateOf(job->job_id()), v1::RECOVERING);
+}
+
+TEST_F(JobManagerTest, ByteCountersSaturate) {
+  const uint64_t w0 = AddWorker("w0");
+  AddWorker("w1");
+  auto job = jobs_->Submit(Spec(2));
+  jobs_->Reconcile();
+  ASSERT_EQ(StateOf(job->job_id()), v1::RUNNING);
+  v1::StepReport report;
+  report.set_job_id(job->job_id());
+  report.set_generation(1);
+  report.set_rank(0);
+  report.set_validation_loss(NAN);
+  report.set_checkpoint_step(-1);
+  for (int step = 1; step <= 3; ++step) {
+    report.set_step(step);
+    report.set_bytes_sent(std::numeric_limits<int64_t>::max() - 1);
+    report.set_bytes_received(-5);
+    jobs_->OnStepReport("w0", w0, report);
+  }
+  EXPECT_EQ(jobs_->Get(job->job_id())->progress().bytes_sent(),
+            std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(jobs_->Get(job->job_id())->progress().bytes_received(), 0);
 }
 
 TEST_F(JobManagerTest, ElasticJobShrinksAndRaisesAccumulation) {

@@ -8,7 +8,9 @@ PACKAGES=(
   bazel-bootstrap g++ protobuf-compiler protobuf-compiler-grpc
   libgrpc++-dev libprotobuf-dev libabsl-dev libgoogle-glog-dev libgflags-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-  libucx-dev ucx-utils libopenblas-dev libsqlite3-dev
+  libucx-dev ucx-utils libopenblas-dev libsqlite3-dev libssl-dev
+  # fuzzing (libFuzzer) and sanitizer builds
+  clang-14 libfuzzer-14-dev
   # tests: an independent gRPC client, process tools
   python3 python3-grpcio python3-protobuf procps iproute2
   # model reference checks (PyTorch, CPU) and the demo corpus

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -58,29 +59,22 @@ bool IsValidBlobName(const std::string& name) {
 }
 
 absl::StatusOr<Checkpoint> LoadVerified(const std::string& path) {
-  auto manifest_text = ReadFileToString(path + "/" + kManifest);
+  const std::string manifest_path = path + "/" + kManifest;
+  auto manifest_text = ReadFileToString(manifest_path);
   if (!manifest_text.ok()) return manifest_text.status();
-  nlohmann::json manifest = nlohmann::json::parse(*manifest_text, nullptr, false);
-  if (manifest.is_discarded() || !manifest.is_object() || !manifest["step"].is_number_integer() ||
-      !manifest["blobs"].is_object()) {
-    return absl::DataLossError(absl::StrCat(path, "/", kManifest, ": malformed manifest"));
-  }
+  absl::StatusOr<CheckpointManifest> manifest = ParseCheckpointManifest(*manifest_text,
+                                                                        manifest_path);
+  if (!manifest.ok()) return manifest.status();
   Checkpoint checkpoint;
-  checkpoint.step = manifest["step"].get<int64_t>();
-  for (auto it = manifest["blobs"].begin(); it != manifest["blobs"].end(); ++it) {
-    const std::string name = it.key();
-    if (!IsValidBlobName(name) || !it.value()["bytes"].is_number_unsigned() ||
-        !it.value()["crc32c"].is_number_unsigned()) {
-      return absl::DataLossError(absl::StrCat(path, ": bad manifest entry '", name, "'"));
-    }
+  checkpoint.step = manifest->step;
+  for (const auto& [name, blob] : manifest->blobs) {
     auto contents = ReadFileToString(path + "/" + name);
     if (!contents.ok()) return contents.status();
-    if (contents->size() != it.value()["bytes"].get<uint64_t>()) {
+    if (contents->size() != blob.bytes) {
       return absl::DataLossError(absl::StrCat(path, "/", name, ": ", contents->size(),
-                                              " bytes, manifest says ",
-                                              it.value()["bytes"].get<uint64_t>()));
+                                              " bytes, manifest says ", blob.bytes));
     }
-    if (Crc32c(contents->data(), contents->size()) != it.value()["crc32c"].get<uint32_t>()) {
+    if (Crc32c(contents->data(), contents->size()) != blob.crc32c) {
       return absl::DataLossError(absl::StrCat(path, "/", name, ": checksum mismatch"));
     }
     checkpoint.blobs[name] = *std::move(contents);
@@ -89,6 +83,56 @@ absl::StatusOr<Checkpoint> LoadVerified(const std::string& path) {
 }
 
 }  // namespace
+
+std::string CheckpointManifestToJson(const CheckpointManifest& manifest) {
+  nlohmann::json json = {
+      {"step", manifest.step}, {"format", kCheckpointFormat}, {"blobs", nlohmann::json::object()}};
+  for (const auto& [name, blob] : manifest.blobs) {
+    json["blobs"][name] = {{"bytes", blob.bytes}, {"crc32c", blob.crc32c}};
+  }
+  return json.dump(2);
+}
+
+absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view text,
+                                                           const std::string& source) {
+  auto malformed = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat(source, ": malformed manifest: ", why));
+  };
+  // Parsed without exceptions and read only through find()/is_*(): a value
+  // of the wrong JSON type is an error here, never a throw.
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) return malformed("not a JSON object");
+  const auto step = json.find("step");
+  if (step == json.end() || !step->is_number_integer() || step->get<int64_t>() < 0) {
+    return malformed("\"step\" must be an integer >= 0");
+  }
+  const auto blobs = json.find("blobs");
+  if (blobs == json.end() || !blobs->is_object()) return malformed("\"blobs\" must be an object");
+  if (blobs->size() > kMaxCheckpointBlobs) {
+    return malformed(absl::StrCat(blobs->size(), " blobs, at most ", kMaxCheckpointBlobs));
+  }
+  CheckpointManifest manifest{.step = step->get<int64_t>()};
+  for (auto it = blobs->begin(); it != blobs->end(); ++it) {
+    const std::string& name = it.key();
+    const std::string what = absl::StrCat("blob '", absl::CHexEscape(name.substr(0, 64)), "'");
+    if (!IsValidBlobName(name)) return malformed(absl::StrCat(what, ": not a valid blob name"));
+    if (!it->is_object()) return malformed(absl::StrCat(what, ": must be an object"));
+    const auto bytes = it->find("bytes");
+    const auto crc = it->find("crc32c");
+    if (bytes == it->end() || !bytes->is_number_unsigned() ||
+        bytes->get<uint64_t>() > kMaxCheckpointBlobBytes) {
+      return malformed(absl::StrCat(what, ": \"bytes\" must be an integer in [0, ",
+                                    kMaxCheckpointBlobBytes, "]"));
+    }
+    if (crc == it->end() || !crc->is_number_unsigned() ||
+        crc->get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
+      return malformed(absl::StrCat(what, ": \"crc32c\" must be a 32-bit unsigned integer"));
+    }
+    manifest.blobs[name] = {.bytes = bytes->get<uint64_t>(),
+                            .crc32c = static_cast<uint32_t>(crc->get<uint64_t>())};
+  }
+  return manifest;
+}
 
 std::vector<int64_t> ListCheckpointSteps(const std::string& directory) {
   std::vector<int64_t> steps;
@@ -117,7 +161,7 @@ absl::Status WriteCheckpoint(const std::string& directory, const Checkpoint& che
   if (mkdir(temp_path.c_str(), 0755) != 0) {
     return absl::InternalError(absl::StrCat("cannot create ", temp_path, ": ", std::strerror(errno)));
   }
-  nlohmann::json manifest = {{"step", checkpoint.step}, {"format", 1}, {"blobs", nlohmann::json::object()}};
+  CheckpointManifest manifest{.step = checkpoint.step};
   for (const auto& [name, contents] : checkpoint.blobs) {
     if (!IsValidBlobName(name)) {
       fs::remove_all(temp_path, error);
@@ -127,11 +171,13 @@ absl::Status WriteCheckpoint(const std::string& directory, const Checkpoint& che
       fs::remove_all(temp_path, error);
       return s;
     }
-    manifest["blobs"][name] = {{"bytes", contents.size()},
-                               {"crc32c", Crc32c(contents.data(), contents.size())}};
+    manifest.blobs[name] = {.bytes = contents.size(),
+                            .crc32c = Crc32c(contents.data(), contents.size())};
   }
   // The manifest last: a directory without one is never taken for complete.
-  if (absl::Status s = WriteAndSync(temp_path + "/" + kManifest, manifest.dump(2)); !s.ok()) {
+  if (absl::Status s = WriteAndSync(temp_path + "/" + kManifest,
+                                    CheckpointManifestToJson(manifest));
+      !s.ok()) {
     fs::remove_all(temp_path, error);
     return s;
   }

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace corescape::checkpoint {
 
@@ -33,6 +34,28 @@ absl::Status WriteCheckpoint(const std::string& directory, const Checkpoint& che
 absl::StatusOr<Checkpoint> LoadNewestCheckpoint(
     const std::string& directory,
     int64_t max_step = std::numeric_limits<int64_t>::max());
+
+// manifest.json of a checkpoint directory: the step and each blob's size and
+// CRC32C. Parsing bounds every count and names the first problem; wrong JSON
+// types are errors (so a damaged manifest makes LoadNewestCheckpoint fall
+// back to an older checkpoint).
+inline constexpr int kCheckpointFormat = 1;
+inline constexpr size_t kMaxCheckpointBlobs = 4096;
+inline constexpr uint64_t kMaxCheckpointBlobBytes = uint64_t{1} << 40;
+
+struct CheckpointManifest {
+  struct Blob {
+    uint64_t bytes = 0;
+    uint32_t crc32c = 0;
+  };
+  int64_t step = 0;
+  std::map<std::string, Blob> blobs;
+};
+
+std::string CheckpointManifestToJson(const CheckpointManifest& manifest);
+// `source` names the file in errors.
+absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view text,
+                                                           const std::string& source);
 
 // Steps of the complete checkpoints present, ascending (not verified).
 std::vector<int64_t> ListCheckpointSteps(const std::string& directory);

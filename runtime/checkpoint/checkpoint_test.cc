@@ -62,6 +62,45 @@ TEST(CheckpointTest, CorruptNewestFallsBackToPrevious) {
   EXPECT_EQ(newest->step, 1);
 }
 
+// A manifest that parses as JSON but holds the wrong types (a blob entry
+// that is a number, a string step) is a damaged checkpoint like any other:
+// the previous one loads, nothing throws.
+TEST(CheckpointTest, WrongTypedManifestFallsBackToPrevious) {
+  const std::string dir = FreshDir("wrong_type");
+  ASSERT_TRUE(WriteCheckpoint(dir, Make(1, 100)).ok());
+  ASSERT_TRUE(WriteCheckpoint(dir, Make(2, 100)).ok());
+  for (const char* manifest :
+       {R"({"step": 2, "format": 1, "blobs": {"params": 5}})",
+        R"({"step": "2", "format": 1, "blobs": {}})",
+        R"({"step": 2, "format": 1, "blobs": {"params": {"bytes": "100", "crc32c": 1}}})",
+        R"({"step": 2, "format": 1, "blobs": {"params": {"bytes": -1, "crc32c": 1}}})",
+        R"({"step": 2, "format": 1, "blobs": {"params": {"bytes": 100, "crc32c": 99999999999}}})",
+        R"({"step": 2, "format": 1, "blobs": {"../params": {"bytes": 100, "crc32c": 1}}})",
+        R"({"step": 2, "format": 1, "blobs": []})", R"([1, 2])"}) {
+    {
+      std::ofstream f(dir + "/step-000000000002/manifest.json", std::ios::trunc);
+      f << manifest;
+    }
+    auto newest = LoadNewestCheckpoint(dir);
+    ASSERT_TRUE(newest.ok()) << manifest << ": " << newest.status();
+    EXPECT_EQ(newest->step, 1) << manifest;
+  }
+}
+
+TEST(CheckpointTest, ManifestRoundTripsAndNamesTheProblem) {
+  CheckpointManifest manifest{.step = 9};
+  manifest.blobs["params"] = {.bytes = 12, .crc32c = 0xdeadbeef};
+  auto parsed = ParseCheckpointManifest(CheckpointManifestToJson(manifest), "m.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->step, 9);
+  EXPECT_EQ(parsed->blobs["params"].crc32c, 0xdeadbeef);
+  auto bad = ParseCheckpointManifest(R"({"step": 1, "blobs": {"params": {"bytes": 1}}})",
+                                     "m.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("m.json"), absl::string_view::npos);
+  EXPECT_NE(bad.status().message().find("crc32c"), absl::string_view::npos);
+}
+
 // kill -9 in the middle of writing a large checkpoint: the previous one
 // still loads, and the half-written one is never taken for complete.
 TEST(CheckpointTest, KillDuringWriteLeavesPreviousLoadable) {

@@ -15,6 +15,11 @@
 namespace corescape::comm {
 namespace {
 
+// Both sides' refusal when a proof does not verify: the two processes hold
+// different secrets (or one is a stranger).
+constexpr char kWrongSecret[] =
+    "wrong secret (its handshake proof does not verify: not a member of this job's generation)";
+
 constexpr absl::Duration kMaxConnectBackoff = absl::Milliseconds(500);
 
 absl::Status ValidateOptions(const CommunicatorOptions& o) {
@@ -38,8 +43,8 @@ absl::Status ValidateOptions(const CommunicatorOptions& o) {
     }
   }
   if (o.secret_token.empty()) return bad("secret_token is empty");
-  if (o.secret_token.size() > kMaxTokenBytes) {
-    return bad(absl::StrCat("secret_token longer than ", kMaxTokenBytes, " bytes"));
+  if (o.secret_token.size() > kMaxSecretBytes) {
+    return bad(absl::StrCat("secret_token longer than ", kMaxSecretBytes, " bytes"));
   }
   if (o.job_id.size() > kMaxJobIdBytes) {
     return bad(absl::StrCat("job_id longer than ", kMaxJobIdBytes, " bytes"));
@@ -118,15 +123,23 @@ HelloMessage Communicator::MakeHello(HelloType type) const {
   hello.world_size = options_.world_size;
   hello.settings_fingerprint = settings_fingerprint_;
   hello.job_id = options_.job_id;
-  // A rejected stranger does not learn the token.
-  if (type != HelloType::kReject) hello.token = options_.secret_token;
   return hello;
 }
 
+HandshakeTranscript Communicator::Transcript(int dialer_rank, int acceptor_rank,
+                                             const std::string& dialer_nonce,
+                                             const std::string& acceptor_nonce) const {
+  return {.job_id = options_.job_id,
+          .generation = options_.generation,
+          .world_size = options_.world_size,
+          .settings_fingerprint = settings_fingerprint_,
+          .dialer_rank = dialer_rank,
+          .acceptor_rank = acceptor_rank,
+          .dialer_nonce = dialer_nonce,
+          .acceptor_nonce = acceptor_nonce};
+}
+
 absl::Status Communicator::CheckPeerHello(int expected_rank, const HelloMessage& hello) const {
-  if (!ConstantTimeEquals(hello.token, options_.secret_token)) {
-    return absl::PermissionDeniedError("wrong secret token");
-  }
   if (hello.job_id != options_.job_id) {
     return absl::PermissionDeniedError(absl::StrCat("job '", hello.job_id, "'"));
   }
@@ -216,11 +229,19 @@ absl::Status Communicator::Connect() {
 
 void Communicator::StartConnectAttempt(int peer) {
   Peer& p = peers_[peer];
+  absl::StatusOr<std::string> nonce = NewHandshakeNonce();
+  if (!nonce.ok()) {
+    fatal_connect_error_ = DecorateError("", nonce.status());
+    return;
+  }
   p.state = LinkState::kConnecting;
+  p.dialer_nonce = *std::move(nonce);
+  HelloMessage hello = MakeHello(HelloType::kHello);
+  hello.nonce = p.dialer_nonce;
   std::shared_ptr<internal::LifeToken> life = life_;
   Transport* transport = transport_;
   transport_->Connect(
-      p.address, MakeHello(HelloType::kHello),
+      p.address, hello,
       [life, transport, peer](EndpointId endpoint, absl::StatusOr<HelloMessage> reply) {
         bool delivered = false;
         internal::WithCommunicator(life, [&](Communicator* c) {
@@ -258,7 +279,10 @@ void Communicator::OnConnectResult(int peer, EndpointId endpoint,
     LOG(ERROR) << fatal_connect_error_.message();
     return;
   }
-  if (absl::Status s = CheckPeerHello(peer, *reply); !s.ok()) {
+  if (absl::Status s = reply->type == HelloType::kAccept
+                           ? CheckPeerHello(peer, *reply)
+                           : absl::PermissionDeniedError("its answer is not an accept");
+      !s.ok()) {
     transport_->Close(endpoint);
     fatal_connect_error_ = DecorateError(
         "", absl::PermissionDeniedError(absl::StrCat("the process at ", p.address,
@@ -267,6 +291,25 @@ void Communicator::OnConnectResult(int peer, EndpointId endpoint,
     LOG(ERROR) << fatal_connect_error_.message();
     return;
   }
+  const HandshakeTranscript transcript = Transcript(options_.rank, peer, p.dialer_nonce,
+                                                    reply->nonce);
+  if (!ConstantTimeEquals(reply->proof,
+                          HandshakeProof(HandshakeSide::kAcceptor, options_.secret_token,
+                                         transcript))) {
+    // Tell it why (it logs the refusal), then hang up.
+    HelloMessage refusal = MakeHello(HelloType::kReject);
+    refusal.reason = kWrongSecret;
+    transport_->SendHandshake(endpoint, refusal);
+    transport_->Close(endpoint, /*flush_first=*/true);
+    fatal_connect_error_ = DecorateError(
+        "", absl::PermissionDeniedError(absl::StrCat(
+                "the process at ", p.address, " claiming rank ", peer, ": ", kWrongSecret)));
+    LOG(ERROR) << fatal_connect_error_.message();
+    return;
+  }
+  HelloMessage confirm = MakeHello(HelloType::kConfirm);
+  confirm.proof = HandshakeProof(HandshakeSide::kDialer, options_.secret_token, transcript);
+  transport_->SendHandshake(endpoint, confirm);
   AdoptEndpoint(peer, endpoint);
 }
 
@@ -291,9 +334,6 @@ HelloHandler::Verdict Communicator::OnHello(EndpointId endpoint, const std::stri
     v.reply.reason = reason;
     return v;
   };
-  if (!ConstantTimeEquals(hello.token, options_.secret_token)) {
-    return reject("wrong secret token");
-  }
   if (hello.world_size != options_.world_size) {
     return reject(absl::StrCat("world size ", hello.world_size, " but this rank has ",
                                options_.world_size));
@@ -310,13 +350,56 @@ HelloHandler::Verdict Communicator::OnHello(EndpointId endpoint, const std::stri
   if (p.state == LinkState::kConnected && !p.failed) {
     return reject(absl::StrCat("rank ", hello.rank, " is already connected"));
   }
-  if (p.state == LinkState::kConnected) transport_->Close(p.endpoint);  // replaced
-  VLOG(1) << "accepted " << DescribePeer(hello.rank) << " from " << peer_address;
-  AdoptEndpoint(hello.rank, endpoint);
+  int unconfirmed = 0;
+  for (const auto& [id, pending] : unconfirmed_) unconfirmed += pending.rank == hello.rank;
+  if (unconfirmed >= kMaxUnconfirmedPerRank) {
+    return reject(absl::StrCat(unconfirmed, " connections claiming rank ", hello.rank,
+                               " have not proven the secret yet"));
+  }
+  absl::StatusOr<std::string> nonce = NewHandshakeNonce();
+  if (!nonce.ok()) return reject(std::string(nonce.status().message()));
+  const HandshakeTranscript transcript =
+      Transcript(hello.rank, options_.rank, hello.nonce, *nonce);
+  unconfirmed_[endpoint] = {
+      .rank = hello.rank,
+      .expected_proof = HandshakeProof(HandshakeSide::kDialer, options_.secret_token, transcript)};
   Verdict v;
   v.accept = true;
   v.reply = MakeHello(HelloType::kAccept);
+  v.reply.nonce = *std::move(nonce);
+  v.reply.proof = HandshakeProof(HandshakeSide::kAcceptor, options_.secret_token, transcript);
   return v;
+}
+
+bool Communicator::OnConfirm(EndpointId endpoint, const std::string& peer_address,
+                             absl::StatusOr<HelloMessage> confirm) {
+  absl::MutexLock lock(&mu_);
+  ++connect_events_;
+  auto it = unconfirmed_.find(endpoint);
+  if (it == unconfirmed_.end()) return false;
+  const UnconfirmedHello pending = std::move(it->second);
+  unconfirmed_.erase(it);
+  auto refuse = [&](absl::string_view why) {
+    LOG(WARNING) << "data plane: rejected connection from " << peer_address << " claiming "
+                 << DescribePeer(pending.rank) << " of job '" << options_.job_id
+                 << "' generation " << options_.generation << ": " << why;
+    return false;
+  };
+  if (!confirm.ok()) return refuse(confirm.status().message());
+  if (confirm->type == HelloType::kReject) return refuse(confirm->reason);
+  if (confirm->type != HelloType::kConfirm ||
+      !ConstantTimeEquals(confirm->proof, pending.expected_proof)) {
+    return refuse(kWrongSecret);
+  }
+  Peer& p = peers_[pending.rank];
+  if (!connecting_) return refuse("this communicator is already formed");
+  if (p.state == LinkState::kConnected && !p.failed) {
+    return refuse(absl::StrCat("rank ", pending.rank, " is already connected"));
+  }
+  if (p.state == LinkState::kConnected) transport_->Close(p.endpoint);  // replaced
+  VLOG(1) << "accepted " << DescribePeer(pending.rank) << " from " << peer_address;
+  AdoptEndpoint(pending.rank, endpoint);
+  return true;
 }
 
 // ---------------------------------------------------------------------------

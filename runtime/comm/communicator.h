@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -21,6 +22,7 @@
 #include "runtime/comm/collective_algorithms.h"
 #include "runtime/comm/comm_types.h"
 #include "runtime/comm/control_message.h"
+#include "runtime/comm/handshake_proof.h"
 #include "runtime/comm/transport.h"
 
 namespace corescape::comm {
@@ -164,6 +166,7 @@ class Communicator : private HelloHandler {
     absl::Time retry_at;               // next connection attempt
     absl::Duration backoff = absl::Milliseconds(20);
     absl::Status last_error;           // of the latest attempt, for the timeout message
+    std::string dialer_nonce;          // of our latest attempt (we dial)
     bool failed = false;               // its endpoint reported an error
     bool departed = false;             // it said goodbye
     uint64_t departed_after = 0;       // ... after this many collectives
@@ -171,6 +174,14 @@ class Communicator : private HelloHandler {
     ControlMessage::Bytes control_buffer{};
     std::shared_ptr<MessageRequest> control_recv;
   };
+  // A hello we accepted whose dialer has not proven the secret yet. Several
+  // may claim one rank (a stranger cannot displace the real one); at most
+  // kMaxUnconfirmedPerRank each, for at most the transport's timeout.
+  struct UnconfirmedHello {
+    int rank = 0;
+    std::string expected_proof;
+  };
+  static constexpr int kMaxUnconfirmedPerRank = 4;
   // A message an operation or point-to-point handle has in flight; kept so
   // a failure can cancel it.
   struct Pending {
@@ -185,8 +196,12 @@ class Communicator : private HelloHandler {
   void OnConnectResult(int peer, EndpointId endpoint, absl::StatusOr<HelloMessage> reply);
   absl::Status CheckPeerHello(int expected_rank, const HelloMessage& hello) const;
   HelloMessage MakeHello(HelloType type) const;
+  HandshakeTranscript Transcript(int dialer_rank, int acceptor_rank, const std::string& dialer_nonce,
+                                 const std::string& acceptor_nonce) const;
   Verdict OnHello(EndpointId endpoint, const std::string& peer_address,
                   const HelloMessage& hello) override;
+  bool OnConfirm(EndpointId endpoint, const std::string& peer_address,
+                 absl::StatusOr<HelloMessage> confirm) override;
   void AdoptEndpoint(int peer, EndpointId endpoint) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Failure handling (communicator_failure.cc).
@@ -222,6 +237,7 @@ class Communicator : private HelloHandler {
   std::shared_ptr<internal::LifeToken> life_;  // lets transport callbacks outlive us safely
 
   mutable absl::Mutex mu_;
+  absl::flat_hash_map<EndpointId, UnconfirmedHello> unconfirmed_ ABSL_GUARDED_BY(mu_);
   std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);
   bool connecting_ ABSL_GUARDED_BY(mu_) = true;
   absl::Status fatal_connect_error_ ABSL_GUARDED_BY(mu_);

@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "runtime/comm/handshake_proof.h"
+#include "runtime/comm/hello_message.h"
 
 namespace corescape::comm {
 namespace {
@@ -165,8 +167,78 @@ TEST(CommunicatorTest, WrongTokenIsRejected) {
   auto c = Communicator::Create(g.transports[0].get(), bad);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kPermissionDenied) << c.status();
-  EXPECT_NE(c.status().message().find("wrong secret token"), std::string::npos) << c.status();
+  EXPECT_NE(c.status().message().find("wrong secret"), std::string::npos) << c.status();
   good.join();
+}
+
+// Plays rank 1 by hand on a bare transport: records the hello a real rank 0
+// sends and answers with an accept whose proof is made with another secret.
+class ImpostorAcceptor final : public HelloHandler {
+ public:
+  Verdict OnHello(EndpointId, const std::string&, const HelloMessage& hello) override {
+    absl::MutexLock lock(&mu_);
+    hellos_.push_back(hello);
+    Verdict v;
+    v.accept = true;
+    v.reply = hello;
+    v.reply.type = HelloType::kAccept;
+    v.reply.rank = 1;
+    v.reply.nonce = std::string(kHandshakeNonceBytes, 'i');
+    v.reply.proof = HandshakeProof(
+        HandshakeSide::kAcceptor, "not-the-secret",
+        {.job_id = hello.job_id, .generation = hello.generation, .world_size = hello.world_size,
+         .settings_fingerprint = hello.settings_fingerprint, .dialer_rank = 0,
+         .acceptor_rank = 1, .dialer_nonce = hello.nonce, .acceptor_nonce = v.reply.nonce});
+    return v;
+  }
+  bool OnConfirm(EndpointId, const std::string&, absl::StatusOr<HelloMessage> confirm) override {
+    absl::MutexLock lock(&mu_);
+    confirms_.push_back(std::move(confirm));
+    return false;
+  }
+  std::vector<HelloMessage> hellos() {
+    absl::MutexLock lock(&mu_);
+    return hellos_;
+  }
+  std::vector<absl::StatusOr<HelloMessage>> confirms() {
+    absl::MutexLock lock(&mu_);
+    return confirms_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<HelloMessage> hellos_;
+  std::vector<absl::StatusOr<HelloMessage>> confirms_;
+};
+
+TEST(CommunicatorTest, TheSecretNeverCrossesTheWireAndAnImpostorIsRefused) {
+  Group g = MakeTransports(2);
+  CommunicatorOptions o = Options(g, 0);
+  o.secret_token = "the-real-secret-0123456789";
+  o.timeout = absl::Seconds(5);
+  ImpostorAcceptor impostor;
+  ASSERT_TRUE(g.transports[1]->RegisterHelloHandler(o.job_id, o.generation, &impostor).ok());
+  auto c = Communicator::Create(g.transports[0].get(), o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kPermissionDenied) << c.status();
+  EXPECT_NE(c.status().message().find("wrong secret"), std::string::npos) << c.status();
+  std::vector<HelloMessage> hellos = impostor.hellos();
+  ASSERT_EQ(hellos.size(), 1u);
+  EXPECT_EQ(hellos[0].nonce.size(), kHandshakeNonceBytes);
+  EXPECT_TRUE(hellos[0].proof.empty());  // the dialer proves nothing before the acceptor
+  absl::StatusOr<HelloMessage::Bytes> wire = hellos[0].Serialize();
+  ASSERT_TRUE(wire.ok());
+  EXPECT_EQ(absl::string_view(wire->data(), wire->size()).find(o.secret_token),
+            absl::string_view::npos);
+  // It told the impostor why, with no proof of its own.
+  for (int i = 0; i < 200 && impostor.confirms().empty(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  std::vector<absl::StatusOr<HelloMessage>> confirms = impostor.confirms();
+  ASSERT_EQ(confirms.size(), 1u);
+  ASSERT_TRUE(confirms[0].ok()) << confirms[0].status();
+  EXPECT_EQ(confirms[0]->type, HelloType::kReject);
+  EXPECT_TRUE(confirms[0]->proof.empty());
+  EXPECT_NE(confirms[0]->reason.find("wrong secret"), std::string::npos);
+  g.transports[1]->UnregisterHelloHandler(o.job_id, o.generation);
 }
 
 TEST(CommunicatorTest, GenerationsDoNotMix) {

@@ -7,10 +7,13 @@ namespace corescape::comm {
 namespace {
 
 constexpr uint32_t kHelloMagic = 0x48435343;  // "CSCH" little-endian
-constexpr uint16_t kHelloVersion = 1;
+// Version 2: challenge-response proofs instead of a secret token.
+constexpr uint16_t kHelloVersion = 2;
 constexpr size_t kJobOffset = 40;
-constexpr size_t kTokenOffset = kJobOffset + kMaxJobIdBytes;
-constexpr size_t kReasonOffset = kTokenOffset + kMaxTokenBytes;
+constexpr size_t kNonceOffset = kJobOffset + kMaxJobIdBytes;
+constexpr size_t kProofOffset = kNonceOffset + kHandshakeNonceBytes;
+constexpr size_t kReasonOffset = 296;
+static_assert(kProofOffset + kHandshakeProofBytes <= kReasonOffset);
 constexpr size_t kChecksumOffset = kReasonOffset + kMaxReasonBytes;
 static_assert(kChecksumOffset + 4 <= kHelloBytes);
 
@@ -32,9 +35,13 @@ absl::StatusOr<HelloMessage::Bytes> HelloMessage::Serialize() const {
     return absl::InvalidArgumentError(
         absl::StrCat("job id is ", job_id.size(), " bytes; at most ", kMaxJobIdBytes));
   }
-  if (token.size() > kMaxTokenBytes) {
+  if (!nonce.empty() && nonce.size() != kHandshakeNonceBytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat("secret token is ", token.size(), " bytes; at most ", kMaxTokenBytes));
+        absl::StrCat("nonce is ", nonce.size(), " bytes, not ", kHandshakeNonceBytes));
+  }
+  if (!proof.empty() && proof.size() != kHandshakeProofBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("proof is ", proof.size(), " bytes, not ", kHandshakeProofBytes));
   }
   Bytes out{};
   char* p = out.data();
@@ -47,10 +54,12 @@ absl::StatusOr<HelloMessage::Bytes> HelloMessage::Serialize() const {
   wire::PutU64(p + 24, settings_fingerprint);
   size_t reason_len = reason.size() < kMaxReasonBytes ? reason.size() : kMaxReasonBytes;
   wire::PutU16(p + 32, static_cast<uint16_t>(job_id.size()));
-  wire::PutU16(p + 34, static_cast<uint16_t>(token.size()));
+  p[34] = static_cast<char>(nonce.size());
+  p[35] = static_cast<char>(proof.size());
   wire::PutU16(p + 36, static_cast<uint16_t>(reason_len));
   wire::PutBytes(p + kJobOffset, job_id, kMaxJobIdBytes);
-  wire::PutBytes(p + kTokenOffset, token, kMaxTokenBytes);
+  wire::PutBytes(p + kNonceOffset, nonce, kHandshakeNonceBytes);
+  wire::PutBytes(p + kProofOffset, proof, kHandshakeProofBytes);
   wire::PutBytes(p + kReasonOffset, reason, kMaxReasonBytes);
   wire::PutU32(p + kChecksumOffset, wire::Checksum32(p, kChecksumOffset));
   return out;
@@ -77,24 +86,32 @@ absl::StatusOr<HelloMessage> HelloMessage::Parse(absl::string_view bytes) {
   }
   HelloMessage m;
   uint8_t type = static_cast<uint8_t>(p[6]);
-  if (type < 1 || type > 3) return bad(absl::StrCat("unknown type ", type));
+  if (type < 1 || type > 4) return bad(absl::StrCat("unknown type ", type));
   m.type = static_cast<HelloType>(type);
   m.generation = wire::GetU64(p + 8);
   m.rank = static_cast<int32_t>(wire::GetU32(p + 16));
   m.world_size = static_cast<int32_t>(wire::GetU32(p + 20));
   m.settings_fingerprint = wire::GetU64(p + 24);
   uint16_t job_len = wire::GetU16(p + 32);
-  uint16_t token_len = wire::GetU16(p + 34);
+  const uint8_t nonce_len = static_cast<uint8_t>(p[34]);
+  const uint8_t proof_len = static_cast<uint8_t>(p[35]);
   uint16_t reason_len = wire::GetU16(p + 36);
-  if (job_len > kMaxJobIdBytes || token_len > kMaxTokenBytes ||
-      reason_len > kMaxReasonBytes) {
+  if (job_len > kMaxJobIdBytes || reason_len > kMaxReasonBytes ||
+      (nonce_len != 0 && nonce_len != kHandshakeNonceBytes) ||
+      (proof_len != 0 && proof_len != kHandshakeProofBytes)) {
     return bad("field length out of range");
+  }
+  const bool needs_nonce = m.type == HelloType::kHello || m.type == HelloType::kAccept;
+  const bool needs_proof = m.type == HelloType::kAccept || m.type == HelloType::kConfirm;
+  if ((needs_nonce && nonce_len == 0) || (needs_proof && proof_len == 0)) {
+    return bad("a nonce or proof is missing");
   }
   if (m.world_size < 1 || m.rank < 0 || m.rank >= m.world_size) {
     return bad(absl::StrCat("rank ", m.rank, " outside world size ", m.world_size));
   }
   m.job_id.assign(p + kJobOffset, job_len);
-  m.token.assign(p + kTokenOffset, token_len);
+  m.nonce.assign(p + kNonceOffset, nonce_len);
+  m.proof.assign(p + kProofOffset, proof_len);
   m.reason.assign(p + kReasonOffset, reason_len);
   return m;
 }

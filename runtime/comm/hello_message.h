@@ -10,24 +10,30 @@
 
 namespace corescape::comm {
 
-// The first message on every endpoint, sent on the UCP stream of that
-// endpoint (so the receiver knows which endpoint presented it). The
-// connecting rank sends kHello; the accepting rank answers kAccept (carrying
-// its own identity and the token, so both sides authenticate each other) or
-// kReject with a reason, then closes.
+// The handshake on every endpoint, sent on the UCP stream of that endpoint
+// (so the receiver knows which endpoint presented it). The job's secret is
+// never sent: each side proves it knows it by an HMAC-SHA256 over both
+// sides' fresh nonces and identities (handshake_proof.h).
+//   dialer   -> kHello   (identity, nonce_d)
+//   acceptor -> kAccept  (identity, nonce_a, proof_a)   or kReject (reason)
+//   dialer   -> kConfirm (identity, proof_d)            or kReject (reason)
+// The acceptor uses the endpoint only after a valid kConfirm; the dialer
+// only after a valid kAccept.
 //
 // Fixed 512 bytes, little-endian:
 //   0 magic "CSCH" | 4 version u16 | 6 type u8 | 7 zero u8 | 8 generation u64
 //   16 rank i32 | 20 world_size i32 | 24 settings fingerprint u64
-//   32 job_id length u16 | 34 token length u16 | 36 reason length u16 | 38 zero
-//   40 job_id[128] | 168 token[128] | 296 reason[200] | 496 checksum u32
+//   32 job_id length u16 | 34 nonce length u8 | 35 proof length u8
+//   36 reason length u16 | 38 zero | 40 job_id[128] | 168 nonce[32]
+//   200 proof[32] | 232 zero[64] | 296 reason[200] | 496 checksum u32
 //   (FNV-1a of bytes 0..495) | 500 zero[12]
 inline constexpr size_t kHelloBytes = 512;
 inline constexpr size_t kMaxJobIdBytes = 128;
-inline constexpr size_t kMaxTokenBytes = 128;
+inline constexpr size_t kHandshakeNonceBytes = 32;
+inline constexpr size_t kHandshakeProofBytes = 32;
 inline constexpr size_t kMaxReasonBytes = 200;
 
-enum class HelloType : uint8_t { kHello = 1, kAccept = 2, kReject = 3 };
+enum class HelloType : uint8_t { kHello = 1, kAccept = 2, kReject = 3, kConfirm = 4 };
 
 struct HelloMessage {
   HelloType type = HelloType::kHello;
@@ -36,13 +42,16 @@ struct HelloMessage {
   int32_t world_size = 0;
   uint64_t settings_fingerprint = 0;  // algorithm settings the ranks must share
   std::string job_id;
-  std::string token;
+  std::string nonce;   // kHello, kAccept: kHandshakeNonceBytes
+  std::string proof;   // kAccept, kConfirm: kHandshakeProofBytes
   std::string reason;  // kReject only; truncated to kMaxReasonBytes
 
   using Bytes = std::array<char, kHelloBytes>;
-  // Fails if job_id or token is too long (reason is truncated instead).
+  // Fails if job_id is too long or nonce/proof is neither empty nor of its
+  // size (reason is truncated instead).
   absl::StatusOr<Bytes> Serialize() const;
-  // Validates magic, version, type, lengths, checksum and ranges.
+  // Validates magic, version, type, lengths, checksum and ranges; a kHello
+  // or kAccept must carry a nonce, a kAccept or kConfirm a proof.
   static absl::StatusOr<HelloMessage> Parse(absl::string_view bytes);
 };
 

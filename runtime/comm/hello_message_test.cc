@@ -13,7 +13,8 @@ HelloMessage Sample() {
   m.world_size = 5;
   m.settings_fingerprint = 42;
   m.job_id = "job-7";
-  m.token = "s3cr3t";
+  m.nonce = std::string(kHandshakeNonceBytes, 'n');
+  m.proof = std::string(kHandshakeProofBytes, 'p');
   return m;
 }
 
@@ -29,12 +30,16 @@ TEST(HelloMessageTest, RoundTrip) {
   EXPECT_EQ(back->world_size, 5);
   EXPECT_EQ(back->settings_fingerprint, 42u);
   EXPECT_EQ(back->job_id, "job-7");
-  EXPECT_EQ(back->token, "s3cr3t");
+  EXPECT_EQ(back->nonce, std::string(kHandshakeNonceBytes, 'n'));
+  EXPECT_EQ(back->proof, std::string(kHandshakeProofBytes, 'p'));
 }
 
 TEST(HelloMessageTest, RejectsOversizeFields) {
   HelloMessage m = Sample();
-  m.token = std::string(kMaxTokenBytes + 1, 'x');
+  m.nonce = "short";
+  EXPECT_FALSE(m.Serialize().ok());
+  m = Sample();
+  m.proof = std::string(kHandshakeProofBytes + 1, 'x');
   EXPECT_FALSE(m.Serialize().ok());
   m = Sample();
   m.job_id = std::string(kMaxJobIdBytes + 1, 'x');
@@ -68,6 +73,36 @@ TEST(HelloMessageTest, RejectsCorruptInput) {
   EXPECT_NE(parse(b).status().message().find("outside world size"), std::string::npos);
   std::string garbage(kHelloBytes, '\xff');
   EXPECT_FALSE(HelloMessage::Parse(garbage).ok());
+}
+
+TEST(HelloMessageTest, EachTypeCarriesItsNonceAndProof) {
+  auto parse = [](const HelloMessage& m) -> absl::StatusOr<HelloMessage> {
+    absl::StatusOr<HelloMessage::Bytes> b = m.Serialize();
+    if (!b.ok()) return b.status();
+    return HelloMessage::Parse(absl::string_view(b->data(), b->size()));
+  };
+  HelloMessage accept = Sample();
+  accept.proof.clear();
+  EXPECT_NE(parse(accept).status().message().find("proof is missing"), std::string::npos);
+  HelloMessage hello = Sample();
+  hello.type = HelloType::kHello;
+  hello.proof.clear();
+  EXPECT_TRUE(parse(hello).ok());
+  hello.nonce.clear();
+  EXPECT_FALSE(parse(hello).ok());
+  HelloMessage confirm = Sample();
+  confirm.type = HelloType::kConfirm;
+  confirm.nonce.clear();
+  ASSERT_TRUE(parse(confirm).ok());
+  EXPECT_EQ(parse(confirm)->type, HelloType::kConfirm);
+  confirm.proof.clear();
+  EXPECT_FALSE(parse(confirm).ok());
+  HelloMessage reject = Sample();
+  reject.type = HelloType::kReject;
+  reject.nonce.clear();
+  reject.proof.clear();
+  reject.reason = "no";
+  EXPECT_TRUE(parse(reject).ok());
 }
 
 TEST(HelloMessageTest, ConstantTimeEquals) {

@@ -44,16 +44,24 @@ struct TransportOptions {
 using EndpointId = uint64_t;
 
 // Receives the hellos that incoming connections present for one
-// (job, generation). Runs on the progress thread and must not block.
+// (job, generation), and the dialer's confirmation that follows an accepted
+// hello (hello_message.h). Runs on the progress thread and must not block.
 class HelloHandler {
  public:
   struct Verdict {
     bool accept = false;
     HelloMessage reply;  // kAccept or kReject
   };
-  // On accept the handler owns `endpoint` and must Close() it eventually.
+  // On accept the transport sends the reply and waits for the dialer's
+  // confirmation; the endpoint carries nothing else until OnConfirm adopts it.
   virtual Verdict OnHello(EndpointId endpoint, const std::string& peer_address,
                           const HelloMessage& hello) = 0;
+  // The message that followed an accepted hello on `endpoint` (kConfirm or
+  // kReject), or why none came (error, timeout). Returns whether the handler
+  // adopts the endpoint: it then owns it and must Close() it eventually;
+  // otherwise the transport closes it.
+  virtual bool OnConfirm(EndpointId endpoint, const std::string& peer_address,
+                         absl::StatusOr<HelloMessage> confirm) = 0;
 
  protected:
   ~HelloHandler() = default;
@@ -111,6 +119,9 @@ class Transport {
       std::function<void(EndpointId endpoint, absl::StatusOr<HelloMessage> reply)>;
   void Connect(const std::string& peer_address, const HelloMessage& hello,
                ConnectCallback done);
+  // Sends the dialer's last handshake message (kConfirm or kReject) on an
+  // endpoint Connect() delivered.
+  void SendHandshake(EndpointId endpoint, const HelloMessage& message);
   // Called (on the progress thread) when the endpoint fails: the peer died,
   // reset the connection, or UCX's keepalive gave up. The owner then closes it.
   void SetErrorHandler(EndpointId endpoint, std::function<void(absl::Status)> on_error);
@@ -181,6 +192,9 @@ class Transport {
                        std::function<void(absl::Status)> done);
   void OnHelloReceived(EndpointId id, absl::StatusOr<HelloMessage> hello);
   void DispatchHello(EndpointId id, const HelloMessage& hello);
+  // The dialer's answer to an accepted hello (or why none came): handed to
+  // the handler that accepted it, which adopts the endpoint or not.
+  void OnConfirmReceived(EndpointId id, absl::StatusOr<HelloMessage> confirm);
   void RejectEndpoint(EndpointId id, const HelloMessage& hello, const std::string& reason);
   void ExpireParkedHellos();
   // UCX operations with a callback: `op` is owned until its done() has run.

@@ -375,10 +375,19 @@ void Transport::DispatchHello(EndpointId id, const HelloMessage& hello) {
       RejectEndpoint(id, hello, verdict.reply.reason);
       return;
     }
-    endpoint->role = EndpointState::Role::kOwned;
-    StartStreamSend(endpoint, verdict.reply, [](absl::Status s) {
-      // A failure here surfaces as an endpoint error to the new owner.
-      LOG_IF(WARNING, !s.ok()) << "data plane: " << s.message();
+    endpoint->role = EndpointState::Role::kAwaitingConfirm;
+    endpoint->handler_key = {hello.job_id, hello.generation};
+    StartStreamSend(endpoint, verdict.reply, [this, id](absl::Status s) {
+      if (!s.ok()) OnConfirmReceived(id, s);
+    });
+    endpoint = FindEndpoint(id);  // the send may have failed at once
+    if (endpoint == nullptr || endpoint->closing) return;
+    StartStreamRecv(endpoint, [this, id](absl::StatusOr<HelloMessage> confirm) {
+      OnConfirmReceived(id, std::move(confirm));
+    });
+    timers_.emplace(absl::Now() + options_.timeout, [this, id] {
+      OnConfirmReceived(id, absl::DeadlineExceededError(absl::StrCat(
+                                "no confirmation within ", absl::FormatDuration(options_.timeout))));
     });
     return;
   }
@@ -393,6 +402,38 @@ void Transport::DispatchHello(EndpointId id, const HelloMessage& hello) {
   const absl::Time deadline = absl::Now() + options_.timeout;
   parked_.push_back({id, hello, deadline});
   timers_.emplace(deadline, [this] { ExpireParkedHellos(); });
+}
+
+void Transport::OnConfirmReceived(EndpointId id, absl::StatusOr<HelloMessage> confirm) {
+  EndpointState* endpoint = FindEndpoint(id);
+  if (endpoint == nullptr || endpoint->closing ||
+      endpoint->role != EndpointState::Role::kAwaitingConfirm) {
+    return;
+  }
+  HelloHandler* handler = nullptr;
+  {
+    absl::MutexLock lock(&handlers_mu_);
+    auto it = handlers_.find(endpoint->handler_key);
+    if (it != handlers_.end()) handler = it->second;
+  }
+  // Unregistering runs on this thread, so the handler stays alive here.
+  if (handler != nullptr &&
+      handler->OnConfirm(id, endpoint->peer_address, std::move(confirm))) {
+    endpoint->role = EndpointState::Role::kOwned;
+    return;
+  }
+  ForceClose(id);
+}
+
+void Transport::SendHandshake(EndpointId id, const HelloMessage& message) {
+  Enqueue([this, id, message] {
+    EndpointState* endpoint = FindEndpoint(id);
+    if (endpoint == nullptr || endpoint->closing) return;
+    StartStreamSend(endpoint, message, [](absl::Status s) {
+      // A failure here surfaces as an endpoint error to the owner.
+      LOG_IF(WARNING, !s.ok()) << "data plane: " << s.message();
+    });
+  });
 }
 
 void Transport::RejectEndpoint(EndpointId id, const HelloMessage& hello,
@@ -483,6 +524,9 @@ void Transport::HandleEndpointError(EndpointId id, ucs_status_t status) {
       if (cb) cb(0, error);
       return;
     }
+    case EndpointState::Role::kAwaitingConfirm:
+      OnConfirmReceived(id, error);
+      return;
     case EndpointState::Role::kAccepting:
     case EndpointState::Role::kParked:
       VLOG(1) << "data plane: " << error.message();

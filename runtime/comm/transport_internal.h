@@ -27,7 +27,8 @@ uint16_t SockaddrPort(const sockaddr_storage& addr);
 std::string SockaddrToString(const sockaddr_storage& addr);  // "1.2.3.4:5" / "[::1]:5"
 
 struct Transport::EndpointState {
-  enum class Role { kConnecting, kAccepting, kParked, kOwned };
+  // kAwaitingConfirm: an accepted hello, the dialer's proof not yet checked.
+  enum class Role { kConnecting, kAccepting, kParked, kAwaitingConfirm, kOwned };
   struct ErrorArg {
     Transport* transport;
     EndpointId id;
@@ -42,6 +43,8 @@ struct Transport::EndpointState {
   bool close_started = false;  // ucp_ep_close_nbx issued
   std::function<void(absl::Status)> on_error;
   ConnectCallback connect_done;
+  // kAwaitingConfirm: the (job, generation) whose handler accepted the hello.
+  std::pair<std::string, uint64_t> handler_key;
   ErrorArg error_arg{nullptr, 0};  // stable address handed to UCX
 };
 

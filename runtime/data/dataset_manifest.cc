@@ -1,5 +1,6 @@
 #include "runtime/data/dataset_manifest.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "runtime/base/atomic_file.h"
@@ -8,6 +9,11 @@ namespace corescape::data {
 namespace {
 
 using nlohmann::json;
+
+bool IsPlainFileName(const std::string& name) {
+  return !name.empty() && name.size() <= 255 && name != "." && name != ".." &&
+         name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
+}
 
 json SplitToJson(const SplitEntry& split) {
   json shards = json::array();
@@ -38,6 +44,17 @@ class Fields {
     const json* value = Get(object, key, json::value_t::string, "a string");
     return value ? value->get<std::string>() : "";
   }
+  // A file inside the dataset directory: a plain name, so a manifest cannot
+  // make a reader open anything outside it.
+  std::string FileName(const json& object, const char* key) {
+    std::string name = String(object, key);
+    if (status_.ok() && !IsPlainFileName(name)) {
+      Fail(absl::StrCat("\"", key, "\" is \"", absl::CHexEscape(name.substr(0, 80)),
+                        "\": expected a file name in the dataset directory (no '/', not '.' or "
+                        "'..', at most 255 bytes)"));
+    }
+    return name;
+  }
   int64_t Integer(const json& object, const char* key) {
     const json* value = Get(object, key, json::value_t::number_integer, "an integer");
     return value ? value->get<int64_t>() : 0;
@@ -63,7 +80,7 @@ class Fields {
         Fail(absl::StrCat("\"", key, "\".shards holds a non-object"));
         return split;
       }
-      split.shards.push_back({String(shard, "file"), Integer(shard, "tokens"),
+      split.shards.push_back({FileName(shard, "file"), Integer(shard, "tokens"),
                               Integer(shard, "documents")});
     }
     return split;
@@ -129,8 +146,8 @@ absl::StatusOr<DatasetManifest> ParseManifest(absl::string_view text, const std:
     m.eos_id = static_cast<int32_t>(fields.Integer(*tokenizer, "eos_id"));
     m.pad_id = static_cast<int32_t>(fields.Integer(*tokenizer, "pad_id"));
     if (m.tokenizer == "gpt2") {
-      m.gpt2_encoder_file = fields.String(*tokenizer, "gpt2_encoder_file");
-      m.gpt2_vocab_file = fields.String(*tokenizer, "gpt2_vocab_file");
+      m.gpt2_encoder_file = fields.FileName(*tokenizer, "gpt2_encoder_file");
+      m.gpt2_vocab_file = fields.FileName(*tokenizer, "gpt2_vocab_file");
     }
   }
   m.token_width_bytes = static_cast<uint32_t>(fields.Integer(root, "token_width_bytes"));

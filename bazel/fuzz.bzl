@@ -1,0 +1,31 @@
+"""cc_fuzz_target: a libFuzzer target and the CI test that runs its seeds.
+
+Under --config=fuzz (clang, libFuzzer, ASan + UBSan; scripts/fuzz.sh) `name`
+is a libFuzzer binary. In every other build it links //tools/fuzz:seed_driver
+instead, and `name + "_test"` runs its seed corpus and deterministic
+mutations of it, failing on a crash or when a seed no longer parses.
+"""
+
+def cc_fuzz_target(name, srcs, deps = [], **kwargs):
+    native.cc_binary(
+        name = name,
+        testonly = True,
+        srcs = srcs,
+        deps = deps + ["//tools/fuzz:fuzz_target"] + select({
+            "//bazel:fuzzing": ["//tools/fuzz:libfuzzer_hooks"],
+            "//conditions:default": ["//tools/fuzz:seed_driver"],
+        }),
+        linkopts = select({
+            "//bazel:fuzzing": ["-fsanitize=fuzzer"],
+            "//conditions:default": [],
+        }),
+        **kwargs
+    )
+    native.sh_test(
+        name = name + "_test",
+        size = "small",
+        srcs = ["//tools/fuzz:run_seeds.sh"],
+        args = ["$(location :%s)" % name],
+        data = [":" + name],
+        tags = ["fuzz_seeds"],
+    )

@@ -1,0 +1,28 @@
+// Fuzzes the checkpoint manifest parser (manifest.json of step-N/).
+#include <string>
+#include <vector>
+
+#include "runtime/checkpoint/checkpoint.h"
+#include "absl/strings/string_view.h"
+#include "tools/fuzz/fuzz_target.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto manifest = corescape::checkpoint::ParseCheckpointManifest(
+      absl::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
+  if (manifest.ok()) corescape::fuzz::NoteAccepted();
+  return 0;
+}
+
+namespace corescape::fuzz {
+
+std::vector<std::string> FuzzSeeds() {
+  checkpoint::CheckpointManifest manifest{.step = 300};
+  manifest.blobs["params"] = {.bytes = 83886080, .crc32c = 0x1234abcd};
+  manifest.blobs["optimizer"] = {.bytes = 167772160, .crc32c = 0xffffffff};
+  manifest.blobs["loader.json"] = {.bytes = 57, .crc32c = 0};
+  checkpoint::CheckpointManifest empty{.step = 0};
+  return {checkpoint::CheckpointManifestToJson(manifest),
+          checkpoint::CheckpointManifestToJson(empty)};
+}
+
+}  // namespace corescape::fuzz

@@ -1,0 +1,34 @@
+// Fuzzes the data plane's control messages (goodbye, goodbye-ack, abort).
+#include <string>
+#include <vector>
+
+#include "runtime/comm/control_message.h"
+#include "absl/strings/string_view.h"
+#include "tools/fuzz/fuzz_target.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto message = corescape::comm::ControlMessage::Parse(
+      absl::string_view(reinterpret_cast<const char*>(data), size));
+  if (message.ok()) corescape::fuzz::NoteAccepted();
+  return 0;
+}
+
+namespace corescape::fuzz {
+
+std::vector<std::string> FuzzSeeds() {
+  std::vector<std::string> seeds;
+  for (comm::ControlType type :
+       {comm::ControlType::kGoodbye, comm::ControlType::kGoodbyeAck, comm::ControlType::kAbort}) {
+    comm::ControlMessage message;
+    message.type = type;
+    message.generation = 3;
+    message.from_rank = 2;
+    message.completed_collectives = 1234;
+    if (type == comm::ControlType::kAbort) message.reason = "rank 2: out of memory";
+    const comm::ControlMessage::Bytes bytes = message.Serialize();
+    seeds.emplace_back(bytes.data(), bytes.size());
+  }
+  return seeds;
+}
+
+}  // namespace corescape::fuzz

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Builds every libFuzzer target (cc_fuzz_target: the parsers of outside
+# input) with clang, ASan and UBSan, and fuzzes each for N seconds from its
+# seed corpus. Prints one line per target ("//pkg:target PASSED|FAILED ...")
+# and exits non-zero if any target crashed; crash inputs are kept under the
+# output directory.
+#   scripts/fuzz.sh [--seconds N] [--out DIR] [TARGET ...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=30
+out=${TMPDIR:-/tmp}/corescape-fuzz
+targets=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --seconds) seconds=$2; shift 2 ;;
+    --seconds=*) seconds=${1#*=}; shift ;;
+    --out) out=$2; shift 2 ;;
+    --out=*) out=${1#*=}; shift ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+[[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] || { echo "fuzz.sh: --seconds takes a positive integer" >&2; exit 2; }
+clang=$(command -v clang-14 || command -v clang || true)
+[[ -n "$clang" ]] || { echo "fuzz.sh: clang not found (scripts/setup.sh installs clang-14 and libfuzzer-14-dev)" >&2; exit 1; }
+
+# Its own output base: the clang toolchain never replaces the default
+# build's (gcc) configuration or cache.
+bazel_fuzz=(bazel --output_base="$HOME/.cache/corescape-fuzz-bazel")
+# The project's own folders (a checkout's bazel-<dir> link must not be walked).
+source_dirs="//runtime/... + //scheduler/... + //worker/... + //attention_server/... + //client/... + //tools/..."
+if [[ ${#targets[@]} -eq 0 ]]; then
+  mapfile -t targets < <("${bazel_fuzz[@]}" query --noshow_progress \
+    "kind(\"cc_binary\", rdeps($source_dirs, //tools/fuzz:fuzz_target, 1))" 2>/dev/null | sort)
+fi
+[[ ${#targets[@]} -gt 0 ]] || { echo "fuzz.sh: no fuzz targets found" >&2; exit 1; }
+
+echo "== building ${#targets[@]} fuzz targets (clang $("$clang" -dumpversion), ASan + UBSan)"
+if ! CC="$clang" "${bazel_fuzz[@]}" build --config=fuzz --repo_env=CC="$clang" "${targets[@]}" \
+     >"$out.build.log" 2>&1; then
+  tail -30 "$out.build.log"
+  echo "fuzz.sh: build failed (log: $out.build.log)"
+  exit 1
+fi
+bin_dir=$("${bazel_fuzz[@]}" info --config=fuzz --repo_env=CC="$clang" bazel-bin 2>/dev/null)
+
+failed=0
+for target in "${targets[@]}"; do
+  name=${target#//}; name=${name/://}
+  binary="$bin_dir/$name"
+  work="$out/${name//\//_}"
+  rm -rf "$work"; mkdir -p "$work/corpus" "$work/crashes"
+  if ! CORESCAPE_FUZZ_WRITE_SEEDS="$work/corpus" timeout 60 "$binary" -runs=0 >"$work/seeds.log" 2>&1 ||
+     [[ -z "$(ls "$work/corpus")" ]]; then
+    failed=$((failed + 1))
+    echo "$target FAILED (could not write its seed corpus: $work/seeds.log)"
+    continue
+  fi
+  timeout $((seconds + 120)) "$binary" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$work/crashes/" "$work/corpus" >"$work/log" 2>&1
+  status=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
+  if [[ $status -eq 0 ]]; then
+    echo "$target PASSED (${runs:-?} runs in ${seconds}s, corpus $(ls "$work/corpus" | wc -l) inputs)"
+  else
+    failed=$((failed + 1))
+    echo "$target FAILED (exit $status; crash inputs in $work/crashes; log $work/log):"
+    grep -m5 -E 'ERROR|SUMMARY|runtime error' "$work/log" | sed 's/^/    /'
+  fi
+done
+[[ $failed -eq 0 ]]
