@@ -10,7 +10,7 @@
 namespace corescape::planner {
 namespace {
 
-// BRIEF §4: 4 ranks, budget 16384, [[16384], [8192]*2, [4096]*4, [2048]*8].
+// DistCA's published worked example: 4 ranks, budget 16384, [[16384], [8192]*2, [4096]*4, [2048]*8].
 PlanInput WorkedExample() {
   return InPlaceInput({{16384},
                        {8192, 8192},
