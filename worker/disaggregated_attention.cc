@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/attention/disaggregated_core_attention.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/control/attention_communicator.h"
+#include "runtime/control/job_communicator.h"
 #include "worker/attention_forwarder.h"
 #include "worker/in_place_attention.h"
 
@@ -23,8 +23,8 @@ absl::StatusOr<std::shared_ptr<AbortableAttention>> ConnectDisaggregatedAttentio
         "job ", assignment.job_id(), " is DISAGGREGATED but its assignment names no attention "
         "servers"));
   }
-  const comm::CommunicatorOptions options = AttentionCommunicatorOptions(assignment, timeout);
-  auto communicator = comm::Communicator::Create(transport, options);
+  auto communicator = comm::Communicator::Create(
+      transport, JobCommunicatorOptions(assignment, JobCommunicator::kAttention, timeout));
   if (!communicator.ok()) return communicator.status();
   attention::DisaggregatedOptions attention_options;
   attention_options.workers = workers;

@@ -3,13 +3,10 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/attention/in_place_core_attention.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/control/job_communicator.h"
 #include "worker/attention_forwarder.h"
 
 namespace corescape::worker {
-
-std::string InPlaceAttentionCommunicatorId(absl::string_view job_id) {
-  return absl::StrCat(job_id, "/attn-inplace");
-}
 
 absl::StatusOr<std::shared_ptr<AbortableAttention>> ConnectInPlaceAttention(
     comm::Transport* transport, const v1::JobAssignment& assignment,
@@ -20,16 +17,8 @@ absl::StatusOr<std::shared_ptr<AbortableAttention>> ConnectInPlaceAttention(
                      assignment.attention_server_addresses_size(),
                      " attention servers; in-place attention runs on the workers"));
   }
-  comm::CommunicatorOptions options;
-  options.rank = assignment.rank();
-  options.world_size = assignment.peer_data_addresses_size();
-  options.generation = assignment.generation();
-  options.peer_addresses.assign(assignment.peer_data_addresses().begin(),
-                                assignment.peer_data_addresses().end());
-  options.secret_token = assignment.data_plane_token();
-  options.timeout = timeout;
-  options.job_id = InPlaceAttentionCommunicatorId(assignment.job_id());
-  auto communicator = comm::Communicator::Create(transport, options);
+  auto communicator = comm::Communicator::Create(
+      transport, JobCommunicatorOptions(assignment, JobCommunicator::kInPlaceAttention, timeout));
   if (!communicator.ok()) return communicator.status();
   attention::InPlaceOptions attention_options;
   attention_options.n_layers = config.model.n_layers;

@@ -22,9 +22,6 @@ absl::StatusOr<std::shared_ptr<AbortableAttention>> ConnectInPlaceAttention(
     comm::Transport* transport, const v1::JobAssignment& assignment,
     const train::TrainerConfig& config, absl::Duration timeout);
 
-// The communicator's job id.
-std::string InPlaceAttentionCommunicatorId(absl::string_view job_id);
-
 }  // namespace corescape::worker
 
 #endif  // CORESCAPE_WORKER_IN_PLACE_ATTENTION_H_
