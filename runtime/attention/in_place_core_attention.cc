@@ -460,13 +460,12 @@ absl::Status InPlaceCoreAttention::FinishExchange(MicroBatchState& state) {
   for (int32_t p = 0; p < workers_; ++p) {
     if (p != self_) st.take(p, state.inbound[p].data());
   }
-  const absl::Time compute_start = absl::Now();
-  if (options_.before_compute) options_.before_compute();
+  const absl::Time compute_start = options_.clock->Now();
   if (absl::Status s = st.compute(); !s.ok()) {
     return Fail(absl::Status(s.code(), absl::StrCat("in-place attention on worker ", self_, " at ",
                                                     header.Describe(), ": ", s.message())));
   }
-  state.timed_seconds += absl::ToDoubleSeconds(absl::Now() - compute_start);
+  state.timed_seconds += absl::ToDoubleSeconds(options_.clock->Now() - compute_start);
   state.timed_cost += PassCost(state.plan->plan, self_, header.pass == Pass::kBackward);
 
   for (int32_t p = 0; p < workers_; ++p) {

@@ -60,6 +60,7 @@
 #include "runtime/attention/in_place_fused_batch.h"
 #include "runtime/attention/micro_batch_plan.h"
 #include "runtime/attention/wire_format.h"
+#include "runtime/base/clock.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/comm/handle_set.h"
 #include "runtime/comm/communicator.h"
@@ -83,9 +84,9 @@ struct InPlaceOptions {
   // fused kernel calls and sends its speed with its documents), so a slow
   // or busy worker gets less; false: equal speeds.
   bool learn_speeds = true;
-  // Test hook, called on the calling thread just before each of this
-  // worker's fused kernel calls (its time counts in the measured speed).
-  std::function<void()> before_compute;
+  // What this worker's fused kernel calls are timed with (read on the
+  // calling thread just before and after each); tests give their own.
+  const Clock* clock = RealClock::Get();
 };
 
 // Counted per micro-batch, from its plan.

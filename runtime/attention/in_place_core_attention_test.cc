@@ -9,11 +9,14 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "runtime/base/clock.h"
 #include "runtime/comm/loopback_ranks.h"
 #include "runtime/model/transformer.h"
 
@@ -223,8 +226,25 @@ TEST(InPlacePlanTest, BalancedBatchesStayAtHome) {
   });
 }
 
-// The worker whose thread runs the current RunWorkers body (for hooks).
+// The worker whose thread runs the current RunWorkers body.
 thread_local int tls_worker = -1;
+
+// Every read moves the reading worker's own time on by its step, so each
+// fused kernel call (timed between two reads on the worker's thread) takes
+// exactly that step, whatever the machine is doing.
+class SteppingClock final : public Clock {
+ public:
+  explicit SteppingClock(std::vector<absl::Duration> step_per_worker)
+      : steps_(std::move(step_per_worker)) {}
+  absl::Time Now() const override {
+    thread_local absl::Time now = absl::UnixEpoch();
+    now += steps_.at(tls_worker);
+    return now;
+  }
+
+ private:
+  const std::vector<absl::Duration> steps_;
+};
 
 // A worker whose attention kernel is slow gets less of the attention: each
 // worker times its fused calls and announces its speed with its documents,
@@ -246,10 +266,10 @@ TEST(InPlaceSpeedTest, SlowWorkerGetsLessAttention) {
     options.n_layers = 1;
     options.tolerance = 0.02;
     options.learn_speeds = learn;
-    // Worker 1's kernel calls take 10 ms longer: many times slower here.
-    options.before_compute = [] {
-      if (tls_worker == 1) absl::SleepFor(absl::Milliseconds(10));
-    };
+    // Every kernel call of worker 1 takes 10 ms, of worker 0 1 ms: worker
+    // 1 is measured about ten times slower per unit of cost.
+    const SteppingClock clock({absl::Milliseconds(1), absl::Milliseconds(10)});
+    options.clock = &clock;
     absl::Mutex mu;
     std::vector<std::vector<std::vector<planner::PlannedTask>>> plans(2);  // [worker][mb]
     std::vector<double> slow_share(2);  // worker 1's share of the last plan's cost
@@ -280,6 +300,8 @@ TEST(InPlaceSpeedTest, SlowWorkerGetsLessAttention) {
     EXPECT_EQ(stats[0].speed_weights, stats[1].speed_weights);
     if (learn) {
       EXPECT_LT(stats[0].speed_weights[1], 0.6) << "worker 1 was not measured as slow";
+      // Ten times slower per call on a smaller share: down to the clamp.
+      EXPECT_NEAR(stats[0].speed_weights[1], 0.1, 1e-3);
       EXPECT_LT(slow_share[0], 0.4);
       EXPECT_GT(stats[1].tasks_shipped, 0) << "the slow worker kept all its attention";
     } else {
