@@ -15,12 +15,18 @@ RowWidths RowWidths::Of(const kernels::AttentionShape& shape) {
           shape.n_heads};
 }
 
-namespace {
+planner::ModelShape PlannerModelShape(const kernels::AttentionShape& shape) {
+  planner::ModelShape model;
+  model.hidden = int64_t{shape.n_heads} * shape.head_dim;
+  model.n_heads = shape.n_heads;
+  model.n_kv_heads = shape.n_kv_heads;
+  model.head_dim = shape.head_dim;
+  model.bytes_per_element = sizeof(float);  // fp32 on the wire
+  return model;
+}
 
-// The planner's input for the participants' options (equal speeds unless
-// given; in-place servers colocated with their workers).
 absl::StatusOr<planner::PlanInput> MicroBatchPlanInput(
-    std::vector<std::vector<int64_t>> worker_documents, const kernels::AttentionShape& shape,
+    std::vector<std::vector<int64_t>> worker_documents, const planner::ModelShape& model,
     const PlanOptions& options) {
   if (options.servers < 1) {
     return absl::InvalidArgumentError(
@@ -47,13 +53,11 @@ absl::StatusOr<planner::PlanInput> MicroBatchPlanInput(
     }
     for (int32_t s = 0; s < options.servers; ++s) input.servers[s].colocated_worker = s;
   }
-  input.model.hidden = int64_t{shape.n_heads} * shape.head_dim;
-  input.model.n_heads = shape.n_heads;
-  input.model.n_kv_heads = shape.n_kv_heads;
-  input.model.head_dim = shape.head_dim;
-  input.model.bytes_per_element = sizeof(float);  // fp32 on the wire
+  input.model = model;
   return input;
 }
+
+namespace {
 
 // Lays `plan` out as every server's fused batch and every worker's share.
 absl::StatusOr<MicroBatchPlan> LayOutMicroBatch(std::vector<std::vector<int64_t>> worker_documents,
@@ -120,7 +124,7 @@ absl::StatusOr<MicroBatchPlan> LayOutMicroBatch(std::vector<std::vector<int64_t>
 absl::StatusOr<MicroBatchPlan> PlanMicroBatch(std::vector<std::vector<int64_t>> worker_documents,
                                               const kernels::AttentionShape& shape,
                                               const PlanOptions& options) {
-  auto input = MicroBatchPlanInput(std::move(worker_documents), shape, options);
+  auto input = MicroBatchPlanInput(std::move(worker_documents), PlannerModelShape(shape), options);
   if (!input.ok()) return input.status();
   absl::StatusOr<planner::Plan> plan;
   if (options.planner == PlannerKind::kDistcaGreedy) {
@@ -143,7 +147,7 @@ absl::StatusOr<MicroBatchPlan> PlanMicroBatch(std::vector<std::vector<int64_t>> 
 absl::StatusOr<MicroBatchPlan> AdoptMicroBatchPlan(
     std::vector<std::vector<int64_t>> worker_documents, const kernels::AttentionShape& shape,
     const PlanOptions& options, std::vector<planner::PlannedTask> tasks) {
-  auto input = MicroBatchPlanInput(std::move(worker_documents), shape, options);
+  auto input = MicroBatchPlanInput(std::move(worker_documents), PlannerModelShape(shape), options);
   if (!input.ok()) return input.status();
   if (absl::Status s = planner::ValidatePlanInput(*input); !s.ok()) return s;
   // Checks every task's range and that the tasks tile each document once.

@@ -59,6 +59,18 @@ struct MicroBatchPlan {
   int64_t scheduler_step = 0;
 };
 
+// The planner's model of core attention of `shape`: fp32 on the wire, as
+// the exchanges are.
+planner::ModelShape PlannerModelShape(const kernels::AttentionShape& shape);
+
+// The planner's input of one micro-batch, as every participant and the
+// scheduler build it: options.servers dedicated servers (in place: server s
+// is worker s) at options.server_speeds (equal when empty), the default
+// cost model. InvalidArgument when the counts do not fit.
+absl::StatusOr<planner::PlanInput> MicroBatchPlanInput(
+    std::vector<std::vector<int64_t>> worker_documents, const planner::ModelShape& model,
+    const PlanOptions& options);
+
 absl::StatusOr<MicroBatchPlan> PlanMicroBatch(std::vector<std::vector<int64_t>> worker_documents,
                                               const kernels::AttentionShape& shape,
                                               const PlanOptions& options);
