@@ -159,10 +159,11 @@ void JobRunner::ApplySpeedWeights(Run& run) {
       run.speed_weights->attention_epoch() != run.attention_epoch) {
     return;  // the executor of its epoch takes them once it exists
   }
-  const std::vector<double> weights(run.speed_weights->weights().begin(),
-                                    run.speed_weights->weights().end());
-  if (absl::Status s = run.attention->SetSpeedWeights(run.speed_weights->version(), weights);
-      !s.ok()) {
+  attention::SpeedWeights weights;
+  weights.version = run.speed_weights->version();
+  weights.weights.assign(run.speed_weights->weights().begin(),
+                         run.speed_weights->weights().end());
+  if (absl::Status s = run.attention->SetSpeedWeights(std::move(weights)); !s.ok()) {
     LOG_EVERY_N(WARNING, 20) << "job " << run.assignment.job_id()
                              << ": attention speed weights refused: " << s;
   }
@@ -266,7 +267,7 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
     JobRunner* runner;
     Run* run;
     ~ReleaseAttention() {
-      std::shared_ptr<AbortableAttention> attention;
+      std::shared_ptr<attention::RemoteCoreAttention> attention;
       absl::MutexLock lock(&runner->mu_);
       attention.swap(run->attention);
     }
@@ -432,7 +433,7 @@ absl::Status JobRunner::FailOverAttention(Run* run, train::DataParallelTrainer& 
   absl::Status last = why;
   for (;;) {
     v1::JobAssignment membership;
-    std::shared_ptr<AbortableAttention> broken;
+    std::shared_ptr<attention::RemoteCoreAttention> broken;
     {
       absl::MutexLock lock(&mu_);
       auto newer = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

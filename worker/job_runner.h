@@ -13,12 +13,19 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "corescape/v1/node.pb.h"
-#include "runtime/attention/shipped_plan.h"
+#include "runtime/attention/remote_core_attention.h"
 #include "runtime/control/node_agent.h"
 #include "runtime/train/data_parallel_group.h"
 #include "runtime/train/data_parallel_trainer.h"
 
 namespace corescape::worker {
+
+// Builds the job's core-attention executor for DISAGGREGATED and IN_PLACE
+// jobs (core_attention.h); the runner keeps it so a stop can abort an
+// exchange in flight, and hands it the scheduler's weights and plans.
+using AttentionFactory =
+    std::function<absl::StatusOr<std::shared_ptr<attention::RemoteCoreAttention>>(
+        const v1::JobAssignment& assignment, const train::TrainerConfig& config)>;
 
 // Builds the job's data-parallel group (its communicator) from an
 // assignment: peers, generation, token.
@@ -34,32 +41,6 @@ using GroupFactory = std::function<absl::StatusOr<std::unique_ptr<train::DataPar
 // next step boundary. DISAGGREGATED jobs survive a lost attention server: a
 // step dropped because core attention failed is redone once the scheduler
 // sends the same generation's next attention epoch (FailOverAttention).
-// Builds the job's core-attention executor for DISAGGREGATED jobs (the
-// attention communicator to the job's attention servers); the runner keeps it
-// so a stop can abort an exchange in flight.
-class AbortableAttention : public model::CoreAttentionExecutor {
- public:
-  virtual void Abort(const std::string& reason) = 0;
-  // The attention servers' speed weights (the scheduler's
-  // AttentionSpeedWeights) for the plans of the next micro-batches; any
-  // thread. Executors that plan over no servers refuse them.
-  virtual absl::Status SetSpeedWeights(uint64_t /*version*/,
-                                       const std::vector<double>& /*weights*/) {
-    return absl::FailedPreconditionError("this attention executor takes no speed weights");
-  }
-  // The scheduler's plan of an upcoming micro-batch (worker rank 0 of a
-  // DISAGGREGATED job; attention/shipped_plan.h); any thread. Executors
-  // that plan over no servers refuse it.
-  virtual absl::Status OfferShippedPlan(attention::ShippedPlan /*plan*/) {
-    return absl::FailedPreconditionError("this attention executor takes no scheduler plans");
-  }
-  // Whether worker rank 0 ships the scheduler's plans with the next
-  // micro-batches (off during validation, which the scheduler never plans).
-  virtual void ShipSchedulerPlans(bool /*on*/) {}
-};
-using AttentionFactory = std::function<absl::StatusOr<std::shared_ptr<AbortableAttention>>(
-    const v1::JobAssignment& assignment, const train::TrainerConfig& config)>;
-
 class JobRunner {
  public:
   // attention_factory may be null: DISAGGREGATED jobs then fail with a clear
@@ -81,7 +62,7 @@ class JobRunner {
     std::thread thread;
     // Set once connected, so a stop can abort a collective in flight.
     std::shared_ptr<train::DataParallelGroup> group;
-    std::shared_ptr<AbortableAttention> attention;  // DISAGGREGATED jobs
+    std::shared_ptr<attention::RemoteCoreAttention> attention;  // DISAGGREGATED, IN_PLACE
     // DISAGGREGATED jobs: the newest attention membership the scheduler
     // sent for this generation (highest attention_epoch). Guarded by mu_.
     v1::JobAssignment attention_membership;

@@ -15,11 +15,11 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/attention/announced_micro_batch.h"
 #include "runtime/attention/micro_batch_plan.h"
+#include "runtime/attention/remote_core_attention.h"
 #include "runtime/attention/shipped_plan.h"
 #include "runtime/attention/speed_weights.h"
 #include "runtime/attention/wire_format.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/model/core_attention_executor.h"
 
 namespace corescape::attention {
 
@@ -67,7 +67,7 @@ struct DisaggregatedOptions {
 // its own micro-batch (own document lengths, own plan) whose headers carry
 // the half; a call's requests go out at Start and its replies are awaited at
 // Finish, so one half's exchange is in flight while the other half computes.
-class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
+class DisaggregatedCoreAttention final : public RemoteCoreAttention {
  public:
   // `communicator`: rank = this worker's rank, world = workers + servers.
   static absl::StatusOr<std::unique_ptr<DisaggregatedCoreAttention>> Create(
@@ -96,30 +96,17 @@ class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
                              float* d_v) override;
   absl::Status FinishBackward(int half) override;
 
-  // Fails the exchange in flight (and every later one) with `reason`.
-  void Abort(const std::string& reason);
-
-  // The servers' speed weights for the next micro-batches (from the
-  // scheduler; any thread). Only worker rank 0's count: it sends them with
-  // its document lengths and every participant plans with them. Until the
-  // first call every server counts as equally fast. InvalidArgument (and
-  // nothing changes) unless there is one finite weight > 0 per server.
-  absl::Status SetSpeedWeights(SpeedWeights weights) ABSL_LOCKS_EXCLUDED(weights_mu_);
-  absl::Status SetSpeedWeights(uint64_t version, const std::vector<double>& weights)
-      ABSL_LOCKS_EXCLUDED(weights_mu_) {
-    return SetSpeedWeights(SpeedWeights{version, weights});
-  }
-
-  // The scheduler's plan of an upcoming micro-batch (any thread). Rank 0
-  // ships it to every participant with the documents of the micro-batch it
-  // matches (shipped_plan.h); other ranks refuse it (FailedPrecondition):
-  // only rank 0's plans count.
-  absl::Status OfferShippedPlan(ShippedPlan plan);
-  // Whether rank 0 ships the queued plans with the next micro-batches (any
-  // thread; on by default). Off for micro-batches the scheduler does not
-  // plan (validation): their lengths may match worker 0's part of a queued
-  // plan while the other workers' differ.
-  void ShipSchedulerPlans(bool on) { ship_plans_.store(on); }
+  // RemoteCoreAttention.
+  void Abort(const std::string& reason) override;
+  // Only worker rank 0's weights count: it sends them with its document
+  // lengths and every participant plans with them. Until the first call
+  // every server counts as equally fast.
+  absl::Status SetSpeedWeights(SpeedWeights weights) override ABSL_LOCKS_EXCLUDED(weights_mu_);
+  // Rank 0 ships the plan to every participant with the documents of the
+  // micro-batch it matches; other ranks refuse it (FailedPrecondition).
+  absl::Status OfferShippedPlan(ShippedPlan plan) override;
+  // On by default.
+  void ShipSchedulerPlans(bool on) override { ship_plans_.store(on); }
   // Where the plans so far came from.
   const PlanSourceCounts& plan_sources() const { return planner_.sources(); }
 

@@ -137,6 +137,19 @@ InPlaceCoreAttention::~InPlaceCoreAttention() {
 
 void InPlaceCoreAttention::Abort(const std::string& reason) { communicator_->Abort(reason); }
 
+absl::Status InPlaceCoreAttention::SetSpeedWeights(SpeedWeights weights) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "in-place attention plans with the workers' measured speeds; it takes no attention "
+      "servers' speed weights (version ",
+      weights.version, ")"));
+}
+
+absl::Status InPlaceCoreAttention::OfferShippedPlan(ShippedPlan plan) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "in-place attention is planned by the workers; it takes no scheduler plan (step ",
+      plan.step, ")"));
+}
+
 absl::Status InPlaceCoreAttention::Fail(absl::Status status) {
   communicator_->Abort(status.message());
   return status;

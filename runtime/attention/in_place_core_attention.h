@@ -59,12 +59,12 @@
 #include "absl/status/statusor.h"
 #include "runtime/attention/in_place_fused_batch.h"
 #include "runtime/attention/micro_batch_plan.h"
+#include "runtime/attention/remote_core_attention.h"
 #include "runtime/attention/wire_format.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/comm/handle_set.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/model/core_attention_executor.h"
 #include "runtime/planner/speed_weights.h"
 
 namespace corescape::attention {
@@ -100,7 +100,7 @@ struct InPlaceStats {
   std::vector<double> speed_weights;
 };
 
-class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
+class InPlaceCoreAttention final : public RemoteCoreAttention {
  public:
   // `communicator`: the job's in-place attention communicator, rank = this
   // worker's rank, world = the job's workers.
@@ -137,9 +137,14 @@ class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
                              float* d_v) override;
   absl::Status FinishBackward(int half) override;
 
-  // Fails the exchange in flight (and every later one) with `reason`; the
-  // peers fail with it too.
-  void Abort(const std::string& reason);
+  // RemoteCoreAttention. The workers plan with their own measured speeds,
+  // among themselves: there are no attention servers to weigh and no
+  // scheduler plans, so SetSpeedWeights and OfferShippedPlan are refused
+  // (FailedPrecondition) and ShipSchedulerPlans changes nothing.
+  void Abort(const std::string& reason) override;
+  absl::Status SetSpeedWeights(SpeedWeights weights) override;
+  absl::Status OfferShippedPlan(ShippedPlan plan) override;
+  void ShipSchedulerPlans(bool /*on*/) override {}
 
   // The plan of the micro-batch begun last (null before the first forward).
   const MicroBatchPlan* current_plan() const {
