@@ -219,7 +219,7 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
     auto header = DecodeHeader(reply_headers_[peer], who);
     if (!header.ok()) return Fail(header.status());
     if (absl::Status s = CheckHeaderMatches(announce, *header, who); !s.ok()) return Fail(s);
-    auto words = ExpectedDocumentsWords(*header, peer, options_.servers, who);
+    auto words = ExpectedDocumentsWords(*header, peer, DocumentsFormat::Disaggregated(options_.servers), who);
     if (!words.ok()) return Fail(words.status());
     announces[peer] = *header;
     messages[peer].resize(*words);
@@ -241,7 +241,7 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
       continue;
     }
     auto received = DecodeDocumentsMessage(
-        messages[peer], announces[peer], options_.servers,
+        messages[peer], announces[peer], DocumentsFormat::Disaggregated(options_.servers),
         absl::StrCat("worker ", communicator_->DescribePeer(peer)));
     if (!received.ok()) return Fail(received.status());
     all_lengths[peer] = std::move(received->lengths);

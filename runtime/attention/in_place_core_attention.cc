@@ -1,12 +1,12 @@
 #include "runtime/attention/in_place_core_attention.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
+#include "runtime/attention/announced_micro_batch.h"
+#include "runtime/attention/documents_message.h"
 #include "runtime/attention/speed_weights.h"
 #include "glog/logging.h"
 #include "runtime/comm/handle_set.h"
@@ -56,7 +56,7 @@ InPlaceCoreAttention::MicroBatchState::MicroBatchState(int32_t self, int32_t wor
       out_reply_headers(workers),
       in_headers(workers),
       in_reply_headers(workers),
-      peer_documents(workers) {}
+      peer_messages(workers) {}
 
 InPlaceCoreAttention::InPlaceCoreAttention(std::unique_ptr<comm::Communicator> communicator,
                                            const InPlaceOptions& options)
@@ -273,19 +273,20 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
   state.tasks.assign(tasks.begin(), tasks.end());
   state.rows = rows;
   std::vector<HeaderBytes>& in_headers = state.in_headers;
-  std::vector<std::vector<int64_t>>& peer_documents = state.peer_documents;
-  std::vector<int32_t> peer_speeds(workers_, 0);  // words after the lengths
+  std::vector<std::vector<int64_t>>& messages = state.peer_messages;
 
-  // Tell every other worker this worker's document lengths and speed; hear
-  // theirs.
+  // Tell every other worker this worker's document lengths and speed
+  // (documents_message.h); hear theirs.
+  const DocumentsFormat format = DocumentsFormat::InPlace();
   const std::optional<double> my_speed =
       options_.learn_speeds ? own_speed_.Speed() : std::optional<double>();
-  std::vector<int64_t> message = lengths;
-  if (my_speed) message.push_back(DoubleToWord(*my_speed));
+  DocumentsMessage mine;
+  mine.lengths = lengths;
+  if (my_speed) mine.weights = SpeedWeights{0, {*my_speed}};
   ExchangeHeader announce = MakeHeader(state, Pass::kForward, 0, shape);
-  announce.num_documents = static_cast<int32_t>(lengths.size());
-  announce.num_speed_weights = my_speed ? 1 : 0;
+  const std::vector<int64_t> message = EncodeDocumentsMessage(mine, announce);
   const HeaderBytes announce_bytes = EncodeHeader(announce);
+  std::vector<ExchangeHeader> announces(workers_);
   Handles receives, sends;
   for (int32_t p = 0; p < workers_; ++p) {
     if (p == self_) continue;
@@ -303,19 +304,17 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
   if (absl::Status s = WaitAll(receives); !s.ok()) return Fail(s);
   for (int32_t p = 0; p < workers_; ++p) {
     if (p == self_) continue;
+    const std::string who = absl::StrCat("worker ", communicator_->DescribePeer(p));
     auto header = CheckPeerHeader(announce, in_headers[p], p, -1, "document list");
     if (!header.ok()) return Fail(header.status());
-    if (header->num_speed_weights > 1) {
-      return Fail(absl::DataLossError(absl::StrCat(
-          "worker ", communicator_->DescribePeer(p), " announces ", header->num_speed_weights,
-          " speeds with ", header->Describe(), "; a worker sends at most its own")));
-    }
-    peer_speeds[p] = header->num_speed_weights;
-    peer_documents[p].resize(header->num_documents + header->num_speed_weights);
-    if (peer_documents[p].empty()) continue;
+    auto words = ExpectedDocumentsWords(*header, p, format, who);
+    if (!words.ok()) return Fail(words.status());
+    announces[p] = *header;
+    messages[p].resize(*words);
+    if (messages[p].empty()) continue;
     if (absl::Status s =
-            Post(receives, communicator_->RecvAsync(p, kDocumentsTag, peer_documents[p].data(),
-                                                    peer_documents[p].size() * sizeof(int64_t)));
+            Post(receives, communicator_->RecvAsync(p, kDocumentsTag, messages[p].data(),
+                                                    messages[p].size() * sizeof(int64_t)));
         !s.ok()) {
       return Fail(s);
     }
@@ -331,24 +330,14 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
       speeds[p] = my_speed;
       continue;
     }
-    if (peer_speeds[p] > 0) {
-      const double speed = WordToDouble(peer_documents[p].back());
-      peer_documents[p].pop_back();
-      if (!(std::isfinite(speed) && speed > 0)) {
-        return Fail(absl::DataLossError(absl::StrCat("attention speed ", speed, " from worker ",
-                                                     communicator_->DescribePeer(p), " in ",
-                                                     announce.Describe())));
-      }
-      if (options_.learn_speeds) speeds[p] = speed;
-    }
-    for (int64_t length : peer_documents[p]) {
-      if (length < 1 || length > (int64_t{1} << 32)) {
-        return Fail(absl::DataLossError(absl::StrCat("document length ", length, " from worker ",
-                                                     communicator_->DescribePeer(p), " in ",
-                                                     announce.Describe())));
-      }
-    }
-    all_lengths[p] = peer_documents[p];
+    auto received = DecodeDocumentsMessage(
+        messages[p], announces[p], format, absl::StrCat("worker ", communicator_->DescribePeer(p)));
+    if (!received.ok()) return Fail(received.status());
+    if (received->weights && options_.learn_speeds) speeds[p] = received->weights->weights[0];
+    all_lengths[p] = std::move(received->lengths);
+  }
+  if (absl::Status s = CheckAnnouncedLengths(all_lengths, announce.Describe()); !s.ok()) {
+    return Fail(s);
   }
   PlanOptions plan_options;
   plan_options.servers = workers_;

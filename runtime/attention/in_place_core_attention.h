@@ -18,9 +18,13 @@
 // posted at once with async point-to-point so no order can deadlock. To each
 // other worker p, this worker sends
 //   kHeaderTag     ExchangeHeader (64 bytes). At the forward of layer 0 it
-//                  is sent twice: first with num_documents = n, followed by
-//   kDocumentsTag  n int64 lengths (omitted when n = 0); then, after
-//                  planning, as every call, with payload_bytes set.
+//                  is sent twice: first announcing its documents message
+//                  (num_documents = n, num_speed_weights = 1 once it has
+//                  measured its speed), followed by
+//   kDocumentsTag  the documents message (documents_message.h,
+//                  DocumentsFormat::InPlace: n int64 lengths, then its speed
+//                  as a one-weight SpeedWeights; omitted when empty); then,
+//                  after planning, as every call, with payload_bytes set.
 //   kPayloadTag    its rows that p computes, wire_format.h's request layout
 //                  (forward: Q | K | V, each K/V prefix once per destination;
 //                  backward: dO [| Q | K | V | O | LSE without
@@ -194,7 +198,7 @@ class InPlaceCoreAttention final : public RemoteCoreAttention {
     // [peer]; the entries of this worker hold its own share.
     std::vector<std::vector<float>> requests, inbound, replies, results;
     std::vector<HeaderBytes> out_headers, out_reply_headers, in_headers, in_reply_headers;
-    std::vector<std::vector<int64_t>> peer_documents;
+    std::vector<std::vector<int64_t>> peer_messages;  // [peer]: its documents message
     // This worker's kernel time on the micro-batch and the plan's cost of
     // it; recorded into the speed estimate at the state's next micro-batch.
     double timed_cost = 0, timed_seconds = 0;

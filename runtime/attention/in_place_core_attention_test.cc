@@ -226,6 +226,22 @@ TEST(InPlacePlanTest, BalancedBatchesStayAtHome) {
   });
 }
 
+// The workers plan among themselves: the scheduler's server weights and
+// plans do not apply, and are refused rather than dropped silently.
+TEST(InPlaceCoreAttentionTest, RefusesTheSchedulersWeightsAndPlans) {
+  RunWorkers(2, InPlaceOptions{}, [&](int w, InPlaceCoreAttention& executor) {
+    const absl::Status weights = executor.SetSpeedWeights(SpeedWeights{3, {1.0, 2.0}});
+    EXPECT_EQ(weights.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(weights.message().find("no attention servers' speed weights"), std::string::npos)
+        << weights;
+    ShippedPlan plan;
+    plan.step = 5;
+    const absl::Status offered = executor.OfferShippedPlan(plan);
+    EXPECT_EQ(offered.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(offered.message().find("no scheduler plan (step 5)"), std::string::npos) << offered;
+  });
+}
+
 // The worker whose thread runs the current RunWorkers body.
 thread_local int tls_worker = -1;
 

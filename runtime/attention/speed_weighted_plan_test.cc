@@ -424,10 +424,10 @@ TEST(SpeedWeightsTest, DocumentsMessageRoundTrip) {
   EXPECT_EQ(announce.num_documents, 2);
   EXPECT_EQ(announce.num_speed_weights, 3);
   EXPECT_EQ(announce.payload_bytes, 0);
-  auto size = ExpectedDocumentsWords(announce, 0, 3, "worker 0");
+  auto size = ExpectedDocumentsWords(announce, 0, DocumentsFormat::Disaggregated(3), "worker 0");
   ASSERT_TRUE(size.ok()) << size.status();
   EXPECT_EQ(*size, static_cast<int64_t>(words.size()));
-  auto decoded = DecodeDocumentsMessage(words, announce, 3, "worker 0");
+  auto decoded = DecodeDocumentsMessage(words, announce, DocumentsFormat::Disaggregated(3), "worker 0");
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->lengths, (std::vector<int64_t>{10, 20}));
   ASSERT_TRUE(decoded->weights.has_value());
@@ -435,11 +435,11 @@ TEST(SpeedWeightsTest, DocumentsMessageRoundTrip) {
   EXPECT_EQ(decoded->weights->Describe(), "version 42 (0.500, 1.250, 1.250)");
   // Other workers send lengths only; weights from them are refused.
   announce.num_speed_weights = 0;
-  EXPECT_EQ(*ExpectedDocumentsWords(announce, 1, 3, "worker 1"), 2);
+  EXPECT_EQ(*ExpectedDocumentsWords(announce, 1, DocumentsFormat::Disaggregated(3), "worker 1"), 2);
   announce.num_speed_weights = 3;
-  EXPECT_THAT(ExpectedDocumentsWords(announce, 1, 3, "worker 1").status().message(),
+  EXPECT_THAT(ExpectedDocumentsWords(announce, 1, DocumentsFormat::Disaggregated(3), "worker 1").status().message(),
               HasSubstr("worker 1 announces 3 speed weights"));
-  EXPECT_THAT(ExpectedDocumentsWords(announce, 1, 3, "worker 1").status().message(),
+  EXPECT_THAT(ExpectedDocumentsWords(announce, 1, DocumentsFormat::Disaggregated(3), "worker 1").status().message(),
               HasSubstr("only worker 0 sends them"));
 }
 
