@@ -368,66 +368,61 @@ absl::Status DisaggregatedCoreAttention::PrepareCall(int half, int layer) {
   return absl::OkStatus();
 }
 
-absl::Status DisaggregatedCoreAttention::StartForwardCall(
-    int half, bool ping_pong, int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, int64_t rows, float* o, float* lse) {
-  if (absl::Status s = PrepareCall(half, layer); !s.ok()) return s;
-  if (layer == 0) {
+absl::Status DisaggregatedCoreAttention::StartForwardCall(int half, bool ping_pong,
+                                                          const model::AttentionForwardCall& c) {
+  if (absl::Status s = PrepareCall(half, c.layer); !s.ok()) return s;
+  if (c.layer == 0) {
     ping_pong_ = ping_pong;
-    if (absl::Status s = BeginMicroBatch(shape, tasks, rows); !s.ok()) return s;
-  } else if (absl::Status s = CheckSameMicroBatch(tasks, rows); !s.ok()) {
+    if (absl::Status s = BeginMicroBatch(c.shape, c.tasks, c.rows); !s.ok()) return s;
+  } else if (absl::Status s = CheckSameMicroBatch(c.tasks, c.rows); !s.ok()) {
     return s;
   } else if (ping_pong != ping_pong_) {
     return absl::FailedPreconditionError(
         "disaggregated attention: a micro-batch mixes ping-pong and plain calls");
   }
-  const RowWidths widths = RowWidths::Of(shape);
+  const RowWidths widths = RowWidths::Of(c.shape);
   const auto& shares = plan_->shares;
   return StartExchange(
-      MakeHeader(Pass::kForward, layer, shape),
+      MakeHeader(Pass::kForward, c.layer, c.shape),
       [&](int32_t s) { return ForwardRequestFloats(shares[s][rank_], widths); },
       [&](int32_t s, float* out) {
-        out = GatherRows(q, widths.q, query_rows_[s], out);
-        out = GatherRows(k, widths.kv, kv_rows_[s], out);
-        GatherRows(v, widths.kv, kv_rows_[s], out);
+        out = GatherRows(c.q, widths.q, query_rows_[s], out);
+        out = GatherRows(c.k, widths.kv, kv_rows_[s], out);
+        GatherRows(c.v, widths.kv, kv_rows_[s], out);
       },
       [&](int32_t s) { return ForwardReplyFloats(shares[s][rank_], widths); },
       // Runs at FinishExchange, with this half current again.
-      [this, widths, o, lse](int32_t s, const float* in) {
+      [this, widths, o = c.o, lse = c.lse](int32_t s, const float* in) {
         in = ScatterRows(in, widths.q, query_rows_[s], o, /*accumulate=*/false);
         ScatterRows(in, widths.lse, query_rows_[s], lse, /*accumulate=*/false);
       });
 }
 
-absl::Status DisaggregatedCoreAttention::StartBackwardCall(
-    int half, bool ping_pong, int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, const float* o, const float* lse, const float* d_o, int64_t rows,
-    float* d_q, float* d_k, float* d_v) {
-  if (absl::Status s = PrepareCall(half, layer); !s.ok()) return s;
-  if (absl::Status s = CheckSameMicroBatch(tasks, rows); !s.ok()) return s;
+absl::Status DisaggregatedCoreAttention::StartBackwardCall(int half, bool ping_pong,
+                                                           const model::AttentionBackwardCall& c) {
+  if (absl::Status s = PrepareCall(half, c.layer); !s.ok()) return s;
+  if (absl::Status s = CheckSameMicroBatch(c.tasks, c.rows); !s.ok()) return s;
   if (ping_pong != ping_pong_) {
     return absl::FailedPreconditionError(
         "disaggregated attention: a micro-batch mixes ping-pong and plain calls");
   }
-  const RowWidths widths = RowWidths::Of(shape);
+  const RowWidths widths = RowWidths::Of(c.shape);
   const bool resend = !options_.keep_qkv_for_backward;
   const auto& shares = plan_->shares;
   return StartExchange(
-      MakeHeader(Pass::kBackward, layer, shape),
+      MakeHeader(Pass::kBackward, c.layer, c.shape),
       [&](int32_t s) { return BackwardRequestFloats(shares[s][rank_], widths, resend); },
       [&](int32_t s, float* out) {
-        out = GatherRows(d_o, widths.q, query_rows_[s], out);
+        out = GatherRows(c.d_o, widths.q, query_rows_[s], out);
         if (!resend) return;
-        out = GatherRows(q, widths.q, query_rows_[s], out);
-        out = GatherRows(k, widths.kv, kv_rows_[s], out);
-        out = GatherRows(v, widths.kv, kv_rows_[s], out);
-        out = GatherRows(o, widths.q, query_rows_[s], out);
-        GatherRows(lse, widths.lse, query_rows_[s], out);
+        out = GatherRows(c.q, widths.q, query_rows_[s], out);
+        out = GatherRows(c.k, widths.kv, kv_rows_[s], out);
+        out = GatherRows(c.v, widths.kv, kv_rows_[s], out);
+        out = GatherRows(c.o, widths.q, query_rows_[s], out);
+        GatherRows(c.lse, widths.lse, query_rows_[s], out);
       },
       [&](int32_t s) { return BackwardReplyFloats(shares[s][rank_], widths); },
-      [this, widths, d_q, d_k, d_v](int32_t s, const float* in) {
+      [this, widths, d_q = c.d_q, d_k = c.d_k, d_v = c.d_v](int32_t s, const float* in) {
         in = ScatterRows(in, widths.q, query_rows_[s], d_q, /*accumulate=*/false);
         // A document split over servers gets a partial K/V gradient from each.
         in = ScatterRows(in, widths.kv, kv_rows_[s], d_k, /*accumulate=*/true);
@@ -435,49 +430,32 @@ absl::Status DisaggregatedCoreAttention::StartBackwardCall(
       });
 }
 
-absl::Status DisaggregatedCoreAttention::Forward(int layer, const kernels::AttentionShape& shape,
-                                                 absl::Span<const kernels::AttentionTask> tasks,
-                                                 const float* q, const float* k, const float* v,
-                                                 int64_t rows, float* o, float* lse) {
-  if (absl::Status s = StartForwardCall(/*half=*/0, /*ping_pong=*/false, layer, shape, tasks, q,
-                                        k, v, rows, o, lse);
-      !s.ok()) {
+absl::Status DisaggregatedCoreAttention::Forward(const model::AttentionForwardCall& call) {
+  if (absl::Status s = StartForwardCall(/*half=*/0, /*ping_pong=*/false, call); !s.ok()) {
     return s;
   }
   return FinishExchange(0, Pass::kForward);
 }
 
-absl::Status DisaggregatedCoreAttention::Backward(
-    int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, const float* o, const float* lse, const float* d_o, int64_t rows,
-    float* d_q, float* d_k, float* d_v) {
-  if (absl::Status s = StartBackwardCall(/*half=*/0, /*ping_pong=*/false, layer, shape, tasks, q,
-                                         k, v, o, lse, d_o, rows, d_q, d_k, d_v);
-      !s.ok()) {
+absl::Status DisaggregatedCoreAttention::Backward(const model::AttentionBackwardCall& call) {
+  if (absl::Status s = StartBackwardCall(/*half=*/0, /*ping_pong=*/false, call); !s.ok()) {
     return s;
   }
   return FinishExchange(0, Pass::kBackward);
 }
 
-absl::Status DisaggregatedCoreAttention::StartForward(
-    int half, int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, int64_t rows, float* o, float* lse) {
-  return StartForwardCall(half, /*ping_pong=*/true, layer, shape, tasks, q, k, v, rows, o, lse);
+absl::Status DisaggregatedCoreAttention::StartForward(int half,
+                                                      const model::AttentionForwardCall& call) {
+  return StartForwardCall(half, /*ping_pong=*/true, call);
 }
 
 absl::Status DisaggregatedCoreAttention::FinishForward(int half) {
   return FinishExchange(half, Pass::kForward);
 }
 
-absl::Status DisaggregatedCoreAttention::StartBackward(
-    int half, int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, const float* o, const float* lse, const float* d_o, int64_t rows,
-    float* d_q, float* d_k, float* d_v) {
-  return StartBackwardCall(half, /*ping_pong=*/true, layer, shape, tasks, q, k, v, o, lse, d_o,
-                           rows, d_q, d_k, d_v);
+absl::Status DisaggregatedCoreAttention::StartBackward(int half,
+                                                       const model::AttentionBackwardCall& call) {
+  return StartBackwardCall(half, /*ping_pong=*/true, call);
 }
 
 absl::Status DisaggregatedCoreAttention::FinishBackward(int half) {

@@ -75,25 +75,11 @@ class DisaggregatedCoreAttention final : public RemoteCoreAttention {
   // Tells the servers this worker is done (best effort), then closes.
   ~DisaggregatedCoreAttention() override;
 
-  absl::Status Forward(int layer, const kernels::AttentionShape& shape,
-                       absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                       const float* k, const float* v, int64_t rows, float* o,
-                       float* lse) override;
-  absl::Status Backward(int layer, const kernels::AttentionShape& shape,
-                        absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                        const float* k, const float* v, const float* o, const float* lse,
-                        const float* d_o, int64_t rows, float* d_q, float* d_k,
-                        float* d_v) override;
-  absl::Status StartForward(int half, int layer, const kernels::AttentionShape& shape,
-                            absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                            const float* k, const float* v, int64_t rows, float* o,
-                            float* lse) override;
+  absl::Status Forward(const model::AttentionForwardCall& call) override;
+  absl::Status Backward(const model::AttentionBackwardCall& call) override;
+  absl::Status StartForward(int half, const model::AttentionForwardCall& call) override;
   absl::Status FinishForward(int half) override;
-  absl::Status StartBackward(int half, int layer, const kernels::AttentionShape& shape,
-                             absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                             const float* k, const float* v, const float* o, const float* lse,
-                             const float* d_o, int64_t rows, float* d_q, float* d_k,
-                             float* d_v) override;
+  absl::Status StartBackward(int half, const model::AttentionBackwardCall& call) override;
   absl::Status FinishBackward(int half) override;
 
   // RemoteCoreAttention.
@@ -144,17 +130,8 @@ class DisaggregatedCoreAttention final : public RemoteCoreAttention {
   // Makes `half`'s micro-batch the current one (swaps it with parked_:
   // moves only, so buffers of calls in flight stay where they are).
   void UseHalf(int half);
-  absl::Status StartForwardCall(int half, bool ping_pong, int layer,
-                                const kernels::AttentionShape& shape,
-                                absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                                const float* k, const float* v, int64_t rows, float* o,
-                                float* lse);
-  absl::Status StartBackwardCall(int half, bool ping_pong, int layer,
-                                 const kernels::AttentionShape& shape,
-                                 absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                                 const float* k, const float* v, const float* o,
-                                 const float* lse, const float* d_o, int64_t rows, float* d_q,
-                                 float* d_k, float* d_v);
+  absl::Status StartForwardCall(int half, bool ping_pong, const model::AttentionForwardCall& c);
+  absl::Status StartBackwardCall(int half, bool ping_pong, const model::AttentionBackwardCall& c);
   // Checks what every call checks first; selects `half`.
   absl::Status PrepareCall(int half, int layer);
   ExchangeHeader MakeHeader(Pass pass, int layer, const kernels::AttentionShape& shape) const;

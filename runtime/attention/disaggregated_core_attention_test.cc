@@ -82,6 +82,36 @@ struct Outputs {
   std::vector<float> o, lse, d_q, d_k, d_v;
 };
 
+// Layer `layer`'s calls over `b`, writing into `out` (sized by RunCalls).
+model::AttentionForwardCall ForwardCall(int layer, const kernels::AttentionShape& shape,
+                                        const RandomBatch& b, Outputs& out) {
+  return {.layer = layer,
+          .shape = shape,
+          .tasks = b.tasks,
+          .rows = b.rows,
+          .q = b.q.data(),
+          .k = b.k.data(),
+          .v = b.v.data(),
+          .o = out.o.data(),
+          .lse = out.lse.data()};
+}
+model::AttentionBackwardCall BackwardCall(int layer, const kernels::AttentionShape& shape,
+                                          const RandomBatch& b, Outputs& out) {
+  return {.layer = layer,
+          .shape = shape,
+          .tasks = b.tasks,
+          .rows = b.rows,
+          .q = b.q.data(),
+          .k = b.k.data(),
+          .v = b.v.data(),
+          .o = out.o.data(),
+          .lse = out.lse.data(),
+          .d_o = b.d_o.data(),
+          .d_q = out.d_q.data(),
+          .d_k = out.d_k.data(),
+          .d_v = out.d_v.data()};
+}
+
 absl::Status RunCalls(model::CoreAttentionExecutor& executor, const kernels::AttentionShape& shape,
                       int layers, const RandomBatch& b, Outputs& out) {
   const int64_t qw = int64_t{shape.n_heads} * shape.head_dim;
@@ -93,20 +123,14 @@ absl::Status RunCalls(model::CoreAttentionExecutor& executor, const kernels::Att
   out.d_v.assign(b.rows * kw, 0.0f);
   // The same tensors at every layer: each call must give the same answer.
   for (int layer = 0; layer < layers; ++layer) {
-    if (absl::Status s = executor.Forward(layer, shape, b.tasks, b.q.data(), b.k.data(),
-                                          b.v.data(), b.rows, out.o.data(), out.lse.data());
-        !s.ok()) {
+    if (absl::Status s = executor.Forward(ForwardCall(layer, shape, b, out)); !s.ok()) {
       return s;
     }
   }
   for (int layer = layers - 1; layer >= 0; --layer) {
     std::fill(out.d_k.begin(), out.d_k.end(), 0.0f);
     std::fill(out.d_v.begin(), out.d_v.end(), 0.0f);
-    if (absl::Status s = executor.Backward(layer, shape, b.tasks, b.q.data(), b.k.data(),
-                                           b.v.data(), out.o.data(), out.lse.data(),
-                                           b.d_o.data(), b.rows, out.d_q.data(), out.d_k.data(),
-                                           out.d_v.data());
-        !s.ok()) {
+    if (absl::Status s = executor.Backward(BackwardCall(layer, shape, b, out)); !s.ok()) {
       return s;
     }
   }
@@ -283,20 +307,16 @@ TEST(DisaggregatedProtocolTest, OutOfOrderCallIsRejected) {
   const RandomBatch b = MakeBatch(rng, shape, 64);
   ClusterSetup setup;
   setup.options.n_layers = 2;
-  std::vector<float> o(64 * 32), lse(64 * 4), d(64 * 32), dk(64 * 16), dv(64 * 16);
+  Outputs out{std::vector<float>(64 * 32), std::vector<float>(64 * 4), std::vector<float>(64 * 32),
+              std::vector<float>(64 * 16), std::vector<float>(64 * 16)};
   RunCluster(setup, [&](int, DisaggregatedCoreAttention& executor) {
     // Backward before any forward: the worker has no plan.
-    absl::Status s = executor.Backward(0, shape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
-                                       o.data(), lse.data(), b.d_o.data(), b.rows, d.data(),
-                                       dk.data(), dv.data());
+    absl::Status s = executor.Backward(BackwardCall(0, shape, b, out));
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-    ASSERT_TRUE(executor.Forward(0, shape, b.tasks, b.q.data(), b.k.data(), b.v.data(), b.rows,
-                                 o.data(), lse.data())
-                    .ok());
+    ASSERT_TRUE(executor.Forward(ForwardCall(0, shape, b, out)).ok());
     // Backward of layer 0 straight after the forward of layer 0 (layer 1
     // skipped): the server refuses and the exchange fails naming why.
-    s = executor.Backward(0, shape, b.tasks, b.q.data(), b.k.data(), b.v.data(), o.data(),
-                          lse.data(), b.d_o.data(), b.rows, d.data(), dk.data(), dv.data());
+    s = executor.Backward(BackwardCall(0, shape, b, out));
     EXPECT_FALSE(s.ok());
     EXPECT_NE(s.message().find("expected backward in reverse layer order"), std::string::npos)
         << s;

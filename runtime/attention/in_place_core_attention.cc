@@ -518,16 +518,16 @@ absl::StatusOr<InPlaceCoreAttention::MicroBatchState*> InPlaceCoreAttention::Pre
   return &state;
 }
 
-absl::Status InPlaceCoreAttention::StartForwardCall(
-    int half, int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, int64_t rows, float* o, float* lse) {
+absl::Status InPlaceCoreAttention::StartForwardCall(int half,
+                                                    const model::AttentionForwardCall& c) {
+  const int layer = c.layer;
+  const kernels::AttentionShape& shape = c.shape;
   auto prepared = PrepareCall(half, Pass::kForward, layer);
   if (!prepared.ok()) return prepared.status();
   MicroBatchState& state = **prepared;
   if (layer == 0) {
-    if (absl::Status s = BeginMicroBatch(state, shape, tasks, rows); !s.ok()) return Fail(s);
-  } else if (absl::Status s = CheckSameMicroBatch(state, tasks, rows); !s.ok()) {
+    if (absl::Status s = BeginMicroBatch(state, shape, c.tasks, c.rows); !s.ok()) return Fail(s);
+  } else if (absl::Status s = CheckSameMicroBatch(state, c.tasks, c.rows); !s.ok()) {
     return Fail(s);
   }
   const RowWidths widths = RowWidths::Of(shape);
@@ -536,7 +536,7 @@ absl::Status InPlaceCoreAttention::StartForwardCall(
   ExchangeSteps steps;
   steps.request_floats = [widths](const WorkerShare& s) { return ForwardRequestFloats(s, widths); };
   steps.reply_floats = [widths](const WorkerShare& s) { return ForwardReplyFloats(s, widths); };
-  steps.fill_request = [st, widths, q, k, v](int32_t p, float* out) {
+  steps.fill_request = [st, widths, q = c.q, k = c.k, v = c.v](int32_t p, float* out) {
     out = GatherRows(q, widths.q, st->query_rows[p], out);
     out = GatherRows(k, widths.kv, st->kv_rows[p], out);
     GatherRows(v, widths.kv, st->kv_rows[p], out);
@@ -548,22 +548,21 @@ absl::Status InPlaceCoreAttention::StartForwardCall(
   steps.put_reply = [st, widths, layer](int32_t source, float* out) {
     st->batch.PutForwardReply(layer, source, widths, out);
   };
-  steps.consume = [st, widths, o, lse](int32_t p, const float* in) {
+  steps.consume = [st, widths, o = c.o, lse = c.lse](int32_t p, const float* in) {
     in = ScatterRows(in, widths.q, st->query_rows[p], o, /*accumulate=*/false);
     ScatterRows(in, widths.lse, st->query_rows[p], lse, /*accumulate=*/false);
   };
   return StartExchange(state, MakeHeader(state, Pass::kForward, layer, shape), std::move(steps));
 }
 
-absl::Status InPlaceCoreAttention::StartBackwardCall(
-    int half, int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, const float* o, const float* lse, const float* d_o, int64_t rows, float* d_q,
-    float* d_k, float* d_v) {
+absl::Status InPlaceCoreAttention::StartBackwardCall(int half,
+                                                     const model::AttentionBackwardCall& c) {
+  const int layer = c.layer;
+  const kernels::AttentionShape& shape = c.shape;
   auto prepared = PrepareCall(half, Pass::kBackward, layer);
   if (!prepared.ok()) return prepared.status();
   MicroBatchState& state = **prepared;
-  if (absl::Status s = CheckSameMicroBatch(state, tasks, rows); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckSameMicroBatch(state, c.tasks, c.rows); !s.ok()) return Fail(s);
   const RowWidths widths = RowWidths::Of(shape);
   const bool resend = !options_.keep_qkv_for_backward;
   if (absl::Status s = state.batch.PrepareBackward(layer, widths, resend); !s.ok()) {
@@ -575,7 +574,8 @@ absl::Status InPlaceCoreAttention::StartBackwardCall(
     return BackwardRequestFloats(s, widths, resend);
   };
   steps.reply_floats = [widths](const WorkerShare& s) { return BackwardReplyFloats(s, widths); };
-  steps.fill_request = [st, widths, resend, q, k, v, o, lse, d_o](int32_t p, float* out) {
+  steps.fill_request = [st, widths, resend, q = c.q, k = c.k, v = c.v, o = c.o, lse = c.lse,
+                        d_o = c.d_o](int32_t p, float* out) {
     out = GatherRows(d_o, widths.q, st->query_rows[p], out);
     if (!resend) return;
     out = GatherRows(q, widths.q, st->query_rows[p], out);
@@ -591,7 +591,7 @@ absl::Status InPlaceCoreAttention::StartBackwardCall(
   steps.put_reply = [st, widths](int32_t source, float* out) {
     st->batch.PutBackwardReply(source, widths, out);
   };
-  steps.consume = [st, widths, d_q, d_k, d_v](int32_t p, const float* in) {
+  steps.consume = [st, widths, d_q = c.d_q, d_k = c.d_k, d_v = c.d_v](int32_t p, const float* in) {
     in = ScatterRows(in, widths.q, st->query_rows[p], d_q, /*accumulate=*/false);
     // A document split over workers gets a partial K/V gradient from each.
     in = ScatterRows(in, widths.kv, st->kv_rows[p], d_k, /*accumulate=*/true);
@@ -611,51 +611,29 @@ absl::Status InPlaceCoreAttention::FinishCall(int half, Pass pass) {
   return FinishExchange(**found);
 }
 
-absl::Status InPlaceCoreAttention::Forward(int layer, const kernels::AttentionShape& shape,
-                                           absl::Span<const kernels::AttentionTask> tasks,
-                                           const float* q, const float* k, const float* v,
-                                           int64_t rows, float* o, float* lse) {
-  if (absl::Status s = StartForwardCall(-1, layer, shape, tasks, q, k, v, rows, o, lse); !s.ok()) {
-    return s;
-  }
+absl::Status InPlaceCoreAttention::Forward(const model::AttentionForwardCall& call) {
+  if (absl::Status s = StartForwardCall(-1, call); !s.ok()) return s;
   return FinishExchange(*states_[0]);
 }
 
-absl::Status InPlaceCoreAttention::Backward(int layer, const kernels::AttentionShape& shape,
-                                            absl::Span<const kernels::AttentionTask> tasks,
-                                            const float* q, const float* k, const float* v,
-                                            const float* o, const float* lse, const float* d_o,
-                                            int64_t rows, float* d_q, float* d_k, float* d_v) {
-  if (absl::Status s = StartBackwardCall(-1, layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q,
-                                         d_k, d_v);
-      !s.ok()) {
-    return s;
-  }
+absl::Status InPlaceCoreAttention::Backward(const model::AttentionBackwardCall& call) {
+  if (absl::Status s = StartBackwardCall(-1, call); !s.ok()) return s;
   return FinishExchange(*states_[0]);
 }
 
-absl::Status InPlaceCoreAttention::StartForward(int half, int layer,
-                                                const kernels::AttentionShape& shape,
-                                                absl::Span<const kernels::AttentionTask> tasks,
-                                                const float* q, const float* k, const float* v,
-                                                int64_t rows, float* o, float* lse) {
+absl::Status InPlaceCoreAttention::StartForward(int half, const model::AttentionForwardCall& call) {
   if (absl::Status s = CheckPingPongHalf(half); !s.ok()) return Fail(s);
-  return StartForwardCall(half, layer, shape, tasks, q, k, v, rows, o, lse);
+  return StartForwardCall(half, call);
 }
 
 absl::Status InPlaceCoreAttention::FinishForward(int half) {
   return FinishCall(half, Pass::kForward);
 }
 
-absl::Status InPlaceCoreAttention::StartBackward(int half, int layer,
-                                                 const kernels::AttentionShape& shape,
-                                                 absl::Span<const kernels::AttentionTask> tasks,
-                                                 const float* q, const float* k, const float* v,
-                                                 const float* o, const float* lse,
-                                                 const float* d_o, int64_t rows, float* d_q,
-                                                 float* d_k, float* d_v) {
+absl::Status InPlaceCoreAttention::StartBackward(int half,
+                                                 const model::AttentionBackwardCall& call) {
   if (absl::Status s = CheckPingPongHalf(half); !s.ok()) return Fail(s);
-  return StartBackwardCall(half, layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k, d_v);
+  return StartBackwardCall(half, call);
 }
 
 absl::Status InPlaceCoreAttention::FinishBackward(int half) {

@@ -113,14 +113,8 @@ class InPlaceCoreAttention final : public RemoteCoreAttention {
   // Ends with the peers (see above; best effort), then closes.
   ~InPlaceCoreAttention() override;
 
-  absl::Status Forward(int layer, const kernels::AttentionShape& shape,
-                       absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                       const float* k, const float* v, int64_t rows, float* o, float* lse) override;
-  absl::Status Backward(int layer, const kernels::AttentionShape& shape,
-                        absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                        const float* k, const float* v, const float* o, const float* lse,
-                        const float* d_o, int64_t rows, float* d_q, float* d_k,
-                        float* d_v) override;
+  absl::Status Forward(const model::AttentionForwardCall& call) override;
+  absl::Status Backward(const model::AttentionBackwardCall& call) override;
   // Ping-pong (model/core_attention_executor.h): each half is its own
   // micro-batch with its own plan. Start posts the half's requests (and the
   // receives for the peers' requests and replies) and returns; Finish takes
@@ -129,16 +123,9 @@ class InPlaceCoreAttention final : public RemoteCoreAttention {
   // one half, the other half's rows are on the wire. Every worker calls
   // Start/Finish in the same order; Finish(h) waits only on the peers'
   // Start(h) and Finish(h), so no order of arrival can deadlock.
-  absl::Status StartForward(int half, int layer, const kernels::AttentionShape& shape,
-                            absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                            const float* k, const float* v, int64_t rows, float* o,
-                            float* lse) override;
+  absl::Status StartForward(int half, const model::AttentionForwardCall& call) override;
   absl::Status FinishForward(int half) override;
-  absl::Status StartBackward(int half, int layer, const kernels::AttentionShape& shape,
-                             absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                             const float* k, const float* v, const float* o, const float* lse,
-                             const float* d_o, int64_t rows, float* d_q, float* d_k,
-                             float* d_v) override;
+  absl::Status StartBackward(int half, const model::AttentionBackwardCall& call) override;
   absl::Status FinishBackward(int half) override;
 
   // RemoteCoreAttention. The workers plan with their own measured speeds,
@@ -233,15 +220,8 @@ class InPlaceCoreAttention final : public RemoteCoreAttention {
   absl::Status CheckSameMicroBatch(const MicroBatchState& state,
                                    absl::Span<const kernels::AttentionTask> tasks,
                                    int64_t rows) const;
-  absl::Status StartForwardCall(int half, int layer, const kernels::AttentionShape& shape,
-                                absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                                const float* k, const float* v, int64_t rows, float* o,
-                                float* lse);
-  absl::Status StartBackwardCall(int half, int layer, const kernels::AttentionShape& shape,
-                                 absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                                 const float* k, const float* v, const float* o,
-                                 const float* lse, const float* d_o, int64_t rows, float* d_q,
-                                 float* d_k, float* d_v);
+  absl::Status StartForwardCall(int half, const model::AttentionForwardCall& c);
+  absl::Status StartBackwardCall(int half, const model::AttentionBackwardCall& c);
   absl::Status FinishCall(int half, Pass pass);
   // Posts every receive and every request of one exchange of `state`.
   absl::Status StartExchange(MicroBatchState& state, ExchangeHeader header, ExchangeSteps steps);

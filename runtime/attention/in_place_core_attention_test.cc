@@ -91,6 +91,36 @@ struct Outputs {
   std::vector<float> o, lse, d_q, d_k, d_v;
 };
 
+// Layer `layer`'s calls over `b`, writing into `out` (sized by RunCalls).
+model::AttentionForwardCall ForwardCall(int layer, const kernels::AttentionShape& shape,
+                                        const RandomBatch& b, Outputs& out) {
+  return {.layer = layer,
+          .shape = shape,
+          .tasks = b.tasks,
+          .rows = b.rows,
+          .q = b.q.data(),
+          .k = b.k.data(),
+          .v = b.v.data(),
+          .o = out.o.data(),
+          .lse = out.lse.data()};
+}
+model::AttentionBackwardCall BackwardCall(int layer, const kernels::AttentionShape& shape,
+                                          const RandomBatch& b, Outputs& out) {
+  return {.layer = layer,
+          .shape = shape,
+          .tasks = b.tasks,
+          .rows = b.rows,
+          .q = b.q.data(),
+          .k = b.k.data(),
+          .v = b.v.data(),
+          .o = out.o.data(),
+          .lse = out.lse.data(),
+          .d_o = b.d_o.data(),
+          .d_q = out.d_q.data(),
+          .d_k = out.d_k.data(),
+          .d_v = out.d_v.data()};
+}
+
 // Forward of every layer, then backward of every layer (optional), on the
 // same tensors: each layer must give the same answer.
 absl::Status RunCalls(model::CoreAttentionExecutor& executor, const kernels::AttentionShape& shape,
@@ -103,19 +133,14 @@ absl::Status RunCalls(model::CoreAttentionExecutor& executor, const kernels::Att
   out.d_k.assign(b.rows * kw, 0.0f);
   out.d_v.assign(b.rows * kw, 0.0f);
   for (int layer = 0; layer < layers; ++layer) {
-    if (absl::Status s = executor.Forward(layer, shape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
-                                          b.rows, out.o.data(), out.lse.data());
-        !s.ok()) {
+    if (absl::Status s = executor.Forward(ForwardCall(layer, shape, b, out)); !s.ok()) {
       return s;
     }
   }
   for (int layer = layers - 1; backward && layer >= 0; --layer) {
     std::fill(out.d_k.begin(), out.d_k.end(), 0.0f);
     std::fill(out.d_v.begin(), out.d_v.end(), 0.0f);
-    if (absl::Status s = executor.Backward(layer, shape, b.tasks, b.q.data(), b.k.data(),
-                                           b.v.data(), out.o.data(), out.lse.data(), b.d_o.data(),
-                                           b.rows, out.d_q.data(), out.d_k.data(), out.d_v.data());
-        !s.ok()) {
+    if (absl::Status s = executor.Backward(BackwardCall(layer, shape, b, out)); !s.ok()) {
       return s;
     }
   }
@@ -444,9 +469,7 @@ TEST(InPlaceProtocolTest, OutOfOrderCallFailsEveryWorker) {
     Outputs out;
     ASSERT_TRUE(RunCalls(executor, shape, 2, b, /*backward=*/false, out).ok());
     // Worker 0: backward of layer 0 with layer 1 skipped.
-    results[w] = executor.Backward(w == 0 ? 0 : 1, shape, b.tasks, b.q.data(), b.k.data(),
-                                   b.v.data(), out.o.data(), out.lse.data(), b.d_o.data(), b.rows,
-                                   out.d_q.data(), out.d_k.data(), out.d_v.data());
+    results[w] = executor.Backward(BackwardCall(w == 0 ? 0 : 1, shape, b, out));
   });
   EXPECT_EQ(results[0].code(), absl::StatusCode::kFailedPrecondition) << results[0];
   EXPECT_NE(results[0].message().find("expected backward in reverse layer order"),
@@ -470,8 +493,7 @@ TEST(InPlaceProtocolTest, WorkersOutOfStepSeeTheMismatch) {
     const RandomBatch& b = batches[w];
     Outputs out;
     ASSERT_TRUE(RunCalls(executor, shape, 1, b, /*backward=*/false, out).ok());
-    results[w] = executor.Forward(w == 0 ? 1 : 0, shape, b.tasks, b.q.data(), b.k.data(),
-                                  b.v.data(), b.rows, out.o.data(), out.lse.data());
+    results[w] = executor.Forward(ForwardCall(w == 0 ? 1 : 0, shape, b, out));
   });
   for (int w = 0; w < 2; ++w) {
     EXPECT_FALSE(results[w].ok()) << "worker " << w;

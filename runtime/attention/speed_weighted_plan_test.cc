@@ -83,12 +83,27 @@ Planned Capture(const MicroBatchPlan& plan) {
 void ForwardMatchesLocal(DisaggregatedCoreAttention& executor, const Batch& b) {
   std::vector<float> o(b.rows * kShape.n_heads * kShape.head_dim), lse(b.rows * kShape.n_heads);
   std::vector<float> local_o(o.size()), local_lse(lse.size());
-  absl::Status s = executor.Forward(0, kShape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
-                                    b.rows, o.data(), lse.data());
+  absl::Status s = executor.Forward({.layer = 0,
+                                     .shape = kShape,
+                                     .tasks = b.tasks,
+                                     .rows = b.rows,
+                                     .q = b.q.data(),
+                                     .k = b.k.data(),
+                                     .v = b.v.data(),
+                                     .o = o.data(),
+                                     .lse = lse.data()});
   ASSERT_TRUE(s.ok()) << s;
   model::LocalCoreAttention local(nullptr);
-  ASSERT_TRUE(local.Forward(0, kShape, b.tasks, b.q.data(), b.k.data(), b.v.data(), b.rows,
-                            local_o.data(), local_lse.data())
+  ASSERT_TRUE(local
+                  .Forward({.layer = 0,
+                            .shape = kShape,
+                            .tasks = b.tasks,
+                            .rows = b.rows,
+                            .q = b.q.data(),
+                            .k = b.k.data(),
+                            .v = b.v.data(),
+                            .o = local_o.data(),
+                            .lse = local_lse.data()})
                   .ok());
   for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], local_o[i], 1e-5) << i;
 }
@@ -319,8 +334,16 @@ TEST(SpeedWeightedPlanTest, SetterRefusesMalformedWeightsNamingTheProblem) {
     std::mt19937 rng(3);
     const Batch b = MakeBatch(rng, 64);
     std::vector<float> o(64 * 32), lse(64 * 4);
-    ASSERT_TRUE(attention.Forward(0, kShape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
-                                  b.rows, o.data(), lse.data())
+    ASSERT_TRUE(attention
+                    .Forward({.layer = 0,
+                              .shape = kShape,
+                              .tasks = b.tasks,
+                              .rows = b.rows,
+                              .q = b.q.data(),
+                              .k = b.k.data(),
+                              .v = b.v.data(),
+                              .o = o.data(),
+                              .lse = lse.data()})
                     .ok());
     EXPECT_EQ(attention.current_plan()->speed_weights_version, 0u);
   });

@@ -152,15 +152,28 @@ void Transformer::PreAttentionForward(int layer, Activations& a) const {
                        config_.head_dim(), config_.rope_theta);
 }
 
-absl::Status Transformer::CoreAttentionForward(int layer, CoreAttentionExecutor& attention,
-                                               Activations& a) const {
+AttentionForwardCall Transformer::ForwardCall(int layer, Activations& a) const {
   LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
   // Rows outside every task (padding) keep zeros.
   Resize(l.o, rows * config_.q_width());
   Resize(l.lse, rows * config_.n_heads);
-  return attention.Forward(layer, attention_shape(), a.batch.attention_tasks, l.q.data(),
-                           l.k.data(), l.v.data(), rows, l.o.data(), l.lse.data());
+  AttentionForwardCall call;
+  call.layer = layer;
+  call.shape = attention_shape();
+  call.tasks = a.batch.attention_tasks;
+  call.rows = rows;
+  call.q = l.q.data();
+  call.k = l.k.data();
+  call.v = l.v.data();
+  call.o = l.o.data();
+  call.lse = l.lse.data();
+  return call;
+}
+
+absl::Status Transformer::CoreAttentionForward(int layer, CoreAttentionExecutor& attention,
+                                               Activations& a) const {
+  return attention.Forward(ForwardCall(layer, a));
 }
 
 void Transformer::PostAttentionForward(int layer, Activations& a) const {
@@ -265,41 +278,44 @@ void Transformer::PostAttentionBackward(int layer, Activations& a) {
                  config_.q_width(), d);
 }
 
-absl::Status Transformer::CoreAttentionBackward(int layer, CoreAttentionExecutor& attention,
-                                                Activations& a) {
+AttentionBackwardCall Transformer::BackwardCall(int layer, Activations& a) const {
   LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
   Resize(a.d_q, rows * config_.q_width());
   Resize(a.d_k, rows * config_.kv_width());
   Resize(a.d_v, rows * config_.kv_width());
-  return attention.Backward(layer, attention_shape(), a.batch.attention_tasks, l.q.data(),
-                            l.k.data(), l.v.data(), l.o.data(), l.lse.data(),
-                            a.d_o.data(), rows, a.d_q.data(), a.d_k.data(), a.d_v.data());
+  AttentionBackwardCall call;
+  call.layer = layer;
+  call.shape = attention_shape();
+  call.tasks = a.batch.attention_tasks;
+  call.rows = rows;
+  call.q = l.q.data();
+  call.k = l.k.data();
+  call.v = l.v.data();
+  call.o = l.o.data();
+  call.lse = l.lse.data();
+  call.d_o = a.d_o.data();
+  call.d_q = a.d_q.data();
+  call.d_k = a.d_k.data();
+  call.d_v = a.d_v.data();
+  return call;
+}
+
+absl::Status Transformer::CoreAttentionBackward(int layer, CoreAttentionExecutor& attention,
+                                                Activations& a) {
+  return attention.Backward(BackwardCall(layer, a));
 }
 
 absl::Status Transformer::StartCoreAttentionForward(int layer, int half,
                                                     CoreAttentionExecutor& attention,
                                                     Activations& a) const {
-  LayerActivations& l = a.layers[layer];
-  const int64_t rows = a.batch.rows();
-  Resize(l.o, rows * config_.q_width());
-  Resize(l.lse, rows * config_.n_heads);
-  return attention.StartForward(half, layer, attention_shape(), a.batch.attention_tasks,
-                                l.q.data(), l.k.data(), l.v.data(), rows, l.o.data(),
-                                l.lse.data());
+  return attention.StartForward(half, ForwardCall(layer, a));
 }
 
 absl::Status Transformer::StartCoreAttentionBackward(int layer, int half,
                                                      CoreAttentionExecutor& attention,
                                                      Activations& a) {
-  LayerActivations& l = a.layers[layer];
-  const int64_t rows = a.batch.rows();
-  Resize(a.d_q, rows * config_.q_width());
-  Resize(a.d_k, rows * config_.kv_width());
-  Resize(a.d_v, rows * config_.kv_width());
-  return attention.StartBackward(half, layer, attention_shape(), a.batch.attention_tasks,
-                                 l.q.data(), l.k.data(), l.v.data(), l.o.data(), l.lse.data(),
-                                 a.d_o.data(), rows, a.d_q.data(), a.d_k.data(), a.d_v.data());
+  return attention.StartBackward(half, BackwardCall(layer, a));
 }
 
 void Transformer::PreAttentionBackward(int layer, Activations& a) {
