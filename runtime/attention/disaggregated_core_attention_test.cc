@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/attention/attention_server_session.h"
+#include "runtime/attention/executor_test_calls.h"
 #include "runtime/attention/in_process_attention_cluster.h"
 #include "runtime/model/transformer.h"
 
@@ -38,22 +39,6 @@ std::vector<ServerSessionStats> RunCluster(
   return stats;
 }
 
-// max |a - b| / max |b| (0 when both are zero).
-double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(double{a[i]} - b[i]));
-    scale = std::max(scale, std::abs(double{b[i]}));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
-struct RandomBatch {
-  int64_t rows = 0;
-  std::vector<kernels::AttentionTask> tasks;
-  std::vector<float> q, k, v, d_o;
-};
-
 RandomBatch MakeBatch(std::mt19937& rng, const kernels::AttentionShape& shape, int64_t rows) {
   RandomBatch b;
   b.rows = rows;
@@ -66,75 +51,8 @@ RandomBatch MakeBatch(std::mt19937& rng, const kernels::AttentionShape& shape, i
     b.tasks.push_back({0, length, row, row});
     row += length;
   }
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto fill = [&](std::vector<float>& x, int64_t width) {
-    x.resize(rows * width);
-    for (float& value : x) value = normal(rng);
-  };
-  fill(b.q, int64_t{shape.n_heads} * shape.head_dim);
-  fill(b.k, int64_t{shape.n_kv_heads} * shape.head_dim);
-  fill(b.v, int64_t{shape.n_kv_heads} * shape.head_dim);
-  fill(b.d_o, int64_t{shape.n_heads} * shape.head_dim);
+  FillRandomTensors(rng, shape, b);
   return b;
-}
-
-struct Outputs {
-  std::vector<float> o, lse, d_q, d_k, d_v;
-};
-
-// Layer `layer`'s calls over `b`, writing into `out` (sized by RunCalls).
-model::AttentionForwardCall ForwardCall(int layer, const kernels::AttentionShape& shape,
-                                        const RandomBatch& b, Outputs& out) {
-  return {.layer = layer,
-          .shape = shape,
-          .tasks = b.tasks,
-          .rows = b.rows,
-          .q = b.q.data(),
-          .k = b.k.data(),
-          .v = b.v.data(),
-          .o = out.o.data(),
-          .lse = out.lse.data()};
-}
-model::AttentionBackwardCall BackwardCall(int layer, const kernels::AttentionShape& shape,
-                                          const RandomBatch& b, Outputs& out) {
-  return {.layer = layer,
-          .shape = shape,
-          .tasks = b.tasks,
-          .rows = b.rows,
-          .q = b.q.data(),
-          .k = b.k.data(),
-          .v = b.v.data(),
-          .o = out.o.data(),
-          .lse = out.lse.data(),
-          .d_o = b.d_o.data(),
-          .d_q = out.d_q.data(),
-          .d_k = out.d_k.data(),
-          .d_v = out.d_v.data()};
-}
-
-absl::Status RunCalls(model::CoreAttentionExecutor& executor, const kernels::AttentionShape& shape,
-                      int layers, const RandomBatch& b, Outputs& out) {
-  const int64_t qw = int64_t{shape.n_heads} * shape.head_dim;
-  const int64_t kw = int64_t{shape.n_kv_heads} * shape.head_dim;
-  out.o.assign(b.rows * qw, 0.0f);
-  out.lse.assign(b.rows * shape.n_heads, 0.0f);
-  out.d_q.assign(b.rows * qw, 0.0f);
-  out.d_k.assign(b.rows * kw, 0.0f);
-  out.d_v.assign(b.rows * kw, 0.0f);
-  // The same tensors at every layer: each call must give the same answer.
-  for (int layer = 0; layer < layers; ++layer) {
-    if (absl::Status s = executor.Forward(ForwardCall(layer, shape, b, out)); !s.ok()) {
-      return s;
-    }
-  }
-  for (int layer = layers - 1; layer >= 0; --layer) {
-    std::fill(out.d_k.begin(), out.d_k.end(), 0.0f);
-    std::fill(out.d_v.begin(), out.d_v.end(), 0.0f);
-    if (absl::Status s = executor.Backward(BackwardCall(layer, shape, b, out)); !s.ok()) {
-      return s;
-    }
-  }
-  return absl::OkStatus();
 }
 
 struct KernelCase {
@@ -168,8 +86,10 @@ TEST_P(KernelEquivalenceTest, ServersComputeWhatTheLocalKernelComputes) {
         model::LocalCoreAttention local(nullptr);
         for (int m = 0; m < micro_batches; ++m) {
           Outputs remote, expected;
-          ASSERT_TRUE(RunCalls(local, shape, layers, batches[m][w], expected).ok());
-          absl::Status s = RunCalls(executor, shape, layers, batches[m][w], remote);
+          ASSERT_TRUE(
+              RunCalls(local, shape, layers, batches[m][w], /*backward=*/true, expected).ok());
+          absl::Status s =
+              RunCalls(executor, shape, layers, batches[m][w], /*backward=*/true, remote);
           ASSERT_TRUE(s.ok()) << s;
           split_documents[w] += executor.current_plan()->plan.stats.split_documents;
           EXPECT_LE(RelativeError(remote.o, expected.o), 1e-6) << "o";
@@ -307,8 +227,7 @@ TEST(DisaggregatedProtocolTest, OutOfOrderCallIsRejected) {
   const RandomBatch b = MakeBatch(rng, shape, 64);
   ClusterSetup setup;
   setup.options.n_layers = 2;
-  Outputs out{std::vector<float>(64 * 32), std::vector<float>(64 * 4), std::vector<float>(64 * 32),
-              std::vector<float>(64 * 16), std::vector<float>(64 * 16)};
+  Outputs out = ZeroOutputs(shape, b.rows);
   RunCluster(setup, [&](int, DisaggregatedCoreAttention& executor) {
     // Backward before any forward: the worker has no plan.
     absl::Status s = executor.Backward(BackwardCall(0, shape, b, out));

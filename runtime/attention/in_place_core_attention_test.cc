@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "runtime/attention/executor_test_calls.h"
 #include "runtime/base/clock.h"
 #include "runtime/comm/loopback_ranks.h"
 #include "runtime/model/transformer.h"
@@ -36,22 +37,6 @@ void RunWorkers(int workers, const InPlaceOptions& options,
   ASSERT_TRUE(ranks.ok()) << ranks;
 }
 
-// max |a - b| / max |b| (0 when both are zero).
-double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(double{a[i]} - b[i]));
-    scale = std::max(scale, std::abs(double{b[i]}));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
-struct RandomBatch {
-  int64_t rows = 0;
-  std::vector<kernels::AttentionTask> tasks;
-  std::vector<float> q, k, v, d_o;
-};
-
 // Documents of the given lengths back to back, then 8 padding rows no task
 // touches.
 RandomBatch MakeBatch(std::mt19937& rng, const kernels::AttentionShape& shape,
@@ -63,15 +48,7 @@ RandomBatch MakeBatch(std::mt19937& rng, const kernels::AttentionShape& shape,
     row += length;
   }
   b.rows = row + 8;
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto fill = [&](std::vector<float>& x, int64_t width) {
-    x.resize(b.rows * width);
-    for (float& value : x) value = normal(rng);
-  };
-  fill(b.q, int64_t{shape.n_heads} * shape.head_dim);
-  fill(b.k, int64_t{shape.n_kv_heads} * shape.head_dim);
-  fill(b.v, int64_t{shape.n_kv_heads} * shape.head_dim);
-  fill(b.d_o, int64_t{shape.n_heads} * shape.head_dim);
+  FillRandomTensors(rng, shape, b);
   return b;
 }
 
@@ -85,66 +62,6 @@ std::vector<int64_t> SkewedLengths(std::mt19937& rng, int worker) {
     total += lengths.back();
   }
   return lengths;
-}
-
-struct Outputs {
-  std::vector<float> o, lse, d_q, d_k, d_v;
-};
-
-// Layer `layer`'s calls over `b`, writing into `out` (sized by RunCalls).
-model::AttentionForwardCall ForwardCall(int layer, const kernels::AttentionShape& shape,
-                                        const RandomBatch& b, Outputs& out) {
-  return {.layer = layer,
-          .shape = shape,
-          .tasks = b.tasks,
-          .rows = b.rows,
-          .q = b.q.data(),
-          .k = b.k.data(),
-          .v = b.v.data(),
-          .o = out.o.data(),
-          .lse = out.lse.data()};
-}
-model::AttentionBackwardCall BackwardCall(int layer, const kernels::AttentionShape& shape,
-                                          const RandomBatch& b, Outputs& out) {
-  return {.layer = layer,
-          .shape = shape,
-          .tasks = b.tasks,
-          .rows = b.rows,
-          .q = b.q.data(),
-          .k = b.k.data(),
-          .v = b.v.data(),
-          .o = out.o.data(),
-          .lse = out.lse.data(),
-          .d_o = b.d_o.data(),
-          .d_q = out.d_q.data(),
-          .d_k = out.d_k.data(),
-          .d_v = out.d_v.data()};
-}
-
-// Forward of every layer, then backward of every layer (optional), on the
-// same tensors: each layer must give the same answer.
-absl::Status RunCalls(model::CoreAttentionExecutor& executor, const kernels::AttentionShape& shape,
-                      int layers, const RandomBatch& b, bool backward, Outputs& out) {
-  const int64_t qw = int64_t{shape.n_heads} * shape.head_dim;
-  const int64_t kw = int64_t{shape.n_kv_heads} * shape.head_dim;
-  out.o.assign(b.rows * qw, 0.0f);
-  out.lse.assign(b.rows * shape.n_heads, 0.0f);
-  out.d_q.assign(b.rows * qw, 0.0f);
-  out.d_k.assign(b.rows * kw, 0.0f);
-  out.d_v.assign(b.rows * kw, 0.0f);
-  for (int layer = 0; layer < layers; ++layer) {
-    if (absl::Status s = executor.Forward(ForwardCall(layer, shape, b, out)); !s.ok()) {
-      return s;
-    }
-  }
-  for (int layer = layers - 1; backward && layer >= 0; --layer) {
-    std::fill(out.d_k.begin(), out.d_k.end(), 0.0f);
-    std::fill(out.d_v.begin(), out.d_v.end(), 0.0f);
-    if (absl::Status s = executor.Backward(BackwardCall(layer, shape, b, out)); !s.ok()) {
-      return s;
-    }
-  }
-  return absl::OkStatus();
 }
 
 struct KernelCase {
