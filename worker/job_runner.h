@@ -15,6 +15,7 @@
 #include "corescape/v1/node.pb.h"
 #include "runtime/attention/remote_core_attention.h"
 #include "runtime/control/node_agent.h"
+#include "runtime/control/run_supervisor.h"
 #include "runtime/train/data_parallel_group.h"
 #include "runtime/train/data_parallel_trainer.h"
 
@@ -74,7 +75,32 @@ class JobRunner {
     std::optional<v1::AttentionSpeedWeights> speed_weights;
   };
 
+  // What a run trains with, once set up.
+  struct TrainingSetup {
+    train::TrainerConfig config;
+    std::shared_ptr<train::DataParallelGroup> group;
+    std::unique_ptr<train::DataParallelTrainer> trainer;
+    std::string checkpoint_dir;
+    int64_t checkpoint_step = -1;  // the newest checkpoint of this run's steps
+  };
+
+  // The run's thread: sets up, trains every step, and reports a failure
+  // (unless the run was stopped).
   void Train(Run* run, NodeAgent* agent);
+  // The trainer's settings, the data-parallel group, the core-attention
+  // executor of DISAGGREGATED and IN_PLACE jobs (its epoch in
+  // `attention_epoch`) and the trainer, restored from the checkpoint the
+  // assignment names.
+  absl::StatusOr<TrainingSetup> SetUpTraining(Run& run, uint64_t& attention_epoch)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Trains to the spec's last step: validates and checkpoints at its
+  // intervals, redoes steps dropped for a lost attention server, and rank 0
+  // reports every step.
+  absl::Status TrainSteps(Run& run, NodeAgent& agent, TrainingSetup& setup,
+                          uint64_t& attention_epoch) ABSL_LOCKS_EXCLUDED(mu_);
+  static v1::NodeMessage StepReportMessage(const v1::JobAssignment& assignment,
+                                           const train::StepResult& result, double validation_loss,
+                                           int64_t checkpoint_step);
   // After a step or validation every rank dropped because core attention
   // failed: waits (attention_failover_timeout_ms) for the scheduler's next
   // attention epoch, connects it and gives it to the trainer; `epoch` is the
@@ -83,7 +109,6 @@ class JobRunner {
   absl::Status FailOverAttention(Run* run, train::DataParallelTrainer& trainer,
                                  const train::TrainerConfig& config, const absl::Status& why,
                                  uint64_t& epoch);
-  void StopCurrent(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps the scheduler's speed weights for the current run, if they are of
   // its job, generation and attention epoch with one weight per server
   // (otherwise logs why not, rate-limited), and hands them to its executor.
@@ -103,9 +128,7 @@ class JobRunner {
   const AttentionFactory attention_factory_;
   const int threads_;
   absl::Mutex mu_;
-  std::unique_ptr<Run> current_ ABSL_GUARDED_BY(mu_);
-  // Runs told to stop, joined by the next run (never on the session thread).
-  std::vector<std::unique_ptr<Run>> stopping_ ABSL_GUARDED_BY(mu_);
+  RunSupervisor<Run> runs_;
 };
 
 }  // namespace corescape::worker
