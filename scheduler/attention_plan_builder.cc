@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/attention/micro_batch_plan.h"
+#include "runtime/attention/micro_batch_plan_input.h"
 #include "runtime/control/model_spec.h"
 #include "runtime/planner/attention_planner.h"
 
@@ -17,11 +17,7 @@ absl::StatusOr<planner::ModelShape> AttentionModelShape(const v1::JobSpec& spec)
     return absl::InvalidArgumentError(absl::StrCat(
         "model: d_model ", config->d_model, " is not a multiple of n_heads ", config->n_heads));
   }
-  kernels::AttentionShape shape;
-  shape.n_heads = config->n_heads;
-  shape.n_kv_heads = config->n_kv_heads;
-  shape.head_dim = config->head_dim();
-  return attention::PlannerModelShape(shape);
+  return attention::PlannerModelShape(config->n_heads, config->n_kv_heads, config->head_dim());
 }
 
 absl::StatusOr<v1::AttentionPlan> BuildAttentionPlan(

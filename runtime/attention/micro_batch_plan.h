@@ -14,28 +14,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "runtime/attention/micro_batch_plan_input.h"
 #include "runtime/kernels/core_attention.h"
 #include "runtime/planner/plan.h"
 #include "runtime/planner/server_batch.h"
 
 namespace corescape::attention {
-
-enum class PlannerKind {
-  kCorescape,     // planner::PlanAttention
-  kDistcaGreedy,  // planner::PlanDistcaGreedy (mirrored head/tail pieces)
-};
-
-struct PlanOptions {
-  int32_t servers = 1;
-  double tolerance = 0.05;
-  PlannerKind planner = PlannerKind::kCorescape;
-  // Relative server speeds (speed_weights.h), one per server; empty: equal.
-  // The DistCA greedy planner has no speeds and ignores them.
-  std::vector<double> server_speeds;
-  // In-place mode: server s is worker s (its own rows move no bytes), so
-  // `servers` must equal the number of workers.
-  bool in_place = false;
-};
 
 // Worker w's part of server s's fused batch: contiguous, because the
 // server's tasks are sorted by worker first.
@@ -58,18 +42,6 @@ struct MicroBatchPlan {
   Source source = Source::kParticipants;
   int64_t scheduler_step = 0;
 };
-
-// The planner's model of core attention of `shape`: fp32 on the wire, as
-// the exchanges are.
-planner::ModelShape PlannerModelShape(const kernels::AttentionShape& shape);
-
-// The planner's input of one micro-batch, as every participant and the
-// scheduler build it: options.servers dedicated servers (in place: server s
-// is worker s) at options.server_speeds (equal when empty), the default
-// cost model. InvalidArgument when the counts do not fit.
-absl::StatusOr<planner::PlanInput> MicroBatchPlanInput(
-    std::vector<std::vector<int64_t>> worker_documents, const planner::ModelShape& model,
-    const PlanOptions& options);
 
 absl::StatusOr<MicroBatchPlan> PlanMicroBatch(std::vector<std::vector<int64_t>> worker_documents,
                                               const kernels::AttentionShape& shape,
