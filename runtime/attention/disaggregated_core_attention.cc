@@ -372,24 +372,25 @@ DisaggregatedCoreAttention::PrepareCall(int half, Pass pass, int layer) {
 
 absl::Status DisaggregatedCoreAttention::StartForwardCall(int half,
                                                           const model::AttentionForwardCall& c) {
-  auto prepared = PrepareCall(half, Pass::kForward, c.layer);
+  auto prepared = PrepareCall(half, Pass::kForward, c.in.layer);
   if (!prepared.ok()) return prepared.status();
   MicroBatchState& state = **prepared;
-  if (c.layer == 0) {
-    if (absl::Status s = BeginMicroBatch(state, c.shape, c.tasks, c.rows); !s.ok()) return s;
-  } else if (absl::Status s = CheckSameMicroBatch(state, c.tasks, c.rows); !s.ok()) {
+  if (c.in.layer == 0) {
+    if (absl::Status s = BeginMicroBatch(state, c.in.shape, c.in.tasks, c.in.rows); !s.ok())
+      return s;
+  } else if (absl::Status s = CheckSameMicroBatch(state, c.in.tasks, c.in.rows); !s.ok()) {
     return s;
   }
-  const RowWidths widths = RowWidths::Of(c.shape);
+  const RowWidths widths = RowWidths::Of(c.in.shape);
   const auto& shares = state.plan->shares;
   MicroBatchState* st = &state;
   return StartExchange(
-      state, MakeHeader(state, Pass::kForward, c.layer, c.shape),
+      state, MakeHeader(state, Pass::kForward, c.in.layer, c.in.shape),
       [&](int32_t s) { return ForwardRequestFloats(shares[s][rank_], widths); },
       [&](int32_t s, float* out) {
-        out = GatherRows(c.q, widths.q, state.query_rows[s], out);
-        out = GatherRows(c.k, widths.kv, state.kv_rows[s], out);
-        GatherRows(c.v, widths.kv, state.kv_rows[s], out);
+        out = GatherRows(c.in.q, widths.q, state.query_rows[s], out);
+        out = GatherRows(c.in.k, widths.kv, state.kv_rows[s], out);
+        GatherRows(c.in.v, widths.kv, state.kv_rows[s], out);
       },
       [&](int32_t s) { return ForwardReplyFloats(shares[s][rank_], widths); },
       // Runs at FinishExchange.
@@ -401,23 +402,23 @@ absl::Status DisaggregatedCoreAttention::StartForwardCall(int half,
 
 absl::Status DisaggregatedCoreAttention::StartBackwardCall(int half,
                                                            const model::AttentionBackwardCall& c) {
-  auto prepared = PrepareCall(half, Pass::kBackward, c.layer);
+  auto prepared = PrepareCall(half, Pass::kBackward, c.in.layer);
   if (!prepared.ok()) return prepared.status();
   MicroBatchState& state = **prepared;
-  if (absl::Status s = CheckSameMicroBatch(state, c.tasks, c.rows); !s.ok()) return s;
-  const RowWidths widths = RowWidths::Of(c.shape);
+  if (absl::Status s = CheckSameMicroBatch(state, c.in.tasks, c.in.rows); !s.ok()) return s;
+  const RowWidths widths = RowWidths::Of(c.in.shape);
   const bool resend = !options_.keep_qkv_for_backward;
   const auto& shares = state.plan->shares;
   MicroBatchState* st = &state;
   return StartExchange(
-      state, MakeHeader(state, Pass::kBackward, c.layer, c.shape),
+      state, MakeHeader(state, Pass::kBackward, c.in.layer, c.in.shape),
       [&](int32_t s) { return BackwardRequestFloats(shares[s][rank_], widths, resend); },
       [&](int32_t s, float* out) {
         out = GatherRows(c.d_o, widths.q, state.query_rows[s], out);
         if (!resend) return;
-        out = GatherRows(c.q, widths.q, state.query_rows[s], out);
-        out = GatherRows(c.k, widths.kv, state.kv_rows[s], out);
-        out = GatherRows(c.v, widths.kv, state.kv_rows[s], out);
+        out = GatherRows(c.in.q, widths.q, state.query_rows[s], out);
+        out = GatherRows(c.in.k, widths.kv, state.kv_rows[s], out);
+        out = GatherRows(c.in.v, widths.kv, state.kv_rows[s], out);
         out = GatherRows(c.o, widths.q, state.query_rows[s], out);
         GatherRows(c.lse, widths.lse, state.query_rows[s], out);
       },

@@ -29,28 +29,29 @@ Outputs ZeroOutputs(const kernels::AttentionShape& shape, int64_t rows) {
   return out;
 }
 
-model::AttentionForwardCall ForwardCall(int layer, const kernels::AttentionShape& shape,
-                                        const RandomBatch& b, Outputs& out) {
+namespace {
+
+model::AttentionInputs Inputs(int layer, const kernels::AttentionShape& shape,
+                              const RandomBatch& b) {
   return {.layer = layer,
           .shape = shape,
           .tasks = b.tasks,
           .rows = b.rows,
           .q = b.q.data(),
           .k = b.k.data(),
-          .v = b.v.data(),
-          .o = out.o.data(),
-          .lse = out.lse.data()};
+          .v = b.v.data()};
+}
+
+}  // namespace
+
+model::AttentionForwardCall ForwardCall(int layer, const kernels::AttentionShape& shape,
+                                        const RandomBatch& b, Outputs& out) {
+  return {.in = Inputs(layer, shape, b), .o = out.o.data(), .lse = out.lse.data()};
 }
 
 model::AttentionBackwardCall BackwardCall(int layer, const kernels::AttentionShape& shape,
                                           const RandomBatch& b, Outputs& out) {
-  return {.layer = layer,
-          .shape = shape,
-          .tasks = b.tasks,
-          .rows = b.rows,
-          .q = b.q.data(),
-          .k = b.k.data(),
-          .v = b.v.data(),
+  return {.in = Inputs(layer, shape, b),
           .o = out.o.data(),
           .lse = out.lse.data(),
           .d_o = b.d_o.data(),

@@ -520,14 +520,15 @@ absl::StatusOr<InPlaceCoreAttention::MicroBatchState*> InPlaceCoreAttention::Pre
 
 absl::Status InPlaceCoreAttention::StartForwardCall(int half,
                                                     const model::AttentionForwardCall& c) {
-  const int layer = c.layer;
-  const kernels::AttentionShape& shape = c.shape;
+  const int layer = c.in.layer;
+  const kernels::AttentionShape& shape = c.in.shape;
   auto prepared = PrepareCall(half, Pass::kForward, layer);
   if (!prepared.ok()) return prepared.status();
   MicroBatchState& state = **prepared;
   if (layer == 0) {
-    if (absl::Status s = BeginMicroBatch(state, shape, c.tasks, c.rows); !s.ok()) return Fail(s);
-  } else if (absl::Status s = CheckSameMicroBatch(state, c.tasks, c.rows); !s.ok()) {
+    if (absl::Status s = BeginMicroBatch(state, shape, c.in.tasks, c.in.rows); !s.ok())
+      return Fail(s);
+  } else if (absl::Status s = CheckSameMicroBatch(state, c.in.tasks, c.in.rows); !s.ok()) {
     return Fail(s);
   }
   const RowWidths widths = RowWidths::Of(shape);
@@ -536,7 +537,7 @@ absl::Status InPlaceCoreAttention::StartForwardCall(int half,
   ExchangeSteps steps;
   steps.request_floats = [widths](const WorkerShare& s) { return ForwardRequestFloats(s, widths); };
   steps.reply_floats = [widths](const WorkerShare& s) { return ForwardReplyFloats(s, widths); };
-  steps.fill_request = [st, widths, q = c.q, k = c.k, v = c.v](int32_t p, float* out) {
+  steps.fill_request = [st, widths, q = c.in.q, k = c.in.k, v = c.in.v](int32_t p, float* out) {
     out = GatherRows(q, widths.q, st->query_rows[p], out);
     out = GatherRows(k, widths.kv, st->kv_rows[p], out);
     GatherRows(v, widths.kv, st->kv_rows[p], out);
@@ -557,12 +558,12 @@ absl::Status InPlaceCoreAttention::StartForwardCall(int half,
 
 absl::Status InPlaceCoreAttention::StartBackwardCall(int half,
                                                      const model::AttentionBackwardCall& c) {
-  const int layer = c.layer;
-  const kernels::AttentionShape& shape = c.shape;
+  const int layer = c.in.layer;
+  const kernels::AttentionShape& shape = c.in.shape;
   auto prepared = PrepareCall(half, Pass::kBackward, layer);
   if (!prepared.ok()) return prepared.status();
   MicroBatchState& state = **prepared;
-  if (absl::Status s = CheckSameMicroBatch(state, c.tasks, c.rows); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckSameMicroBatch(state, c.in.tasks, c.in.rows); !s.ok()) return Fail(s);
   const RowWidths widths = RowWidths::Of(shape);
   const bool resend = !options_.keep_qkv_for_backward;
   if (absl::Status s = state.batch.PrepareBackward(layer, widths, resend); !s.ok()) {
@@ -574,8 +575,8 @@ absl::Status InPlaceCoreAttention::StartBackwardCall(int half,
     return BackwardRequestFloats(s, widths, resend);
   };
   steps.reply_floats = [widths](const WorkerShare& s) { return BackwardReplyFloats(s, widths); };
-  steps.fill_request = [st, widths, resend, q = c.q, k = c.k, v = c.v, o = c.o, lse = c.lse,
-                        d_o = c.d_o](int32_t p, float* out) {
+  steps.fill_request = [st, widths, resend, q = c.in.q, k = c.in.k, v = c.in.v, o = c.o,
+                        lse = c.lse, d_o = c.d_o](int32_t p, float* out) {
     out = GatherRows(d_o, widths.q, st->query_rows[p], out);
     if (!resend) return;
     out = GatherRows(q, widths.q, st->query_rows[p], out);

@@ -10,10 +10,11 @@
 
 namespace corescape::model {
 
-// One layer's core-attention call over a micro-batch of `rows` rows:
-// row-major Q and O of width n_heads·head_dim, K and V of n_kv_heads·head_dim,
-// LSE of n_heads. Rows outside every task (padding) are left alone.
-struct AttentionForwardCall {
+// What both passes of one layer's core attention over a micro-batch read:
+// `rows` rows of row-major Q (width n_heads·head_dim), K and V (width
+// n_kv_heads·head_dim), and the tasks over them. Rows outside every task
+// (padding) are left alone.
+struct AttentionInputs {
   int layer = 0;
   kernels::AttentionShape shape;
   absl::Span<const kernels::AttentionTask> tasks;
@@ -21,20 +22,19 @@ struct AttentionForwardCall {
   const float* q = nullptr;
   const float* k = nullptr;
   const float* v = nullptr;
-  float* o = nullptr;    // out
-  float* lse = nullptr;  // out
 };
 
-// The backward of an AttentionForwardCall: its inputs and outputs, dO in,
-// dQ out; dK and dV are accumulated (the caller zeroes them).
+struct AttentionForwardCall {
+  AttentionInputs in;
+  float* o = nullptr;    // out: rows × n_heads·head_dim
+  float* lse = nullptr;  // out: rows × n_heads
+};
+
+// The backward of an AttentionForwardCall over the same inputs: its
+// outputs and dO in, dQ out; dK and dV are accumulated (the caller zeroes
+// them).
 struct AttentionBackwardCall {
-  int layer = 0;
-  kernels::AttentionShape shape;
-  absl::Span<const kernels::AttentionTask> tasks;
-  int64_t rows = 0;
-  const float* q = nullptr;
-  const float* k = nullptr;
-  const float* v = nullptr;
+  AttentionInputs in;
   const float* o = nullptr;
   const float* lse = nullptr;
   const float* d_o = nullptr;
@@ -77,12 +77,14 @@ class LocalCoreAttention final : public CoreAttentionExecutor {
  public:
   explicit LocalCoreAttention(ThreadPool* pool) : pool_(pool) {}
   absl::Status Forward(const AttentionForwardCall& c) override {
-    return kernels::CoreAttentionForward(c.shape, c.tasks, c.q, c.rows, c.k, c.v, c.rows, c.o,
-                                         c.lse, pool_);
+    const AttentionInputs& in = c.in;
+    return kernels::CoreAttentionForward(in.shape, in.tasks, in.q, in.rows, in.k, in.v, in.rows,
+                                         c.o, c.lse, pool_);
   }
   absl::Status Backward(const AttentionBackwardCall& c) override {
-    return kernels::CoreAttentionBackward(c.shape, c.tasks, c.q, c.rows, c.k, c.v, c.rows, c.o,
-                                          c.lse, c.d_o, c.d_q, c.d_k, c.d_v, pool_);
+    const AttentionInputs& in = c.in;
+    return kernels::CoreAttentionBackward(in.shape, in.tasks, in.q, in.rows, in.k, in.v, in.rows,
+                                          c.o, c.lse, c.d_o, c.d_q, c.d_k, c.d_v, pool_);
   }
 
  private:

@@ -152,6 +152,19 @@ void Transformer::PreAttentionForward(int layer, Activations& a) const {
                        config_.head_dim(), config_.rope_theta);
 }
 
+AttentionInputs Transformer::CoreAttentionInputs(int layer, const Activations& a) const {
+  const LayerActivations& l = a.layers[layer];
+  AttentionInputs in;
+  in.layer = layer;
+  in.shape = attention_shape();
+  in.tasks = a.batch.attention_tasks;
+  in.rows = a.batch.rows();
+  in.q = l.q.data();
+  in.k = l.k.data();
+  in.v = l.v.data();
+  return in;
+}
+
 AttentionForwardCall Transformer::ForwardCall(int layer, Activations& a) const {
   LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
@@ -159,13 +172,7 @@ AttentionForwardCall Transformer::ForwardCall(int layer, Activations& a) const {
   Resize(l.o, rows * config_.q_width());
   Resize(l.lse, rows * config_.n_heads);
   AttentionForwardCall call;
-  call.layer = layer;
-  call.shape = attention_shape();
-  call.tasks = a.batch.attention_tasks;
-  call.rows = rows;
-  call.q = l.q.data();
-  call.k = l.k.data();
-  call.v = l.v.data();
+  call.in = CoreAttentionInputs(layer, a);
   call.o = l.o.data();
   call.lse = l.lse.data();
   return call;
@@ -279,19 +286,13 @@ void Transformer::PostAttentionBackward(int layer, Activations& a) {
 }
 
 AttentionBackwardCall Transformer::BackwardCall(int layer, Activations& a) const {
-  LayerActivations& l = a.layers[layer];
+  const LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
   Resize(a.d_q, rows * config_.q_width());
   Resize(a.d_k, rows * config_.kv_width());
   Resize(a.d_v, rows * config_.kv_width());
   AttentionBackwardCall call;
-  call.layer = layer;
-  call.shape = attention_shape();
-  call.tasks = a.batch.attention_tasks;
-  call.rows = rows;
-  call.q = l.q.data();
-  call.k = l.k.data();
-  call.v = l.v.data();
+  call.in = CoreAttentionInputs(layer, a);
   call.o = l.o.data();
   call.lse = l.lse.data();
   call.d_o = a.d_o.data();

@@ -228,9 +228,9 @@ class TestAttention final : public model::CoreAttentionExecutor {
   explicit TestAttention(int fail_at_call = -1) : fail_at_call_(fail_at_call) {}
   absl::Status Forward(const model::AttentionForwardCall& call) override {
     if (++calls_ == fail_at_call_) return absl::UnavailableError("attention server 1 died");
-    if (call.layer == 0) {
+    if (call.in.layer == 0) {
       std::vector<int64_t>& ends = documents_.emplace_back();
-      for (const kernels::AttentionTask& task : call.tasks) ends.push_back(task.q_end);
+      for (const kernels::AttentionTask& task : call.in.tasks) ends.push_back(task.q_end);
     }
     return local_.Forward(call);
   }
