@@ -44,8 +44,8 @@ using GroupFactory = std::function<absl::StatusOr<std::unique_ptr<train::DataPar
 // sends the same generation's next attention epoch (FailOverAttention).
 class JobRunner {
  public:
-  // attention_factory may be null: DISAGGREGATED jobs then fail with a clear
-  // error.
+  // attention_factory may be null: DISAGGREGATED and IN_PLACE jobs then fail
+  // with a clear error.
   JobRunner(GroupFactory group_factory, int threads, AttentionFactory attention_factory = nullptr);
   ~JobRunner();
 
