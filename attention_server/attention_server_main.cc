@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "attention_server/server_job_runner.h"
 #include "runtime/comm/transport.h"
-#include "runtime/control/attention_communicator.h"
+#include "runtime/control/job_communicator.h"
 #include "runtime/control/node_daemon.h"
 #include "runtime/kernels/cpu/blas_threads.h"
 
@@ -23,9 +23,10 @@ int main(int argc, char** argv) {
   std::unique_ptr<corescape::comm::Transport> transport;
   auto make_communicator = [&](const corescape::v1::JobAssignment& assignment)
       -> absl::StatusOr<std::unique_ptr<corescape::comm::Communicator>> {
-    const corescape::comm::CommunicatorOptions options =
-        corescape::AttentionCommunicatorOptions(assignment, absl::GetFlag(FLAGS_idle_timeout));
-    return corescape::comm::Communicator::Create(transport.get(), options);
+    return corescape::comm::Communicator::Create(
+        transport.get(),
+        corescape::JobCommunicatorOptions(assignment, corescape::JobCommunicator::kAttention,
+                                          absl::GetFlag(FLAGS_idle_timeout)));
   };
   std::unique_ptr<corescape::attention_server::ServerJobRunner> runner;
   corescape::NodeDaemonHooks hooks;

@@ -5,66 +5,54 @@
 #include "glog/logging.h"
 #include "runtime/attention/attention_server_session.h"
 #include "runtime/control/job_failure_report.h"
-#include "runtime/control/run_threads.h"
 
 namespace corescape::attention_server {
 
 ServerJobRunner::ServerJobRunner(CommunicatorFactory communicator_factory, int threads)
     : communicator_factory_(std::move(communicator_factory)),
-      pool_(std::make_unique<ThreadPool>(threads > 0 ? threads : DefaultThreadCount())) {}
+      pool_(std::make_unique<ThreadPool>(threads > 0 ? threads : DefaultThreadCount())),
+      runs_(mu_, "attention for job", [](Run& run, const std::string& reason) {
+        if (run.communicator != nullptr) run.communicator->Abort(reason);
+      }) {}
 
 ServerJobRunner::~ServerJobRunner() { Shutdown(); }
-
-void ServerJobRunner::StopCurrent(const std::string& reason) {
-  if (current_ == nullptr) return;
-  LOG(INFO) << "stopping attention for job " << current_->assignment.job_id() << " generation "
-            << current_->assignment.generation() << ": " << reason;
-  current_->stop = true;
-  if (current_->communicator != nullptr) current_->communicator->Abort(reason);
-  stopping_.push_back(std::move(current_));
-}
 
 void ServerJobRunner::Handle(const v1::SchedulerCommand& command, NodeAgent& agent) {
   absl::MutexLock lock(&mu_);
   if (command.has_stop_job()) {
     const v1::StopJobCommand& stop = command.stop_job();
-    if (current_ != nullptr && current_->assignment.job_id() == stop.job_id() &&
-        current_->assignment.generation() <= stop.generation()) {
-      StopCurrent(stop.reason());
+    const Run* current = runs_.current();
+    if (current != nullptr && current->assignment.job_id() == stop.job_id() &&
+        current->assignment.generation() <= stop.generation()) {
+      runs_.StopCurrent(stop.reason());
     }
     return;
   }
   if (!command.has_assign()) return;
   const v1::JobAssignment& assign = command.assign();
-  if (current_ != nullptr && current_->assignment.job_id() == assign.job_id() &&
-      current_->assignment.generation() == assign.generation() &&
-      current_->assignment.attention_epoch() >= assign.attention_epoch()) {
+  const Run* current = runs_.current();
+  if (current != nullptr && current->assignment.job_id() == assign.job_id() &&
+      current->assignment.generation() == assign.generation() &&
+      current->assignment.attention_epoch() >= assign.attention_epoch()) {
     return;  // redelivered
   }
   // A newer generation, or a newer attention epoch of the same one (the job
   // was re-planned after losing a server): serve it from a fresh session.
-  StopCurrent(absl::StrCat("superseded by job ", assign.job_id(), " generation ",
-                           assign.generation(), " attention epoch ", assign.attention_epoch()));
+  runs_.StopCurrent(absl::StrCat("superseded by job ", assign.job_id(), " generation ",
+                                 assign.generation(), " attention epoch ",
+                                 assign.attention_epoch()));
   auto run = std::make_unique<Run>();
   run->assignment = assign;
   LOG(INFO) << "job " << assign.job_id() << " generation " << assign.generation()
-            << " attention epoch " << assign.attention_epoch()
-            << ": attention server " << assign.rank() - assign.peer_data_addresses_size()
-            << " of " << assign.attention_server_addresses_size() << " for "
+            << " attention epoch " << assign.attention_epoch() << ": attention server "
+            << assign.rank() - assign.peer_data_addresses_size() << " of "
+            << assign.attention_server_addresses_size() << " for "
             << assign.peer_data_addresses_size() << " workers";
-  Run* raw = run.get();
   NodeAgent* agent_ptr = &agent;
-  run->thread = std::thread([this, raw, agent_ptr]() { Serve(raw, agent_ptr); });
-  current_ = std::move(run);
+  runs_.Start(std::move(run), [this, agent_ptr](Run* started) { Serve(started, agent_ptr); });
 }
 
 void ServerJobRunner::Serve(Run* run, NodeAgent* agent) {
-  std::vector<std::unique_ptr<Run>> previous;
-  {
-    absl::MutexLock lock(&mu_);
-    previous.swap(stopping_);
-  }
-  JoinRuns(previous);
   const v1::JobAssignment& assignment = run->assignment;
   auto fail = [&](const absl::Status& status) {
     if (!run->stop) {
@@ -118,14 +106,6 @@ void ServerJobRunner::Serve(Run* run, NodeAgent* agent) {
   run->communicator.reset();  // the last reference goes with `shared`
 }
 
-void ServerJobRunner::Shutdown() {
-  std::vector<std::unique_ptr<Run>> runs;
-  {
-    absl::MutexLock lock(&mu_);
-    StopCurrent("attention server shutting down");
-    runs.swap(stopping_);
-  }
-  JoinRuns(runs);
-}
+void ServerJobRunner::Shutdown() { runs_.Shutdown("attention server shutting down"); }
 
 }  // namespace corescape::attention_server

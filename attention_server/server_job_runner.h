@@ -15,6 +15,7 @@
 #include "runtime/base/thread_pool.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/control/node_agent.h"
+#include "runtime/control/run_supervisor.h"
 
 namespace corescape::attention_server {
 
@@ -47,13 +48,11 @@ class ServerJobRunner {
   };
 
   void Serve(Run* run, NodeAgent* agent);
-  void StopCurrent(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CommunicatorFactory communicator_factory_;
   std::unique_ptr<ThreadPool> pool_;
   absl::Mutex mu_;
-  std::unique_ptr<Run> current_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<Run>> stopping_ ABSL_GUARDED_BY(mu_);
+  RunSupervisor<Run> runs_;
 };
 
 }  // namespace corescape::attention_server

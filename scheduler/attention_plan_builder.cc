@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/attention/micro_batch_plan_input.h"
 #include "runtime/control/model_spec.h"
 #include "runtime/planner/attention_planner.h"
 
@@ -16,27 +17,7 @@ absl::StatusOr<planner::ModelShape> AttentionModelShape(const v1::JobSpec& spec)
     return absl::InvalidArgumentError(absl::StrCat(
         "model: d_model ", config->d_model, " is not a multiple of n_heads ", config->n_heads));
   }
-  planner::ModelShape shape;
-  shape.n_heads = config->n_heads;
-  shape.n_kv_heads = config->n_kv_heads;
-  shape.head_dim = config->head_dim();
-  shape.hidden = int64_t{shape.n_heads} * shape.head_dim;
-  shape.bytes_per_element = sizeof(float);  // the exchanges are fp32
-  return shape;
-}
-
-planner::PlanInput AttentionPlanInput(const planner::ModelShape& model,
-                                      std::vector<std::vector<int64_t>> worker_documents,
-                                      const std::vector<PlannedServer>& servers) {
-  planner::PlanInput input;
-  input.worker_documents = std::move(worker_documents);
-  for (const PlannedServer& server : servers) {
-    planner::AttentionServer s;
-    s.speed = server.speed_weight;
-    input.servers.push_back(s);
-  }
-  input.model = model;
-  return input;
+  return attention::PlannerModelShape(config->n_heads, config->n_kv_heads, config->head_dim());
 }
 
 absl::StatusOr<v1::AttentionPlan> BuildAttentionPlan(
@@ -52,9 +33,14 @@ absl::StatusOr<v1::AttentionPlan> BuildAttentionPlan(
     worker_tokens.push_back(tokens);
   }
   const double tolerance = job.spec().attention().tolerance();
-  auto planned = planner::PlanAttention(
-      AttentionPlanInput(*model, std::move(worker_documents), servers),
-      planner::PlannerOptions{tolerance});
+  // The participants' input (runtime/attention), with the servers' weights.
+  attention::PlanOptions options;
+  options.servers = static_cast<int32_t>(servers.size());
+  options.tolerance = tolerance;
+  for (const PlannedServer& server : servers) options.server_speeds.push_back(server.speed_weight);
+  auto input = attention::MicroBatchPlanInput(std::move(worker_documents), *model, options);
+  if (!input.ok()) return input.status();
+  auto planned = planner::PlanAttention(*input, planner::PlannerOptions{tolerance});
   if (!planned.ok()) return planned.status();
 
   v1::AttentionPlan plan;

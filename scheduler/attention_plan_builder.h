@@ -31,15 +31,10 @@ struct PlannedServer {
 // as the participants see it, fp32 on the wire like their exchanges.
 absl::StatusOr<planner::ModelShape> AttentionModelShape(const v1::JobSpec& spec);
 
-// The planner input the participants build (runtime/attention/
-// micro_batch_plan.cc: dedicated servers, default cost model), except that
-// server speeds are the given weights.
-planner::PlanInput AttentionPlanInput(const planner::ModelShape& model,
-                                      std::vector<std::vector<int64_t>> worker_documents,
-                                      const std::vector<PlannedServer>& servers);
-
-// Plans the step with the participants' planner (planner::PlanAttention at
-// the job's attention.tolerance) and describes the result. `excluded` lists
+// Plans the step with the participants' planner input
+// (attention::MicroBatchPlanInput, the servers' speed weights as speeds) and
+// planner (planner::PlanAttention at the job's attention.tolerance) and
+// describes the result. `excluded` lists
 // the job's servers left out, for people.
 absl::StatusOr<v1::AttentionPlan> BuildAttentionPlan(
     const v1::Job& job, int64_t step, std::vector<std::vector<int64_t>> worker_documents,

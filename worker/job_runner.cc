@@ -9,7 +9,6 @@
 #include "runtime/base/crc32c.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/control/job_failure_report.h"
-#include "runtime/control/run_threads.h"
 #include "runtime/control/model_spec.h"
 #include "runtime/model/model_config.h"
 #include "worker/attention_reports.h"
@@ -19,7 +18,11 @@ namespace corescape::worker {
 JobRunner::JobRunner(GroupFactory group_factory, int threads, AttentionFactory attention_factory)
     : group_factory_(std::move(group_factory)),
       attention_factory_(std::move(attention_factory)),
-      threads_(threads) {}
+      threads_(threads),
+      runs_(mu_, "job", [](Run& run, const std::string& reason) {
+        if (run.group != nullptr) run.group->Abort(reason);
+        if (run.attention != nullptr) run.attention->Abort(reason);
+      }) {}
 
 JobRunner::~JobRunner() { Shutdown(); }
 
@@ -83,28 +86,19 @@ absl::StatusOr<train::TrainerConfig> JobRunner::TrainerConfigFor(
   return config;
 }
 
-void JobRunner::StopCurrent(const std::string& reason) {
-  if (current_ == nullptr) return;
-  LOG(INFO) << "stopping job " << current_->assignment.job_id() << " generation "
-            << current_->assignment.generation() << ": " << reason;
-  current_->stop = true;
-  if (current_->group != nullptr) current_->group->Abort(reason);
-  if (current_->attention != nullptr) current_->attention->Abort(reason);
-  stopping_.push_back(std::move(current_));
-}
-
 void JobRunner::TakeSpeedWeights(const v1::AttentionSpeedWeights& weights) {
+  Run* current = runs_.current();
   std::string why;
-  if (current_ == nullptr || current_->assignment.job_id() != weights.job_id()) {
+  if (current == nullptr || current->assignment.job_id() != weights.job_id()) {
     why = "not running that job";
-  } else if (current_->assignment.generation() != weights.generation()) {
-    why = absl::StrCat("running generation ", current_->assignment.generation());
-  } else if (current_->attention_membership.attention_epoch() != weights.attention_epoch()) {
-    why = absl::StrCat("in attention epoch ", current_->attention_membership.attention_epoch());
+  } else if (current->assignment.generation() != weights.generation()) {
+    why = absl::StrCat("running generation ", current->assignment.generation());
+  } else if (current->attention_membership.attention_epoch() != weights.attention_epoch()) {
+    why = absl::StrCat("in attention epoch ", current->attention_membership.attention_epoch());
   } else if (weights.weights_size() !=
-             current_->attention_membership.attention_server_addresses_size()) {
+             current->attention_membership.attention_server_addresses_size()) {
     why = absl::StrCat(weights.weights_size(), " weights for ",
-                       current_->attention_membership.attention_server_addresses_size(),
+                       current->attention_membership.attention_server_addresses_size(),
                        " attention servers");
   }
   if (!why.empty()) {
@@ -115,27 +109,28 @@ void JobRunner::TakeSpeedWeights(const v1::AttentionSpeedWeights& weights) {
                              << weights.attention_epoch() << ": " << why;
     return;
   }
-  current_->speed_weights = weights;
-  ApplySpeedWeights(*current_);
+  current->speed_weights = weights;
+  ApplySpeedWeights(*current);
 }
 
 void JobRunner::TakeStepPlan(const v1::AttentionStepPlan& step_plan) {
+  Run* current = runs_.current();
   std::string why;
-  if (current_ == nullptr || current_->assignment.job_id() != step_plan.job_id()) {
+  if (current == nullptr || current->assignment.job_id() != step_plan.job_id()) {
     why = "not running that job";
-  } else if (current_->assignment.generation() != step_plan.generation()) {
-    why = absl::StrCat("running generation ", current_->assignment.generation());
-  } else if (current_->attention == nullptr ||
-             current_->attention_epoch != step_plan.attention_epoch()) {
+  } else if (current->assignment.generation() != step_plan.generation()) {
+    why = absl::StrCat("running generation ", current->assignment.generation());
+  } else if (current->attention == nullptr ||
+             current->attention_epoch != step_plan.attention_epoch()) {
     // Planned over another epoch's servers: the executor could not use it.
-    why = absl::StrCat("in attention epoch ", current_->attention_epoch);
-  } else if (current_->assignment.rank() != 0) {
+    why = absl::StrCat("in attention epoch ", current->attention_epoch);
+  } else if (current->assignment.rank() != 0) {
     why = "only worker rank 0 ships plans";
   }
   absl::StatusOr<std::vector<attention::ShippedPlan>> plans =
       why.empty() ? ShippedPlansFromStepPlan(
-                        step_plan, current_->attention_membership.peer_data_addresses_size(),
-                        current_->attention_membership.attention_server_addresses_size())
+                        step_plan, current->attention_membership.peer_data_addresses_size(),
+                        current->attention_membership.attention_server_addresses_size())
                   : absl::FailedPreconditionError(why);
   if (!plans.ok()) {
     // A late plan (the run moved on) is harmless: the step is planned here.
@@ -146,7 +141,7 @@ void JobRunner::TakeStepPlan(const v1::AttentionStepPlan& step_plan) {
     return;
   }
   for (attention::ShippedPlan& plan : *plans) {
-    if (absl::Status s = current_->attention->OfferShippedPlan(std::move(plan)); !s.ok()) {
+    if (absl::Status s = current->attention->OfferShippedPlan(std::move(plan)); !s.ok()) {
       LOG_EVERY_N(WARNING, 20) << "job " << step_plan.job_id()
                                << ": attention plan refused: " << s;
       return;
@@ -159,10 +154,11 @@ void JobRunner::ApplySpeedWeights(Run& run) {
       run.speed_weights->attention_epoch() != run.attention_epoch) {
     return;  // the executor of its epoch takes them once it exists
   }
-  const std::vector<double> weights(run.speed_weights->weights().begin(),
-                                    run.speed_weights->weights().end());
-  if (absl::Status s = run.attention->SetSpeedWeights(run.speed_weights->version(), weights);
-      !s.ok()) {
+  attention::SpeedWeights weights;
+  weights.version = run.speed_weights->version();
+  weights.weights.assign(run.speed_weights->weights().begin(),
+                         run.speed_weights->weights().end());
+  if (absl::Status s = run.attention->SetSpeedWeights(std::move(weights)); !s.ok()) {
     LOG_EVERY_N(WARNING, 20) << "job " << run.assignment.job_id()
                              << ": attention speed weights refused: " << s;
   }
@@ -180,26 +176,28 @@ void JobRunner::Handle(const v1::SchedulerCommand& command, NodeAgent& agent) {
   }
   if (command.has_stop_job()) {
     const v1::StopJobCommand& stop = command.stop_job();
-    if (current_ != nullptr && current_->assignment.job_id() == stop.job_id() &&
-        current_->assignment.generation() <= stop.generation()) {
-      StopCurrent(stop.reason());
+    const Run* current = runs_.current();
+    if (current != nullptr && current->assignment.job_id() == stop.job_id() &&
+        current->assignment.generation() <= stop.generation()) {
+      runs_.StopCurrent(stop.reason());
     }
     return;
   }
   if (!command.has_assign()) return;
   const v1::JobAssignment& assign = command.assign();
-  if (current_ != nullptr && current_->assignment.job_id() == assign.job_id() &&
-      current_->assignment.generation() == assign.generation()) {
-    if (assign.attention_epoch() > current_->attention_membership.attention_epoch()) {
+  Run* current = runs_.current();
+  if (current != nullptr && current->assignment.job_id() == assign.job_id() &&
+      current->assignment.generation() == assign.generation()) {
+    if (assign.attention_epoch() > current->attention_membership.attention_epoch()) {
       // Re-planned over other attention servers: the run goes on. An
       // exchange in flight fails now rather than at a timeout; the trainer
       // then redoes the step in the new epoch.
       LOG(INFO) << "job " << assign.job_id() << ": attention epoch " << assign.attention_epoch()
                 << " over " << assign.attention_server_addresses_size() << " servers";
-      current_->attention_membership = assign;
-      if (current_->attention != nullptr) {
-        current_->attention->Abort(absl::StrCat("attention epoch ", assign.attention_epoch(),
-                                                " replaces this one"));
+      current->attention_membership = assign;
+      if (current->attention != nullptr) {
+        current->attention->Abort(
+            absl::StrCat("attention epoch ", assign.attention_epoch(), " replaces this one"));
       }
     }
     return;  // otherwise redelivered
@@ -212,8 +210,8 @@ void JobRunner::Handle(const v1::SchedulerCommand& command, NodeAgent& agent) {
                  << ": not running it";
     return;
   }
-  StopCurrent(absl::StrCat("superseded by job ", assign.job_id(), " generation ",
-                           assign.generation()));
+  runs_.StopCurrent(
+      absl::StrCat("superseded by job ", assign.job_id(), " generation ", assign.generation()));
   auto run = std::make_unique<Run>();
   run->assignment = assign;
   run->attention_membership = assign;
@@ -222,188 +220,202 @@ void JobRunner::Handle(const v1::SchedulerCommand& command, NodeAgent& agent) {
             << (assign.resume_from_step() >= 0
                     ? absl::StrCat(", resuming from step ", assign.resume_from_step())
                     : std::string(", from the start"));
-  Run* raw = run.get();
   NodeAgent* agent_ptr = &agent;
-  run->thread = std::thread([this, raw, agent_ptr]() { Train(raw, agent_ptr); });
-  current_ = std::move(run);
+  runs_.Start(std::move(run), [this, agent_ptr](Run* started) { Train(started, agent_ptr); });
 }
 
 void JobRunner::Train(Run* run, NodeAgent* agent) {
-  // Earlier runs must be gone before this one takes the cores and ports.
-  std::vector<std::unique_ptr<Run>> previous;
-  {
-    absl::MutexLock lock(&mu_);
-    previous.swap(stopping_);
-  }
-  JoinRuns(previous);
-
   const v1::JobAssignment& assignment = run->assignment;
-  const v1::JobSpec& spec = assignment.spec();
   uint64_t attention_epoch = 0;  // of the attention communicator in use
-  auto fail = [&](const absl::Status& status) {
-    if (run->stop) {
-      LOG(INFO) << "job " << assignment.job_id() << " stopped: " << status;
-      return;
-    }
-    LOG(ERROR) << "job " << assignment.job_id() << " rank " << assignment.rank()
-               << " failed: " << status;
-    agent->Send(JobFailureMessage(assignment, status, attention_epoch));
-  };
-
-  auto config = TrainerConfigFor(assignment, threads_);
-  if (!config.ok()) return fail(config.status());
-  auto created_group = group_factory_(assignment);
-  if (!created_group.ok()) return fail(created_group.status());
-  std::shared_ptr<train::DataParallelGroup> group = *std::move(created_group);
-  {
-    absl::MutexLock lock(&mu_);
-    run->group = group;
-    if (run->stop) group->Abort("stop requested");
-  }
   // Released when this run ends (the executor then tells the attention
   // servers the job is done), not when the next assignment replaces the run.
   struct ReleaseAttention {
     JobRunner* runner;
     Run* run;
     ~ReleaseAttention() {
-      std::shared_ptr<AbortableAttention> attention;
+      std::shared_ptr<attention::RemoteCoreAttention> attention;
       absl::MutexLock lock(&runner->mu_);
       attention.swap(run->attention);
     }
   } release_attention{this, run};
+  absl::Status status = [&]() -> absl::Status {
+    auto setup = SetUpTraining(*run, attention_epoch);
+    if (!setup.ok()) return setup.status();
+    return TrainSteps(*run, *agent, *setup, attention_epoch);
+  }();
+  if (status.ok()) return;
+  if (run->stop) {
+    LOG(INFO) << "job " << assignment.job_id() << " stopped: " << status;
+    return;
+  }
+  LOG(ERROR) << "job " << assignment.job_id() << " rank " << assignment.rank()
+             << " failed: " << status;
+  agent->Send(JobFailureMessage(assignment, status, attention_epoch));
+}
+
+absl::StatusOr<JobRunner::TrainingSetup> JobRunner::SetUpTraining(Run& run,
+                                                                  uint64_t& attention_epoch) {
+  const v1::JobAssignment& assignment = run.assignment;
+  const v1::JobSpec& spec = assignment.spec();
+  TrainingSetup setup;
+  auto config = TrainerConfigFor(assignment, threads_);
+  if (!config.ok()) return config.status();
+  setup.config = *std::move(config);
+  auto created_group = group_factory_(assignment);
+  if (!created_group.ok()) return created_group.status();
+  setup.group = *std::move(created_group);
+  {
+    absl::MutexLock lock(&mu_);
+    run.group = setup.group;
+    if (run.stop) setup.group->Abort("stop requested");
+  }
   const bool disaggregated = spec.attention().mode() == v1::DISAGGREGATED;
   // IN_PLACE jobs get an executor too (the workers serve each other's
   // attention) but no failover: a lost worker is a recovery.
   if (disaggregated || spec.attention().mode() == v1::IN_PLACE) {
     if (attention_factory_ == nullptr) {
-      return fail(absl::UnimplementedError(absl::StrCat(
-          "this worker cannot run ", v1::AttentionMode_Name(spec.attention().mode()),
-          " attention")));
+      return absl::UnimplementedError(absl::StrCat("this worker cannot run ",
+                                                   v1::AttentionMode_Name(spec.attention().mode()),
+                                                   " attention"));
     }
     // The newest membership: a re-plan may have come before we connected.
     v1::JobAssignment membership;
     {
       absl::MutexLock lock(&mu_);
-      membership = run->attention_membership;
+      membership = run.attention_membership;
     }
     attention_epoch = membership.attention_epoch();
-    auto attention = attention_factory_(membership, *config);
-    if (!attention.ok()) return fail(attention.status());
+    auto attention = attention_factory_(membership, setup.config);
+    if (!attention.ok()) return attention.status();
     LOG(INFO) << "job " << membership.job_id() << " rank " << membership.rank()
               << ": core attention "
-              << (disaggregated
-                      ? absl::StrCat("on ", membership.attention_server_addresses_size(),
-                                     " attention server(s)")
-                      : absl::StrCat("in place over ", membership.peer_data_addresses_size(),
-                                     " workers"))
-              << ", " << (config->ping_pong ? "ping-pong halves" : "whole micro-batches");
+              << (disaggregated ? absl::StrCat("on ", membership.attention_server_addresses_size(),
+                                               " attention server(s)")
+                                : absl::StrCat("in place over ",
+                                               membership.peer_data_addresses_size(), " workers"))
+              << ", " << (setup.config.ping_pong ? "ping-pong halves" : "whole micro-batches");
     {
       absl::MutexLock lock(&mu_);
-      run->attention = *attention;
-      run->attention_epoch = attention_epoch;
-      ApplySpeedWeights(*run);
-      if (run->stop) run->attention->Abort("stop requested");
+      run.attention = *attention;
+      run.attention_epoch = attention_epoch;
+      ApplySpeedWeights(run);
+      if (run.stop) run.attention->Abort("stop requested");
     }
-    config->attention = *std::move(attention);
+    setup.config.attention = *std::move(attention);
   }
-  auto trainer = train::DataParallelTrainer::Create(*config, group.get());
-  if (!trainer.ok()) return fail(trainer.status());
-  config->attention.reset();  // the trainer and the run hold it
+  auto trainer = train::DataParallelTrainer::Create(setup.config, setup.group.get());
+  if (!trainer.ok()) return trainer.status();
+  setup.trainer = *std::move(trainer);
+  setup.config.attention.reset();  // the trainer and the run hold it
   // Per job: two jobs given the same directory never see each other's steps.
-  const std::string checkpoint_dir =
-      absl::StrCat(spec.checkpoint().directory(), "/", assignment.job_id());
-  int64_t checkpoint_step = -1;
+  setup.checkpoint_dir = absl::StrCat(spec.checkpoint().directory(), "/", assignment.job_id());
   if (assignment.resume_from_step() >= 0) {
     auto checkpoint =
-        checkpoint::LoadNewestCheckpoint(checkpoint_dir, assignment.resume_from_step());
-    if (!checkpoint.ok()) return fail(checkpoint.status());
-    if (absl::Status s = (*trainer)->Restore(*checkpoint); !s.ok()) return fail(s);
-    checkpoint_step = checkpoint->step;
-    LOG(INFO) << "restored checkpoint step " << checkpoint->step << " from " << checkpoint_dir;
+        checkpoint::LoadNewestCheckpoint(setup.checkpoint_dir, assignment.resume_from_step());
+    if (!checkpoint.ok()) return checkpoint.status();
+    if (absl::Status s = setup.trainer->Restore(*checkpoint); !s.ok()) return s;
+    setup.checkpoint_step = checkpoint->step;
+    LOG(INFO) << "restored checkpoint step " << checkpoint->step << " from "
+              << setup.checkpoint_dir;
   }
+  return setup;
+}
 
+absl::Status JobRunner::TrainSteps(Run& run, NodeAgent& agent, TrainingSetup& setup,
+                                   uint64_t& attention_epoch) {
+  const v1::JobAssignment& assignment = run.assignment;
+  const v1::JobSpec& spec = assignment.spec();
+  train::DataParallelTrainer& trainer = *setup.trainer;
+  const bool disaggregated = spec.attention().mode() == v1::DISAGGREGATED;
   const bool reporter = assignment.rank() == 0;
   const int64_t eval_interval = spec.eval_interval_steps();
   const int64_t checkpoint_interval = spec.checkpoint().interval_steps();
   // DISAGGREGATED jobs: the scheduler plans each step's core attention
   // while the step before runs.
   AttentionDemandLookahead demands(assignment,
-                                   [agent](v1::NodeMessage m) { agent->Send(std::move(m)); });
+                                   [&agent](v1::NodeMessage m) { agent.Send(std::move(m)); });
   const AttentionDemandLookahead::Peek peek = [&trainer](int64_t steps_ahead) {
-    return (*trainer)->UpcomingAttentionDocuments(steps_ahead);
+    return trainer.UpcomingAttentionDocuments(steps_ahead);
   };
-  while ((*trainer)->step() < spec.steps()) {
-    if (run->stop) return fail(absl::CancelledError("stop requested"));
-    if (disaggregated) demands.BeforeStep((*trainer)->step(), attention_epoch, peek);
-    auto result = (*trainer)->Step();
+  while (trainer.step() < spec.steps()) {
+    if (run.stop) return absl::CancelledError("stop requested");
+    if (disaggregated) demands.BeforeStep(trainer.step(), attention_epoch, peek);
+    auto result = trainer.Step();
     if (!result.ok() && disaggregated && train::IsDiscardedForAttention(result.status())) {
       // Every rank dropped the step: redo it in the next attention epoch.
       if (absl::Status s =
-              FailOverAttention(run, **trainer, *config, result.status(), attention_epoch);
+              FailOverAttention(&run, trainer, setup.config, result.status(), attention_epoch);
           !s.ok()) {
-        return fail(s);
+        return s;
       }
       continue;
     }
-    if (!result.ok()) return fail(result.status());
+    if (!result.ok()) return result.status();
     if (!std::isfinite(result->loss)) {
-      return fail(absl::InternalError(absl::StrCat("loss is ", result->loss, " at step ",
-                                                   result->step, ": training diverged")));
+      return absl::InternalError(
+          absl::StrCat("loss is ", result->loss, " at step ", result->step, ": training diverged"));
     }
     const int64_t step = result->step;
     double validation_loss = std::numeric_limits<double>::quiet_NaN();
     if ((eval_interval > 0 && step % eval_interval == 0) || step == spec.steps()) {
-      auto val = Validate(*run, **trainer);
+      auto val = Validate(run, trainer);
       while (!val.ok() && disaggregated && train::IsDiscardedForAttention(val.status())) {
         if (absl::Status s =
-                FailOverAttention(run, **trainer, *config, val.status(), attention_epoch);
+                FailOverAttention(&run, trainer, setup.config, val.status(), attention_epoch);
             !s.ok()) {
-          return fail(s);
+          return s;
         }
-        val = Validate(*run, **trainer);
+        val = Validate(run, trainer);
       }
       if (val.ok()) {
         validation_loss = *val;
       } else if (val.status().code() != absl::StatusCode::kFailedPrecondition) {
-        return fail(val.status());  // no validation data is fine; errors are not
+        return val.status();  // no validation data is fine; errors are not
       }
     }
     if (checkpoint_interval > 0 && step % checkpoint_interval == 0 && step < spec.steps()) {
       // Rank 0 writes for everyone: the replicas are bitwise identical.
       if (reporter) {
-        auto snapshot = (*trainer)->Snapshot();
-        if (!snapshot.ok()) return fail(snapshot.status());
-        if (absl::Status s =
-                checkpoint::WriteCheckpoint(checkpoint_dir, *snapshot, spec.checkpoint().keep());
+        auto snapshot = trainer.Snapshot();
+        if (!snapshot.ok()) return snapshot.status();
+        if (absl::Status s = checkpoint::WriteCheckpoint(setup.checkpoint_dir, *snapshot,
+                                                         spec.checkpoint().keep());
             !s.ok()) {
-          return fail(s);
+          return s;
         }
       }
-      checkpoint_step = step;
+      setup.checkpoint_step = step;
     }
     if (reporter) {
-      v1::NodeMessage message;
-      v1::StepReport* report = message.mutable_step_report();
-      report->set_job_id(assignment.job_id());
-      report->set_generation(assignment.generation());
-      report->set_rank(assignment.rank());
-      report->set_step(step);
-      report->set_loss(result->loss);
-      report->set_tokens_per_second(result->tokens_per_second * assignment.world_size());
-      report->set_bytes_sent(result->bytes_sent);
-      report->set_bytes_received(result->bytes_received);
-      report->set_compute_seconds(result->compute_seconds);
-      report->set_communication_seconds(result->communication_seconds);
-      report->set_validation_loss(validation_loss);
-      report->set_checkpoint_step(checkpoint_step);
-      agent->Send(std::move(message));
+      agent.Send(StepReportMessage(assignment, *result, validation_loss, setup.checkpoint_step));
     }
   }
   // Replicas must agree bitwise; the checksum in the log lets anyone compare.
-  const std::vector<float>& params = (*trainer)->model().parameters();
+  const std::vector<float>& params = trainer.model().parameters();
   LOG(INFO) << "job " << assignment.job_id() << " rank " << assignment.rank() << " finished "
             << spec.steps() << " steps; parameter crc32c "
             << absl::StrFormat("%08x", Crc32c(params.data(), params.size() * sizeof(float)));
+  return absl::OkStatus();
+}
+
+v1::NodeMessage JobRunner::StepReportMessage(const v1::JobAssignment& assignment,
+                                             const train::StepResult& result,
+                                             double validation_loss, int64_t checkpoint_step) {
+  v1::NodeMessage message;
+  v1::StepReport* report = message.mutable_step_report();
+  report->set_job_id(assignment.job_id());
+  report->set_generation(assignment.generation());
+  report->set_rank(assignment.rank());
+  report->set_step(result.step);
+  report->set_loss(result.loss);
+  report->set_tokens_per_second(result.tokens_per_second * assignment.world_size());
+  report->set_bytes_sent(result.bytes_sent);
+  report->set_bytes_received(result.bytes_received);
+  report->set_compute_seconds(result.compute_seconds);
+  report->set_communication_seconds(result.communication_seconds);
+  report->set_validation_loss(validation_loss);
+  report->set_checkpoint_step(checkpoint_step);
+  return message;
 }
 
 absl::StatusOr<double> JobRunner::Validate(Run& run, train::DataParallelTrainer& trainer) {
@@ -432,7 +444,7 @@ absl::Status JobRunner::FailOverAttention(Run* run, train::DataParallelTrainer& 
   absl::Status last = why;
   for (;;) {
     v1::JobAssignment membership;
-    std::shared_ptr<AbortableAttention> broken;
+    std::shared_ptr<attention::RemoteCoreAttention> broken;
     {
       absl::MutexLock lock(&mu_);
       auto newer = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -475,14 +487,6 @@ absl::Status JobRunner::FailOverAttention(Run* run, train::DataParallelTrainer& 
   }
 }
 
-void JobRunner::Shutdown() {
-  std::vector<std::unique_ptr<Run>> runs;
-  {
-    absl::MutexLock lock(&mu_);
-    StopCurrent("worker shutting down");
-    runs.swap(stopping_);
-  }
-  JoinRuns(runs);
-}
+void JobRunner::Shutdown() { runs_.Shutdown("worker shutting down"); }
 
 }  // namespace corescape::worker

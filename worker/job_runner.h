@@ -13,12 +13,20 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "corescape/v1/node.pb.h"
-#include "runtime/attention/shipped_plan.h"
+#include "runtime/attention/remote_core_attention.h"
 #include "runtime/control/node_agent.h"
+#include "runtime/control/run_supervisor.h"
 #include "runtime/train/data_parallel_group.h"
 #include "runtime/train/data_parallel_trainer.h"
 
 namespace corescape::worker {
+
+// Builds the job's core-attention executor for DISAGGREGATED and IN_PLACE
+// jobs (core_attention.h); the runner keeps it so a stop can abort an
+// exchange in flight, and hands it the scheduler's weights and plans.
+using AttentionFactory =
+    std::function<absl::StatusOr<std::shared_ptr<attention::RemoteCoreAttention>>(
+        const v1::JobAssignment& assignment, const train::TrainerConfig& config)>;
 
 // Builds the job's data-parallel group (its communicator) from an
 // assignment: peers, generation, token.
@@ -34,36 +42,10 @@ using GroupFactory = std::function<absl::StatusOr<std::unique_ptr<train::DataPar
 // next step boundary. DISAGGREGATED jobs survive a lost attention server: a
 // step dropped because core attention failed is redone once the scheduler
 // sends the same generation's next attention epoch (FailOverAttention).
-// Builds the job's core-attention executor for DISAGGREGATED jobs (the
-// attention communicator to the job's attention servers); the runner keeps it
-// so a stop can abort an exchange in flight.
-class AbortableAttention : public model::CoreAttentionExecutor {
- public:
-  virtual void Abort(const std::string& reason) = 0;
-  // The attention servers' speed weights (the scheduler's
-  // AttentionSpeedWeights) for the plans of the next micro-batches; any
-  // thread. Executors that plan over no servers refuse them.
-  virtual absl::Status SetSpeedWeights(uint64_t /*version*/,
-                                       const std::vector<double>& /*weights*/) {
-    return absl::FailedPreconditionError("this attention executor takes no speed weights");
-  }
-  // The scheduler's plan of an upcoming micro-batch (worker rank 0 of a
-  // DISAGGREGATED job; attention/shipped_plan.h); any thread. Executors
-  // that plan over no servers refuse it.
-  virtual absl::Status OfferShippedPlan(attention::ShippedPlan /*plan*/) {
-    return absl::FailedPreconditionError("this attention executor takes no scheduler plans");
-  }
-  // Whether worker rank 0 ships the scheduler's plans with the next
-  // micro-batches (off during validation, which the scheduler never plans).
-  virtual void ShipSchedulerPlans(bool /*on*/) {}
-};
-using AttentionFactory = std::function<absl::StatusOr<std::shared_ptr<AbortableAttention>>(
-    const v1::JobAssignment& assignment, const train::TrainerConfig& config)>;
-
 class JobRunner {
  public:
-  // attention_factory may be null: DISAGGREGATED jobs then fail with a clear
-  // error.
+  // attention_factory may be null: DISAGGREGATED and IN_PLACE jobs then fail
+  // with a clear error.
   JobRunner(GroupFactory group_factory, int threads, AttentionFactory attention_factory = nullptr);
   ~JobRunner();
 
@@ -81,7 +63,7 @@ class JobRunner {
     std::thread thread;
     // Set once connected, so a stop can abort a collective in flight.
     std::shared_ptr<train::DataParallelGroup> group;
-    std::shared_ptr<AbortableAttention> attention;  // DISAGGREGATED jobs
+    std::shared_ptr<attention::RemoteCoreAttention> attention;  // DISAGGREGATED, IN_PLACE
     // DISAGGREGATED jobs: the newest attention membership the scheduler
     // sent for this generation (highest attention_epoch). Guarded by mu_.
     v1::JobAssignment attention_membership;
@@ -93,7 +75,32 @@ class JobRunner {
     std::optional<v1::AttentionSpeedWeights> speed_weights;
   };
 
+  // What a run trains with, once set up.
+  struct TrainingSetup {
+    train::TrainerConfig config;
+    std::shared_ptr<train::DataParallelGroup> group;
+    std::unique_ptr<train::DataParallelTrainer> trainer;
+    std::string checkpoint_dir;
+    int64_t checkpoint_step = -1;  // the newest checkpoint of this run's steps
+  };
+
+  // The run's thread: sets up, trains every step, and reports a failure
+  // (unless the run was stopped).
   void Train(Run* run, NodeAgent* agent);
+  // The trainer's settings, the data-parallel group, the core-attention
+  // executor of DISAGGREGATED and IN_PLACE jobs (its epoch in
+  // `attention_epoch`) and the trainer, restored from the checkpoint the
+  // assignment names.
+  absl::StatusOr<TrainingSetup> SetUpTraining(Run& run, uint64_t& attention_epoch)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Trains to the spec's last step: validates and checkpoints at its
+  // intervals, redoes steps dropped for a lost attention server, and rank 0
+  // reports every step.
+  absl::Status TrainSteps(Run& run, NodeAgent& agent, TrainingSetup& setup,
+                          uint64_t& attention_epoch) ABSL_LOCKS_EXCLUDED(mu_);
+  static v1::NodeMessage StepReportMessage(const v1::JobAssignment& assignment,
+                                           const train::StepResult& result, double validation_loss,
+                                           int64_t checkpoint_step);
   // After a step or validation every rank dropped because core attention
   // failed: waits (attention_failover_timeout_ms) for the scheduler's next
   // attention epoch, connects it and gives it to the trainer; `epoch` is the
@@ -102,7 +109,6 @@ class JobRunner {
   absl::Status FailOverAttention(Run* run, train::DataParallelTrainer& trainer,
                                  const train::TrainerConfig& config, const absl::Status& why,
                                  uint64_t& epoch);
-  void StopCurrent(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps the scheduler's speed weights for the current run, if they are of
   // its job, generation and attention epoch with one weight per server
   // (otherwise logs why not, rate-limited), and hands them to its executor.
@@ -122,9 +128,7 @@ class JobRunner {
   const AttentionFactory attention_factory_;
   const int threads_;
   absl::Mutex mu_;
-  std::unique_ptr<Run> current_ ABSL_GUARDED_BY(mu_);
-  // Runs told to stop, joined by the next run (never on the session thread).
-  std::vector<std::unique_ptr<Run>> stopping_ ABSL_GUARDED_BY(mu_);
+  RunSupervisor<Run> runs_;
 };
 
 }  // namespace corescape::worker

@@ -10,7 +10,7 @@
 #include "runtime/control/node_daemon.h"
 #include "runtime/kernels/cpu/blas_threads.h"
 #include "worker/communicator_group.h"
-#include "worker/disaggregated_attention.h"
+#include "worker/core_attention.h"
 #include "worker/job_runner.h"
 
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(30),
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     transport = *std::move(created);
     auto make_attention = [&](const corescape::v1::JobAssignment& assignment,
                               const corescape::train::TrainerConfig& config) {
-      return corescape::worker::ConnectDisaggregatedAttention(
+      return corescape::worker::ConnectCoreAttention(
           transport.get(), assignment, config, absl::GetFlag(FLAGS_collective_timeout));
     };
     runner = std::make_unique<corescape::worker::JobRunner>(

@@ -40,12 +40,20 @@ absl::StatusOr<StepSeconds> RunAttentionStep(model::CoreAttentionExecutor& execu
                                              const StragglerConfig& config,
                                              WorkerTensors& t) {
   const kernels::AttentionShape shape = config.shape();
+  auto inputs = [&](int layer) -> model::AttentionInputs {
+    return {.layer = layer,
+            .shape = shape,
+            .tasks = t.tasks,
+            .rows = t.rows,
+            .q = t.q.data(),
+            .k = t.k.data(),
+            .v = t.v.data()};
+  };
   StepSeconds seconds;
   const absl::Time start = absl::Now();
   for (int layer = 0; layer < config.layers; ++layer) {
-    if (absl::Status s = executor.Forward(layer, shape, t.tasks, t.q.data(), t.k.data(),
-                                          t.v.data(), t.rows, t.o[layer].data(),
-                                          t.lse[layer].data());
+    if (absl::Status s = executor.Forward(
+            {.in = inputs(layer), .o = t.o[layer].data(), .lse = t.lse[layer].data()});
         !s.ok()) {
       return s;
     }
@@ -54,10 +62,13 @@ absl::StatusOr<StepSeconds> RunAttentionStep(model::CoreAttentionExecutor& execu
   for (int layer = config.layers - 1; layer >= 0; --layer) {
     std::fill(t.d_k.begin(), t.d_k.end(), 0.0f);  // the executor accumulates
     std::fill(t.d_v.begin(), t.d_v.end(), 0.0f);
-    if (absl::Status s = executor.Backward(layer, shape, t.tasks, t.q.data(), t.k.data(),
-                                           t.v.data(), t.o[layer].data(), t.lse[layer].data(),
-                                           t.d_o.data(), t.rows, t.d_q.data(), t.d_k.data(),
-                                           t.d_v.data());
+    if (absl::Status s = executor.Backward({.in = inputs(layer),
+                                            .o = t.o[layer].data(),
+                                            .lse = t.lse[layer].data(),
+                                            .d_o = t.d_o.data(),
+                                            .d_q = t.d_q.data(),
+                                            .d_k = t.d_k.data(),
+                                            .d_v = t.d_v.data()});
         !s.ok()) {
       return s;
     }

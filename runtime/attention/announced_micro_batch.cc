@@ -7,11 +7,8 @@
 
 namespace corescape::attention {
 
-absl::StatusOr<MicroBatchPlan> PlanAnnouncedMicroBatch(
-    std::vector<std::vector<int64_t>> worker_documents, const DocumentsMessage& worker0,
-    const kernels::AttentionShape& shape, PlanOptions options, absl::string_view who,
-    std::string* refusal) {
-  if (refusal != nullptr) refusal->clear();
+absl::Status CheckAnnouncedLengths(const std::vector<std::vector<int64_t>>& worker_documents,
+                                   absl::string_view who) {
   for (size_t w = 0; w < worker_documents.size(); ++w) {
     for (int64_t length : worker_documents[w]) {
       if (length < 1 || length > (int64_t{1} << 32)) {
@@ -20,6 +17,15 @@ absl::StatusOr<MicroBatchPlan> PlanAnnouncedMicroBatch(
       }
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MicroBatchPlan> PlanAnnouncedMicroBatch(
+    std::vector<std::vector<int64_t>> worker_documents, const DocumentsMessage& worker0,
+    const kernels::AttentionShape& shape, PlanOptions options, absl::string_view who,
+    std::string* refusal) {
+  if (refusal != nullptr) refusal->clear();
+  if (absl::Status s = CheckAnnouncedLengths(worker_documents, who); !s.ok()) return s;
   const SpeedWeights weights =
       worker0.weights ? *worker0.weights : SpeedWeights::Equal(options.servers);
   if (worker0.plan) {

@@ -18,6 +18,10 @@
 
 namespace corescape::attention {
 
+// DataLoss naming `who` unless every announced length is in [1, 2^32].
+absl::Status CheckAnnouncedLengths(const std::vector<std::vector<int64_t>>& worker_documents,
+                                   absl::string_view who);
+
 // `worker_documents` are every worker's announced lengths; `worker0` is
 // what worker 0 sent besides (its speed weights and maybe the scheduler's
 // plan). The scheduler's plan is used when it covers exactly these

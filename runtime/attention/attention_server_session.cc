@@ -165,7 +165,7 @@ absl::Status AttentionServerSession::ReceiveDocuments(const ExchangeHeader& head
     ExchangeHeader expected = header;
     expected.payload_bytes = 0;
     if (absl::Status s = CheckHeaderMatches(expected, *announce, Describe(w)); !s.ok()) return s;
-    auto words = ExpectedDocumentsWords(*announce, w, options_.servers, Describe(w));
+    auto words = ExpectedDocumentsWords(*announce, w, DocumentsFormat::Disaggregated(options_.servers), Describe(w));
     if (!words.ok()) return words.status();
     announces[w] = *announce;
     messages[w].resize(*words);
@@ -180,8 +180,8 @@ absl::Status AttentionServerSession::ReceiveDocuments(const ExchangeHeader& head
   if (absl::Status s = WaitAll(receives); !s.ok()) return s;
   DocumentsMessage worker0;
   for (int32_t w = 0; w < workers; ++w) {
-    auto received = DecodeDocumentsMessage(messages[w], announces[w], options_.servers,
-                                           Describe(w));
+    auto received = DecodeDocumentsMessage(
+        messages[w], announces[w], DocumentsFormat::Disaggregated(options_.servers), Describe(w));
     if (!received.ok()) return received.status();
     documents[w] = std::move(received->lengths);
     if (w == 0) worker0 = *std::move(received);

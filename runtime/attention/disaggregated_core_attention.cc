@@ -43,28 +43,29 @@ absl::StatusOr<std::unique_ptr<DisaggregatedCoreAttention>> DisaggregatedCoreAtt
       new DisaggregatedCoreAttention(std::move(communicator), options));
 }
 
+DisaggregatedCoreAttention::MicroBatchState::MicroBatchState(int32_t workers, int32_t servers)
+    : requests(servers),
+      replies(servers),
+      send_headers(workers + servers),
+      reply_headers(workers + servers) {}
+
 DisaggregatedCoreAttention::DisaggregatedCoreAttention(
     std::unique_ptr<comm::Communicator> communicator, const DisaggregatedOptions& options)
     : communicator_(std::move(communicator)),
       options_(options),
       rank_(communicator_->rank()),
-      requests_(options.servers),
-      replies_(options.servers),
-      send_headers_(options.servers + options.workers),
-      reply_headers_(options.servers + options.workers),
       weights_(SpeedWeights::Equal(options.servers)),
       planner_(absl::StrCat("attention worker ", rank_), ParticipantPlanOptions(options)) {
-  parked_.requests.resize(options.servers);
-  parked_.replies.resize(options.servers);
-  parked_.send_headers.resize(options.servers + options.workers);
-  parked_.reply_headers.resize(options.servers + options.workers);
+  for (auto& state : states_) {
+    state = std::make_unique<MicroBatchState>(options.workers, options.servers);
+  }
 }
 
 DisaggregatedCoreAttention::~DisaggregatedCoreAttention() {
   if (next_micro_batch_ > 0) {
     LOG(INFO) << "attention worker " << rank_ << ": " << planner_.sources().Describe();
   }
-  if (in_flight_ || parked_.in_flight) {
+  if (states_[0]->in_flight || states_[1]->in_flight) {
     // The caller gave up mid-schedule: the servers are owed a call the
     // other workers may never make, so nobody can end cleanly.
     communicator_->Abort("a worker's attention executor closed with an exchange in flight");
@@ -76,13 +77,15 @@ DisaggregatedCoreAttention::~DisaggregatedCoreAttention() {
   // The servers acknowledge: closing before they have read the end would
   // look to them like a worker leaving mid-job.
   Handles handles;
+  std::vector<HeaderBytes>& send_headers = states_[0]->send_headers;
+  std::vector<HeaderBytes>& reply_headers = states_[0]->reply_headers;
   for (int32_t s = 0; s < options_.servers; ++s) {
-    send_headers_[s] = EncodeHeader(end);
+    send_headers[s] = EncodeHeader(end);
     if (!Post(handles, communicator_->RecvAsync(server_rank(s), kReplyHeaderTag,
-                                                reply_headers_[s].data(), kHeaderBytes))
+                                                reply_headers[s].data(), kHeaderBytes))
              .ok() ||
-        !Post(handles, communicator_->SendAsync(server_rank(s), kHeaderTag,
-                                                send_headers_[s].data(), kHeaderBytes))
+        !Post(handles, communicator_->SendAsync(server_rank(s), kHeaderTag, send_headers[s].data(),
+                                                kHeaderBytes))
              .ok()) {
       break;
     }
@@ -121,57 +124,42 @@ absl::Status DisaggregatedCoreAttention::Fail(absl::Status status) {
   return status;
 }
 
-void DisaggregatedCoreAttention::UseHalf(int half) {
-  if (half == current_half_) return;
-  using std::swap;
-  swap(micro_batch_, parked_.micro_batch);
-  swap(ping_pong_, parked_.ping_pong);
-  swap(plan_, parked_.plan);
-  swap(tasks_, parked_.tasks);
-  swap(rows_, parked_.rows);
-  swap(query_rows_, parked_.query_rows);
-  swap(kv_rows_, parked_.kv_rows);
-  swap(requests_, parked_.requests);
-  swap(replies_, parked_.replies);
-  swap(send_headers_, parked_.send_headers);
-  swap(reply_headers_, parked_.reply_headers);
-  swap(in_flight_, parked_.in_flight);
-  current_half_ = half;
-}
-
 void DisaggregatedCoreAttention::Notify(ExchangeEvent::Kind kind,
                                         const ExchangeHeader& header) const {
   if (options_.on_exchange_event) options_.on_exchange_event(ExchangeEvent{kind, header});
 }
 
-ExchangeHeader DisaggregatedCoreAttention::MakeHeader(Pass pass, int layer,
+ExchangeHeader DisaggregatedCoreAttention::MakeHeader(const MicroBatchState& state, Pass pass,
+                                                      int layer,
                                                       const kernels::AttentionShape& shape) const {
   ExchangeHeader h;
   h.pass = pass;
   h.flags = pass == Pass::kBackward && !options_.keep_qkv_for_backward ? kCarriesForwardTensors
                                                                         : 0;
   h.exchange = exchange_;
-  h.micro_batch = static_cast<uint64_t>(micro_batch_);
+  h.micro_batch = static_cast<uint64_t>(state.micro_batch);
   h.layer = layer;
   h.n_layers = options_.n_layers;
   h.n_heads = shape.n_heads;
   h.n_kv_heads = shape.n_kv_heads;
   h.head_dim = shape.head_dim;
   h.softmax_scale = shape.softmax_scale;
-  if (ping_pong_) h.flags |= current_half_ == 0 ? kPingPongHalfA : kPingPongHalfB;
+  if (state.half >= 0) h.flags |= state.half == 0 ? kPingPongHalfA : kPingPongHalfB;
   return h;
 }
 
 absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
-    const kernels::AttentionShape& shape, absl::Span<const kernels::AttentionTask> tasks,
-    int64_t rows) {
+    MicroBatchState& state, const kernels::AttentionShape& shape,
+    absl::Span<const kernels::AttentionTask> tasks, int64_t rows) {
   auto documents = WholeDocuments(shape, tasks, rows, "disaggregated attention");
   if (!documents.ok()) return documents.status();
   const std::vector<int64_t>& lengths = documents->lengths;
   const std::vector<int64_t>& document_rows = documents->rows;
-  micro_batch_ = next_micro_batch_++;
-  tasks_.assign(tasks.begin(), tasks.end());
-  rows_ = rows;
+  state.micro_batch = next_micro_batch_++;
+  state.plan.reset();
+  state.tasks.assign(tasks.begin(), tasks.end());
+  state.rows = rows;
+  std::vector<HeaderBytes>& in_headers = state.reply_headers;
 
   // Tell every other rank this worker's document lengths (worker 0 adds the
   // speed weights everyone plans with, and the scheduler's plan of this
@@ -185,7 +173,7 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
     if (ship_plans_.load()) shipped = shipped_plans_.FindMatching(lengths);
     if (shipped) mine.plan = shipped->plan;
   }
-  ExchangeHeader announce = MakeHeader(Pass::kForward, 0, shape);
+  ExchangeHeader announce = MakeHeader(state, Pass::kForward, 0, shape);
   const std::vector<int64_t> message = EncodeDocumentsMessage(mine, announce);
   const HeaderBytes announce_bytes = EncodeHeader(announce);
   const int world = communicator_->world_size();
@@ -195,9 +183,9 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
   Handles receives, sends;
   for (int peer = 0; peer < options_.workers; ++peer) {
     if (peer == rank_) continue;
-    if (absl::Status s = Post(receives, communicator_->RecvAsync(peer, kDocumentsHeaderTag,
-                                                                 reply_headers_[peer].data(),
-                                                                 kHeaderBytes));
+    if (absl::Status s =
+            Post(receives, communicator_->RecvAsync(peer, kDocumentsHeaderTag,
+                                                    in_headers[peer].data(), kHeaderBytes));
         !s.ok()) {
       return Fail(s);
     }
@@ -216,10 +204,11 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
   for (int peer = 0; peer < options_.workers; ++peer) {
     if (peer == rank_) continue;
     const std::string who = absl::StrCat("worker ", communicator_->DescribePeer(peer));
-    auto header = DecodeHeader(reply_headers_[peer], who);
+    auto header = DecodeHeader(in_headers[peer], who);
     if (!header.ok()) return Fail(header.status());
     if (absl::Status s = CheckHeaderMatches(announce, *header, who); !s.ok()) return Fail(s);
-    auto words = ExpectedDocumentsWords(*header, peer, options_.servers, who);
+    auto words = ExpectedDocumentsWords(*header, peer,
+                                        DocumentsFormat::Disaggregated(options_.servers), who);
     if (!words.ok()) return Fail(words.status());
     announces[peer] = *header;
     messages[peer].resize(*words);
@@ -241,7 +230,7 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
       continue;
     }
     auto received = DecodeDocumentsMessage(
-        messages[peer], announces[peer], options_.servers,
+        messages[peer], announces[peer], DocumentsFormat::Disaggregated(options_.servers),
         absl::StrCat("worker ", communicator_->DescribePeer(peer)));
     if (!received.ok()) return Fail(received.status());
     all_lengths[peer] = std::move(received->lengths);
@@ -250,24 +239,26 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
 
   auto plan = planner_.Plan(std::move(all_lengths), worker0, announce);
   if (!plan.ok()) return Fail(plan.status());
-  plan_ = *std::move(plan);
+  state.plan = *std::move(plan);
   // A plan that did not fit stays queued for the micro-batch it was made for.
-  if (shipped && plan_->source == MicroBatchPlan::Source::kScheduler) {
+  if (shipped && state.plan->source == MicroBatchPlan::Source::kScheduler) {
     shipped_plans_.Consume(shipped->id);
   }
-  query_rows_.resize(options_.servers);
-  kv_rows_.resize(options_.servers);
+  state.query_rows.resize(options_.servers);
+  state.kv_rows.resize(options_.servers);
   for (int32_t s = 0; s < options_.servers; ++s) {
-    query_rows_[s] = WorkerQueryRows(*plan_, s, rank_, document_rows);
-    kv_rows_[s] = WorkerKvRows(*plan_, s, rank_, document_rows);
+    state.query_rows[s] = WorkerQueryRows(*state.plan, s, rank_, document_rows);
+    state.kv_rows[s] = WorkerKvRows(*state.plan, s, rank_, document_rows);
   }
+  last_begun_ = &state;
   return absl::OkStatus();
 }
 
 absl::Status DisaggregatedCoreAttention::CheckSameMicroBatch(
-    absl::Span<const kernels::AttentionTask> tasks, int64_t rows) const {
-  if (!plan_.has_value() || rows != rows_ ||
-      !std::equal(tasks.begin(), tasks.end(), tasks_.begin(), tasks_.end())) {
+    const MicroBatchState& state, absl::Span<const kernels::AttentionTask> tasks,
+    int64_t rows) const {
+  if (!state.plan.has_value() || rows != state.rows ||
+      !std::equal(tasks.begin(), tasks.end(), state.tasks.begin(), state.tasks.end())) {
     return absl::FailedPreconditionError(
         "disaggregated attention: the tasks differ from those of this micro-batch's layer 0 "
         "forward (calls out of order?)");
@@ -276,7 +267,8 @@ absl::Status DisaggregatedCoreAttention::CheckSameMicroBatch(
 }
 
 absl::Status DisaggregatedCoreAttention::StartExchange(
-    ExchangeHeader header, const std::function<int64_t(int32_t)>& request_floats,
+    MicroBatchState& state, ExchangeHeader header,
+    const std::function<int64_t(int32_t)>& request_floats,
     const std::function<void(int32_t, float*)>& fill,
     const std::function<int64_t(int32_t)>& reply_floats,
     std::function<void(int32_t, const float*)> consume) {
@@ -287,58 +279,61 @@ absl::Status DisaggregatedCoreAttention::StartExchange(
   // those of any later exchange with the same server (FIFO per peer and tag).
   for (int32_t s = 0; s < options_.servers; ++s) {
     const int peer = server_rank(s);
-    replies_[s].resize(reply_floats(s));
-    absl::Status status = Post(call.header_receives, communicator_->RecvAsync(
-                                                         peer, kReplyHeaderTag,
-                                                         reply_headers_[s].data(), kHeaderBytes));
-    if (status.ok() && !replies_[s].empty()) {
+    state.replies[s].resize(reply_floats(s));
+    absl::Status status =
+        Post(call.header_receives,
+             communicator_->RecvAsync(peer, kReplyHeaderTag, state.reply_headers[s].data(),
+                                      kHeaderBytes));
+    if (status.ok() && !state.replies[s].empty()) {
       status = Post(call.payload_receives,
-                    communicator_->RecvAsync(peer, kReplyPayloadTag, replies_[s].data(),
-                                             replies_[s].size() * sizeof(float)));
+                    communicator_->RecvAsync(peer, kReplyPayloadTag, state.replies[s].data(),
+                                             state.replies[s].size() * sizeof(float)));
     }
     if (!status.ok()) return Fail(status);
   }
   for (int32_t s = 0; s < options_.servers; ++s) {
     const int peer = server_rank(s);
-    requests_[s].resize(request_floats(s));
-    fill(s, requests_[s].data());
-    header.payload_bytes = static_cast<int64_t>(requests_[s].size() * sizeof(float));
-    send_headers_[s] = EncodeHeader(header);
-    absl::Status status = Post(call.sends, communicator_->SendAsync(peer, kHeaderTag,
-                                                                    send_headers_[s].data(),
-                                                                    kHeaderBytes));
-    if (status.ok() && !requests_[s].empty()) {
-      status = Post(call.sends, communicator_->SendAsync(peer, kPayloadTag, requests_[s].data(),
-                                                         header.payload_bytes));
+    state.requests[s].resize(request_floats(s));
+    fill(s, state.requests[s].data());
+    header.payload_bytes = static_cast<int64_t>(state.requests[s].size() * sizeof(float));
+    state.send_headers[s] = EncodeHeader(header);
+    absl::Status status = Post(
+        call.sends,
+        communicator_->SendAsync(peer, kHeaderTag, state.send_headers[s].data(), kHeaderBytes));
+    if (status.ok() && !state.requests[s].empty()) {
+      status =
+          Post(call.sends, communicator_->SendAsync(peer, kPayloadTag, state.requests[s].data(),
+                                                    header.payload_bytes));
     }
     if (!status.ok()) return Fail(status);
   }
-  in_flight_ = std::move(call);
+  state.in_flight = std::move(call);
   ++exchange_;
-  Notify(ExchangeEvent::Kind::kRequestsSent, in_flight_->header);
+  Notify(ExchangeEvent::Kind::kRequestsSent, state.in_flight->header);
   return absl::OkStatus();
 }
 
 absl::Status DisaggregatedCoreAttention::FinishExchange(int half, Pass pass) {
-  if (half != 0 && half != 1) return absl::InvalidArgumentError(absl::StrCat("half ", half));
-  UseHalf(half);
-  if (!in_flight_ || in_flight_->header.pass != pass) {
+  if (half < -1 || half > 1) return absl::InvalidArgumentError(absl::StrCat("half ", half));
+  MicroBatchState& state = *states_[half < 0 ? 0 : half];
+  if (!state.in_flight || state.in_flight->header.pass != pass) {
     return absl::FailedPreconditionError(absl::StrCat(
         "disaggregated attention: no ", PassName(pass), " call of half ", half,
         " in flight to finish"));
   }
-  InFlightExchange call = *std::move(in_flight_);
-  in_flight_.reset();
+  // Moved out: however this ends, the exchange is no longer in flight.
+  InFlightExchange call = *std::move(state.in_flight);
+  state.in_flight.reset();
   const ExchangeHeader& header = call.header;
   Notify(ExchangeEvent::Kind::kWaitingForReplies, header);
   if (absl::Status s = WaitAll(call.header_receives); !s.ok()) return Fail(s);
   for (int32_t s = 0; s < options_.servers; ++s) {
     const std::string who =
         absl::StrCat("attention server ", communicator_->DescribePeer(server_rank(s)));
-    auto reply = DecodeHeader(reply_headers_[s], who);
+    auto reply = DecodeHeader(state.reply_headers[s], who);
     if (!reply.ok()) return Fail(reply.status());
     if (absl::Status st = CheckHeaderMatches(header, *reply, who); !st.ok()) return Fail(st);
-    const int64_t expected = static_cast<int64_t>(replies_[s].size() * sizeof(float));
+    const int64_t expected = static_cast<int64_t>(state.replies[s].size() * sizeof(float));
     if (reply->payload_bytes != expected) {
       return Fail(absl::DataLossError(absl::StrCat(
           who, " answers ", header.Describe(), " with ", reply->payload_bytes,
@@ -347,140 +342,124 @@ absl::Status DisaggregatedCoreAttention::FinishExchange(int half, Pass pass) {
   }
   if (absl::Status s = WaitAll(call.payload_receives); !s.ok()) return Fail(s);
   if (absl::Status s = WaitAll(call.sends); !s.ok()) return Fail(s);
-  for (int32_t s = 0; s < options_.servers; ++s) call.consume(s, replies_[s].data());
+  for (int32_t s = 0; s < options_.servers; ++s) call.consume(s, state.replies[s].data());
   Notify(ExchangeEvent::Kind::kRepliesReceived, header);
   return absl::OkStatus();
 }
 
-absl::Status DisaggregatedCoreAttention::PrepareCall(int half, int layer) {
+absl::StatusOr<DisaggregatedCoreAttention::MicroBatchState*>
+DisaggregatedCoreAttention::PrepareCall(int half, Pass pass, int layer) {
   if (absl::Status s = communicator_->health(); !s.ok()) return s;
-  if (half != 0 && half != 1) return absl::InvalidArgumentError(absl::StrCat("half ", half));
+  if (half < -1 || half > 1) return absl::InvalidArgumentError(absl::StrCat("half ", half));
   if (layer < 0 || layer >= options_.n_layers) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer ", layer, " of a ", options_.n_layers, "-layer model"));
   }
-  UseHalf(half);
-  if (in_flight_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "disaggregated attention: half ", half, " already has ", in_flight_->header.Describe(),
-        " in flight"));
+  MicroBatchState& state = *states_[half < 0 ? 0 : half];
+  if (state.in_flight) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("disaggregated attention: half ", half, " already has ",
+                     state.in_flight->header.Describe(), " in flight"));
   }
-  return absl::OkStatus();
-}
-
-absl::Status DisaggregatedCoreAttention::StartForwardCall(
-    int half, bool ping_pong, int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, int64_t rows, float* o, float* lse) {
-  if (absl::Status s = PrepareCall(half, layer); !s.ok()) return s;
-  if (layer == 0) {
-    ping_pong_ = ping_pong;
-    if (absl::Status s = BeginMicroBatch(shape, tasks, rows); !s.ok()) return s;
-  } else if (absl::Status s = CheckSameMicroBatch(tasks, rows); !s.ok()) {
-    return s;
-  } else if (ping_pong != ping_pong_) {
+  if (pass == Pass::kForward && layer == 0) {
+    state.half = half;  // a new micro-batch
+  } else if (state.half != half) {
     return absl::FailedPreconditionError(
         "disaggregated attention: a micro-batch mixes ping-pong and plain calls");
   }
-  const RowWidths widths = RowWidths::Of(shape);
-  const auto& shares = plan_->shares;
+  return &state;
+}
+
+absl::Status DisaggregatedCoreAttention::StartForwardCall(int half,
+                                                          const model::AttentionForwardCall& c) {
+  auto prepared = PrepareCall(half, Pass::kForward, c.in.layer);
+  if (!prepared.ok()) return prepared.status();
+  MicroBatchState& state = **prepared;
+  if (c.in.layer == 0) {
+    if (absl::Status s = BeginMicroBatch(state, c.in.shape, c.in.tasks, c.in.rows); !s.ok())
+      return s;
+  } else if (absl::Status s = CheckSameMicroBatch(state, c.in.tasks, c.in.rows); !s.ok()) {
+    return s;
+  }
+  const RowWidths widths = RowWidths::Of(c.in.shape);
+  const auto& shares = state.plan->shares;
+  MicroBatchState* st = &state;
   return StartExchange(
-      MakeHeader(Pass::kForward, layer, shape),
+      state, MakeHeader(state, Pass::kForward, c.in.layer, c.in.shape),
       [&](int32_t s) { return ForwardRequestFloats(shares[s][rank_], widths); },
       [&](int32_t s, float* out) {
-        out = GatherRows(q, widths.q, query_rows_[s], out);
-        out = GatherRows(k, widths.kv, kv_rows_[s], out);
-        GatherRows(v, widths.kv, kv_rows_[s], out);
+        out = GatherRows(c.in.q, widths.q, state.query_rows[s], out);
+        out = GatherRows(c.in.k, widths.kv, state.kv_rows[s], out);
+        GatherRows(c.in.v, widths.kv, state.kv_rows[s], out);
       },
       [&](int32_t s) { return ForwardReplyFloats(shares[s][rank_], widths); },
-      // Runs at FinishExchange, with this half current again.
-      [this, widths, o, lse](int32_t s, const float* in) {
-        in = ScatterRows(in, widths.q, query_rows_[s], o, /*accumulate=*/false);
-        ScatterRows(in, widths.lse, query_rows_[s], lse, /*accumulate=*/false);
+      // Runs at FinishExchange.
+      [st, widths, o = c.o, lse = c.lse](int32_t s, const float* in) {
+        in = ScatterRows(in, widths.q, st->query_rows[s], o, /*accumulate=*/false);
+        ScatterRows(in, widths.lse, st->query_rows[s], lse, /*accumulate=*/false);
       });
 }
 
-absl::Status DisaggregatedCoreAttention::StartBackwardCall(
-    int half, bool ping_pong, int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, const float* o, const float* lse, const float* d_o, int64_t rows,
-    float* d_q, float* d_k, float* d_v) {
-  if (absl::Status s = PrepareCall(half, layer); !s.ok()) return s;
-  if (absl::Status s = CheckSameMicroBatch(tasks, rows); !s.ok()) return s;
-  if (ping_pong != ping_pong_) {
-    return absl::FailedPreconditionError(
-        "disaggregated attention: a micro-batch mixes ping-pong and plain calls");
-  }
-  const RowWidths widths = RowWidths::Of(shape);
+absl::Status DisaggregatedCoreAttention::StartBackwardCall(int half,
+                                                           const model::AttentionBackwardCall& c) {
+  auto prepared = PrepareCall(half, Pass::kBackward, c.in.layer);
+  if (!prepared.ok()) return prepared.status();
+  MicroBatchState& state = **prepared;
+  if (absl::Status s = CheckSameMicroBatch(state, c.in.tasks, c.in.rows); !s.ok()) return s;
+  const RowWidths widths = RowWidths::Of(c.in.shape);
   const bool resend = !options_.keep_qkv_for_backward;
-  const auto& shares = plan_->shares;
+  const auto& shares = state.plan->shares;
+  MicroBatchState* st = &state;
   return StartExchange(
-      MakeHeader(Pass::kBackward, layer, shape),
+      state, MakeHeader(state, Pass::kBackward, c.in.layer, c.in.shape),
       [&](int32_t s) { return BackwardRequestFloats(shares[s][rank_], widths, resend); },
       [&](int32_t s, float* out) {
-        out = GatherRows(d_o, widths.q, query_rows_[s], out);
+        out = GatherRows(c.d_o, widths.q, state.query_rows[s], out);
         if (!resend) return;
-        out = GatherRows(q, widths.q, query_rows_[s], out);
-        out = GatherRows(k, widths.kv, kv_rows_[s], out);
-        out = GatherRows(v, widths.kv, kv_rows_[s], out);
-        out = GatherRows(o, widths.q, query_rows_[s], out);
-        GatherRows(lse, widths.lse, query_rows_[s], out);
+        out = GatherRows(c.in.q, widths.q, state.query_rows[s], out);
+        out = GatherRows(c.in.k, widths.kv, state.kv_rows[s], out);
+        out = GatherRows(c.in.v, widths.kv, state.kv_rows[s], out);
+        out = GatherRows(c.o, widths.q, state.query_rows[s], out);
+        GatherRows(c.lse, widths.lse, state.query_rows[s], out);
       },
       [&](int32_t s) { return BackwardReplyFloats(shares[s][rank_], widths); },
-      [this, widths, d_q, d_k, d_v](int32_t s, const float* in) {
-        in = ScatterRows(in, widths.q, query_rows_[s], d_q, /*accumulate=*/false);
+      [st, widths, d_q = c.d_q, d_k = c.d_k, d_v = c.d_v](int32_t s, const float* in) {
+        in = ScatterRows(in, widths.q, st->query_rows[s], d_q, /*accumulate=*/false);
         // A document split over servers gets a partial K/V gradient from each.
-        in = ScatterRows(in, widths.kv, kv_rows_[s], d_k, /*accumulate=*/true);
-        ScatterRows(in, widths.kv, kv_rows_[s], d_v, /*accumulate=*/true);
+        in = ScatterRows(in, widths.kv, st->kv_rows[s], d_k, /*accumulate=*/true);
+        ScatterRows(in, widths.kv, st->kv_rows[s], d_v, /*accumulate=*/true);
       });
 }
 
-absl::Status DisaggregatedCoreAttention::Forward(int layer, const kernels::AttentionShape& shape,
-                                                 absl::Span<const kernels::AttentionTask> tasks,
-                                                 const float* q, const float* k, const float* v,
-                                                 int64_t rows, float* o, float* lse) {
-  if (absl::Status s = StartForwardCall(/*half=*/0, /*ping_pong=*/false, layer, shape, tasks, q,
-                                        k, v, rows, o, lse);
-      !s.ok()) {
-    return s;
-  }
-  return FinishExchange(0, Pass::kForward);
+absl::Status DisaggregatedCoreAttention::Forward(const model::AttentionForwardCall& call) {
+  if (absl::Status s = StartForwardCall(-1, call); !s.ok()) return s;
+  return FinishExchange(-1, Pass::kForward);
 }
 
-absl::Status DisaggregatedCoreAttention::Backward(
-    int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, const float* o, const float* lse, const float* d_o, int64_t rows,
-    float* d_q, float* d_k, float* d_v) {
-  if (absl::Status s = StartBackwardCall(/*half=*/0, /*ping_pong=*/false, layer, shape, tasks, q,
-                                         k, v, o, lse, d_o, rows, d_q, d_k, d_v);
-      !s.ok()) {
-    return s;
-  }
-  return FinishExchange(0, Pass::kBackward);
+absl::Status DisaggregatedCoreAttention::Backward(const model::AttentionBackwardCall& call) {
+  if (absl::Status s = StartBackwardCall(-1, call); !s.ok()) return s;
+  return FinishExchange(-1, Pass::kBackward);
 }
 
-absl::Status DisaggregatedCoreAttention::StartForward(
-    int half, int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, int64_t rows, float* o, float* lse) {
-  return StartForwardCall(half, /*ping_pong=*/true, layer, shape, tasks, q, k, v, rows, o, lse);
+absl::Status DisaggregatedCoreAttention::StartForward(int half,
+                                                      const model::AttentionForwardCall& call) {
+  if (half != 0 && half != 1) return absl::InvalidArgumentError(absl::StrCat("half ", half));
+  return StartForwardCall(half, call);
 }
 
 absl::Status DisaggregatedCoreAttention::FinishForward(int half) {
+  if (half != 0 && half != 1) return absl::InvalidArgumentError(absl::StrCat("half ", half));
   return FinishExchange(half, Pass::kForward);
 }
 
-absl::Status DisaggregatedCoreAttention::StartBackward(
-    int half, int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, const float* o, const float* lse, const float* d_o, int64_t rows,
-    float* d_q, float* d_k, float* d_v) {
-  return StartBackwardCall(half, /*ping_pong=*/true, layer, shape, tasks, q, k, v, o, lse, d_o,
-                           rows, d_q, d_k, d_v);
+absl::Status DisaggregatedCoreAttention::StartBackward(int half,
+                                                       const model::AttentionBackwardCall& call) {
+  if (half != 0 && half != 1) return absl::InvalidArgumentError(absl::StrCat("half ", half));
+  return StartBackwardCall(half, call);
 }
 
 absl::Status DisaggregatedCoreAttention::FinishBackward(int half) {
+  if (half != 0 && half != 1) return absl::InvalidArgumentError(absl::StrCat("half ", half));
   return FinishExchange(half, Pass::kBackward);
 }
 

@@ -1,6 +1,7 @@
 #ifndef CORESCAPE_RUNTIME_ATTENTION_DISAGGREGATED_CORE_ATTENTION_H_
 #define CORESCAPE_RUNTIME_ATTENTION_DISAGGREGATED_CORE_ATTENTION_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -15,11 +16,11 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/attention/announced_micro_batch.h"
 #include "runtime/attention/micro_batch_plan.h"
+#include "runtime/attention/remote_core_attention.h"
 #include "runtime/attention/shipped_plan.h"
 #include "runtime/attention/speed_weights.h"
 #include "runtime/attention/wire_format.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/model/core_attention_executor.h"
 
 namespace corescape::attention {
 
@@ -67,7 +68,7 @@ struct DisaggregatedOptions {
 // its own micro-batch (own document lengths, own plan) whose headers carry
 // the half; a call's requests go out at Start and its replies are awaited at
 // Finish, so one half's exchange is in flight while the other half computes.
-class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
+class DisaggregatedCoreAttention final : public RemoteCoreAttention {
  public:
   // `communicator`: rank = this worker's rank, world = workers + servers.
   static absl::StatusOr<std::unique_ptr<DisaggregatedCoreAttention>> Create(
@@ -75,56 +76,31 @@ class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
   // Tells the servers this worker is done (best effort), then closes.
   ~DisaggregatedCoreAttention() override;
 
-  absl::Status Forward(int layer, const kernels::AttentionShape& shape,
-                       absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                       const float* k, const float* v, int64_t rows, float* o,
-                       float* lse) override;
-  absl::Status Backward(int layer, const kernels::AttentionShape& shape,
-                        absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                        const float* k, const float* v, const float* o, const float* lse,
-                        const float* d_o, int64_t rows, float* d_q, float* d_k,
-                        float* d_v) override;
-  absl::Status StartForward(int half, int layer, const kernels::AttentionShape& shape,
-                            absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                            const float* k, const float* v, int64_t rows, float* o,
-                            float* lse) override;
+  absl::Status Forward(const model::AttentionForwardCall& call) override;
+  absl::Status Backward(const model::AttentionBackwardCall& call) override;
+  absl::Status StartForward(int half, const model::AttentionForwardCall& call) override;
   absl::Status FinishForward(int half) override;
-  absl::Status StartBackward(int half, int layer, const kernels::AttentionShape& shape,
-                             absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                             const float* k, const float* v, const float* o, const float* lse,
-                             const float* d_o, int64_t rows, float* d_q, float* d_k,
-                             float* d_v) override;
+  absl::Status StartBackward(int half, const model::AttentionBackwardCall& call) override;
   absl::Status FinishBackward(int half) override;
 
-  // Fails the exchange in flight (and every later one) with `reason`.
-  void Abort(const std::string& reason);
-
-  // The servers' speed weights for the next micro-batches (from the
-  // scheduler; any thread). Only worker rank 0's count: it sends them with
-  // its document lengths and every participant plans with them. Until the
-  // first call every server counts as equally fast. InvalidArgument (and
-  // nothing changes) unless there is one finite weight > 0 per server.
-  absl::Status SetSpeedWeights(SpeedWeights weights) ABSL_LOCKS_EXCLUDED(weights_mu_);
-  absl::Status SetSpeedWeights(uint64_t version, const std::vector<double>& weights)
-      ABSL_LOCKS_EXCLUDED(weights_mu_) {
-    return SetSpeedWeights(SpeedWeights{version, weights});
-  }
-
-  // The scheduler's plan of an upcoming micro-batch (any thread). Rank 0
-  // ships it to every participant with the documents of the micro-batch it
-  // matches (shipped_plan.h); other ranks refuse it (FailedPrecondition):
-  // only rank 0's plans count.
-  absl::Status OfferShippedPlan(ShippedPlan plan);
-  // Whether rank 0 ships the queued plans with the next micro-batches (any
-  // thread; on by default). Off for micro-batches the scheduler does not
-  // plan (validation): their lengths may match worker 0's part of a queued
-  // plan while the other workers' differ.
-  void ShipSchedulerPlans(bool on) { ship_plans_.store(on); }
+  // RemoteCoreAttention.
+  void Abort(const std::string& reason) override;
+  // Only worker rank 0's weights count: it sends them with its document
+  // lengths and every participant plans with them. Until the first call
+  // every server counts as equally fast.
+  absl::Status SetSpeedWeights(SpeedWeights weights) override ABSL_LOCKS_EXCLUDED(weights_mu_);
+  // Rank 0 ships the plan to every participant with the documents of the
+  // micro-batch it matches; other ranks refuse it (FailedPrecondition).
+  absl::Status OfferShippedPlan(ShippedPlan plan) override;
+  // On by default.
+  void ShipSchedulerPlans(bool on) override { ship_plans_.store(on); }
   // Where the plans so far came from.
   const PlanSourceCounts& plan_sources() const { return planner_.sources(); }
 
-  // The plan of the current micro-batch (null before the first forward).
-  const MicroBatchPlan* current_plan() const { return plan_ ? &*plan_ : nullptr; }
+  // The plan of the micro-batch begun last (null before the first forward).
+  const MicroBatchPlan* current_plan() const {
+    return last_begun_ != nullptr && last_begun_->plan ? &*last_begun_->plan : nullptr;
+  }
   comm::Communicator& communicator() { return *communicator_; }
 
  private:
@@ -139,53 +115,52 @@ class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
     std::function<void(int32_t, const float*)> consume;
     Handles header_receives, payload_receives, sends;
   };
-  // The other ping-pong half's micro-batch, parked while the current one's
-  // is in the members below (see UseHalf).
-  struct ParkedHalf {
+  // One micro-batch: a plain one, or one ping-pong half. Both halves'
+  // exchanges can be in flight at once, so each has its own plan, buffers
+  // and posted messages, kept as InPlaceCoreAttention keeps them. Held by
+  // pointer: the handles of a call in flight point into its buffers.
+  struct MicroBatchState {
+    MicroBatchState(int32_t workers, int32_t servers);
+    int half = -1;  // -1: a plain micro-batch; 0 / 1: ping-pong half A / B
     int64_t micro_batch = -1;
-    bool ping_pong = false;
     std::optional<MicroBatchPlan> plan;
     std::vector<kernels::AttentionTask> tasks;
     int64_t rows = 0;
-    std::vector<std::vector<RowRange>> query_rows, kv_rows;
-    std::vector<std::vector<float>> requests, replies;
-    std::vector<HeaderBytes> send_headers, reply_headers;
+    std::vector<std::vector<RowRange>> query_rows;  // [server]: this worker's rows there
+    std::vector<std::vector<RowRange>> kv_rows;     // [server]
+    // Reused across calls: memory stays at the largest micro-batch's.
+    std::vector<std::vector<float>> requests, replies;     // [server]
+    std::vector<HeaderBytes> send_headers, reply_headers;  // [rank]
     std::optional<InFlightExchange> in_flight;  // last: its handles use the buffers above
   };
 
   int server_rank(int32_t server) const { return options_.workers + server; }
-  // Makes `half`'s micro-batch the current one (swaps it with parked_:
-  // moves only, so buffers of calls in flight stay where they are).
-  void UseHalf(int half);
-  absl::Status StartForwardCall(int half, bool ping_pong, int layer,
-                                const kernels::AttentionShape& shape,
-                                absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                                const float* k, const float* v, int64_t rows, float* o,
-                                float* lse);
-  absl::Status StartBackwardCall(int half, bool ping_pong, int layer,
-                                 const kernels::AttentionShape& shape,
-                                 absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                                 const float* k, const float* v, const float* o,
-                                 const float* lse, const float* d_o, int64_t rows, float* d_q,
-                                 float* d_k, float* d_v);
-  // Checks what every call checks first; selects `half`.
-  absl::Status PrepareCall(int half, int layer);
-  ExchangeHeader MakeHeader(Pass pass, int layer, const kernels::AttentionShape& shape) const;
+  // `half` -1: a plain call.
+  absl::Status StartForwardCall(int half, const model::AttentionForwardCall& c);
+  absl::Status StartBackwardCall(int half, const model::AttentionBackwardCall& c);
+  // Checks what every call checks first and returns the state of a plain
+  // call (half -1) or of ping-pong `half`; a forward of layer 0 takes it for
+  // a new micro-batch of that kind.
+  absl::StatusOr<MicroBatchState*> PrepareCall(int half, Pass pass, int layer);
+  ExchangeHeader MakeHeader(const MicroBatchState& state, Pass pass, int layer,
+                            const kernels::AttentionShape& shape) const;
   // Layer 0 forward: shares document lengths, plans the micro-batch.
-  absl::Status BeginMicroBatch(const kernels::AttentionShape& shape,
+  absl::Status BeginMicroBatch(MicroBatchState& state, const kernels::AttentionShape& shape,
                                absl::Span<const kernels::AttentionTask> tasks, int64_t rows);
   // Later calls: the same tasks as at layer 0.
-  absl::Status CheckSameMicroBatch(absl::Span<const kernels::AttentionTask> tasks,
+  absl::Status CheckSameMicroBatch(const MicroBatchState& state,
+                                   absl::Span<const kernels::AttentionTask> tasks,
                                    int64_t rows) const;
-  // Starts one exchange of the current half with every server: request s
-  // is request_floats(s) floats written by fill(s, out); the reply
+  // Starts one exchange of `state` with every server: request s is
+  // request_floats(s) floats written by fill(s, out); the reply
   // (reply_floats(s) floats) goes to consume at FinishExchange.
-  absl::Status StartExchange(ExchangeHeader header,
+  absl::Status StartExchange(MicroBatchState& state, ExchangeHeader header,
                              const std::function<int64_t(int32_t)>& request_floats,
                              const std::function<void(int32_t, float*)>& fill,
                              const std::function<int64_t(int32_t)>& reply_floats,
                              std::function<void(int32_t, const float*)> consume);
-  // Waits for `half`'s exchange of `pass` and checks and consumes the replies.
+  // Waits for the exchange of `pass` of a plain call (half -1) or of
+  // ping-pong `half`, and checks and consumes the replies.
   absl::Status FinishExchange(int half, Pass pass);
   void Notify(ExchangeEvent::Kind kind, const ExchangeHeader& header) const;
   // Aborts the communicator (a protocol error leaves the peers out of step)
@@ -197,21 +172,9 @@ class DisaggregatedCoreAttention final : public model::CoreAttentionExecutor {
   const int32_t rank_;
   uint64_t exchange_ = 0;
   int64_t next_micro_batch_ = 0;
-  int current_half_ = 0;  // whose micro-batch the members below hold
-  // The current micro-batch (a plain one, or the current ping-pong half's):
-  // from here to in_flight_, swapped with parked_ by UseHalf.
-  int64_t micro_batch_ = -1;
-  bool ping_pong_ = false;  // a ping-pong half
-  std::optional<MicroBatchPlan> plan_;
-  std::vector<kernels::AttentionTask> tasks_;  // of the current micro-batch
-  int64_t rows_ = 0;
-  std::vector<std::vector<RowRange>> query_rows_;  // [server]: this worker's rows there
-  std::vector<std::vector<RowRange>> kv_rows_;     // [server]
-  // Reused across calls: memory stays at the largest micro-batch's.
-  std::vector<std::vector<float>> requests_, replies_;
-  std::vector<HeaderBytes> send_headers_, reply_headers_;
-  std::optional<InFlightExchange> in_flight_;  // after the buffers its handles use
-  ParkedHalf parked_;
+  // [0]: plain micro-batches and ping-pong half A; [1]: half B.
+  std::array<std::unique_ptr<MicroBatchState>, 2> states_;
+  const MicroBatchState* last_begun_ = nullptr;
   absl::Mutex weights_mu_;
   SpeedWeights weights_ ABSL_GUARDED_BY(weights_mu_);  // rank 0 sends these
   ShippedPlanQueue shipped_plans_;  // rank 0: the scheduler's plans

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/attention/attention_server_session.h"
+#include "runtime/attention/executor_test_calls.h"
 #include "runtime/attention/in_process_attention_cluster.h"
 #include "runtime/model/transformer.h"
 
@@ -38,22 +39,6 @@ std::vector<ServerSessionStats> RunCluster(
   return stats;
 }
 
-// max |a - b| / max |b| (0 when both are zero).
-double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(double{a[i]} - b[i]));
-    scale = std::max(scale, std::abs(double{b[i]}));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
-struct RandomBatch {
-  int64_t rows = 0;
-  std::vector<kernels::AttentionTask> tasks;
-  std::vector<float> q, k, v, d_o;
-};
-
 RandomBatch MakeBatch(std::mt19937& rng, const kernels::AttentionShape& shape, int64_t rows) {
   RandomBatch b;
   b.rows = rows;
@@ -66,51 +51,8 @@ RandomBatch MakeBatch(std::mt19937& rng, const kernels::AttentionShape& shape, i
     b.tasks.push_back({0, length, row, row});
     row += length;
   }
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto fill = [&](std::vector<float>& x, int64_t width) {
-    x.resize(rows * width);
-    for (float& value : x) value = normal(rng);
-  };
-  fill(b.q, int64_t{shape.n_heads} * shape.head_dim);
-  fill(b.k, int64_t{shape.n_kv_heads} * shape.head_dim);
-  fill(b.v, int64_t{shape.n_kv_heads} * shape.head_dim);
-  fill(b.d_o, int64_t{shape.n_heads} * shape.head_dim);
+  FillRandomTensors(rng, shape, b);
   return b;
-}
-
-struct Outputs {
-  std::vector<float> o, lse, d_q, d_k, d_v;
-};
-
-absl::Status RunCalls(model::CoreAttentionExecutor& executor, const kernels::AttentionShape& shape,
-                      int layers, const RandomBatch& b, Outputs& out) {
-  const int64_t qw = int64_t{shape.n_heads} * shape.head_dim;
-  const int64_t kw = int64_t{shape.n_kv_heads} * shape.head_dim;
-  out.o.assign(b.rows * qw, 0.0f);
-  out.lse.assign(b.rows * shape.n_heads, 0.0f);
-  out.d_q.assign(b.rows * qw, 0.0f);
-  out.d_k.assign(b.rows * kw, 0.0f);
-  out.d_v.assign(b.rows * kw, 0.0f);
-  // The same tensors at every layer: each call must give the same answer.
-  for (int layer = 0; layer < layers; ++layer) {
-    if (absl::Status s = executor.Forward(layer, shape, b.tasks, b.q.data(), b.k.data(),
-                                          b.v.data(), b.rows, out.o.data(), out.lse.data());
-        !s.ok()) {
-      return s;
-    }
-  }
-  for (int layer = layers - 1; layer >= 0; --layer) {
-    std::fill(out.d_k.begin(), out.d_k.end(), 0.0f);
-    std::fill(out.d_v.begin(), out.d_v.end(), 0.0f);
-    if (absl::Status s = executor.Backward(layer, shape, b.tasks, b.q.data(), b.k.data(),
-                                           b.v.data(), out.o.data(), out.lse.data(),
-                                           b.d_o.data(), b.rows, out.d_q.data(), out.d_k.data(),
-                                           out.d_v.data());
-        !s.ok()) {
-      return s;
-    }
-  }
-  return absl::OkStatus();
 }
 
 struct KernelCase {
@@ -144,8 +86,10 @@ TEST_P(KernelEquivalenceTest, ServersComputeWhatTheLocalKernelComputes) {
         model::LocalCoreAttention local(nullptr);
         for (int m = 0; m < micro_batches; ++m) {
           Outputs remote, expected;
-          ASSERT_TRUE(RunCalls(local, shape, layers, batches[m][w], expected).ok());
-          absl::Status s = RunCalls(executor, shape, layers, batches[m][w], remote);
+          ASSERT_TRUE(
+              RunCalls(local, shape, layers, batches[m][w], /*backward=*/true, expected).ok());
+          absl::Status s =
+              RunCalls(executor, shape, layers, batches[m][w], /*backward=*/true, remote);
           ASSERT_TRUE(s.ok()) << s;
           split_documents[w] += executor.current_plan()->plan.stats.split_documents;
           EXPECT_LE(RelativeError(remote.o, expected.o), 1e-6) << "o";
@@ -283,20 +227,15 @@ TEST(DisaggregatedProtocolTest, OutOfOrderCallIsRejected) {
   const RandomBatch b = MakeBatch(rng, shape, 64);
   ClusterSetup setup;
   setup.options.n_layers = 2;
-  std::vector<float> o(64 * 32), lse(64 * 4), d(64 * 32), dk(64 * 16), dv(64 * 16);
+  Outputs out = ZeroOutputs(shape, b.rows);
   RunCluster(setup, [&](int, DisaggregatedCoreAttention& executor) {
     // Backward before any forward: the worker has no plan.
-    absl::Status s = executor.Backward(0, shape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
-                                       o.data(), lse.data(), b.d_o.data(), b.rows, d.data(),
-                                       dk.data(), dv.data());
+    absl::Status s = executor.Backward(BackwardCall(0, shape, b, out));
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-    ASSERT_TRUE(executor.Forward(0, shape, b.tasks, b.q.data(), b.k.data(), b.v.data(), b.rows,
-                                 o.data(), lse.data())
-                    .ok());
+    ASSERT_TRUE(executor.Forward(ForwardCall(0, shape, b, out)).ok());
     // Backward of layer 0 straight after the forward of layer 0 (layer 1
     // skipped): the server refuses and the exchange fails naming why.
-    s = executor.Backward(0, shape, b.tasks, b.q.data(), b.k.data(), b.v.data(), o.data(),
-                          lse.data(), b.d_o.data(), b.rows, d.data(), dk.data(), dv.data());
+    s = executor.Backward(BackwardCall(0, shape, b, out));
     EXPECT_FALSE(s.ok());
     EXPECT_NE(s.message().find("expected backward in reverse layer order"), std::string::npos)
         << s;

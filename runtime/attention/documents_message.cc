@@ -31,9 +31,24 @@ std::vector<int64_t> EncodeDocumentsMessage(const DocumentsMessage& message,
 }
 
 absl::StatusOr<int64_t> ExpectedDocumentsWords(const ExchangeHeader& announce, int32_t worker,
-                                               int32_t servers, absl::string_view who) {
+                                               const DocumentsFormat& format,
+                                               absl::string_view who) {
+  if (format.in_place) {
+    if (announce.num_speed_weights != 0 && announce.num_speed_weights != 1) {
+      return absl::DataLossError(absl::StrCat(
+          who, " announces ", announce.num_speed_weights, " speeds with ", announce.Describe(),
+          "; a worker sends at most its own"));
+    }
+    if (announce.payload_bytes != 0) {
+      return absl::DataLossError(absl::StrCat(who, " announces an attention plan of ",
+                                              announce.payload_bytes, " bytes with ",
+                                              announce.Describe(),
+                                              "; in-place workers ship no plans"));
+    }
+    return int64_t{announce.num_documents} + WeightsWords(announce.num_speed_weights);
+  }
   // Only rank 0's weights are planned with: a second source could disagree.
-  const int32_t expected = worker == 0 ? servers : 0;
+  const int32_t expected = worker == 0 ? format.weights_per_sender : 0;
   if (announce.num_speed_weights != expected) {
     return absl::DataLossError(absl::StrCat(
         who, " announces ", announce.num_speed_weights, " speed weights with ",
@@ -59,7 +74,8 @@ absl::StatusOr<int64_t> ExpectedDocumentsWords(const ExchangeHeader& announce, i
 
 absl::StatusOr<DocumentsMessage> DecodeDocumentsMessage(absl::Span<const int64_t> words,
                                                         const ExchangeHeader& announce,
-                                                        int32_t servers, absl::string_view who) {
+                                                        const DocumentsFormat& format,
+                                                        absl::string_view who) {
   const int64_t weights_end =
       int64_t{announce.num_documents} + WeightsWords(announce.num_speed_weights);
   const int64_t expected = weights_end + announce.payload_bytes / int64_t{sizeof(int64_t)};
@@ -76,8 +92,8 @@ absl::StatusOr<DocumentsMessage> DecodeDocumentsMessage(absl::Span<const int64_t
       weights.weights.push_back(WordToDouble(words[i]));
     }
     if (absl::Status s = ValidateSpeedWeights(
-            weights.weights, servers, absl::StrCat("speed weights from ", who, " with ",
-                                                   announce.Describe()));
+            weights.weights, format.weights_per_sender,
+            absl::StrCat("speed weights from ", who, " with ", announce.Describe()));
         !s.ok()) {
       return absl::DataLossError(s.message());
     }

@@ -1,12 +1,12 @@
 #include "runtime/attention/in_place_core_attention.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
+#include "runtime/attention/announced_micro_batch.h"
+#include "runtime/attention/documents_message.h"
 #include "runtime/attention/speed_weights.h"
 #include "glog/logging.h"
 #include "runtime/comm/handle_set.h"
@@ -56,7 +56,7 @@ InPlaceCoreAttention::MicroBatchState::MicroBatchState(int32_t self, int32_t wor
       out_reply_headers(workers),
       in_headers(workers),
       in_reply_headers(workers),
-      peer_documents(workers) {}
+      peer_messages(workers) {}
 
 InPlaceCoreAttention::InPlaceCoreAttention(std::unique_ptr<comm::Communicator> communicator,
                                            const InPlaceOptions& options)
@@ -136,6 +136,19 @@ InPlaceCoreAttention::~InPlaceCoreAttention() {
 }
 
 void InPlaceCoreAttention::Abort(const std::string& reason) { communicator_->Abort(reason); }
+
+absl::Status InPlaceCoreAttention::SetSpeedWeights(SpeedWeights weights) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "in-place attention plans with the workers' measured speeds; it takes no attention "
+      "servers' speed weights (version ",
+      weights.version, ")"));
+}
+
+absl::Status InPlaceCoreAttention::OfferShippedPlan(ShippedPlan plan) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "in-place attention is planned by the workers; it takes no scheduler plan (step ",
+      plan.step, ")"));
+}
 
 absl::Status InPlaceCoreAttention::Fail(absl::Status status) {
   communicator_->Abort(status.message());
@@ -260,19 +273,20 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
   state.tasks.assign(tasks.begin(), tasks.end());
   state.rows = rows;
   std::vector<HeaderBytes>& in_headers = state.in_headers;
-  std::vector<std::vector<int64_t>>& peer_documents = state.peer_documents;
-  std::vector<int32_t> peer_speeds(workers_, 0);  // words after the lengths
+  std::vector<std::vector<int64_t>>& messages = state.peer_messages;
 
-  // Tell every other worker this worker's document lengths and speed; hear
-  // theirs.
+  // Tell every other worker this worker's document lengths and speed
+  // (documents_message.h); hear theirs.
+  const DocumentsFormat format = DocumentsFormat::InPlace();
   const std::optional<double> my_speed =
       options_.learn_speeds ? own_speed_.Speed() : std::optional<double>();
-  std::vector<int64_t> message = lengths;
-  if (my_speed) message.push_back(DoubleToWord(*my_speed));
+  DocumentsMessage mine;
+  mine.lengths = lengths;
+  if (my_speed) mine.weights = SpeedWeights{0, {*my_speed}};
   ExchangeHeader announce = MakeHeader(state, Pass::kForward, 0, shape);
-  announce.num_documents = static_cast<int32_t>(lengths.size());
-  announce.num_speed_weights = my_speed ? 1 : 0;
+  const std::vector<int64_t> message = EncodeDocumentsMessage(mine, announce);
   const HeaderBytes announce_bytes = EncodeHeader(announce);
+  std::vector<ExchangeHeader> announces(workers_);
   Handles receives, sends;
   for (int32_t p = 0; p < workers_; ++p) {
     if (p == self_) continue;
@@ -290,19 +304,17 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
   if (absl::Status s = WaitAll(receives); !s.ok()) return Fail(s);
   for (int32_t p = 0; p < workers_; ++p) {
     if (p == self_) continue;
+    const std::string who = absl::StrCat("worker ", communicator_->DescribePeer(p));
     auto header = CheckPeerHeader(announce, in_headers[p], p, -1, "document list");
     if (!header.ok()) return Fail(header.status());
-    if (header->num_speed_weights > 1) {
-      return Fail(absl::DataLossError(absl::StrCat(
-          "worker ", communicator_->DescribePeer(p), " announces ", header->num_speed_weights,
-          " speeds with ", header->Describe(), "; a worker sends at most its own")));
-    }
-    peer_speeds[p] = header->num_speed_weights;
-    peer_documents[p].resize(header->num_documents + header->num_speed_weights);
-    if (peer_documents[p].empty()) continue;
+    auto words = ExpectedDocumentsWords(*header, p, format, who);
+    if (!words.ok()) return Fail(words.status());
+    announces[p] = *header;
+    messages[p].resize(*words);
+    if (messages[p].empty()) continue;
     if (absl::Status s =
-            Post(receives, communicator_->RecvAsync(p, kDocumentsTag, peer_documents[p].data(),
-                                                    peer_documents[p].size() * sizeof(int64_t)));
+            Post(receives, communicator_->RecvAsync(p, kDocumentsTag, messages[p].data(),
+                                                    messages[p].size() * sizeof(int64_t)));
         !s.ok()) {
       return Fail(s);
     }
@@ -318,24 +330,14 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
       speeds[p] = my_speed;
       continue;
     }
-    if (peer_speeds[p] > 0) {
-      const double speed = WordToDouble(peer_documents[p].back());
-      peer_documents[p].pop_back();
-      if (!(std::isfinite(speed) && speed > 0)) {
-        return Fail(absl::DataLossError(absl::StrCat("attention speed ", speed, " from worker ",
-                                                     communicator_->DescribePeer(p), " in ",
-                                                     announce.Describe())));
-      }
-      if (options_.learn_speeds) speeds[p] = speed;
-    }
-    for (int64_t length : peer_documents[p]) {
-      if (length < 1 || length > (int64_t{1} << 32)) {
-        return Fail(absl::DataLossError(absl::StrCat("document length ", length, " from worker ",
-                                                     communicator_->DescribePeer(p), " in ",
-                                                     announce.Describe())));
-      }
-    }
-    all_lengths[p] = peer_documents[p];
+    auto received = DecodeDocumentsMessage(
+        messages[p], announces[p], format, absl::StrCat("worker ", communicator_->DescribePeer(p)));
+    if (!received.ok()) return Fail(received.status());
+    if (received->weights && options_.learn_speeds) speeds[p] = received->weights->weights[0];
+    all_lengths[p] = std::move(received->lengths);
+  }
+  if (absl::Status s = CheckAnnouncedLengths(all_lengths, announce.Describe()); !s.ok()) {
+    return Fail(s);
   }
   PlanOptions plan_options;
   plan_options.servers = workers_;
@@ -460,13 +462,12 @@ absl::Status InPlaceCoreAttention::FinishExchange(MicroBatchState& state) {
   for (int32_t p = 0; p < workers_; ++p) {
     if (p != self_) st.take(p, state.inbound[p].data());
   }
-  const absl::Time compute_start = absl::Now();
-  if (options_.before_compute) options_.before_compute();
+  const absl::Time compute_start = options_.clock->Now();
   if (absl::Status s = st.compute(); !s.ok()) {
     return Fail(absl::Status(s.code(), absl::StrCat("in-place attention on worker ", self_, " at ",
                                                     header.Describe(), ": ", s.message())));
   }
-  state.timed_seconds += absl::ToDoubleSeconds(absl::Now() - compute_start);
+  state.timed_seconds += absl::ToDoubleSeconds(options_.clock->Now() - compute_start);
   state.timed_cost += PassCost(state.plan->plan, self_, header.pass == Pass::kBackward);
 
   for (int32_t p = 0; p < workers_; ++p) {
@@ -517,16 +518,17 @@ absl::StatusOr<InPlaceCoreAttention::MicroBatchState*> InPlaceCoreAttention::Pre
   return &state;
 }
 
-absl::Status InPlaceCoreAttention::StartForwardCall(
-    int half, int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, int64_t rows, float* o, float* lse) {
+absl::Status InPlaceCoreAttention::StartForwardCall(int half,
+                                                    const model::AttentionForwardCall& c) {
+  const int layer = c.in.layer;
+  const kernels::AttentionShape& shape = c.in.shape;
   auto prepared = PrepareCall(half, Pass::kForward, layer);
   if (!prepared.ok()) return prepared.status();
   MicroBatchState& state = **prepared;
   if (layer == 0) {
-    if (absl::Status s = BeginMicroBatch(state, shape, tasks, rows); !s.ok()) return Fail(s);
-  } else if (absl::Status s = CheckSameMicroBatch(state, tasks, rows); !s.ok()) {
+    if (absl::Status s = BeginMicroBatch(state, shape, c.in.tasks, c.in.rows); !s.ok())
+      return Fail(s);
+  } else if (absl::Status s = CheckSameMicroBatch(state, c.in.tasks, c.in.rows); !s.ok()) {
     return Fail(s);
   }
   const RowWidths widths = RowWidths::Of(shape);
@@ -535,7 +537,7 @@ absl::Status InPlaceCoreAttention::StartForwardCall(
   ExchangeSteps steps;
   steps.request_floats = [widths](const WorkerShare& s) { return ForwardRequestFloats(s, widths); };
   steps.reply_floats = [widths](const WorkerShare& s) { return ForwardReplyFloats(s, widths); };
-  steps.fill_request = [st, widths, q, k, v](int32_t p, float* out) {
+  steps.fill_request = [st, widths, q = c.in.q, k = c.in.k, v = c.in.v](int32_t p, float* out) {
     out = GatherRows(q, widths.q, st->query_rows[p], out);
     out = GatherRows(k, widths.kv, st->kv_rows[p], out);
     GatherRows(v, widths.kv, st->kv_rows[p], out);
@@ -547,22 +549,21 @@ absl::Status InPlaceCoreAttention::StartForwardCall(
   steps.put_reply = [st, widths, layer](int32_t source, float* out) {
     st->batch.PutForwardReply(layer, source, widths, out);
   };
-  steps.consume = [st, widths, o, lse](int32_t p, const float* in) {
+  steps.consume = [st, widths, o = c.o, lse = c.lse](int32_t p, const float* in) {
     in = ScatterRows(in, widths.q, st->query_rows[p], o, /*accumulate=*/false);
     ScatterRows(in, widths.lse, st->query_rows[p], lse, /*accumulate=*/false);
   };
   return StartExchange(state, MakeHeader(state, Pass::kForward, layer, shape), std::move(steps));
 }
 
-absl::Status InPlaceCoreAttention::StartBackwardCall(
-    int half, int layer, const kernels::AttentionShape& shape,
-    absl::Span<const kernels::AttentionTask> tasks, const float* q, const float* k,
-    const float* v, const float* o, const float* lse, const float* d_o, int64_t rows, float* d_q,
-    float* d_k, float* d_v) {
+absl::Status InPlaceCoreAttention::StartBackwardCall(int half,
+                                                     const model::AttentionBackwardCall& c) {
+  const int layer = c.in.layer;
+  const kernels::AttentionShape& shape = c.in.shape;
   auto prepared = PrepareCall(half, Pass::kBackward, layer);
   if (!prepared.ok()) return prepared.status();
   MicroBatchState& state = **prepared;
-  if (absl::Status s = CheckSameMicroBatch(state, tasks, rows); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckSameMicroBatch(state, c.in.tasks, c.in.rows); !s.ok()) return Fail(s);
   const RowWidths widths = RowWidths::Of(shape);
   const bool resend = !options_.keep_qkv_for_backward;
   if (absl::Status s = state.batch.PrepareBackward(layer, widths, resend); !s.ok()) {
@@ -574,7 +575,8 @@ absl::Status InPlaceCoreAttention::StartBackwardCall(
     return BackwardRequestFloats(s, widths, resend);
   };
   steps.reply_floats = [widths](const WorkerShare& s) { return BackwardReplyFloats(s, widths); };
-  steps.fill_request = [st, widths, resend, q, k, v, o, lse, d_o](int32_t p, float* out) {
+  steps.fill_request = [st, widths, resend, q = c.in.q, k = c.in.k, v = c.in.v, o = c.o,
+                        lse = c.lse, d_o = c.d_o](int32_t p, float* out) {
     out = GatherRows(d_o, widths.q, st->query_rows[p], out);
     if (!resend) return;
     out = GatherRows(q, widths.q, st->query_rows[p], out);
@@ -590,7 +592,7 @@ absl::Status InPlaceCoreAttention::StartBackwardCall(
   steps.put_reply = [st, widths](int32_t source, float* out) {
     st->batch.PutBackwardReply(source, widths, out);
   };
-  steps.consume = [st, widths, d_q, d_k, d_v](int32_t p, const float* in) {
+  steps.consume = [st, widths, d_q = c.d_q, d_k = c.d_k, d_v = c.d_v](int32_t p, const float* in) {
     in = ScatterRows(in, widths.q, st->query_rows[p], d_q, /*accumulate=*/false);
     // A document split over workers gets a partial K/V gradient from each.
     in = ScatterRows(in, widths.kv, st->kv_rows[p], d_k, /*accumulate=*/true);
@@ -610,51 +612,29 @@ absl::Status InPlaceCoreAttention::FinishCall(int half, Pass pass) {
   return FinishExchange(**found);
 }
 
-absl::Status InPlaceCoreAttention::Forward(int layer, const kernels::AttentionShape& shape,
-                                           absl::Span<const kernels::AttentionTask> tasks,
-                                           const float* q, const float* k, const float* v,
-                                           int64_t rows, float* o, float* lse) {
-  if (absl::Status s = StartForwardCall(-1, layer, shape, tasks, q, k, v, rows, o, lse); !s.ok()) {
-    return s;
-  }
+absl::Status InPlaceCoreAttention::Forward(const model::AttentionForwardCall& call) {
+  if (absl::Status s = StartForwardCall(-1, call); !s.ok()) return s;
   return FinishExchange(*states_[0]);
 }
 
-absl::Status InPlaceCoreAttention::Backward(int layer, const kernels::AttentionShape& shape,
-                                            absl::Span<const kernels::AttentionTask> tasks,
-                                            const float* q, const float* k, const float* v,
-                                            const float* o, const float* lse, const float* d_o,
-                                            int64_t rows, float* d_q, float* d_k, float* d_v) {
-  if (absl::Status s = StartBackwardCall(-1, layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q,
-                                         d_k, d_v);
-      !s.ok()) {
-    return s;
-  }
+absl::Status InPlaceCoreAttention::Backward(const model::AttentionBackwardCall& call) {
+  if (absl::Status s = StartBackwardCall(-1, call); !s.ok()) return s;
   return FinishExchange(*states_[0]);
 }
 
-absl::Status InPlaceCoreAttention::StartForward(int half, int layer,
-                                                const kernels::AttentionShape& shape,
-                                                absl::Span<const kernels::AttentionTask> tasks,
-                                                const float* q, const float* k, const float* v,
-                                                int64_t rows, float* o, float* lse) {
+absl::Status InPlaceCoreAttention::StartForward(int half, const model::AttentionForwardCall& call) {
   if (absl::Status s = CheckPingPongHalf(half); !s.ok()) return Fail(s);
-  return StartForwardCall(half, layer, shape, tasks, q, k, v, rows, o, lse);
+  return StartForwardCall(half, call);
 }
 
 absl::Status InPlaceCoreAttention::FinishForward(int half) {
   return FinishCall(half, Pass::kForward);
 }
 
-absl::Status InPlaceCoreAttention::StartBackward(int half, int layer,
-                                                 const kernels::AttentionShape& shape,
-                                                 absl::Span<const kernels::AttentionTask> tasks,
-                                                 const float* q, const float* k, const float* v,
-                                                 const float* o, const float* lse,
-                                                 const float* d_o, int64_t rows, float* d_q,
-                                                 float* d_k, float* d_v) {
+absl::Status InPlaceCoreAttention::StartBackward(int half,
+                                                 const model::AttentionBackwardCall& call) {
   if (absl::Status s = CheckPingPongHalf(half); !s.ok()) return Fail(s);
-  return StartBackwardCall(half, layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k, d_v);
+  return StartBackwardCall(half, call);
 }
 
 absl::Status InPlaceCoreAttention::FinishBackward(int half) {

@@ -18,9 +18,13 @@
 // posted at once with async point-to-point so no order can deadlock. To each
 // other worker p, this worker sends
 //   kHeaderTag     ExchangeHeader (64 bytes). At the forward of layer 0 it
-//                  is sent twice: first with num_documents = n, followed by
-//   kDocumentsTag  n int64 lengths (omitted when n = 0); then, after
-//                  planning, as every call, with payload_bytes set.
+//                  is sent twice: first announcing its documents message
+//                  (num_documents = n, num_speed_weights = 1 once it has
+//                  measured its speed), followed by
+//   kDocumentsTag  the documents message (documents_message.h,
+//                  DocumentsFormat::InPlace: n int64 lengths, then its speed
+//                  as a one-weight SpeedWeights; omitted when empty); then,
+//                  after planning, as every call, with payload_bytes set.
 //   kPayloadTag    its rows that p computes, wire_format.h's request layout
 //                  (forward: Q | K | V, each K/V prefix once per destination;
 //                  backward: dO [| Q | K | V | O | LSE without
@@ -59,11 +63,12 @@
 #include "absl/status/statusor.h"
 #include "runtime/attention/in_place_fused_batch.h"
 #include "runtime/attention/micro_batch_plan.h"
+#include "runtime/attention/remote_core_attention.h"
 #include "runtime/attention/wire_format.h"
+#include "runtime/base/clock.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/comm/handle_set.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/model/core_attention_executor.h"
 #include "runtime/planner/speed_weights.h"
 
 namespace corescape::attention {
@@ -83,9 +88,9 @@ struct InPlaceOptions {
   // fused kernel calls and sends its speed with its documents), so a slow
   // or busy worker gets less; false: equal speeds.
   bool learn_speeds = true;
-  // Test hook, called on the calling thread just before each of this
-  // worker's fused kernel calls (its time counts in the measured speed).
-  std::function<void()> before_compute;
+  // What this worker's fused kernel calls are timed with (read on the
+  // calling thread just before and after each); tests give their own.
+  const Clock* clock = RealClock::Get();
 };
 
 // Counted per micro-batch, from its plan.
@@ -99,7 +104,7 @@ struct InPlaceStats {
   std::vector<double> speed_weights;
 };
 
-class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
+class InPlaceCoreAttention final : public RemoteCoreAttention {
  public:
   // `communicator`: the job's in-place attention communicator, rank = this
   // worker's rank, world = the job's workers.
@@ -108,14 +113,8 @@ class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
   // Ends with the peers (see above; best effort), then closes.
   ~InPlaceCoreAttention() override;
 
-  absl::Status Forward(int layer, const kernels::AttentionShape& shape,
-                       absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                       const float* k, const float* v, int64_t rows, float* o, float* lse) override;
-  absl::Status Backward(int layer, const kernels::AttentionShape& shape,
-                        absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                        const float* k, const float* v, const float* o, const float* lse,
-                        const float* d_o, int64_t rows, float* d_q, float* d_k,
-                        float* d_v) override;
+  absl::Status Forward(const model::AttentionForwardCall& call) override;
+  absl::Status Backward(const model::AttentionBackwardCall& call) override;
   // Ping-pong (model/core_attention_executor.h): each half is its own
   // micro-batch with its own plan. Start posts the half's requests (and the
   // receives for the peers' requests and replies) and returns; Finish takes
@@ -124,21 +123,19 @@ class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
   // one half, the other half's rows are on the wire. Every worker calls
   // Start/Finish in the same order; Finish(h) waits only on the peers'
   // Start(h) and Finish(h), so no order of arrival can deadlock.
-  absl::Status StartForward(int half, int layer, const kernels::AttentionShape& shape,
-                            absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                            const float* k, const float* v, int64_t rows, float* o,
-                            float* lse) override;
+  absl::Status StartForward(int half, const model::AttentionForwardCall& call) override;
   absl::Status FinishForward(int half) override;
-  absl::Status StartBackward(int half, int layer, const kernels::AttentionShape& shape,
-                             absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                             const float* k, const float* v, const float* o, const float* lse,
-                             const float* d_o, int64_t rows, float* d_q, float* d_k,
-                             float* d_v) override;
+  absl::Status StartBackward(int half, const model::AttentionBackwardCall& call) override;
   absl::Status FinishBackward(int half) override;
 
-  // Fails the exchange in flight (and every later one) with `reason`; the
-  // peers fail with it too.
-  void Abort(const std::string& reason);
+  // RemoteCoreAttention. The workers plan with their own measured speeds,
+  // among themselves: there are no attention servers to weigh and no
+  // scheduler plans, so SetSpeedWeights and OfferShippedPlan are refused
+  // (FailedPrecondition) and ShipSchedulerPlans changes nothing.
+  void Abort(const std::string& reason) override;
+  absl::Status SetSpeedWeights(SpeedWeights weights) override;
+  absl::Status OfferShippedPlan(ShippedPlan plan) override;
+  void ShipSchedulerPlans(bool /*on*/) override {}
 
   // The plan of the micro-batch begun last (null before the first forward).
   const MicroBatchPlan* current_plan() const {
@@ -188,7 +185,7 @@ class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
     // [peer]; the entries of this worker hold its own share.
     std::vector<std::vector<float>> requests, inbound, replies, results;
     std::vector<HeaderBytes> out_headers, out_reply_headers, in_headers, in_reply_headers;
-    std::vector<std::vector<int64_t>> peer_documents;
+    std::vector<std::vector<int64_t>> peer_messages;  // [peer]: its documents message
     // This worker's kernel time on the micro-batch and the plan's cost of
     // it; recorded into the speed estimate at the state's next micro-batch.
     double timed_cost = 0, timed_seconds = 0;
@@ -223,15 +220,8 @@ class InPlaceCoreAttention final : public model::CoreAttentionExecutor {
   absl::Status CheckSameMicroBatch(const MicroBatchState& state,
                                    absl::Span<const kernels::AttentionTask> tasks,
                                    int64_t rows) const;
-  absl::Status StartForwardCall(int half, int layer, const kernels::AttentionShape& shape,
-                                absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                                const float* k, const float* v, int64_t rows, float* o,
-                                float* lse);
-  absl::Status StartBackwardCall(int half, int layer, const kernels::AttentionShape& shape,
-                                 absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                                 const float* k, const float* v, const float* o,
-                                 const float* lse, const float* d_o, int64_t rows, float* d_q,
-                                 float* d_k, float* d_v);
+  absl::Status StartForwardCall(int half, const model::AttentionForwardCall& c);
+  absl::Status StartBackwardCall(int half, const model::AttentionBackwardCall& c);
   absl::Status FinishCall(int half, Pass pass);
   // Posts every receive and every request of one exchange of `state`.
   absl::Status StartExchange(MicroBatchState& state, ExchangeHeader header, ExchangeSteps steps);

@@ -9,11 +9,15 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "runtime/attention/executor_test_calls.h"
+#include "runtime/base/clock.h"
 #include "runtime/comm/loopback_ranks.h"
 #include "runtime/model/transformer.h"
 
@@ -33,22 +37,6 @@ void RunWorkers(int workers, const InPlaceOptions& options,
   ASSERT_TRUE(ranks.ok()) << ranks;
 }
 
-// max |a - b| / max |b| (0 when both are zero).
-double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(double{a[i]} - b[i]));
-    scale = std::max(scale, std::abs(double{b[i]}));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
-struct RandomBatch {
-  int64_t rows = 0;
-  std::vector<kernels::AttentionTask> tasks;
-  std::vector<float> q, k, v, d_o;
-};
-
 // Documents of the given lengths back to back, then 8 padding rows no task
 // touches.
 RandomBatch MakeBatch(std::mt19937& rng, const kernels::AttentionShape& shape,
@@ -60,15 +48,7 @@ RandomBatch MakeBatch(std::mt19937& rng, const kernels::AttentionShape& shape,
     row += length;
   }
   b.rows = row + 8;
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto fill = [&](std::vector<float>& x, int64_t width) {
-    x.resize(b.rows * width);
-    for (float& value : x) value = normal(rng);
-  };
-  fill(b.q, int64_t{shape.n_heads} * shape.head_dim);
-  fill(b.k, int64_t{shape.n_kv_heads} * shape.head_dim);
-  fill(b.v, int64_t{shape.n_kv_heads} * shape.head_dim);
-  fill(b.d_o, int64_t{shape.n_heads} * shape.head_dim);
+  FillRandomTensors(rng, shape, b);
   return b;
 }
 
@@ -82,41 +62,6 @@ std::vector<int64_t> SkewedLengths(std::mt19937& rng, int worker) {
     total += lengths.back();
   }
   return lengths;
-}
-
-struct Outputs {
-  std::vector<float> o, lse, d_q, d_k, d_v;
-};
-
-// Forward of every layer, then backward of every layer (optional), on the
-// same tensors: each layer must give the same answer.
-absl::Status RunCalls(model::CoreAttentionExecutor& executor, const kernels::AttentionShape& shape,
-                      int layers, const RandomBatch& b, bool backward, Outputs& out) {
-  const int64_t qw = int64_t{shape.n_heads} * shape.head_dim;
-  const int64_t kw = int64_t{shape.n_kv_heads} * shape.head_dim;
-  out.o.assign(b.rows * qw, 0.0f);
-  out.lse.assign(b.rows * shape.n_heads, 0.0f);
-  out.d_q.assign(b.rows * qw, 0.0f);
-  out.d_k.assign(b.rows * kw, 0.0f);
-  out.d_v.assign(b.rows * kw, 0.0f);
-  for (int layer = 0; layer < layers; ++layer) {
-    if (absl::Status s = executor.Forward(layer, shape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
-                                          b.rows, out.o.data(), out.lse.data());
-        !s.ok()) {
-      return s;
-    }
-  }
-  for (int layer = layers - 1; backward && layer >= 0; --layer) {
-    std::fill(out.d_k.begin(), out.d_k.end(), 0.0f);
-    std::fill(out.d_v.begin(), out.d_v.end(), 0.0f);
-    if (absl::Status s = executor.Backward(layer, shape, b.tasks, b.q.data(), b.k.data(),
-                                           b.v.data(), out.o.data(), out.lse.data(), b.d_o.data(),
-                                           b.rows, out.d_q.data(), out.d_k.data(), out.d_v.data());
-        !s.ok()) {
-      return s;
-    }
-  }
-  return absl::OkStatus();
 }
 
 struct KernelCase {
@@ -223,8 +168,41 @@ TEST(InPlacePlanTest, BalancedBatchesStayAtHome) {
   });
 }
 
-// The worker whose thread runs the current RunWorkers body (for hooks).
+// The workers plan among themselves: the scheduler's server weights and
+// plans do not apply, and are refused rather than dropped silently.
+TEST(InPlaceCoreAttentionTest, RefusesTheSchedulersWeightsAndPlans) {
+  RunWorkers(2, InPlaceOptions{}, [&](int w, InPlaceCoreAttention& executor) {
+    const absl::Status weights = executor.SetSpeedWeights(SpeedWeights{3, {1.0, 2.0}});
+    EXPECT_EQ(weights.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(weights.message().find("no attention servers' speed weights"), std::string::npos)
+        << weights;
+    ShippedPlan plan;
+    plan.step = 5;
+    const absl::Status offered = executor.OfferShippedPlan(plan);
+    EXPECT_EQ(offered.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(offered.message().find("no scheduler plan (step 5)"), std::string::npos) << offered;
+  });
+}
+
+// The worker whose thread runs the current RunWorkers body.
 thread_local int tls_worker = -1;
+
+// Every read moves the reading worker's own time on by its step, so each
+// fused kernel call (timed between two reads on the worker's thread) takes
+// exactly that step, whatever the machine is doing.
+class SteppingClock final : public Clock {
+ public:
+  explicit SteppingClock(std::vector<absl::Duration> step_per_worker)
+      : steps_(std::move(step_per_worker)) {}
+  absl::Time Now() const override {
+    thread_local absl::Time now = absl::UnixEpoch();
+    now += steps_.at(tls_worker);
+    return now;
+  }
+
+ private:
+  const std::vector<absl::Duration> steps_;
+};
 
 // A worker whose attention kernel is slow gets less of the attention: each
 // worker times its fused calls and announces its speed with its documents,
@@ -246,10 +224,10 @@ TEST(InPlaceSpeedTest, SlowWorkerGetsLessAttention) {
     options.n_layers = 1;
     options.tolerance = 0.02;
     options.learn_speeds = learn;
-    // Worker 1's kernel calls take 10 ms longer: many times slower here.
-    options.before_compute = [] {
-      if (tls_worker == 1) absl::SleepFor(absl::Milliseconds(10));
-    };
+    // Every kernel call of worker 1 takes 10 ms, of worker 0 1 ms: worker
+    // 1 is measured about ten times slower per unit of cost.
+    const SteppingClock clock({absl::Milliseconds(1), absl::Milliseconds(10)});
+    options.clock = &clock;
     absl::Mutex mu;
     std::vector<std::vector<std::vector<planner::PlannedTask>>> plans(2);  // [worker][mb]
     std::vector<double> slow_share(2);  // worker 1's share of the last plan's cost
@@ -280,6 +258,8 @@ TEST(InPlaceSpeedTest, SlowWorkerGetsLessAttention) {
     EXPECT_EQ(stats[0].speed_weights, stats[1].speed_weights);
     if (learn) {
       EXPECT_LT(stats[0].speed_weights[1], 0.6) << "worker 1 was not measured as slow";
+      // Ten times slower per call on a smaller share: down to the clamp.
+      EXPECT_NEAR(stats[0].speed_weights[1], 0.1, 1e-3);
       EXPECT_LT(slow_share[0], 0.4);
       EXPECT_GT(stats[1].tasks_shipped, 0) << "the slow worker kept all its attention";
     } else {
@@ -406,9 +386,7 @@ TEST(InPlaceProtocolTest, OutOfOrderCallFailsEveryWorker) {
     Outputs out;
     ASSERT_TRUE(RunCalls(executor, shape, 2, b, /*backward=*/false, out).ok());
     // Worker 0: backward of layer 0 with layer 1 skipped.
-    results[w] = executor.Backward(w == 0 ? 0 : 1, shape, b.tasks, b.q.data(), b.k.data(),
-                                   b.v.data(), out.o.data(), out.lse.data(), b.d_o.data(), b.rows,
-                                   out.d_q.data(), out.d_k.data(), out.d_v.data());
+    results[w] = executor.Backward(BackwardCall(w == 0 ? 0 : 1, shape, b, out));
   });
   EXPECT_EQ(results[0].code(), absl::StatusCode::kFailedPrecondition) << results[0];
   EXPECT_NE(results[0].message().find("expected backward in reverse layer order"),
@@ -432,8 +410,7 @@ TEST(InPlaceProtocolTest, WorkersOutOfStepSeeTheMismatch) {
     const RandomBatch& b = batches[w];
     Outputs out;
     ASSERT_TRUE(RunCalls(executor, shape, 1, b, /*backward=*/false, out).ok());
-    results[w] = executor.Forward(w == 0 ? 1 : 0, shape, b.tasks, b.q.data(), b.k.data(),
-                                  b.v.data(), b.rows, out.o.data(), out.lse.data());
+    results[w] = executor.Forward(ForwardCall(w == 0 ? 1 : 0, shape, b, out));
   });
   for (int w = 0; w < 2; ++w) {
     EXPECT_FALSE(results[w].ok()) << "worker " << w;

@@ -17,42 +17,8 @@ RowWidths RowWidths::Of(const kernels::AttentionShape& shape) {
 
 namespace {
 
-// The planner's input for the participants' options (equal speeds unless
-// given; in-place servers colocated with their workers).
-absl::StatusOr<planner::PlanInput> MicroBatchPlanInput(
-    std::vector<std::vector<int64_t>> worker_documents, const kernels::AttentionShape& shape,
-    const PlanOptions& options) {
-  if (options.servers < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("attention plan: ", options.servers, " servers"));
-  }
-  planner::PlanInput input;
-  input.worker_documents = std::move(worker_documents);
-  input.servers.assign(options.servers, planner::AttentionServer{});
-  if (!options.server_speeds.empty()) {
-    if (static_cast<int32_t>(options.server_speeds.size()) != options.servers) {
-      return absl::InvalidArgumentError(absl::StrCat("attention plan: ",
-                                                     options.server_speeds.size(),
-                                                     " server speeds for ", options.servers,
-                                                     " servers"));
-    }
-    // The planner refuses speeds that are not finite and > 0.
-    for (int32_t s = 0; s < options.servers; ++s) input.servers[s].speed = options.server_speeds[s];
-  }
-  if (options.in_place) {
-    if (static_cast<size_t>(options.servers) != input.worker_documents.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("in-place attention plan: ", options.servers, " servers for ",
-                       input.worker_documents.size(), " workers (each worker is a server)"));
-    }
-    for (int32_t s = 0; s < options.servers; ++s) input.servers[s].colocated_worker = s;
-  }
-  input.model.hidden = int64_t{shape.n_heads} * shape.head_dim;
-  input.model.n_heads = shape.n_heads;
-  input.model.n_kv_heads = shape.n_kv_heads;
-  input.model.head_dim = shape.head_dim;
-  input.model.bytes_per_element = sizeof(float);  // fp32 on the wire
-  return input;
+planner::ModelShape PlannerModelShapeOf(const kernels::AttentionShape& shape) {
+  return PlannerModelShape(shape.n_heads, shape.n_kv_heads, shape.head_dim);
 }
 
 // Lays `plan` out as every server's fused batch and every worker's share.
@@ -120,7 +86,8 @@ absl::StatusOr<MicroBatchPlan> LayOutMicroBatch(std::vector<std::vector<int64_t>
 absl::StatusOr<MicroBatchPlan> PlanMicroBatch(std::vector<std::vector<int64_t>> worker_documents,
                                               const kernels::AttentionShape& shape,
                                               const PlanOptions& options) {
-  auto input = MicroBatchPlanInput(std::move(worker_documents), shape, options);
+  auto input =
+      MicroBatchPlanInput(std::move(worker_documents), PlannerModelShapeOf(shape), options);
   if (!input.ok()) return input.status();
   absl::StatusOr<planner::Plan> plan;
   if (options.planner == PlannerKind::kDistcaGreedy) {
@@ -143,7 +110,8 @@ absl::StatusOr<MicroBatchPlan> PlanMicroBatch(std::vector<std::vector<int64_t>> 
 absl::StatusOr<MicroBatchPlan> AdoptMicroBatchPlan(
     std::vector<std::vector<int64_t>> worker_documents, const kernels::AttentionShape& shape,
     const PlanOptions& options, std::vector<planner::PlannedTask> tasks) {
-  auto input = MicroBatchPlanInput(std::move(worker_documents), shape, options);
+  auto input =
+      MicroBatchPlanInput(std::move(worker_documents), PlannerModelShapeOf(shape), options);
   if (!input.ok()) return input.status();
   if (absl::Status s = planner::ValidatePlanInput(*input); !s.ok()) return s;
   // Checks every task's range and that the tasks tile each document once.

@@ -14,28 +14,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "runtime/attention/micro_batch_plan_input.h"
 #include "runtime/kernels/core_attention.h"
 #include "runtime/planner/plan.h"
 #include "runtime/planner/server_batch.h"
 
 namespace corescape::attention {
-
-enum class PlannerKind {
-  kCorescape,     // planner::PlanAttention
-  kDistcaGreedy,  // planner::PlanDistcaGreedy (mirrored head/tail pieces)
-};
-
-struct PlanOptions {
-  int32_t servers = 1;
-  double tolerance = 0.05;
-  PlannerKind planner = PlannerKind::kCorescape;
-  // Relative server speeds (speed_weights.h), one per server; empty: equal.
-  // The DistCA greedy planner has no speeds and ignores them.
-  std::vector<double> server_speeds;
-  // In-place mode: server s is worker s (its own rows move no bytes), so
-  // `servers` must equal the number of workers.
-  bool in_place = false;
-};
 
 // Worker w's part of server s's fused batch: contiguous, because the
 // server's tasks are sorted by worker first.

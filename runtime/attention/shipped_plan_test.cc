@@ -106,10 +106,10 @@ TEST(DocumentsMessageTest, WorkerZerosPlanTravelsAfterItsWeights) {
   EXPECT_EQ(announce.num_documents, 2);
   EXPECT_EQ(announce.num_speed_weights, 2);
   EXPECT_EQ(announce.payload_bytes, 8 * (3 + 5 * 3));
-  auto size = ExpectedDocumentsWords(announce, 0, 2, "worker 0");
+  auto size = ExpectedDocumentsWords(announce, 0, DocumentsFormat::Disaggregated(2), "worker 0");
   ASSERT_TRUE(size.ok()) << size.status();
   EXPECT_EQ(*size, static_cast<int64_t>(words.size()));
-  auto received = DecodeDocumentsMessage(words, announce, 2, "worker 0");
+  auto received = DecodeDocumentsMessage(words, announce, DocumentsFormat::Disaggregated(2), "worker 0");
   ASSERT_TRUE(received.ok()) << received.status();
   EXPECT_EQ(received->lengths, sent.lengths);
   EXPECT_EQ(*received->weights, *sent.weights);
@@ -120,16 +120,55 @@ TEST(DocumentsMessageTest, OnlyWorkerZeroShipsPlansOfWholeWords) {
   ExchangeHeader announce;
   announce.num_documents = 1;
   announce.payload_bytes = 8 * 8;
-  auto size = ExpectedDocumentsWords(announce, 1, 2, "worker 1");
+  auto size = ExpectedDocumentsWords(announce, 1, DocumentsFormat::Disaggregated(2), "worker 1");
   EXPECT_EQ(size.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(size.status().message(), HasSubstr("only worker 0 ships plans"));
   announce.num_speed_weights = 2;
   announce.payload_bytes = 12;
-  EXPECT_THAT(ExpectedDocumentsWords(announce, 0, 2, "worker 0").status().message(),
+  EXPECT_THAT(ExpectedDocumentsWords(announce, 0, DocumentsFormat::Disaggregated(2), "worker 0").status().message(),
               HasSubstr("attention plan of 12 bytes"));
   announce.payload_bytes = int64_t{1} << 40;
-  EXPECT_THAT(ExpectedDocumentsWords(announce, 0, 2, "worker 0").status().message(),
+  EXPECT_THAT(ExpectedDocumentsWords(announce, 0, DocumentsFormat::Disaggregated(2), "worker 0").status().message(),
               HasSubstr("not a whole number of words under"));
+}
+
+TEST(DocumentsMessageTest, InPlaceWorkersEachSendTheirOwnSpeedAndNoPlan) {
+  const DocumentsFormat format = DocumentsFormat::InPlace();
+  DocumentsMessage sent;
+  sent.lengths = {30, 2};
+  sent.weights = SpeedWeights{0, {1234.5}};
+  ExchangeHeader announce;
+  const std::vector<int64_t> words = EncodeDocumentsMessage(sent, announce);
+  EXPECT_EQ(announce.num_speed_weights, 1);
+  // Any worker may send its speed, not only worker 0.
+  auto size = ExpectedDocumentsWords(announce, 1, format, "worker 1");
+  ASSERT_TRUE(size.ok()) << size.status();
+  EXPECT_EQ(*size, static_cast<int64_t>(words.size()));
+  auto received = DecodeDocumentsMessage(words, announce, format, "worker 1");
+  ASSERT_TRUE(received.ok()) << received.status();
+  EXPECT_EQ(received->lengths, sent.lengths);
+  EXPECT_EQ(*received->weights, *sent.weights);
+  // Before it has measured one, a worker sends lengths only.
+  ExchangeHeader unmeasured;
+  EXPECT_EQ(EncodeDocumentsMessage(DocumentsMessage{{30, 2}, std::nullopt, std::nullopt},
+                                   unmeasured)
+                .size(),
+            2u);
+  EXPECT_EQ(*ExpectedDocumentsWords(unmeasured, 0, format, "worker 0"), 2);
+
+  ExchangeHeader two_speeds = announce;
+  two_speeds.num_speed_weights = 2;
+  EXPECT_THAT(ExpectedDocumentsWords(two_speeds, 0, format, "worker 0").status().message(),
+              HasSubstr("a worker sends at most its own"));
+  ExchangeHeader with_plan = announce;
+  with_plan.payload_bytes = 8 * 8;
+  EXPECT_THAT(ExpectedDocumentsWords(with_plan, 0, format, "worker 0").status().message(),
+              HasSubstr("in-place workers ship no plans"));
+  std::vector<int64_t> bad = words;
+  bad.back() = DoubleToWord(-1.0);
+  auto refused = DecodeDocumentsMessage(bad, announce, format, "worker 1");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(refused.status().message(), HasSubstr("speed weights from worker 1"));
 }
 
 TEST(PlanAnnouncedMicroBatchTest, AdoptsAPlanThatCoversTheDocumentsExactly) {

@@ -18,6 +18,7 @@
 #include "runtime/attention/attention_server_session.h"
 #include "runtime/attention/disaggregated_core_attention.h"
 #include "runtime/attention/documents_message.h"
+#include "runtime/attention/executor_test_calls.h"
 #include "runtime/attention/speed_weights.h"
 #include "runtime/comm/loopback_ranks.h"
 #include "runtime/model/core_attention_executor.h"
@@ -36,16 +37,10 @@ void RunRanks(int world,
 
 const kernels::AttentionShape kShape{4, 2, 8, 0.35f};
 
-struct Batch {
-  int64_t rows = 0;
-  std::vector<kernels::AttentionTask> tasks;
-  std::vector<float> q, k, v;
-};
-
 // Whole documents back to back: one long one (so the planner can split
 // it), then short ones.
-Batch MakeBatch(std::mt19937& rng, int64_t rows) {
-  Batch b;
+RandomBatch MakeBatch(std::mt19937& rng, int64_t rows) {
+  RandomBatch b;
   b.rows = rows;
   for (int64_t row = 0; row < rows;) {
     const int64_t length =
@@ -53,14 +48,7 @@ Batch MakeBatch(std::mt19937& rng, int64_t rows) {
     b.tasks.push_back({0, length, row, row});
     row += length;
   }
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto fill = [&](std::vector<float>& x, int64_t width) {
-    x.resize(rows * width);
-    for (float& value : x) value = normal(rng);
-  };
-  fill(b.q, int64_t{kShape.n_heads} * kShape.head_dim);
-  fill(b.k, int64_t{kShape.n_kv_heads} * kShape.head_dim);
-  fill(b.v, int64_t{kShape.n_kv_heads} * kShape.head_dim);
+  FillRandomTensors(rng, kShape, b);
   return b;
 }
 
@@ -80,17 +68,13 @@ Planned Capture(const MicroBatchPlan& plan) {
 
 // Layer 0's forward of `b` through `executor` (a new micro-batch) gives
 // what the local kernel gives.
-void ForwardMatchesLocal(DisaggregatedCoreAttention& executor, const Batch& b) {
-  std::vector<float> o(b.rows * kShape.n_heads * kShape.head_dim), lse(b.rows * kShape.n_heads);
-  std::vector<float> local_o(o.size()), local_lse(lse.size());
-  absl::Status s = executor.Forward(0, kShape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
-                                    b.rows, o.data(), lse.data());
+void ForwardMatchesLocal(DisaggregatedCoreAttention& executor, const RandomBatch& b) {
+  Outputs got = ZeroOutputs(kShape, b.rows), expected = ZeroOutputs(kShape, b.rows);
+  absl::Status s = executor.Forward(ForwardCall(0, kShape, b, got));
   ASSERT_TRUE(s.ok()) << s;
   model::LocalCoreAttention local(nullptr);
-  ASSERT_TRUE(local.Forward(0, kShape, b.tasks, b.q.data(), b.k.data(), b.v.data(), b.rows,
-                            local_o.data(), local_lse.data())
-                  .ok());
-  for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], local_o[i], 1e-5) << i;
+  ASSERT_TRUE(local.Forward(ForwardCall(0, kShape, b, expected)).ok());
+  for (size_t i = 0; i < got.o.size(); ++i) ASSERT_NEAR(got.o[i], expected.o[i], 1e-5) << i;
 }
 
 // Serves as an attention server (tolerance 0) until the workers are done,
@@ -118,7 +102,7 @@ PlanSourceCounts ServeCapturingPlans(comm::Communicator* communicator, int worke
 TEST(SpeedWeightedPlanTest, EveryParticipantPlansWithWorkerZerosWeights) {
   constexpr int kWorkers = 2, kServers = 2, kMicroBatches = 2;
   std::mt19937 rng(17);
-  std::vector<std::vector<Batch>> batches(kMicroBatches);  // [micro-batch][worker]
+  std::vector<std::vector<RandomBatch>> batches(kMicroBatches);  // [micro-batch][worker]
   for (auto& per_worker : batches) {
     for (int w = 0; w < kWorkers; ++w) per_worker.push_back(MakeBatch(rng, 400));
   }
@@ -174,7 +158,7 @@ TEST(SpeedWeightedPlanTest, EveryParticipantPlansWithWorkerZerosWeights) {
 TEST(ShippedPlanTest, EveryParticipantRunsAFittingScheduledPlanAndPlansOtherwise) {
   constexpr int kWorkers = 2, kServers = 2, kMicroBatches = 3;
   std::mt19937 rng(29);
-  std::vector<std::vector<Batch>> batches(kMicroBatches);  // [micro-batch][worker]
+  std::vector<std::vector<RandomBatch>> batches(kMicroBatches);  // [micro-batch][worker]
   for (auto& per_worker : batches) {
     for (int w = 0; w < kWorkers; ++w) per_worker.push_back(MakeBatch(rng, 300));
   }
@@ -263,7 +247,7 @@ TEST(ShippedPlanTest, EveryParticipantRunsAFittingScheduledPlanAndPlansOtherwise
 // documents runs the scheduler's plan.
 TEST(ShippedPlanTest, NothingIsShippedWhileShippingIsOff) {
   std::mt19937 rng(33);
-  const Batch b = MakeBatch(rng, 200);
+  const RandomBatch b = MakeBatch(rng, 200);
   ShippedPlan plan{7, 0, {}};
   for (size_t d = 0; d < b.tasks.size(); ++d) {
     plan.tasks.push_back({0, static_cast<int32_t>(d), 0, b.tasks[d].q_end, 1});
@@ -317,11 +301,9 @@ TEST(SpeedWeightedPlanTest, SetterRefusesMalformedWeightsNamingTheProblem) {
     EXPECT_THAT(s.message(), HasSubstr("speed weight [0] is inf"));
     // Refused weights change nothing: the next micro-batch plans with equal ones.
     std::mt19937 rng(3);
-    const Batch b = MakeBatch(rng, 64);
-    std::vector<float> o(64 * 32), lse(64 * 4);
-    ASSERT_TRUE(attention.Forward(0, kShape, b.tasks, b.q.data(), b.k.data(), b.v.data(),
-                                  b.rows, o.data(), lse.data())
-                    .ok());
+    const RandomBatch b = MakeBatch(rng, 64);
+    Outputs out = ZeroOutputs(kShape, b.rows);
+    ASSERT_TRUE(attention.Forward(ForwardCall(0, kShape, b, out)).ok());
     EXPECT_EQ(attention.current_plan()->speed_weights_version, 0u);
   });
 }
@@ -424,10 +406,10 @@ TEST(SpeedWeightsTest, DocumentsMessageRoundTrip) {
   EXPECT_EQ(announce.num_documents, 2);
   EXPECT_EQ(announce.num_speed_weights, 3);
   EXPECT_EQ(announce.payload_bytes, 0);
-  auto size = ExpectedDocumentsWords(announce, 0, 3, "worker 0");
+  auto size = ExpectedDocumentsWords(announce, 0, DocumentsFormat::Disaggregated(3), "worker 0");
   ASSERT_TRUE(size.ok()) << size.status();
   EXPECT_EQ(*size, static_cast<int64_t>(words.size()));
-  auto decoded = DecodeDocumentsMessage(words, announce, 3, "worker 0");
+  auto decoded = DecodeDocumentsMessage(words, announce, DocumentsFormat::Disaggregated(3), "worker 0");
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->lengths, (std::vector<int64_t>{10, 20}));
   ASSERT_TRUE(decoded->weights.has_value());
@@ -435,11 +417,11 @@ TEST(SpeedWeightsTest, DocumentsMessageRoundTrip) {
   EXPECT_EQ(decoded->weights->Describe(), "version 42 (0.500, 1.250, 1.250)");
   // Other workers send lengths only; weights from them are refused.
   announce.num_speed_weights = 0;
-  EXPECT_EQ(*ExpectedDocumentsWords(announce, 1, 3, "worker 1"), 2);
+  EXPECT_EQ(*ExpectedDocumentsWords(announce, 1, DocumentsFormat::Disaggregated(3), "worker 1"), 2);
   announce.num_speed_weights = 3;
-  EXPECT_THAT(ExpectedDocumentsWords(announce, 1, 3, "worker 1").status().message(),
+  EXPECT_THAT(ExpectedDocumentsWords(announce, 1, DocumentsFormat::Disaggregated(3), "worker 1").status().message(),
               HasSubstr("worker 1 announces 3 speed weights"));
-  EXPECT_THAT(ExpectedDocumentsWords(announce, 1, 3, "worker 1").status().message(),
+  EXPECT_THAT(ExpectedDocumentsWords(announce, 1, DocumentsFormat::Disaggregated(3), "worker 1").status().message(),
               HasSubstr("only worker 0 sends them"));
 }
 

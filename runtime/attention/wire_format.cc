@@ -165,4 +165,8 @@ std::string AttentionCommunicatorId(absl::string_view job_id, uint64_t attention
   return absl::StrCat(job_id, "/attn/", attention_epoch);
 }
 
+std::string InPlaceAttentionCommunicatorId(absl::string_view job_id) {
+  return absl::StrCat(job_id, "/attn-inplace");
+}
+
 }  // namespace corescape::attention

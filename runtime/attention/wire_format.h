@@ -117,6 +117,9 @@ absl::Status CheckHeaderMatches(const ExchangeHeader& expected, const ExchangeHe
 // servers. Peers check it at connect, so a participant still in an older
 // epoch is refused, never mixed in.
 std::string AttentionCommunicatorId(absl::string_view job_id, uint64_t attention_epoch);
+// The id of an IN_PLACE job's attention communicator (its workers only):
+// "<job>/attn-inplace".
+std::string InPlaceAttentionCommunicatorId(absl::string_view job_id);
 
 }  // namespace corescape::attention
 

@@ -152,15 +152,35 @@ void Transformer::PreAttentionForward(int layer, Activations& a) const {
                        config_.head_dim(), config_.rope_theta);
 }
 
-absl::Status Transformer::CoreAttentionForward(int layer, CoreAttentionExecutor& attention,
-                                               Activations& a) const {
+AttentionInputs Transformer::CoreAttentionInputs(int layer, const Activations& a) const {
+  const LayerActivations& l = a.layers[layer];
+  AttentionInputs in;
+  in.layer = layer;
+  in.shape = attention_shape();
+  in.tasks = a.batch.attention_tasks;
+  in.rows = a.batch.rows();
+  in.q = l.q.data();
+  in.k = l.k.data();
+  in.v = l.v.data();
+  return in;
+}
+
+AttentionForwardCall Transformer::ForwardCall(int layer, Activations& a) const {
   LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
   // Rows outside every task (padding) keep zeros.
   Resize(l.o, rows * config_.q_width());
   Resize(l.lse, rows * config_.n_heads);
-  return attention.Forward(layer, attention_shape(), a.batch.attention_tasks, l.q.data(),
-                           l.k.data(), l.v.data(), rows, l.o.data(), l.lse.data());
+  AttentionForwardCall call;
+  call.in = CoreAttentionInputs(layer, a);
+  call.o = l.o.data();
+  call.lse = l.lse.data();
+  return call;
+}
+
+absl::Status Transformer::CoreAttentionForward(int layer, CoreAttentionExecutor& attention,
+                                               Activations& a) const {
+  return attention.Forward(ForwardCall(layer, a));
 }
 
 void Transformer::PostAttentionForward(int layer, Activations& a) const {
@@ -265,41 +285,38 @@ void Transformer::PostAttentionBackward(int layer, Activations& a) {
                  config_.q_width(), d);
 }
 
-absl::Status Transformer::CoreAttentionBackward(int layer, CoreAttentionExecutor& attention,
-                                                Activations& a) {
-  LayerActivations& l = a.layers[layer];
+AttentionBackwardCall Transformer::BackwardCall(int layer, Activations& a) const {
+  const LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
   Resize(a.d_q, rows * config_.q_width());
   Resize(a.d_k, rows * config_.kv_width());
   Resize(a.d_v, rows * config_.kv_width());
-  return attention.Backward(layer, attention_shape(), a.batch.attention_tasks, l.q.data(),
-                            l.k.data(), l.v.data(), l.o.data(), l.lse.data(),
-                            a.d_o.data(), rows, a.d_q.data(), a.d_k.data(), a.d_v.data());
+  AttentionBackwardCall call;
+  call.in = CoreAttentionInputs(layer, a);
+  call.o = l.o.data();
+  call.lse = l.lse.data();
+  call.d_o = a.d_o.data();
+  call.d_q = a.d_q.data();
+  call.d_k = a.d_k.data();
+  call.d_v = a.d_v.data();
+  return call;
+}
+
+absl::Status Transformer::CoreAttentionBackward(int layer, CoreAttentionExecutor& attention,
+                                                Activations& a) {
+  return attention.Backward(BackwardCall(layer, a));
 }
 
 absl::Status Transformer::StartCoreAttentionForward(int layer, int half,
                                                     CoreAttentionExecutor& attention,
                                                     Activations& a) const {
-  LayerActivations& l = a.layers[layer];
-  const int64_t rows = a.batch.rows();
-  Resize(l.o, rows * config_.q_width());
-  Resize(l.lse, rows * config_.n_heads);
-  return attention.StartForward(half, layer, attention_shape(), a.batch.attention_tasks,
-                                l.q.data(), l.k.data(), l.v.data(), rows, l.o.data(),
-                                l.lse.data());
+  return attention.StartForward(half, ForwardCall(layer, a));
 }
 
 absl::Status Transformer::StartCoreAttentionBackward(int layer, int half,
                                                      CoreAttentionExecutor& attention,
                                                      Activations& a) {
-  LayerActivations& l = a.layers[layer];
-  const int64_t rows = a.batch.rows();
-  Resize(a.d_q, rows * config_.q_width());
-  Resize(a.d_k, rows * config_.kv_width());
-  Resize(a.d_v, rows * config_.kv_width());
-  return attention.StartBackward(half, layer, attention_shape(), a.batch.attention_tasks,
-                                 l.q.data(), l.k.data(), l.v.data(), l.o.data(), l.lse.data(),
-                                 a.d_o.data(), rows, a.d_q.data(), a.d_k.data(), a.d_v.data());
+  return attention.StartBackward(half, BackwardCall(layer, a));
 }
 
 void Transformer::PreAttentionBackward(int layer, Activations& a) {

@@ -115,6 +115,10 @@ class Transformer {
 
  private:
   explicit Transformer(const ModelConfig& config);
+  AttentionInputs CoreAttentionInputs(int layer, const Activations& a) const;
+  // Layer `layer`'s core-attention call over `a`, its output buffers sized.
+  AttentionForwardCall ForwardCall(int layer, Activations& a) const;
+  AttentionBackwardCall BackwardCall(int layer, Activations& a) const;
 
   ModelConfig config_;
   ParameterLayout layout_;

@@ -24,34 +24,18 @@ class FailureRecordingAttention final : public model::CoreAttentionExecutor {
  public:
   explicit FailureRecordingAttention(model::CoreAttentionExecutor* inner) : inner_(inner) {}
 
-  absl::Status Forward(int layer, const kernels::AttentionShape& shape,
-                       absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                       const float* k, const float* v, int64_t rows, float* o,
-                       float* lse) override {
-    return Record(inner_->Forward(layer, shape, tasks, q, k, v, rows, o, lse));
+  absl::Status Forward(const model::AttentionForwardCall& call) override {
+    return Record(inner_->Forward(call));
   }
-  absl::Status Backward(int layer, const kernels::AttentionShape& shape,
-                        absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                        const float* k, const float* v, const float* o, const float* lse,
-                        const float* d_o, int64_t rows, float* d_q, float* d_k,
-                        float* d_v) override {
-    return Record(
-        inner_->Backward(layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k, d_v));
+  absl::Status Backward(const model::AttentionBackwardCall& call) override {
+    return Record(inner_->Backward(call));
   }
-  absl::Status StartForward(int half, int layer, const kernels::AttentionShape& shape,
-                            absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                            const float* k, const float* v, int64_t rows, float* o,
-                            float* lse) override {
-    return Record(inner_->StartForward(half, layer, shape, tasks, q, k, v, rows, o, lse));
+  absl::Status StartForward(int half, const model::AttentionForwardCall& call) override {
+    return Record(inner_->StartForward(half, call));
   }
   absl::Status FinishForward(int half) override { return Record(inner_->FinishForward(half)); }
-  absl::Status StartBackward(int half, int layer, const kernels::AttentionShape& shape,
-                             absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                             const float* k, const float* v, const float* o, const float* lse,
-                             const float* d_o, int64_t rows, float* d_q, float* d_k,
-                             float* d_v) override {
-    return Record(inner_->StartBackward(half, layer, shape, tasks, q, k, v, o, lse, d_o, rows,
-                                        d_q, d_k, d_v));
+  absl::Status StartBackward(int half, const model::AttentionBackwardCall& call) override {
+    return Record(inner_->StartBackward(half, call));
   }
   absl::Status FinishBackward(int half) override { return Record(inner_->FinishBackward(half)); }
 

@@ -226,24 +226,17 @@ TEST(DataParallelTrainerTest, AdamSAndScapeKeepReplicasIdentical) {
 class TestAttention final : public model::CoreAttentionExecutor {
  public:
   explicit TestAttention(int fail_at_call = -1) : fail_at_call_(fail_at_call) {}
-  absl::Status Forward(int layer, const kernels::AttentionShape& shape,
-                       absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                       const float* k, const float* v, int64_t rows, float* o,
-                       float* lse) override {
+  absl::Status Forward(const model::AttentionForwardCall& call) override {
     if (++calls_ == fail_at_call_) return absl::UnavailableError("attention server 1 died");
-    if (layer == 0) {
+    if (call.in.layer == 0) {
       std::vector<int64_t>& ends = documents_.emplace_back();
-      for (const kernels::AttentionTask& task : tasks) ends.push_back(task.q_end);
+      for (const kernels::AttentionTask& task : call.in.tasks) ends.push_back(task.q_end);
     }
-    return local_.Forward(layer, shape, tasks, q, k, v, rows, o, lse);
+    return local_.Forward(call);
   }
-  absl::Status Backward(int layer, const kernels::AttentionShape& shape,
-                        absl::Span<const kernels::AttentionTask> tasks, const float* q,
-                        const float* k, const float* v, const float* o, const float* lse,
-                        const float* d_o, int64_t rows, float* d_q, float* d_k,
-                        float* d_v) override {
+  absl::Status Backward(const model::AttentionBackwardCall& call) override {
     if (++calls_ == fail_at_call_) return absl::UnavailableError("attention server 1 died");
-    return local_.Backward(layer, shape, tasks, q, k, v, o, lse, d_o, rows, d_q, d_k, d_v);
+    return local_.Backward(call);
   }
 
   const std::vector<std::vector<int64_t>>& documents() const { return documents_; }

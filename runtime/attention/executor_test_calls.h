@@ -1,0 +1,48 @@
+#ifndef CORESCAPE_RUNTIME_ATTENTION_EXECUTOR_TEST_CALLS_H_
+#define CORESCAPE_RUNTIME_ATTENTION_EXECUTOR_TEST_CALLS_H_
+
+// What the executors' tests share: random tensors for a batch of tasks, the
+// calls over them, and comparing the results with the local kernel's.
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "runtime/kernels/core_attention.h"
+#include "runtime/model/core_attention_executor.h"
+
+namespace corescape::attention {
+
+struct RandomBatch {
+  int64_t rows = 0;
+  std::vector<kernels::AttentionTask> tasks;
+  std::vector<float> q, k, v, d_o;
+};
+
+// Fills b.q, b.k, b.v, b.d_o (b.rows rows) with standard normal values.
+void FillRandomTensors(std::mt19937& rng, const kernels::AttentionShape& shape, RandomBatch& b);
+
+struct Outputs {
+  std::vector<float> o, lse, d_q, d_k, d_v;
+};
+// Zeroed outputs for `rows` rows of `shape`.
+Outputs ZeroOutputs(const kernels::AttentionShape& shape, int64_t rows);
+
+// Layer `layer`'s calls over `b`, writing into `out`.
+model::AttentionForwardCall ForwardCall(int layer, const kernels::AttentionShape& shape,
+                                        const RandomBatch& b, Outputs& out);
+model::AttentionBackwardCall BackwardCall(int layer, const kernels::AttentionShape& shape,
+                                          const RandomBatch& b, Outputs& out);
+
+// Forward of every layer, then (with `backward`) backward of every layer,
+// on the same tensors: each layer must give the same answer.
+absl::Status RunCalls(model::CoreAttentionExecutor& executor, const kernels::AttentionShape& shape,
+                      int layers, const RandomBatch& b, bool backward, Outputs& out);
+
+// max |a - b| / max |b| (0 when both are zero).
+double RelativeError(const std::vector<float>& a, const std::vector<float>& b);
+
+}  // namespace corescape::attention
+
+#endif  // CORESCAPE_RUNTIME_ATTENTION_EXECUTOR_TEST_CALLS_H_
