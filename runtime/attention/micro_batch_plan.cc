@@ -142,13 +142,15 @@ absl::StatusOr<WorkerDocuments> WholeDocuments(const kernels::AttentionShape& sh
   return documents;
 }
 
+// (count may be 0 with a null pointer on either side: memcpy may not be
+// called with one even then.)
 void TakeFloats(const float*& in, float* out, int64_t count) {
-  std::memcpy(out, in, count * sizeof(float));
+  if (count > 0) std::memcpy(out, in, count * sizeof(float));
   in += count;
 }
 
 void PutFloats(float*& out, const float* in, int64_t count) {
-  std::memcpy(out, in, count * sizeof(float));
+  if (count > 0) std::memcpy(out, in, count * sizeof(float));
   out += count;
 }
 
