@@ -105,7 +105,9 @@ std::string DescribeTrainerConfig(const train::TrainerConfig& config) {
   };
   auto traits = optim::FindOptimizer(o.name);
   if (traits.ok() && (*traits)->clips_gradients) optimizer["grad_clip"] = o.grad_clip;
-  if (traits.ok() && (*traits)->sparse) {
+  if (traits.ok() && (*traits)->sparse && !(*traits)->uses_mask_epochs) {
+    optimizer["scape"] = {{"density", o.scape.density}};  // topk-adamw: density only
+  } else if (traits.ok() && (*traits)->sparse) {
     // The settings a job spec can reach, and the formulation it trains with.
     optimizer["scape"] = {
         {"density", o.scape.density},

@@ -143,6 +143,10 @@ TEST(TrainerConfigTest, DescriptionIsJsonWithTheOptimizersSettings) {
   EXPECT_FALSE(d["optimizer"].contains("scape"));
   EXPECT_FALSE(s["optimizer"].contains("grad_clip"));
   EXPECT_EQ(s["optimizer"]["scape"]["mask_statistic"], "momentum-plus-scaled-residual");
+  auto topk = TrainerConfigFromSpec(Spec("topk-adamw"));
+  ASSERT_TRUE(topk.ok());
+  const nlohmann::json t = nlohmann::json::parse(DescribeTrainerConfig(*topk));
+  EXPECT_EQ(t["optimizer"]["scape"], nlohmann::json({{"density", 0.1}}));
   EXPECT_EQ(d["schedule"]["kind"], "cosine");
   EXPECT_EQ(d["steps"], 40);
 }

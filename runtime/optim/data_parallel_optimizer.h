@@ -12,6 +12,7 @@
 #include "runtime/optim/adams.h"
 #include "runtime/optim/adamw.h"
 #include "runtime/optim/mask_codec.h"
+#include "runtime/optim/optimizer_names.h"
 #include "runtime/optim/rank_group.h"
 
 namespace corescape::optim {
@@ -69,7 +70,7 @@ class DenseAdamWDataParallel final : public DataParallelOptimizer {
  public:
   DenseAdamWDataParallel(RankGroup* group, AdamWConfig config, DecayMask decay_mask,
                          double grad_clip = 0);
-  std::string name() const override { return "adamw"; }
+  std::string name() const override { return OptimizerName(OptimizerKind::kAdamW); }
   absl::Status Step(float* params, float* grads, int64_t size, double lr) override;
   absl::StatusOr<std::string> SaveState() override;
   absl::Status RestoreState(absl::string_view state) override;
@@ -86,7 +87,7 @@ class DenseAdamWDataParallel final : public DataParallelOptimizer {
 class DenseAdamSDataParallel final : public DataParallelOptimizer {
  public:
   DenseAdamSDataParallel(RankGroup* group, AdamSConfig config, DecayMask decay_mask);
-  std::string name() const override { return "adams"; }
+  std::string name() const override { return OptimizerName(OptimizerKind::kAdamS); }
   absl::Status Step(float* params, float* grads, int64_t size, double lr) override;
   absl::StatusOr<std::string> SaveState() override;
   absl::Status RestoreState(absl::string_view state) override;
@@ -107,7 +108,7 @@ class DenseAdamSDataParallel final : public DataParallelOptimizer {
 class TopKGradientAdamW final : public DataParallelOptimizer {
  public:
   TopKGradientAdamW(RankGroup* group, AdamWConfig config, DecayMask decay_mask, double density);
-  std::string name() const override { return "topk-adamw"; }
+  std::string name() const override { return OptimizerName(OptimizerKind::kTopKAdamW); }
   absl::Status Step(float* params, float* grads, int64_t size, double lr) override;
   absl::StatusOr<std::string> SaveState() override;
   absl::Status RestoreState(absl::string_view state) override;

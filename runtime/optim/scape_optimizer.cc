@@ -473,7 +473,7 @@ absl::StatusOr<std::string> ScapeOptimizer::SaveState() {
     pending_ = std::move(*mask);
   }
   StateWriter w;
-  w.AddString("kind", "scape");
+  w.AddString("kind", name());
   w.AddString("config", config_.ToString());
   w.AddInt64("rank", group_->rank());
   w.AddInt64("world_size", group_->world_size());
@@ -498,8 +498,9 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
   if (!r.ok()) return r.status();
   auto kind = r->String("kind");
   if (!kind.ok()) return kind.status();
-  if (*kind != "scape") {
-    return absl::FailedPreconditionError(absl::StrCat("optimizer state is for '", *kind, "', not 'scape'"));
+  if (*kind != name()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("optimizer state is for '", *kind, "', not '", name(), "'"));
   }
   auto config = r->String("config");
   auto rank = r->Int64("rank");

@@ -151,7 +151,8 @@ class ScapeOptimizer final : public DataParallelOptimizer {
                                                                 ScapeConfig config,
                                                                 DecayMask decay_mask);
 
-  std::string name() const override { return "scape"; }
+  // scape-global too: the same optimizer and state with whole-buffer masks.
+  std::string name() const override { return OptimizerName(OptimizerKind::kScape); }
   absl::Status Step(float* params, float* grads, int64_t size, double lr) override;
   absl::StatusOr<std::string> SaveState() override;
   absl::Status RestoreState(absl::string_view state) override;
