@@ -12,7 +12,8 @@ ABSL_FLAG(int32_t, ranks, 4, "data-parallel ranks (world size)");
 ABSL_FLAG(int32_t, seq_len, 128, "tokens per row");
 ABSL_FLAG(int32_t, micro_batch, 8, "rows per rank per step");
 ABSL_FLAG(int64_t, steps, 400, "optimizer steps");
-ABSL_FLAG(std::string, method, "scape",
+ABSL_FLAG(std::string, method,
+          corescape::optim::OptimizerName(corescape::optim::OptimizerKind::kScape),
           absl::StrCat("optimizer: ", corescape::optim::OptimizerNameList()));
 ABSL_FLAG(double, lr, 1e-3, "peak learning rate");
 ABSL_FLAG(double, min_lr, 0.0, "final learning rate");
