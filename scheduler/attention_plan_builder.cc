@@ -4,14 +4,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/attention/micro_batch_plan_input.h"
-#include "runtime/control/model_spec.h"
+#include "runtime/job/job_spec.h"
 #include "runtime/planner/attention_planner.h"
 
 namespace corescape::scheduler {
 
 absl::StatusOr<planner::ModelShape> AttentionModelShape(const v1::JobSpec& spec) {
   // The model the workers build (they resolve the spec the same way).
-  auto config = ModelConfigFromSpec(spec.model());
+  auto config = job::ModelConfigFromSpec(spec.model());
   if (!config.ok()) return config.status();
   if (config->n_heads <= 0 || config->d_model % config->n_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

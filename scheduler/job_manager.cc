@@ -12,8 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "glog/logging.h"
+#include "runtime/job/job_spec.h"
 #include "scheduler/data_plane_secret.h"
-#include "scheduler/job_validation.h"
 #include "scheduler/mask_epochs.h"
 
 namespace corescape::scheduler {
@@ -143,8 +143,8 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request) 
     return absl::InvalidArgumentError("idempotency_key: longer than 256 bytes");
   }
   v1::JobSpec spec = request.spec();
-  ApplyJobDefaults(spec);
-  if (absl::Status s = ValidateJobSpec(spec); !s.ok()) return s;
+  job::ApplyJobDefaults(spec);
+  if (absl::Status s = job::ValidateJobSpec(spec); !s.ok()) return s;
 
   absl::MutexLock lock(&mu_);
   if (!request.idempotency_key().empty()) {
@@ -308,7 +308,7 @@ void JobManager::Assign(JobRecord& record, const AssignJob& placement) {
   // SCAPE: every assignment starts a mask epoch (partition map for this
   // membership); it is persisted with the transition below.
   std::optional<v1::MaskEpochCommand> mask_epoch;
-  if (UsesMaskEpochs(job.spec().optimizer().name())) {
+  if (job::UsesMaskEpochs(job.spec().optimizer().name())) {
     auto next = NextMaskEpoch(job, static_cast<int>(nodes.size()));
     if (!next.ok()) {
       LOG(ERROR) << "job " << job.job_id() << ": no mask epoch: " << next.status();

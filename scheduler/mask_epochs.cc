@@ -3,20 +3,19 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/control/model_spec.h"
+#include "runtime/job/job_spec.h"
 #include "runtime/model/parameter_layout.h"
 #include "runtime/optim/sparse_mask.h"
-#include "scheduler/job_validation.h"
 
 namespace corescape::scheduler {
 
 absl::StatusOr<v1::MaskEpochCommand> NextMaskEpoch(const v1::Job& job, int world_size) {
   const v1::JobSpec& spec = job.spec();
-  if (!UsesMaskEpochs(spec.optimizer().name())) {
+  if (!job::UsesMaskEpochs(spec.optimizer().name())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", job.job_id(), " uses optimizer '", spec.optimizer().name(), "': no mask epochs"));
   }
-  auto model = ModelConfigFromSpec(spec.model());
+  auto model = job::ModelConfigFromSpec(spec.model());
   if (!model.ok()) return model.status();
   const int64_t parameters = model::ParameterLayout(*model).total_size();
   auto partition = optim::ParameterPartition::Balanced(parameters, world_size);
@@ -27,7 +26,6 @@ absl::StatusOr<v1::MaskEpochCommand> NextMaskEpoch(const v1::Job& job, int world
   epoch.set_generation(job.generation());
   epoch.set_epoch(job.mask_epoch() + 1);
   epoch.set_first_step(std::max<int64_t>(0, job.progress().checkpoint_step()));
-  epoch.set_density(spec.optimizer().scape().density());
   for (int64_t bound : partition->bounds()) epoch.add_partition_bounds(bound);
   epoch.set_world_size(world_size);
   epoch.set_parameter_count(parameters);

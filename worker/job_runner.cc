@@ -9,7 +9,7 @@
 #include "runtime/base/crc32c.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/control/job_failure_report.h"
-#include "runtime/control/model_spec.h"
+#include "runtime/job/trainer_config.h"
 #include "runtime/model/model_config.h"
 #include "worker/attention_reports.h"
 
@@ -28,62 +28,7 @@ JobRunner::~JobRunner() { Shutdown(); }
 
 absl::StatusOr<train::TrainerConfig> JobRunner::TrainerConfigFor(
     const v1::JobAssignment& assignment, int threads) {
-  const v1::JobSpec& spec = assignment.spec();
-  auto model = ModelConfigFromSpec(spec.model());
-  if (!model.ok()) return model.status();
-  train::TrainerConfig config;
-  config.model = *model;
-  config.train_data.assign(spec.data().train_shards().begin(), spec.data().train_shards().end());
-  config.validation_data.assign(spec.data().validation_shards().begin(),
-                                spec.data().validation_shards().end());
-  config.seq_len = spec.data().sequence_length();
-  config.micro_batch = spec.data().micro_batch_size();
-  config.grad_accum = assignment.gradient_accumulation() > 0
-                          ? assignment.gradient_accumulation()
-                          : spec.data().gradient_accumulation();
-  config.steps = spec.steps();
-  config.seed = spec.seed();
-  const v1::OptimizerSpec& opt = spec.optimizer();
-  config.optimizer = opt.name();
-  config.adamw = {opt.beta1(), opt.beta2(), opt.epsilon(), opt.weight_decay()};
-  auto kind = optim::LrSchedule::ParseKind(opt.schedule());
-  if (!kind.ok()) return kind.status();
-  config.schedule.kind = *kind;
-  config.schedule.peak_lr = opt.learning_rate();
-  config.schedule.min_lr = opt.min_learning_rate();
-  config.schedule.warmup_steps = opt.warmup_steps();
-  config.schedule.total_steps = spec.steps();
-  config.grad_clip = opt.grad_clip();
-  config.scape.density = opt.scape().density() > 0 ? opt.scape().density() : 0.1;
-  config.scape.dense_warmup_steps = opt.scape().dense_warmup_steps();
-  config.scape.mask_statistic = opt.scape().mask_statistic();
-  config.generation = assignment.generation();
-  if (opt.name() == "scape" || opt.name() == "scape-global") {
-    // The scheduler's mask epoch: partition map, dense steps, the number
-    // masks carry. Without one the ranks could disagree on the partition.
-    const v1::MaskEpochCommand& epoch = assignment.mask_epoch();
-    if (epoch.epoch() <= 0 || epoch.world_size() != assignment.world_size() ||
-        epoch.generation() != assignment.generation()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "SCAPE assignment of job ", assignment.job_id(), " carries no valid mask epoch (epoch ",
-          epoch.epoch(), " for ", epoch.world_size(), " ranks of generation ", epoch.generation(),
-          "; the assignment is generation ", assignment.generation(), " of ",
-          assignment.world_size(), " ranks)"));
-    }
-    config.scape.mask_epoch = static_cast<uint64_t>(epoch.epoch());
-    config.scape.partition_bounds.assign(epoch.partition_bounds().begin(),
-                                         epoch.partition_bounds().end());
-    config.scape.residual_sync_period = epoch.residual_sync_period();
-    config.scape.forced_dense_steps.assign(epoch.forced_dense_steps().begin(),
-                                           epoch.forced_dense_steps().end());
-  }
-  config.threads = threads;
-  // Ping-pong overlaps the halves' remote (or peer-served) attention;
-  // COLOCATED jobs run micro-batches whole.
-  config.ping_pong = (spec.attention().mode() == v1::DISAGGREGATED ||
-                      spec.attention().mode() == v1::IN_PLACE) &&
-                     spec.attention().ping_pong();
-  return config;
+  return job::TrainerConfigForAssignment(assignment, threads);
 }
 
 void JobRunner::TakeSpeedWeights(const v1::AttentionSpeedWeights& weights) {

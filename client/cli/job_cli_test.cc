@@ -402,6 +402,16 @@ class JobCliTest : public ::testing::Test {
 
 // --- submit ------------------------------------------------------------
 
+// Every optimizer `--optimizer` accepts reaches the scheduler as named.
+TEST_F(JobCliTest, SubmitTakesTheSparseBaselinesByFlag) {
+  for (const char* optimizer : {"topk-adamw", "scape-global"}) {
+    const CliResult result = RunCli(
+        With({"submit", ExampleFile("tiny-fortunes.json"), "--optimizer", optimizer}));
+    ASSERT_EQ(result.exit_code, 0) << optimizer << ": " << result;
+    EXPECT_EQ(service_.submits().back().spec().optimizer().name(), optimizer);
+  }
+}
+
 TEST_F(JobCliTest, SubmitFileWithOverridesAndWaitSucceeds) {
   const CliResult result = RunCli(With(
       {"submit", ExampleFile("tiny-fortunes.json"), "--steps", "4",
@@ -422,7 +432,7 @@ TEST_F(JobCliTest, SubmitFileWithOverridesAndWaitSucceeds) {
   EXPECT_EQ(spec.data().validation_shards(0), cwd + "/.cache/fortunes");
   EXPECT_EQ(spec.checkpoint().directory(), cwd + "/.cache/checkpoints/tiny-fortunes");
   EXPECT_EQ(spec.optimizer().name(), "scape");
-  EXPECT_TRUE(spec.optimizer().scape().enabled());
+  EXPECT_DOUBLE_EQ(spec.optimizer().scape().density(), 0.1);
   EXPECT_TRUE(absl::StartsWith(submits[0].idempotency_key(), "cli-"));
 
   const std::vector<std::string> lines = result.OutLines();

@@ -242,8 +242,9 @@ std::string OptimizerLine(const v1::OptimizerSpec& optimizer) {
   if (optimizer.weight_decay() != 0) {
     parts.push_back(absl::StrCat("weight decay ", optimizer.weight_decay()));
   }
-  if (optimizer.scape().enabled()) {
-    parts.push_back(absl::StrCat("SCAPE density ", optimizer.scape().density()));
+  // The scheduler fills a density for the sparse optimizers only.
+  if (optimizer.scape().density() > 0) {
+    parts.push_back(absl::StrCat("density ", optimizer.scape().density()));
   }
   return absl::StrJoin(parts, ", ");
 }

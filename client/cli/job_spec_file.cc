@@ -14,6 +14,7 @@
 #include "client/cli/yaml_subset.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "runtime/optim/optimizer_registry.h"
 
 namespace corescape::cli {
 
@@ -246,18 +247,11 @@ absl::Status ApplyJobSpecOverrides(const JobSpecOverrides& overrides,
   if (overrides.steps) spec->set_steps(*overrides.steps);
   v1::OptimizerSpec* optimizer = spec->mutable_optimizer();
   if (overrides.optimizer) {
-    const std::string& name = *overrides.optimizer;
-    if (name == "adamw" || name == "adams") {
-      optimizer->set_name(name);
-      optimizer->mutable_scape()->set_enabled(false);
-    } else if (name == "scape") {
-      optimizer->set_name("scape");
-      optimizer->mutable_scape()->set_enabled(true);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--optimizer: unknown optimizer '", name,
-          "' (one of adamw, adams, scape)"));
+    if (auto traits = optim::FindOptimizer(*overrides.optimizer); !traits.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--optimizer: ", traits.status().message()));
     }
+    optimizer->set_name(*overrides.optimizer);
   }
   if (overrides.lr) optimizer->set_learning_rate(*overrides.lr);
   if (overrides.density) optimizer->mutable_scape()->set_density(*overrides.density);

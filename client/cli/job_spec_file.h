@@ -44,7 +44,7 @@ struct JobSpecOverrides {
   std::optional<int32_t> micro_batch;
   std::optional<int32_t> grad_accum;
   std::optional<int64_t> steps;
-  std::optional<std::string> optimizer;          // adamw | adams | scape
+  std::optional<std::string> optimizer;          // optim::OptimizerNames()
   std::optional<double> lr;
   std::optional<double> density;                 // scape.density
   std::optional<int32_t> workers;
@@ -60,9 +60,10 @@ struct JobSpecOverrides {
 };
 
 // Writes every set override into `spec`. --optimizer sets optimizer.name
-// and scape.enabled (true for scape, false for adamw and adams); --density
-// sets scape.density only. Data lists are split at commas, empty entries
-// dropped. INVALID_ARGUMENT for an unknown optimizer or attention mode.
+// (any name of the optimizer registry); --density sets scape.density. Data
+// lists are split at commas, empty entries dropped. INVALID_ARGUMENT for an
+// unknown optimizer or attention mode. Defaults are the scheduler's to fill
+// (runtime/job), so the spec says no more than was given.
 absl::Status ApplyJobSpecOverrides(const JobSpecOverrides& overrides,
                                    corescape::v1::JobSpec* spec);
 

@@ -15,6 +15,7 @@
 #include "client/cli/job_output.h"
 #include "client/cli/job_spec_file.h"
 #include "client/cli/watch.h"
+#include "runtime/optim/optimizer_registry.h"
 
 namespace corescape::cli {
 
@@ -31,6 +32,16 @@ struct SubmitOptions {
 };
 
 constexpr int kSubmitAttempts = 3;
+
+// "adamw (dense AdamW ...), adams (...), ...": the registry's list.
+std::string OptimizerHelp() {
+  std::string help = "Optimizer: ";
+  for (const optim::OptimizerTraits& traits : optim::Optimizers()) {
+    if (&traits != &optim::Optimizers().front()) help += "; ";
+    absl::StrAppend(&help, traits.name, " (", traits.description, ")");
+  }
+  return help;
+}
 
 // Lets a retried SubmitJob (after a lost answer) find the job the first
 // attempt created instead of creating a second one.
@@ -178,11 +189,8 @@ Subcommand AddSubmitCommand(CLI::App& parent, GlobalOptions& globals) {
       ->group(spec_group);
   AddOverride(*command, "--steps", o.steps, "Optimizer steps", "N")
       ->group(spec_group);
-  AddOverride(*command, "--optimizer", o.optimizer,
-              "adamw, adams, scape (AdamS with SCAPE sparse communication), or the "
-              "baselines scape-global and topk-adamw",
-              "NAME")
-      ->check(CLI::IsMember({"adamw", "adams", "scape", "scape-global", "topk-adamw"}))
+  AddOverride(*command, "--optimizer", o.optimizer, OptimizerHelp(), "NAME")
+      ->check(CLI::IsMember(optim::OptimizerNames()))
       ->group(spec_group);
   AddOverride(*command, "--lr", o.lr, "Peak learning rate", "RATE")
       ->group(spec_group);

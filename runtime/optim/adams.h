@@ -6,16 +6,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "runtime/optim/adam_config.h"
 
 namespace corescape::optim {
-
-// AdamS hyper-parameters; the defaults are AdamW's (AdamS inherits them).
-struct AdamSConfig {
-  double beta1 = 0.9;
-  double beta2 = 0.95;
-  double epsilon = 1e-8;
-  double weight_decay = 0.1;
-};
 
 // One AdamS coordinate update (Zhang, Wang, Chen; arXiv 2505.16363):
 //   v = β2·m_prev² + (1−β2)·g²     (the PREVIOUS first moment: no second-moment state)

@@ -5,15 +5,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "runtime/optim/adam_config.h"
 
 namespace corescape::optim {
-
-struct AdamWConfig {
-  double beta1 = 0.9;
-  double beta2 = 0.95;
-  double epsilon = 1e-8;
-  double weight_decay = 0.1;
-};
 
 // AdamW (Loshchilov & Hutter) over one flat parameter buffer, exactly as
 // torch.optim.AdamW computes it: decoupled decay θ ← θ(1 − ηλ), bias-corrected

@@ -75,19 +75,21 @@ absl::Status RestoreAdamW(absl::string_view blob, absl::string_view kind, AdamW&
 }  // namespace
 
 DenseAdamWDataParallel::DenseAdamWDataParallel(RankGroup* group, AdamWConfig config,
-                                               DecayMask decay_mask)
-    : group_(group), adamw_(config, std::move(decay_mask)) {}
+                                               DecayMask decay_mask, double grad_clip)
+    : group_(group), adamw_(config, std::move(decay_mask)), grad_clip_(grad_clip) {}
 
 const std::vector<float>& DenseAdamWDataParallel::first_moment() const {
   return adamw_.first_moment();
 }
 
 absl::Status DenseAdamWDataParallel::Step(float* params, float* grads, int64_t size, double lr) {
-  if (absl::Status s = CheckSize(size, adamw_.first_moment().size(), "adamw"); !s.ok()) return s;
+  if (absl::Status s = CheckSize(size, adamw_.first_moment().size(), name()); !s.ok()) return s;
   StepBytes bytes(*group_);
   if (absl::Status s = group_->AllReduceSum(grads, size); !s.ok()) return s;
+  const double grad_norm = ClipGradientNorm(grads, size, grad_clip_);
   if (absl::Status s = adamw_.Step(params, grads, size, lr); !s.ok()) return s;
   last_step_ = {};
+  last_step_.grad_norm = grad_norm;
   last_step_.step = adamw_.step_count();
   last_step_.synced_values = size;
   bytes.Record(last_step_);
@@ -95,11 +97,11 @@ absl::Status DenseAdamWDataParallel::Step(float* params, float* grads, int64_t s
 }
 
 absl::StatusOr<std::string> DenseAdamWDataParallel::SaveState() {
-  return SaveAdamW(adamw_, "adamw", nullptr);
+  return SaveAdamW(adamw_, name(), nullptr);
 }
 
 absl::Status DenseAdamWDataParallel::RestoreState(absl::string_view state) {
-  return RestoreAdamW(state, "adamw", adamw_, nullptr);
+  return RestoreAdamW(state, name(), adamw_, nullptr);
 }
 
 DenseAdamSDataParallel::DenseAdamSDataParallel(RankGroup* group, AdamSConfig config,
@@ -107,7 +109,7 @@ DenseAdamSDataParallel::DenseAdamSDataParallel(RankGroup* group, AdamSConfig con
     : group_(group), adams_(config, std::move(decay_mask)) {}
 
 absl::Status DenseAdamSDataParallel::Step(float* params, float* grads, int64_t size, double lr) {
-  if (absl::Status s = CheckSize(size, adams_.first_moment().size(), "adams"); !s.ok()) return s;
+  if (absl::Status s = CheckSize(size, adams_.first_moment().size(), name()); !s.ok()) return s;
   StepBytes bytes(*group_);
   if (absl::Status s = group_->AllReduceSum(grads, size); !s.ok()) return s;
   if (absl::Status s = adams_.Step(params, grads, size, lr); !s.ok()) return s;
@@ -120,7 +122,7 @@ absl::Status DenseAdamSDataParallel::Step(float* params, float* grads, int64_t s
 
 absl::StatusOr<std::string> DenseAdamSDataParallel::SaveState() {
   StateWriter w;
-  w.AddString("kind", "adams");
+  w.AddString("kind", name());
   w.AddInt64("step", adams_.step_count());
   w.AddFloats("m", adams_.first_moment());
   return w.Finish();
@@ -131,9 +133,9 @@ absl::Status DenseAdamSDataParallel::RestoreState(absl::string_view state) {
   if (!reader.ok()) return reader.status();
   auto kind = reader->String("kind");
   if (!kind.ok()) return kind.status();
-  if (*kind != "adams") {
+  if (*kind != name()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("optimizer state is for '", *kind, "', not 'adams'"));
+        absl::StrCat("optimizer state is for '", *kind, "', not '", name(), "'"));
   }
   auto step = reader->Int64("step");
   if (!step.ok()) return step.status();
@@ -156,7 +158,7 @@ const std::vector<float>& TopKGradientAdamW::first_moment() const {
 }
 
 absl::Status TopKGradientAdamW::Step(float* params, float* grads, int64_t size, double lr) {
-  if (absl::Status s = CheckSize(size, residual_.size(), "topk-adamw"); !s.ok()) return s;
+  if (absl::Status s = CheckSize(size, residual_.size(), name()); !s.ok()) return s;
   StepBytes bytes(*group_);
   magnitude_.resize(size);
   for (int64_t i = 0; i < size; ++i) {
@@ -187,7 +189,7 @@ absl::Status TopKGradientAdamW::Step(float* params, float* grads, int64_t size, 
     float value;
     std::memcpy(&index, recv.data() + 8 * p, 4);
     std::memcpy(&value, recv.data() + 8 * p + 4, 4);
-    if (index >= size) return absl::DataLossError("topk-adamw: index out of range");
+    if (index >= size) return absl::DataLossError(absl::StrCat(name(), ": index out of range"));
     summed_[index] += value;
     touched[index] = 1;
   }
@@ -204,11 +206,11 @@ absl::Status TopKGradientAdamW::Step(float* params, float* grads, int64_t size, 
 }
 
 absl::StatusOr<std::string> TopKGradientAdamW::SaveState() {
-  return SaveAdamW(adamw_, "topk-adamw", &residual_);
+  return SaveAdamW(adamw_, name(), &residual_);
 }
 
 absl::Status TopKGradientAdamW::RestoreState(absl::string_view state) {
-  return RestoreAdamW(state, "topk-adamw", adamw_, &residual_);
+  return RestoreAdamW(state, name(), adamw_, &residual_);
 }
 
 }  // namespace corescape::optim

@@ -12,6 +12,7 @@
 #include "runtime/optim/adams.h"
 #include "runtime/optim/adamw.h"
 #include "runtime/optim/mask_codec.h"
+#include "runtime/optim/optimizer_names.h"
 #include "runtime/optim/rank_group.h"
 
 namespace corescape::optim {
@@ -26,6 +27,9 @@ struct OptimizerStepStats {
   int64_t bytes_received = 0;
   int64_t mask_part_bytes = 0;   // this rank's encoded mask part for the next step
   MaskEncoding mask_encoding = MaskEncoding::kBitmask;
+  // L2 norm of the synchronized gradient before clipping (optimizers that
+  // clip; 0 for the others).
+  double grad_norm = 0;
 };
 
 // One rank's optimizer in data-parallel training: it synchronizes what it
@@ -60,11 +64,13 @@ class DataParallelOptimizer {
 // 1 for the entries that take weight decay (matrices), 0 for the rest.
 using DecayMask = std::vector<uint8_t>;
 
-// Dense AdamW: all-reduce the gradient (N floats), then AdamW on every rank.
+// Dense AdamW: all-reduce the gradient (N floats), clip its global L2 norm
+// to grad_clip (<= 0: no clip), then AdamW on every rank.
 class DenseAdamWDataParallel final : public DataParallelOptimizer {
  public:
-  DenseAdamWDataParallel(RankGroup* group, AdamWConfig config, DecayMask decay_mask);
-  std::string name() const override { return "adamw"; }
+  DenseAdamWDataParallel(RankGroup* group, AdamWConfig config, DecayMask decay_mask,
+                         double grad_clip = 0);
+  std::string name() const override { return OptimizerName(OptimizerKind::kAdamW); }
   absl::Status Step(float* params, float* grads, int64_t size, double lr) override;
   absl::StatusOr<std::string> SaveState() override;
   absl::Status RestoreState(absl::string_view state) override;
@@ -74,13 +80,14 @@ class DenseAdamWDataParallel final : public DataParallelOptimizer {
  private:
   RankGroup* group_;
   AdamW adamw_;
+  double grad_clip_;
 };
 
 // Dense AdamS: all-reduce the gradient (N floats), then AdamS on every rank.
 class DenseAdamSDataParallel final : public DataParallelOptimizer {
  public:
   DenseAdamSDataParallel(RankGroup* group, AdamSConfig config, DecayMask decay_mask);
-  std::string name() const override { return "adams"; }
+  std::string name() const override { return OptimizerName(OptimizerKind::kAdamS); }
   absl::Status Step(float* params, float* grads, int64_t size, double lr) override;
   absl::StatusOr<std::string> SaveState() override;
   absl::Status RestoreState(absl::string_view state) override;
@@ -101,7 +108,7 @@ class DenseAdamSDataParallel final : public DataParallelOptimizer {
 class TopKGradientAdamW final : public DataParallelOptimizer {
  public:
   TopKGradientAdamW(RankGroup* group, AdamWConfig config, DecayMask decay_mask, double density);
-  std::string name() const override { return "topk-adamw"; }
+  std::string name() const override { return OptimizerName(OptimizerKind::kTopKAdamW); }
   absl::Status Step(float* params, float* grads, int64_t size, double lr) override;
   absl::StatusOr<std::string> SaveState() override;
   absl::Status RestoreState(absl::string_view state) override;

@@ -18,10 +18,19 @@ double LrSchedule::At(int64_t step) const {
   return min_lr + 0.5 * (peak_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
+const char* LrSchedule::KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kConstant: return "constant";
+    case Kind::kLinear: return "linear";
+    case Kind::kCosine: return "cosine";
+  }
+  return "?";
+}
+
 absl::StatusOr<LrSchedule::Kind> LrSchedule::ParseKind(const std::string& name) {
-  if (name == "constant") return Kind::kConstant;
-  if (name == "linear") return Kind::kLinear;
-  if (name == "cosine") return Kind::kCosine;
+  for (Kind kind : {Kind::kConstant, Kind::kLinear, Kind::kCosine}) {
+    if (name == KindName(kind)) return kind;
+  }
   return absl::InvalidArgumentError(absl::StrCat(
       "optimizer.schedule: unknown schedule '", name, "' (constant, linear, cosine)"));
 }

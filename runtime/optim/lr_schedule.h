@@ -20,6 +20,7 @@ struct LrSchedule {
   int64_t total_steps = 1;
 
   double At(int64_t step) const;
+  static const char* KindName(Kind kind);  // as ParseKind reads it
   static absl::StatusOr<Kind> ParseKind(const std::string& name);
 };
 

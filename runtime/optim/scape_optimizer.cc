@@ -8,9 +8,8 @@
 #include "runtime/optim/optimizer_state.h"
 
 namespace corescape::optim {
-namespace {
 
-const char* RuleName(ScapeRule rule) {
+const char* ScapeRuleName(ScapeRule rule) {
   switch (rule) {
     case ScapeRule::kReconstructed: return "reconstructed";
     case ScapeRule::kCatchUp: return "catch-up";
@@ -19,7 +18,13 @@ const char* RuleName(ScapeRule rule) {
   return "?";
 }
 
-}  // namespace
+absl::StatusOr<ScapeRule> ParseScapeRule(absl::string_view name) {
+  for (ScapeRule rule : {ScapeRule::kReconstructed, ScapeRule::kCatchUp, ScapeRule::kLinearized}) {
+    if (name == ScapeRuleName(rule)) return rule;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown SCAPE rule '", name, "' (reconstructed, catch-up, linearized)"));
+}
 
 const char* MaskStatisticName(MaskStatistic statistic) {
   switch (statistic) {
@@ -73,7 +78,7 @@ std::string ScapeConfig::ToString() const {
       "explore=%.17g forecast=%.17g rho=%.17g refresh=%d lrw=%d catchup=%.17g/%.17g decayed=%d residual_sync_period=%d",
       adams.beta1, adams.beta2, adams.epsilon, adams.weight_decay, density, dense_warmup_steps,
       dense_refresh_interval, density_ramp_steps,
-      static_cast<int>(scope), RuleName(rule), static_cast<int>(off_mask),
+      static_cast<int>(scope), ScapeRuleName(rule), static_cast<int>(off_mask),
       static_cast<int>(statistic), exploration, forecast, normalizer_beta,
       static_cast<int>(refresh), lr_weighted ? 1 : 0, catch_up_exponent,
       catch_up_exponent_consistent, decayed_residual ? 1 : 0, residual_sync_period);
@@ -468,7 +473,7 @@ absl::StatusOr<std::string> ScapeOptimizer::SaveState() {
     pending_ = std::move(*mask);
   }
   StateWriter w;
-  w.AddString("kind", "scape");
+  w.AddString("kind", name());
   w.AddString("config", config_.ToString());
   w.AddInt64("rank", group_->rank());
   w.AddInt64("world_size", group_->world_size());
@@ -493,8 +498,9 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
   if (!r.ok()) return r.status();
   auto kind = r->String("kind");
   if (!kind.ok()) return kind.status();
-  if (*kind != "scape") {
-    return absl::FailedPreconditionError(absl::StrCat("optimizer state is for '", *kind, "', not 'scape'"));
+  if (*kind != name()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("optimizer state is for '", *kind, "', not '", name(), "'"));
   }
   auto config = r->String("config");
   auto rank = r->Int64("rank");

@@ -32,6 +32,11 @@ enum class ScapeRule {
   kLinearized,
 };
 
+// "reconstructed", "catch-up", "linearized": the rules' names in flags (and
+// in a job spec, once it can choose one).
+const char* ScapeRuleName(ScapeRule rule);
+absl::StatusOr<ScapeRule> ParseScapeRule(absl::string_view name);
+
 // Off-mask rule for kReconstructed (round 1's variants A, C, B).
 enum class OffMaskRule { kDecayOnly, kFrozen, kMomentumKeepsMoving };
 
@@ -60,9 +65,13 @@ enum class NormalizerRefresh {
               // inflates it by K, forgets slowly
 };
 
+// The sparse optimizers' default density: 10% of the entries per step (the
+// quality/bytes point docs/scape.md recommends).
+inline constexpr double kDefaultDensity = 0.1;
+
 struct ScapeConfig {
   AdamSConfig adams;
-  double density = 0.01;            // d = 1 − sparsity; 1.0 is dense AdamS
+  double density = kDefaultDensity;  // d = 1 − sparsity; 1.0 is dense AdamS
   int64_t dense_warmup_steps = 0;   // steps before the first mask (at least 1)
   // After the warm-up, every dense_refresh_interval-th step synchronizes
   // everything (flushing all residuals); 0: never. The scheduler's forced
@@ -142,7 +151,8 @@ class ScapeOptimizer final : public DataParallelOptimizer {
                                                                 ScapeConfig config,
                                                                 DecayMask decay_mask);
 
-  std::string name() const override { return "scape"; }
+  // scape-global too: the same optimizer and state with whole-buffer masks.
+  std::string name() const override { return OptimizerName(OptimizerKind::kScape); }
   absl::Status Step(float* params, float* grads, int64_t size, double lr) override;
   absl::StatusOr<std::string> SaveState() override;
   absl::Status RestoreState(absl::string_view state) override;

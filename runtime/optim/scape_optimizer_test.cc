@@ -539,6 +539,18 @@ TEST(ScapeOptimizerTest, SparseTrainingStillDescends) {
   }
 }
 
+// The ranks' gradients at `params`, summed the way the group sums them
+// (the data plane's order).
+void SummedGradient(const std::vector<float>& params, int64_t step, std::vector<float>& sum) {
+  std::vector<std::vector<float>> grads(kRanks);
+  std::vector<const float*> per_rank;
+  for (int r = 0; r < kRanks; ++r) {
+    Gradient(params, r, step, 0, grads[r]);
+    per_rank.push_back(grads[r].data());
+  }
+  SumInDataPlaneOrder(per_rank, kSize, sum.data());
+}
+
 TEST(DenseDataParallelTest, AdamWOnTheSummedGradientBitwise) {
   std::vector<RankTrace> t;
   ASSERT_TRUE(RunRanks([](RankGroup* g) -> std::unique_ptr<DataParallelOptimizer> {
@@ -546,19 +558,40 @@ TEST(DenseDataParallelTest, AdamWOnTheSummedGradientBitwise) {
               }, {}, t).ok());
   AdamW reference(AdamWConfig{}, Decay());
   std::vector<float> params = InitialParams(), sum(kSize);
-  std::vector<std::vector<float>> grads(kRanks);
   for (int64_t step = 0; step < 12; ++step) {
-    std::vector<const float*> per_rank;
-    for (int r = 0; r < kRanks; ++r) {
-      Gradient(params, r, step, 0, grads[r]);
-      per_rank.push_back(grads[r].data());
-    }
-    // Summed the way the group sums (the data plane's order).
-    SumInDataPlaneOrder(per_rank, kSize, sum.data());
+    SummedGradient(params, step, sum);
     ASSERT_TRUE(reference.Step(params.data(), sum.data(), kSize,
                                0.01 * std::min<double>(1.0, (step + 1) / 4.0)).ok());
     for (int r = 0; r < kRanks; ++r) ASSERT_TRUE(BitwiseEqual(t[r].params[step], params));
   }
+}
+
+// Clipping is part of the AdamW path: the summed gradient is clipped to its
+// global norm before the step, and the norm before clipping is reported.
+TEST(DenseDataParallelTest, AdamWClipsTheSummedGradientBitwise) {
+  static constexpr double kClip = 1e-3;
+  std::vector<RankTrace> t;
+  ASSERT_TRUE(RunRanks([](RankGroup* g) -> std::unique_ptr<DataParallelOptimizer> {
+                return std::make_unique<DenseAdamWDataParallel>(g, AdamWConfig{}, Decay(), kClip);
+              }, {}, t).ok());
+  AdamW reference(AdamWConfig{}, Decay());
+  std::vector<float> params = InitialParams(), sum(kSize);
+  int clipped = 0;
+  for (int64_t step = 0; step < 12; ++step) {
+    SummedGradient(params, step, sum);
+    double squares = 0;
+    for (float g : sum) squares += double{g} * g;
+    const double norm = ClipGradientNorm(sum.data(), kSize, kClip);
+    EXPECT_NEAR(norm, std::sqrt(squares), 1e-6 * std::sqrt(squares)) << "step " << step;
+    clipped += norm > kClip;
+    ASSERT_TRUE(reference.Step(params.data(), sum.data(), kSize,
+                               0.01 * std::min<double>(1.0, (step + 1) / 4.0)).ok());
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(BitwiseEqual(t[r].params[step], params)) << "step " << step;
+      EXPECT_EQ(t[r].stats[step].grad_norm, norm);
+    }
+  }
+  EXPECT_GT(clipped, 0);  // the clip bound, so the test tells clipped from not
 }
 
 TEST(DenseDataParallelTest, TopKGradientAdamWStaysInLockStep) {

@@ -5,15 +5,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <iterator>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "runtime/data/dataset_manifest.h"
 #include "runtime/data/shard_set.h"
-#include "runtime/optim/scape_optimizer.h"
 #include "runtime/train/model_batch.h"
 
 namespace corescape::train {
@@ -97,13 +94,6 @@ DataParallelTrainer::DataParallelTrainer(const TrainerConfig& config, DataParall
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create(
     const TrainerConfig& config, DataParallelGroup* group) {
   if (config.train_data.empty()) return absl::InvalidArgumentError("train_data: required");
-  static constexpr const char* kOptimizers[] = {"adamw", "adams", "scape", "scape-global",
-                                                 "topk-adamw"};
-  if (std::find(std::begin(kOptimizers), std::end(kOptimizers), config.optimizer) ==
-      std::end(kOptimizers)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer: unknown '", config.optimizer, "' (", absl::StrJoin(kOptimizers, ", "), ")"));
-  }
   std::unique_ptr<DataParallelTrainer> trainer(new DataParallelTrainer(config, group));
   auto train = OpenData(config.train_data, "train");
   if (!train.ok()) return train.status();
@@ -155,42 +145,9 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
       std::fill(decay_mask.begin() + slot.offset, decay_mask.begin() + slot.offset + slot.size, 1);
     }
   }
-  if (config.optimizer == "adams") {
-    optim::AdamSConfig adams{config.adamw.beta1, config.adamw.beta2, config.adamw.epsilon,
-                             config.adamw.weight_decay};
-    trainer->dp_optimizer_ =
-        std::make_unique<optim::DenseAdamSDataParallel>(group, adams, std::move(decay_mask));
-  } else if (config.optimizer == "topk-adamw") {
-    // Baseline: top-k of raw gradients with error feedback feeding AdamW.
-    trainer->dp_optimizer_ = std::make_unique<optim::TopKGradientAdamW>(
-        group, config.adamw, std::move(decay_mask), config.scape.density);
-  } else if (config.optimizer == "scape" || config.optimizer == "scape-global") {
-    optim::ScapeConfig scape;
-    // scape-global: the baseline whose ranks each pick a global top-k and
-    // all-gather them (the union fills in as P grows).
-    scape.scope = config.optimizer == "scape" ? optim::MaskScope::kPartitioned
-                                              : optim::MaskScope::kWholeBuffer;
-    scape.adams = {config.adamw.beta1, config.adamw.beta2, config.adamw.epsilon,
-                   config.adamw.weight_decay};
-    scape.density = config.scape.density;
-    scape.dense_warmup_steps = std::max<int64_t>(1, config.scape.dense_warmup_steps);
-    scape.mask_epoch = config.scape.mask_epoch > 0 ? config.scape.mask_epoch : config.generation;
-    scape.partition_bounds = config.scape.partition_bounds;
-    scape.residual_sync_period = config.scape.residual_sync_period;
-    scape.forced_dense_steps = config.scape.forced_dense_steps;
-    // Rule and exponent stay at ScapeConfig's defaults: the best formulation
-    // measured (docs/scape.md); so does the statistic unless the spec names one.
-    if (!config.scape.mask_statistic.empty()) {
-      auto statistic = optim::ParseMaskStatistic(config.scape.mask_statistic);
-      if (!statistic.ok()) return statistic.status();
-      scape.statistic = *statistic;
-    }
-    auto scape_optimizer = optim::ScapeOptimizer::Create(group, scape, std::move(decay_mask));
-    if (!scape_optimizer.ok()) return scape_optimizer.status();
-    trainer->dp_optimizer_ = *std::move(scape_optimizer);
-  } else {
-    trainer->optimizer_ = std::make_unique<optim::AdamW>(config.adamw, std::move(decay_mask));
-  }
+  auto optimizer = optim::CreateOptimizer(config.optimizer, group, std::move(decay_mask));
+  if (!optimizer.ok()) return optimizer.status();
+  trainer->optimizer_ = *std::move(optimizer);
   return trainer;
 }
 
@@ -249,28 +206,15 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
         attention.failed() ? absl::StrCat("here: ", attention.error().message())
                            : absl::StrCat("on ", loss_sum[1], " other rank(s)")));
   }
-  if (dp_optimizer_ != nullptr) {
-    // AdamS/SCAPE synchronize (all or part of) the signal themselves; their
-    // normalizer bounds each step, so there is no global-norm clip here.
-    if (absl::Status s = dp_optimizer_->Step(model_->parameters().data(), gradients.data(),
-                                             gradients.size(), result.learning_rate);
-        !s.ok()) {
-      return s;
-    }
-    communication += absl::Now() - comm_start;
-  } else {
-    if (absl::Status s = group_->AllReduceSum(gradients.data(), gradients.size()); !s.ok()) {
-      return s;
-    }
-    communication += absl::Now() - comm_start;
-    result.grad_norm =
-        optim::ClipGradientNorm(gradients.data(), gradients.size(), config_.grad_clip);
-    if (absl::Status s = optimizer_->Step(model_->parameters().data(), gradients.data(),
-                                          gradients.size(), result.learning_rate);
-        !s.ok()) {
-      return s;
-    }
+  // The optimizer synchronizes (all or part of) the gradient itself and
+  // clips it where its traits say so.
+  if (absl::Status s = optimizer_->Step(model_->parameters().data(), gradients.data(),
+                                        gradients.size(), result.learning_rate);
+      !s.ok()) {
+    return s;
   }
+  communication += absl::Now() - comm_start;
+  result.grad_norm = optimizer_->last_step().grad_norm;
   ++step_;
   const absl::Duration total = absl::Now() - start;
   result.step = step_;
@@ -396,19 +340,12 @@ absl::StatusOr<checkpoint::Checkpoint> DataParallelTrainer::Snapshot() {
   checkpoint::Checkpoint checkpoint;
   checkpoint.step = step_;
   checkpoint.blobs["params"] = FloatsToBytes(model_->parameters());
-  int64_t optimizer_steps = 0;
-  if (dp_optimizer_ != nullptr) {
-    auto state = dp_optimizer_->SaveState();
-    if (!state.ok()) return state.status();
-    checkpoint.blobs["optimizer_state"] = *std::move(state);
-    optimizer_steps = dp_optimizer_->step_count();
-  } else {
-    checkpoint.blobs["adamw_m"] = FloatsToBytes(optimizer_->first_moment());
-    checkpoint.blobs["adamw_v"] = FloatsToBytes(optimizer_->second_moment());
-    optimizer_steps = optimizer_->step_count();
-  }
+  auto state = optimizer_->SaveState();
+  if (!state.ok()) return state.status();
+  checkpoint.blobs["optimizer_state"] = *std::move(state);
+  const int64_t optimizer_steps = optimizer_->step_count();
   checkpoint.blobs["trainer.json"] =
-      nlohmann::json{{"step", step_}, {"optimizer", config_.optimizer},
+      nlohmann::json{{"step", step_}, {"optimizer", config_.optimizer.name},
                      {"optimizer_steps", optimizer_steps},
                      {"parameters", model_->layout().total_size()}}
           .dump();
@@ -417,14 +354,7 @@ absl::StatusOr<checkpoint::Checkpoint> DataParallelTrainer::Snapshot() {
 }
 
 absl::Status DataParallelTrainer::Restore(const checkpoint::Checkpoint& checkpoint) {
-  std::vector<const char*> required = {"params", "trainer.json", "loader.json"};
-  if (dp_optimizer_ != nullptr) {
-    required.push_back("optimizer_state");
-  } else {
-    required.push_back("adamw_m");
-    required.push_back("adamw_v");
-  }
-  for (const char* name : required) {
+  for (const char* name : {"params", "trainer.json", "loader.json", "optimizer_state"}) {
     if (!checkpoint.blobs.count(name)) {
       return absl::FailedPreconditionError(absl::StrCat("checkpoint lacks '", name, "'"));
     }
@@ -439,19 +369,9 @@ absl::Status DataParallelTrainer::Restore(const checkpoint::Checkpoint& checkpoi
   if (!loader_state.ok()) return loader_state.status();
   std::vector<float> params = model_->parameters();
   if (absl::Status s = BytesToFloats(checkpoint.blobs.at("params"), params, "params"); !s.ok()) return s;
-  if (dp_optimizer_ != nullptr) {
-    if (absl::Status s = dp_optimizer_->RestoreState(checkpoint.blobs.at("optimizer_state"));
-        !s.ok()) {
-      return s;
-    }
-  } else {
-    std::vector<float> m = optimizer_->first_moment();
-    std::vector<float> v = optimizer_->second_moment();
-    if (absl::Status s = BytesToFloats(checkpoint.blobs.at("adamw_m"), m, "adamw_m"); !s.ok()) return s;
-    if (absl::Status s = BytesToFloats(checkpoint.blobs.at("adamw_v"), v, "adamw_v"); !s.ok()) return s;
-    optimizer_->first_moment() = std::move(m);
-    optimizer_->second_moment() = std::move(v);
-    optimizer_->set_step_count(trainer["optimizer_steps"].get<int64_t>());
+  if (absl::Status s = optimizer_->RestoreState(checkpoint.blobs.at("optimizer_state"));
+      !s.ok()) {
+    return s;
   }
   if (absl::Status s = train_loader_->Restore(*loader_state); !s.ok()) return s;
   model_->parameters() = std::move(params);

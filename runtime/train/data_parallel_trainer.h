@@ -12,9 +12,9 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/data/batch_loader.h"
 #include "runtime/model/transformer.h"
-#include "runtime/optim/adamw.h"
 #include "runtime/optim/data_parallel_optimizer.h"
 #include "runtime/optim/lr_schedule.h"
+#include "runtime/optim/optimizer_registry.h"
 #include "runtime/train/attention_failure.h"
 #include "runtime/train/data_parallel_group.h"
 #include "runtime/train/ping_pong_schedule.h"
@@ -31,23 +31,10 @@ struct TrainerConfig {
   int32_t grad_accum = 1;    // micro-batches per step
   int64_t steps = 100;
   uint64_t seed = 1;
-  std::string optimizer = "adamw";  // adamw | adams | scape | scape-global | topk-adamw
-  optim::AdamWConfig adamw;         // also AdamS's hyper-parameters
-  struct Scape {
-    double density = 0.1;
-    int64_t dense_warmup_steps = 0;
-    // The scheduler's mask epoch (0: none; masks then carry the generation),
-    // its partition map (empty: balanced) and dense steps (optim::ScapeConfig).
-    uint64_t mask_epoch = 0;
-    // Empty: optim::ScapeConfig's default (the best measured).
-    std::string mask_statistic;
-    std::vector<int64_t> partition_bounds;
-    int64_t residual_sync_period = 0;
-    std::vector<int64_t> forced_dense_steps;
-  } scape;
-  uint64_t generation = 0;          // the job's; SCAPE masks carry it
+  // Which optimizer (optim::Optimizers()), its hyper-parameters, gradient
+  // clipping and SCAPE settings; job specs get theirs from runtime/job.
+  optim::OptimizerOptions optimizer;
   optim::LrSchedule schedule;
-  double grad_clip = 1.0;
   int threads = 0;           // 0: CORESCAPE_NUM_THREADS or all cores
   // Where core attention runs; null: in this process (colocated).
   std::shared_ptr<model::CoreAttentionExecutor> attention;
@@ -140,9 +127,8 @@ class DataParallelTrainer {
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<model::CoreAttentionExecutor> attention_;
   std::unique_ptr<model::Transformer> model_;
-  std::unique_ptr<optim::AdamW> optimizer_;  // adamw: the trainer all-reduces
-  // adams/scape: the optimizer synchronizes what it needs itself.
-  std::unique_ptr<optim::DataParallelOptimizer> dp_optimizer_;
+  // Synchronizes what it needs itself (all of the gradient, or part of it).
+  std::unique_ptr<optim::DataParallelOptimizer> optimizer_;
   std::unique_ptr<data::BatchLoader> train_loader_;
   std::unique_ptr<data::BatchLoader> validation_loader_;
   model::Activations activations_;

@@ -149,7 +149,11 @@ TEST(DataParallelTrainerTest, TwoRanksOfBEqualOneRankOf2BAndStayIdentical) {
   auto reference = DataParallelTrainer::Create(Config(4), &single);
   ASSERT_TRUE(reference.ok()) << reference.status();
   std::vector<double> reference_losses;
-  for (int i = 0; i < 6; ++i) reference_losses.push_back((*reference)->Step()->loss);
+  for (int i = 0; i < 6; ++i) {
+    auto result = (*reference)->Step();
+    ASSERT_TRUE(result.ok()) << "step " << i + 1 << ": " << result.status();
+    reference_losses.push_back(result->loss);
+  }
 
   ThreadGroup group(2);
   ThreadGroup::Member members[2] = {{&group, 0}, {&group, 1}};
@@ -189,11 +193,11 @@ TEST(DataParallelTrainerTest, AdamSAndScapeKeepReplicasIdentical) {
     std::unique_ptr<DataParallelTrainer> ranks[2];
     for (int r = 0; r < 2; ++r) {
       TrainerConfig config = Config(2);
-      config.optimizer = optimizer;
+      config.optimizer.name = optimizer;
       config.steps = 8;
       config.schedule.total_steps = 8;
-      config.scape.density = 0.1;
-      config.scape.dense_warmup_steps = 2;
+      config.optimizer.scape.density = 0.1;
+      config.optimizer.scape.dense_warmup_steps = 2;
       auto trainer = DataParallelTrainer::Create(config, &members[r]);
       ASSERT_TRUE(trainer.ok()) << optimizer << ": " << trainer.status();
       ranks[r] = *std::move(trainer);
@@ -327,6 +331,7 @@ TEST(DataParallelTrainerTest, ResumeFromSnapshotContinuesBitwise) {
   for (int i = 0; i < 6; ++i) ASSERT_TRUE((*straight)->Step().ok());
 
   auto first = DataParallelTrainer::Create(Config(2), &group);
+  ASSERT_TRUE(first.ok()) << first.status();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE((*first)->Step().ok());
   const std::string dir = TestDir("checkpoints");
   auto snapshot = (*first)->Snapshot();
@@ -335,10 +340,57 @@ TEST(DataParallelTrainerTest, ResumeFromSnapshotContinuesBitwise) {
   auto loaded = checkpoint::LoadNewestCheckpoint(dir);
   ASSERT_TRUE(loaded.ok());
   auto resumed = DataParallelTrainer::Create(Config(2), &group);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
   ASSERT_TRUE((*resumed)->Restore(*loaded).ok());
   EXPECT_EQ((*resumed)->step(), 3);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE((*resumed)->Step().ok());
   EXPECT_EQ((*resumed)->model().parameters(), (*straight)->model().parameters());
+}
+
+// One optimizer path and one checkpoint schema: every optimizer of the
+// registry resumes bitwise from its snapshot.
+TEST(DataParallelTrainerTest, EveryOptimizerResumesBitwiseFromItsSnapshot) {
+  for (const std::string& optimizer : optim::OptimizerNames()) {
+    TrainerConfig config = Config(2);
+    config.optimizer.name = optimizer;
+    config.optimizer.scape.density = 0.1;
+    config.optimizer.scape.dense_warmup_steps = 2;
+    SingleProcessGroup group;
+    auto straight = DataParallelTrainer::Create(config, &group);
+    ASSERT_TRUE(straight.ok()) << optimizer << ": " << straight.status();
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE((*straight)->Step().ok()) << optimizer;
+
+    auto first = DataParallelTrainer::Create(config, &group);
+    ASSERT_TRUE(first.ok()) << first.status();
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*first)->Step().ok()) << optimizer;
+    auto snapshot = (*first)->Snapshot();
+    ASSERT_TRUE(snapshot.ok()) << optimizer << ": " << snapshot.status();
+    EXPECT_TRUE(snapshot->blobs.count("optimizer_state")) << optimizer;
+    auto resumed = DataParallelTrainer::Create(config, &group);
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+    ASSERT_TRUE((*resumed)->Restore(*snapshot).ok()) << optimizer;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*resumed)->Step().ok()) << optimizer;
+    EXPECT_EQ((*resumed)->model().parameters(), (*straight)->model().parameters()) << optimizer;
+  }
+}
+
+// AdamW clips the synchronized gradient inside the optimizer path: the norm
+// before clipping is reported, and a binding clip changes the step.
+TEST(DataParallelTrainerTest, AdamWClipsThroughTheOptimizerPath) {
+  SingleProcessGroup group;
+  TrainerConfig unclipped_config = Config(2);
+  unclipped_config.optimizer.grad_clip = 0;
+  TrainerConfig clipped_config = Config(2);
+  clipped_config.optimizer.grad_clip = 1e-3;
+  auto unclipped = DataParallelTrainer::Create(unclipped_config, &group);
+  auto clipped = DataParallelTrainer::Create(clipped_config, &group);
+  ASSERT_TRUE(unclipped.ok() && clipped.ok());
+  auto a = (*unclipped)->Step();
+  auto b = (*clipped)->Step();
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_GT(a->grad_norm, 1e-3);
+  EXPECT_EQ(a->grad_norm, b->grad_norm);
+  EXPECT_NE((*unclipped)->model().parameters(), (*clipped)->model().parameters());
 }
 
 // Ping-pong splits each micro-batch into halves: same losses and validation
@@ -414,7 +466,10 @@ TEST(DataParallelTrainerTest, UpcomingAttentionDocumentsAreWhatTheExecutorGets) 
 TEST(DataParallelTrainerTest, RestoreRejectsAForeignCheckpoint) {
   SingleProcessGroup group;
   auto trainer = DataParallelTrainer::Create(Config(2), &group);
-  checkpoint::Checkpoint bad = *(*trainer)->Snapshot();
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  auto snapshot = (*trainer)->Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  checkpoint::Checkpoint bad = *snapshot;
   bad.blobs["params"].resize(100);
   EXPECT_FALSE((*trainer)->Restore(bad).ok());
   bad.blobs.erase("loader.json");

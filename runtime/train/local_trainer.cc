@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
+#include "runtime/job/trainer_config.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/train/data_parallel_trainer.h"
 
@@ -37,6 +38,10 @@ absl::Status LocalTrainConfig::Validate() const {
   if (!(beta2 >= 0 && beta2 < 1)) return Invalid("beta2", "must be in [0, 1)");
   if (!(epsilon > 0)) return Invalid("epsilon", "must be positive");
   if (!(grad_clip >= 0)) return Invalid("grad_clip", "must not be negative (0 disables)");
+  if (auto traits = optim::FindOptimizer(optimizer); !traits.ok()) {
+    return Invalid("optimizer", traits.status().message());
+  }
+  if (!(density > 0 && density <= 1)) return Invalid("density", "must be in (0, 1]");
   if (eval_interval < 0) return Invalid("eval_interval", "must not be negative");
   if (eval_batches < 0) return Invalid("eval_batches", "must not be negative");
   if (threads < 0 || threads > 1024) return Invalid("threads", "must be in [0, 1024]");
@@ -94,6 +99,8 @@ absl::StatusOr<LocalTrainConfig> ParseLocalTrainConfig(absl::string_view text,
     else if (key == "beta2") status = read_double(config.beta2);
     else if (key == "epsilon") status = read_double(config.epsilon);
     else if (key == "grad_clip") status = read_double(config.grad_clip);
+    else if (key == "optimizer") status = read_string(config.optimizer);
+    else if (key == "density") status = read_double(config.density);
     else if (key == "eval_interval") status = read_int(config.eval_interval);
     else if (key == "eval_batches") status = read_int(config.eval_batches);
     else if (key == "seed") status = read_int(config.seed);
@@ -105,27 +112,43 @@ absl::StatusOr<LocalTrainConfig> ParseLocalTrainConfig(absl::string_view text,
   return config;
 }
 
+v1::JobSpec LocalTrainConfig::ToJobSpec() const {
+  v1::JobSpec spec;
+  spec.set_name("train-local");
+  spec.mutable_model()->set_preset(model);
+  v1::DataSpec& d = *spec.mutable_data();
+  d.add_train_shards(data);
+  d.set_sequence_length(seq_len);
+  d.set_micro_batch_size(micro_batch);
+  d.set_gradient_accumulation(grad_accum);
+  v1::OptimizerSpec& o = *spec.mutable_optimizer();
+  o.set_name(optimizer);
+  o.set_learning_rate(lr);
+  o.set_min_learning_rate(min_lr);
+  o.set_warmup_steps(warmup);
+  o.set_schedule(schedule);
+  o.set_weight_decay(weight_decay);
+  o.set_beta1(beta1);
+  o.set_beta2(beta2);
+  o.set_epsilon(epsilon);
+  o.set_grad_clip(grad_clip);
+  if (auto traits = optim::FindOptimizer(optimizer); traits.ok() && (*traits)->sparse) {
+    o.mutable_scape()->set_density(density);
+  }
+  spec.set_steps(steps);
+  spec.set_eval_interval_steps(eval_interval);
+  spec.set_seed(seed);
+  return spec;
+}
+
 absl::StatusOr<LocalTrainSummary> RunLocalTraining(
     const LocalTrainConfig& config, const std::function<void(const StepMetrics&)>& on_step) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
-  TrainerConfig trainer_config;
-  trainer_config.model = *model::PresetConfig(config.model);
-  trainer_config.train_data = {config.data};
-  trainer_config.seq_len = config.seq_len;
-  trainer_config.micro_batch = config.micro_batch;
-  trainer_config.grad_accum = config.grad_accum;
-  trainer_config.steps = config.steps;
-  trainer_config.seed = config.seed;
-  trainer_config.adamw = {config.beta1, config.beta2, config.epsilon, config.weight_decay};
-  trainer_config.schedule.kind = *optim::LrSchedule::ParseKind(config.schedule);
-  trainer_config.schedule.peak_lr = config.lr;
-  trainer_config.schedule.min_lr = config.min_lr;
-  trainer_config.schedule.warmup_steps = config.warmup;
-  trainer_config.schedule.total_steps = config.steps;
-  trainer_config.grad_clip = config.grad_clip;
-  trainer_config.threads = config.threads;
+  auto trainer_config = job::TrainerConfigFromSpec(config.ToJobSpec());
+  if (!trainer_config.ok()) return trainer_config.status();
+  trainer_config->threads = config.threads;
   SingleProcessGroup group;
-  auto trainer = DataParallelTrainer::Create(trainer_config, &group);
+  auto trainer = DataParallelTrainer::Create(*trainer_config, &group);
   if (!trainer.ok()) return trainer.status();
 
   std::unique_ptr<std::ofstream> csv;

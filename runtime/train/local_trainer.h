@@ -8,27 +8,36 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "corescape/v1/job.pb.h"
+#include "runtime/job/job_spec.h"
+#include "runtime/optim/adam_config.h"
+#include "runtime/optim/optimizer_registry.h"
 
 namespace corescape::train {
 
 // Everything a single-process training run needs. Field names double as the
-// keys of the JSON config file and the flags of corescape-train-local.
+// keys of the JSON config file and the flags of corescape-train-local. It
+// trains the job ToJobSpec() describes, resolved like a submitted one
+// (runtime/job), so the defaults are a job's except where a short local run
+// wants others (steps, the schedule's warm-up and floor, weight decay).
 struct LocalTrainConfig {
-  std::string model = "tiny";    // preset
+  std::string model = job::kJobDefaults.preset;
   std::string data;              // prepared dataset directory (corescape data prepare)
-  int32_t seq_len = 128;
-  int32_t micro_batch = 8;
-  int32_t grad_accum = 1;
+  int32_t seq_len = job::kJobDefaults.sequence_length;
+  int32_t micro_batch = job::kJobDefaults.micro_batch_size;
+  int32_t grad_accum = job::kJobDefaults.gradient_accumulation;
   int64_t steps = 200;
-  double lr = 3e-3;
+  std::string optimizer = job::kJobDefaults.optimizer;
+  double lr = job::kJobDefaults.learning_rate;
   double min_lr = 3e-4;
   int64_t warmup = 20;
-  std::string schedule = "cosine";
-  double weight_decay = 0.1;
-  double beta1 = 0.9;
-  double beta2 = 0.95;
-  double epsilon = 1e-8;
-  double grad_clip = 1.0;
+  std::string schedule = job::kJobDefaults.schedule;
+  double weight_decay = optim::AdamConfig{}.weight_decay;
+  double beta1 = optim::AdamConfig{}.beta1;
+  double beta2 = optim::AdamConfig{}.beta2;
+  double epsilon = optim::AdamConfig{}.epsilon;
+  double grad_clip = optim::kDefaultGradClip;
+  double density = optim::kDefaultDensity;  // sparse optimizers
   int64_t eval_interval = 50;    // 0: only at the end
   int64_t eval_batches = 0;      // 0: the whole validation split
   uint64_t seed = 1;
@@ -37,6 +46,8 @@ struct LocalTrainConfig {
 
   // INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;
+  // The one-worker job these settings describe.
+  v1::JobSpec ToJobSpec() const;
 };
 
 // Reads a JSON object whose keys are LocalTrainConfig fields over `base`.
@@ -65,8 +76,8 @@ struct LocalTrainSummary {
   double seconds = 0;
 };
 
-// Trains `config.model` on `config.data`: AdamW, warm-up + schedule,
-// gradient clipping, periodic validation. Calls on_step after every step.
+// Trains `config.model` on `config.data`: the optimizer, warm-up +
+// schedule, gradient clipping, periodic validation. Calls on_step after every step.
 absl::StatusOr<LocalTrainSummary> RunLocalTraining(
     const LocalTrainConfig& config,
     const std::function<void(const StepMetrics&)>& on_step);

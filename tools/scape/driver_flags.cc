@@ -4,6 +4,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/optim/optimizer_registry.h"
 
 ABSL_FLAG(std::string, data, "", "dataset directory (corescape data prepare)");
 ABSL_FLAG(std::string, model, "tiny", "model preset");
@@ -11,7 +12,9 @@ ABSL_FLAG(int32_t, ranks, 4, "data-parallel ranks (world size)");
 ABSL_FLAG(int32_t, seq_len, 128, "tokens per row");
 ABSL_FLAG(int32_t, micro_batch, 8, "rows per rank per step");
 ABSL_FLAG(int64_t, steps, 400, "optimizer steps");
-ABSL_FLAG(std::string, method, "scape", "adamw | adams | scape | scape-global | topk-adamw");
+ABSL_FLAG(std::string, method,
+          corescape::optim::OptimizerName(corescape::optim::OptimizerKind::kScape),
+          absl::StrCat("optimizer: ", corescape::optim::OptimizerNameList()));
 ABSL_FLAG(double, lr, 1e-3, "peak learning rate");
 ABSL_FLAG(double, min_lr, 0.0, "final learning rate");
 ABSL_FLAG(int64_t, lr_warmup, 40, "linear learning-rate warm-up steps");
@@ -19,7 +22,8 @@ ABSL_FLAG(std::string, schedule, "cosine", "constant | linear | cosine");
 ABSL_FLAG(double, beta1, 0.9, "β1");
 ABSL_FLAG(double, beta2, 0.95, "β2");
 ABSL_FLAG(double, weight_decay, 0.1, "decoupled weight decay (matrices)");
-ABSL_FLAG(double, density, 0.01, "SCAPE / top-k density d = 1 − sparsity");
+ABSL_FLAG(double, density, corescape::optim::kDefaultDensity,
+          "SCAPE / top-k density d = 1 − sparsity");
 ABSL_FLAG(int64_t, dense_warmup, 0, "SCAPE: dense steps before the first mask");
 ABSL_FLAG(int64_t, dense_refresh, 0, "SCAPE: a dense step every N steps after the warm-up (0: never)");
 ABSL_FLAG(int64_t, density_ramp, 0, "SCAPE: density falls geometrically from 1 over N steps after the warm-up");
@@ -45,10 +49,8 @@ ABSL_FLAG(std::string, csv, "", "write the per-step curve here");
 namespace corescape::scape_tool {
 namespace {
 
-using optim::MaskStatistic;
 using optim::NormalizerRefresh;
 using optim::OffMaskRule;
-using optim::ScapeRule;
 
 absl::Status Unknown(absl::string_view flag, absl::string_view value) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, ": unknown value '", value, "'"));
@@ -57,20 +59,16 @@ absl::Status Unknown(absl::string_view flag, absl::string_view value) {
 absl::Status ParseEnums(optim::ScapeConfig& c) {
   const std::string rule = absl::GetFlag(FLAGS_rule), off = absl::GetFlag(FLAGS_off_mask),
                     stat = absl::GetFlag(FLAGS_statistic), refresh = absl::GetFlag(FLAGS_refresh);
-  if (rule == "reconstructed") c.rule = ScapeRule::kReconstructed;
-  else if (rule == "catch-up") c.rule = ScapeRule::kCatchUp;
-  else if (rule == "linearized") c.rule = ScapeRule::kLinearized;
-  else return Unknown("rule", rule);
+  auto parsed_rule = optim::ParseScapeRule(rule);
+  if (!parsed_rule.ok()) return Unknown("rule", rule);
+  c.rule = *parsed_rule;
   if (off == "decay") c.off_mask = OffMaskRule::kDecayOnly;
   else if (off == "frozen") c.off_mask = OffMaskRule::kFrozen;
   else if (off == "momentum") c.off_mask = OffMaskRule::kMomentumKeepsMoving;
   else return Unknown("off_mask", off);
-  if (stat == "momentum-plus-residual") c.statistic = MaskStatistic::kMomentumPlusResidual;
-  else if (stat == "residual") c.statistic = MaskStatistic::kResidual;
-  else if (stat == "momentum") c.statistic = MaskStatistic::kMomentum;
-  else if (stat == "normalized-residual") c.statistic = MaskStatistic::kNormalizedResidual;
-  else if (stat == "momentum-plus-scaled-residual") c.statistic = MaskStatistic::kMomentumPlusScaledResidual;
-  else return Unknown("statistic", stat);
+  auto statistic = optim::ParseMaskStatistic(stat);
+  if (!statistic.ok()) return Unknown("statistic", stat);
+  c.statistic = *statistic;
   if (refresh == "frozen") c.refresh = NormalizerRefresh::kFrozen;
   else if (refresh == "smoothed") c.refresh = NormalizerRefresh::kSmoothed;
   else if (refresh == "window") c.refresh = NormalizerRefresh::kWindow;

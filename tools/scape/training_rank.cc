@@ -16,6 +16,7 @@
 #include "runtime/optim/data_parallel_optimizer.h"
 #include "runtime/optim/in_process_rank_group.h"
 #include "runtime/optim/lr_schedule.h"
+#include "runtime/optim/optimizer_registry.h"
 #include "runtime/train/model_batch.h"
 #include "tools/scape/timed_rank_group.h"
 
@@ -26,27 +27,13 @@ using optim::RankGroup;
 
 absl::StatusOr<std::unique_ptr<optim::DataParallelOptimizer>> MakeOptimizer(
     const DriverConfig& config, RankGroup* group, optim::DecayMask decay_mask) {
-  const optim::AdamSConfig& a = config.scape.adams;
-  const optim::AdamWConfig adamw{a.beta1, a.beta2, a.epsilon, a.weight_decay};
-  if (config.method == "adamw") {
-    return std::make_unique<optim::DenseAdamWDataParallel>(group, adamw, std::move(decay_mask));
-  }
-  if (config.method == "adams") {
-    return std::make_unique<optim::DenseAdamSDataParallel>(group, a, std::move(decay_mask));
-  }
-  if (config.method == "topk-adamw") {
-    return std::make_unique<optim::TopKGradientAdamW>(group, adamw, std::move(decay_mask),
-                                                      config.scape.density);
-  }
-  if (config.method == "scape" || config.method == "scape-global") {
-    optim::ScapeConfig scape = config.scape;
-    scape.scope = config.method == "scape" ? optim::MaskScope::kPartitioned
-                                           : optim::MaskScope::kWholeBuffer;
-    auto opt = optim::ScapeOptimizer::Create(group, scape, std::move(decay_mask));
-    if (!opt.ok()) return opt.status();
-    return std::unique_ptr<optim::DataParallelOptimizer>(std::move(*opt));
-  }
-  return absl::InvalidArgumentError(absl::StrCat("unknown method '", config.method, "'"));
+  optim::OptimizerOptions options;
+  options.name = config.method;
+  options.adam = config.scape.adams;
+  // The formulation search compares the optimizers' own steps, unclipped.
+  options.grad_clip = 0;
+  options.scape = config.scape;
+  return optim::CreateOptimizer(options, group, std::move(decay_mask));
 }
 
 // Σ over ranks of (loss_sum, tokens) on the validation split: rank r

@@ -27,7 +27,7 @@ struct DriverConfig {
   int32_t seq_len = 128;
   int32_t micro_batch = 8;          // rows per rank per step
   int64_t steps = 400;
-  std::string method = "scape";     // adamw | adams | scape | scape-global | topk-adamw
+  std::string method = optim::OptimizerName(optim::OptimizerKind::kScape);
   double lr = 1e-3;
   double min_lr = 0.0;
   int64_t lr_warmup = 40;

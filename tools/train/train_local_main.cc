@@ -29,7 +29,10 @@ ABSL_FLAG(std::string, schedule, kDefaults.schedule, "constant, linear or cosine
 ABSL_FLAG(double, weight_decay, kDefaults.weight_decay, "AdamW decoupled weight decay (matrices only)");
 ABSL_FLAG(double, beta1, kDefaults.beta1, "AdamW beta1");
 ABSL_FLAG(double, beta2, kDefaults.beta2, "AdamW beta2");
-ABSL_FLAG(double, grad_clip, kDefaults.grad_clip, "global gradient-norm clip (0: off)");
+ABSL_FLAG(double, epsilon, kDefaults.epsilon, "AdamW epsilon");
+ABSL_FLAG(double, grad_clip, kDefaults.grad_clip, "global gradient-norm clip of adamw (0: off)");
+ABSL_FLAG(std::string, optimizer, kDefaults.optimizer, "as a job spec's optimizer.name (docs/jobs.md)");
+ABSL_FLAG(double, density, kDefaults.density, "sparse optimizers: fraction of entries sent per step");
 ABSL_FLAG(int64_t, eval_interval, kDefaults.eval_interval, "validate every N steps (and at the end)");
 ABSL_FLAG(int64_t, eval_batches, kDefaults.eval_batches, "validation micro-batches (0: all)");
 ABSL_FLAG(uint64_t, seed, kDefaults.seed, "weights and data order");
@@ -84,7 +87,10 @@ int main(int argc, char** argv) {
   Override(FLAGS_weight_decay, config.weight_decay);
   Override(FLAGS_beta1, config.beta1);
   Override(FLAGS_beta2, config.beta2);
+  Override(FLAGS_epsilon, config.epsilon);
   Override(FLAGS_grad_clip, config.grad_clip);
+  Override(FLAGS_optimizer, config.optimizer);
+  Override(FLAGS_density, config.density);
   Override(FLAGS_eval_interval, config.eval_interval);
   Override(FLAGS_eval_batches, config.eval_batches);
   Override(FLAGS_seed, config.seed);

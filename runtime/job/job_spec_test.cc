@@ -1,11 +1,12 @@
-#include "scheduler/job_validation.h"
+#include "runtime/job/job_spec.h"
 
 #include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "runtime/optim/optimizer_registry.h"
 
-namespace corescape::scheduler {
+namespace corescape::job {
 namespace {
 
 // keep_qkv_for_backward has explicit presence: unset means the default
@@ -77,12 +78,11 @@ v1::JobSpec ValidSpec(const std::string& optimizer) {
 }
 
 TEST(ValidateJobSpecTest, SparseBaselinesAreSelectableWithADensity) {
-  for (const char* name : {"adamw", "adams", "scape", "scape-global", "topk-adamw"}) {
+  for (const std::string& name : optim::OptimizerNames()) {
     v1::JobSpec spec = ValidSpec(name);
     EXPECT_TRUE(ValidateJobSpec(spec).ok()) << name << ": " << ValidateJobSpec(spec);
   }
   EXPECT_DOUBLE_EQ(ValidSpec("topk-adamw").optimizer().scape().density(), 0.1);
-  EXPECT_TRUE(ValidSpec("scape").optimizer().scape().delayed_mask());
   v1::JobSpec unknown = ValidSpec("lion");
   EXPECT_NE(ValidateJobSpec(unknown).message().find("spec.optimizer.name"), std::string::npos);
   v1::JobSpec dense_topk = ValidSpec("topk-adamw");
@@ -108,6 +108,54 @@ TEST(ValidateJobSpecTest, ScapeMaskStatisticAndOffloadAreChecked) {
             std::string::npos);
 }
 
+// A job without grad_clip (from flags, or a file that leaves it out) is
+// clipped like one that asks for the default; 0 is the user turning it off.
+TEST(ApplyJobDefaultsTest, GradClipDefaultsToOneUnlessSet) {
+  v1::JobSpec unset;
+  ApplyJobDefaults(unset);
+  EXPECT_TRUE(unset.optimizer().has_grad_clip());
+  EXPECT_DOUBLE_EQ(unset.optimizer().grad_clip(), 1.0);
+  EXPECT_DOUBLE_EQ(unset.optimizer().grad_clip(), optim::kDefaultGradClip);
+
+  v1::JobSpec off;
+  off.mutable_optimizer()->set_grad_clip(0);
+  v1::JobSpec parsed;
+  ASSERT_TRUE(parsed.ParseFromString(off.SerializeAsString()));
+  ApplyJobDefaults(parsed);
+  EXPECT_DOUBLE_EQ(parsed.optimizer().grad_clip(), 0.0);
+}
+
+// Every sparse optimizer gets the one default density; dense ones none.
+TEST(ApplyJobDefaultsTest, SparseOptimizersGetTheDefaultDensity) {
+  for (const optim::OptimizerTraits& traits : optim::Optimizers()) {
+    v1::JobSpec spec;
+    spec.mutable_optimizer()->set_name(traits.name);
+    ApplyJobDefaults(spec);
+    EXPECT_DOUBLE_EQ(spec.optimizer().scape().density(), traits.sparse ? 0.1 : 0.0)
+        << traits.name;
+  }
+  EXPECT_DOUBLE_EQ(optim::kDefaultDensity, 0.1);
+  EXPECT_DOUBLE_EQ(optim::ScapeConfig{}.density, optim::kDefaultDensity);
+}
+
+TEST(ApplyJobDefaultsTest, IsIdempotent) {
+  v1::JobSpec once;
+  once.mutable_optimizer()->set_name("scape");
+  once.mutable_attention()->set_mode(v1::DISAGGREGATED);
+  ApplyJobDefaults(once);
+  v1::JobSpec twice = once;
+  ApplyJobDefaults(twice);
+  EXPECT_EQ(once.SerializeAsString(), twice.SerializeAsString());
+}
+
+TEST(UsesMaskEpochsTest, ScapeAndItsGlobalBaselineOnly) {
+  EXPECT_TRUE(UsesMaskEpochs("scape"));
+  EXPECT_TRUE(UsesMaskEpochs("scape-global"));
+  EXPECT_FALSE(UsesMaskEpochs("topk-adamw"));
+  EXPECT_FALSE(UsesMaskEpochs("adamw"));
+  EXPECT_FALSE(UsesMaskEpochs("lion"));
+}
+
 // IN_PLACE jobs run attention on their workers: asking for attention
 // servers is refused, naming the field, rather than silently ignored.
 TEST(ValidateJobSpecTest, InPlaceTakesNoAttentionServers) {
@@ -129,4 +177,4 @@ TEST(ValidateJobSpecTest, InPlaceTakesNoAttentionServers) {
 }
 
 }  // namespace
-}  // namespace corescape::scheduler
+}  // namespace corescape::job

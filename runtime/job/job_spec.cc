@@ -1,30 +1,47 @@
-#include "scheduler/job_validation.h"
+#include "runtime/job/job_spec.h"
 
 #include <sys/stat.h>
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/control/model_spec.h"
-#include "runtime/model/model_config.h"
+#include "runtime/optim/adam_config.h"
+#include "runtime/optim/optimizer_registry.h"
 #include "runtime/optim/scape_optimizer.h"
 
-namespace corescape::scheduler {
+namespace corescape::job {
 
 bool UsesMaskEpochs(const std::string& optimizer) {
-  return optimizer == "scape" || optimizer == "scape-global";
+  auto traits = optim::FindOptimizer(optimizer);
+  return traits.ok() && (*traits)->uses_mask_epochs;
 }
 
 namespace {
 
-bool IsKnownOptimizer(const std::string& name) {
-  return name == "adamw" || name == "adams" || name == "topk-adamw" || UsesMaskEpochs(name);
+// Sparse methods: optimizer.scape.density is how much of the buffer they send.
+bool IsSparse(const std::string& optimizer) {
+  auto traits = optim::FindOptimizer(optimizer);
+  return traits.ok() && (*traits)->sparse;
 }
 
-// Sparse methods: optimizer.scape.density is how much of the buffer they send.
-bool UsesDensity(const std::string& name) { return name == "topk-adamw" || UsesMaskEpochs(name); }
-
 }  // namespace
+
+absl::StatusOr<model::ModelConfig> ModelConfigFromSpec(const v1::ModelSpec& m) {
+  auto preset = model::PresetConfig(m.preset());
+  if (!preset.ok()) return preset.status();
+  model::ModelConfig config = *preset;
+  if (m.n_layers()) config.n_layers = m.n_layers();
+  if (m.d_model()) config.d_model = m.d_model();
+  if (m.n_heads()) config.n_heads = m.n_heads();
+  if (m.n_kv_heads()) config.n_kv_heads = m.n_kv_heads();
+  if (m.d_ff()) config.d_ff = m.d_ff();
+  if (m.vocab_size()) config.vocab_size = m.vocab_size();
+  if (m.max_seq_len()) config.max_seq_len = m.max_seq_len();
+  if (m.rope_theta() > 0) config.rope_theta = m.rope_theta();
+  if (m.norm_eps() > 0) config.norm_eps = m.norm_eps();
+  if (m.tie_embeddings()) config.tie_embeddings = true;
+  return config;
+}
 
 namespace {
 
@@ -69,30 +86,31 @@ absl::Status ValidateDataPaths(absl::string_view field,
 }  // namespace
 
 void ApplyJobDefaults(v1::JobSpec& spec) {
-  if (spec.model().preset().empty()) spec.mutable_model()->set_preset("tiny");
+  const JobDefaults& d = kJobDefaults;
+  if (spec.model().preset().empty()) spec.mutable_model()->set_preset(d.preset);
   v1::DataSpec& data = *spec.mutable_data();
-  if (data.gradient_accumulation() == 0) data.set_gradient_accumulation(1);
-  if (data.sequence_length() == 0) data.set_sequence_length(128);
-  if (data.micro_batch_size() == 0) data.set_micro_batch_size(8);
+  if (data.gradient_accumulation() == 0) data.set_gradient_accumulation(d.gradient_accumulation);
+  if (data.sequence_length() == 0) data.set_sequence_length(d.sequence_length);
+  if (data.micro_batch_size() == 0) data.set_micro_batch_size(d.micro_batch_size);
   v1::OptimizerSpec& opt = *spec.mutable_optimizer();
-  if (opt.name().empty()) opt.set_name("adamw");
-  if (opt.learning_rate() == 0) opt.set_learning_rate(3e-3);
-  if (opt.beta1() == 0) opt.set_beta1(0.9);
-  if (opt.beta2() == 0) opt.set_beta2(0.95);
-  if (opt.epsilon() == 0) opt.set_epsilon(1e-8);
-  if (opt.schedule().empty()) opt.set_schedule("cosine");
-  // SCAPE always uses each mask one step late (the all-gather overlaps the
-  // next step); the field only documents it.
-  if (UsesMaskEpochs(opt.name())) opt.mutable_scape()->set_delayed_mask(true);
-  if (UsesDensity(opt.name()) && opt.scape().density() == 0) {
-    opt.mutable_scape()->set_density(0.1);
+  const optim::AdamConfig adam;
+  if (opt.name().empty()) opt.set_name(d.optimizer);
+  if (opt.learning_rate() == 0) opt.set_learning_rate(d.learning_rate);
+  if (opt.beta1() == 0) opt.set_beta1(adam.beta1);
+  if (opt.beta2() == 0) opt.set_beta2(adam.beta2);
+  if (opt.epsilon() == 0) opt.set_epsilon(adam.epsilon);
+  // Explicit presence: 0 is the user turning clipping off.
+  if (!opt.has_grad_clip()) opt.set_grad_clip(optim::kDefaultGradClip);
+  if (opt.schedule().empty()) opt.set_schedule(d.schedule);
+  if (IsSparse(opt.name()) && opt.scape().density() == 0) {
+    opt.mutable_scape()->set_density(optim::kDefaultDensity);
   }
   v1::PlacementSpec& placement = *spec.mutable_placement();
-  if (placement.workers() == 0) placement.set_workers(1);
+  if (placement.workers() == 0) placement.set_workers(d.workers);
   if (placement.min_workers() == 0) placement.set_min_workers(placement.workers());
   v1::AttentionSpec& attention = *spec.mutable_attention();
   if (attention.mode() == v1::ATTENTION_MODE_UNSPECIFIED) attention.set_mode(v1::COLOCATED);
-  if (attention.tolerance() == 0) attention.set_tolerance(0.05);
+  if (attention.tolerance() == 0) attention.set_tolerance(d.attention_tolerance);
   // Keeping Q/K/V on the servers saves ~3x backward bytes; `false` only
   // when the spec says so (the field has explicit presence).
   if (!attention.has_keep_qkv_for_backward()) attention.set_keep_qkv_for_backward(true);
@@ -102,8 +120,8 @@ void ApplyJobDefaults(v1::JobSpec& spec) {
       !attention.has_ping_pong()) {
     attention.set_ping_pong(true);
   }
-  if (spec.seed() == 0) spec.set_seed(1);
-  if (spec.name().empty()) spec.set_name("job");
+  if (spec.seed() == 0) spec.set_seed(d.seed);
+  if (spec.name().empty()) spec.set_name(d.name);
 }
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
@@ -143,10 +161,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
 
   const v1::OptimizerSpec& opt = spec.optimizer();
-  if (!IsKnownOptimizer(opt.name())) {
-    return Invalid("optimizer.name",
-                   absl::StrCat("unknown optimizer '", opt.name(),
-                                "' (adamw, adams, scape, scape-global, topk-adamw)"));
+  if (auto traits = optim::FindOptimizer(opt.name()); !traits.ok()) {
+    return Invalid("optimizer.name", traits.status().message());
   }
   if (!(opt.learning_rate() > 0 && opt.learning_rate() < 10)) {
     return Invalid("optimizer.learning_rate", "must be in (0, 10)");
@@ -166,7 +182,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                    absl::StrCat("unknown schedule '", opt.schedule(), "' (constant, linear, cosine)"));
   }
   if (opt.warmup_steps() < 0) return Invalid("optimizer.warmup_steps", "must not be negative");
-  if (UsesDensity(opt.name())) {
+  if (IsSparse(opt.name())) {
     const double density = opt.scape().density();
     if (!(density > 0 && density <= 1)) return Invalid("optimizer.scape.density", "must be in (0, 1]");
     if (!opt.scape().mask_statistic().empty()) {
@@ -234,4 +250,4 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   return absl::OkStatus();
 }
 
-}  // namespace corescape::scheduler
+}  // namespace corescape::job

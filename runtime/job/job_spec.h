@@ -1,0 +1,59 @@
+#ifndef CORESCAPE_RUNTIME_JOB_JOB_SPEC_H_
+#define CORESCAPE_RUNTIME_JOB_JOB_SPEC_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "corescape/v1/job.pb.h"
+#include "runtime/model/model_config.h"
+#include "runtime/optim/optimizer_registry.h"
+
+// A JobSpec as everyone reads it: the defaults of its unset fields, its
+// validation and the model it describes. The scheduler applies and checks
+// them when it accepts a job; the CLI, the worker (trainer_config.h) and
+// train-local read the same values from here, so no default or optimizer
+// name is spelled out twice.
+namespace corescape::job {
+
+// The defaults ApplyJobDefaults fills (docs/jobs.md lists them). Optimizer
+// hyper-parameters not listed here come from optim::AdamConfig, gradient
+// clipping from optim::kDefaultGradClip, the sparse density from
+// optim::kDefaultDensity.
+struct JobDefaults {
+  const char* preset = "tiny";
+  int32_t sequence_length = 128;
+  int32_t micro_batch_size = 8;
+  int32_t gradient_accumulation = 1;
+  const char* optimizer = optim::kDefaultOptimizer;
+  double learning_rate = 3e-3;
+  const char* schedule = "cosine";
+  int32_t workers = 1;
+  double attention_tolerance = 0.05;
+  uint64_t seed = 1;
+  const char* name = "job";
+};
+inline constexpr JobDefaults kJobDefaults;
+
+// The most workers one job may ask for: a typo guard ("more workers than can
+// ever exist"), far above anything this scheduler has been run with.
+inline constexpr int kMaxJobWorkers = 1024;
+
+// Whether the optimizer named so follows the scheduler's mask epochs (SCAPE
+// and its per-rank global top-k baseline); false for unknown names.
+bool UsesMaskEpochs(const std::string& optimizer);
+
+// Fills every default the user may leave out. Idempotent.
+void ApplyJobDefaults(v1::JobSpec& spec);
+
+// INVALID_ARGUMENT naming the field ("spec.data.micro_batch_size: must be
+// positive"). Checks that data paths exist on this machine's filesystem.
+absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+
+// The model a JobSpec describes: its preset with the spec's non-zero fields
+// overriding it. Not validated: ValidateJobSpec runs ModelConfig::Validate().
+absl::StatusOr<model::ModelConfig> ModelConfigFromSpec(const v1::ModelSpec& spec);
+
+}  // namespace corescape::job
+
+#endif  // CORESCAPE_RUNTIME_JOB_JOB_SPEC_H_

@@ -1,0 +1,155 @@
+#include "runtime/job/trainer_config.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "runtime/job/job_spec.h"
+
+namespace corescape::job {
+namespace {
+
+v1::JobSpec Spec(const std::string& optimizer) {
+  v1::JobSpec spec;
+  spec.mutable_data()->add_train_shards("/data/fortunes");
+  spec.set_steps(40);
+  spec.mutable_optimizer()->set_name(optimizer);
+  return spec;
+}
+
+v1::JobAssignment Assignment(const v1::JobSpec& spec) {
+  v1::JobAssignment assignment;
+  assignment.set_job_id("job-1");
+  assignment.set_generation(3);
+  assignment.set_world_size(2);
+  *assignment.mutable_spec() = spec;
+  return assignment;
+}
+
+// A job submitted from flags, or from a file without grad_clip, trains
+// clipped at the documented default; an explicit 0 trains unclipped.
+TEST(TrainerConfigTest, GradClipDefaultsToOneAndZeroTurnsItOff) {
+  auto config = TrainerConfigFromSpec(Spec("adamw"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_DOUBLE_EQ(config->optimizer.grad_clip, 1.0);
+
+  v1::JobSpec off = Spec("adamw");
+  off.mutable_optimizer()->set_grad_clip(0);
+  config = TrainerConfigFromSpec(off);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_DOUBLE_EQ(config->optimizer.grad_clip, 0.0);
+}
+
+TEST(TrainerConfigTest, SpecFieldsReachTheTrainer) {
+  v1::JobSpec spec = Spec("topk-adamw");
+  spec.mutable_data()->add_validation_shards("/data/val");
+  spec.mutable_data()->set_sequence_length(64);
+  spec.mutable_data()->set_micro_batch_size(3);
+  spec.mutable_data()->set_gradient_accumulation(2);
+  spec.mutable_optimizer()->set_learning_rate(1e-3);
+  spec.mutable_optimizer()->set_min_learning_rate(1e-4);
+  spec.mutable_optimizer()->set_warmup_steps(5);
+  spec.mutable_optimizer()->set_schedule("linear");
+  spec.mutable_optimizer()->set_beta2(0.99);
+  spec.mutable_optimizer()->set_weight_decay(0.05);
+  spec.mutable_model()->set_n_layers(3);
+  spec.set_seed(7);
+  auto config = TrainerConfigFromSpec(spec);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->model.n_layers, 3);
+  EXPECT_EQ(config->train_data, std::vector<std::string>{"/data/fortunes"});
+  EXPECT_EQ(config->validation_data, std::vector<std::string>{"/data/val"});
+  EXPECT_EQ(config->seq_len, 64);
+  EXPECT_EQ(config->micro_batch, 3);
+  EXPECT_EQ(config->grad_accum, 2);
+  EXPECT_EQ(config->steps, 40);
+  EXPECT_EQ(config->seed, 7u);
+  EXPECT_EQ(config->optimizer.name, "topk-adamw");
+  EXPECT_DOUBLE_EQ(config->optimizer.adam.beta1, 0.9);  // default
+  EXPECT_DOUBLE_EQ(config->optimizer.adam.beta2, 0.99);
+  EXPECT_DOUBLE_EQ(config->optimizer.adam.weight_decay, 0.05);
+  EXPECT_DOUBLE_EQ(config->optimizer.scape.density, 0.1);  // default
+  EXPECT_EQ(config->schedule.kind, optim::LrSchedule::Kind::kLinear);
+  EXPECT_DOUBLE_EQ(config->schedule.peak_lr, 1e-3);
+  EXPECT_DOUBLE_EQ(config->schedule.min_lr, 1e-4);
+  EXPECT_EQ(config->schedule.warmup_steps, 5);
+  EXPECT_EQ(config->schedule.total_steps, 40);
+  EXPECT_FALSE(config->ping_pong);
+}
+
+TEST(TrainerConfigTest, ScapeAssignmentNeedsTheSchedulersMaskEpoch) {
+  v1::JobSpec spec = Spec("scape");
+  spec.mutable_optimizer()->mutable_scape()->set_density(0.05);
+  spec.mutable_optimizer()->mutable_scape()->set_mask_statistic("residual");
+  v1::JobAssignment assignment = Assignment(spec);
+  auto refused = TrainerConfigForAssignment(assignment, 2);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("no valid mask epoch"), std::string::npos);
+
+  v1::MaskEpochCommand& epoch = *assignment.mutable_mask_epoch();
+  epoch.set_epoch(5);
+  epoch.set_generation(3);
+  epoch.set_world_size(2);
+  for (int64_t bound : {0, 10, 20}) epoch.add_partition_bounds(bound);
+  epoch.set_residual_sync_period(25);
+  epoch.add_forced_dense_steps(50);
+  assignment.set_gradient_accumulation(4);
+  auto config = TrainerConfigForAssignment(assignment, 2);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const optim::ScapeConfig& scape = config->optimizer.scape;
+  EXPECT_EQ(scape.mask_epoch, 5u);
+  EXPECT_EQ(scape.partition_bounds, (std::vector<int64_t>{0, 10, 20}));
+  EXPECT_EQ(scape.residual_sync_period, 25);
+  EXPECT_EQ(scape.forced_dense_steps, std::vector<int64_t>{50});
+  EXPECT_DOUBLE_EQ(scape.density, 0.05);
+  EXPECT_EQ(scape.statistic, optim::MaskStatistic::kResidual);
+  EXPECT_EQ(scape.dense_warmup_steps, 1);  // at least one dense step
+  EXPECT_EQ(config->grad_accum, 4);        // the assignment's (elastic)
+  EXPECT_EQ(config->threads, 2);
+}
+
+TEST(TrainerConfigTest, DenseAssignmentNeedsNoMaskEpochAndMasksCarryTheGeneration) {
+  auto config = TrainerConfigForAssignment(Assignment(Spec("adams")), 0);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->optimizer.scape.mask_epoch, 3u);
+}
+
+TEST(TrainerConfigTest, PingPongOnlyForRemoteAttention) {
+  for (v1::AttentionMode mode : {v1::COLOCATED, v1::DISAGGREGATED, v1::IN_PLACE}) {
+    v1::JobSpec spec = Spec("adamw");
+    spec.mutable_attention()->set_mode(mode);
+    spec.mutable_attention()->set_attention_servers(mode == v1::DISAGGREGATED ? 1 : 0);
+    auto config = TrainerConfigFromSpec(spec);
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->ping_pong, mode != v1::COLOCATED) << mode;
+  }
+}
+
+TEST(TrainerConfigTest, UnknownNamesAreRefused) {
+  EXPECT_EQ(TrainerConfigFromSpec(Spec("lion")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::JobSpec spec = Spec("adamw");
+  spec.mutable_model()->set_preset("huge");
+  EXPECT_FALSE(TrainerConfigFromSpec(spec).ok());
+}
+
+TEST(TrainerConfigTest, DescriptionIsJsonWithTheOptimizersSettings) {
+  auto dense = TrainerConfigFromSpec(Spec("adamw"));
+  auto sparse = TrainerConfigFromSpec(Spec("scape"));
+  ASSERT_TRUE(dense.ok() && sparse.ok());
+  const nlohmann::json d = nlohmann::json::parse(DescribeTrainerConfig(*dense));
+  const nlohmann::json s = nlohmann::json::parse(DescribeTrainerConfig(*sparse));
+  EXPECT_EQ(d["optimizer"]["grad_clip"], 1.0);
+  EXPECT_FALSE(d["optimizer"].contains("scape"));
+  EXPECT_FALSE(s["optimizer"].contains("grad_clip"));
+  EXPECT_EQ(s["optimizer"]["scape"]["mask_statistic"], "momentum-plus-scaled-residual");
+  auto topk = TrainerConfigFromSpec(Spec("topk-adamw"));
+  ASSERT_TRUE(topk.ok());
+  const nlohmann::json t = nlohmann::json::parse(DescribeTrainerConfig(*topk));
+  EXPECT_EQ(t["optimizer"]["scape"], nlohmann::json({{"density", 0.1}}));
+  EXPECT_EQ(d["schedule"]["kind"], "cosine");
+  EXPECT_EQ(d["steps"], 40);
+}
+
+}  // namespace
+}  // namespace corescape::job

@@ -1,0 +1,35 @@
+#include "runtime/optim/optimizer_registry.h"
+
+
+namespace corescape::optim {
+absl::StatusOr<std::unique_ptr<DataParallelOptimizer>> CreateOptimizer(
+    const OptimizerOptions& options, RankGroup* group, DecayMask decay_mask) {
+  auto traits = FindOptimizer(options.name);
+  if (!traits.ok()) return traits.status();
+  switch ((*traits)->kind) {
+    case OptimizerKind::kAdamW:
+      return std::make_unique<DenseAdamWDataParallel>(group, options.adam, std::move(decay_mask),
+                                                      options.grad_clip);
+    case OptimizerKind::kAdamS:
+      return std::make_unique<DenseAdamSDataParallel>(group, options.adam, std::move(decay_mask));
+    case OptimizerKind::kTopKAdamW:
+      if (!(options.scape.density > 0 && options.scape.density <= 1)) {
+        return absl::InvalidArgumentError("topk-adamw: density must be in (0, 1]");
+      }
+      return std::make_unique<TopKGradientAdamW>(group, options.adam, std::move(decay_mask),
+                                                 options.scape.density);
+    case OptimizerKind::kScape:
+    case OptimizerKind::kScapeGlobal: {
+      ScapeConfig scape = options.scape;
+      scape.adams = options.adam;
+      scape.scope = (*traits)->kind == OptimizerKind::kScape ? MaskScope::kPartitioned
+                                                             : MaskScope::kWholeBuffer;
+      auto optimizer = ScapeOptimizer::Create(group, scape, std::move(decay_mask));
+      if (!optimizer.ok()) return optimizer.status();
+      return std::unique_ptr<DataParallelOptimizer>(*std::move(optimizer));
+    }
+  }
+  return absl::InternalError("unhandled optimizer kind");
+}
+
+}  // namespace corescape::optim
