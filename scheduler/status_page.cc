@@ -1,7 +1,5 @@
 #include "scheduler/status_page.h"
 
-#include <sys/socket.h>
-
 #include <set>
 #include <utility>
 #include <vector>
@@ -13,8 +11,7 @@
 #include "glog/logging.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/server_context.h"
-#include "httplib.h"
-#include "runtime/base/host_port.h"
+#include "scheduler/status_conversion.h"
 #include "scheduler/status_page_html.h"
 
 namespace corescape::scheduler {
@@ -82,9 +79,17 @@ HttpResponse Json(const google::protobuf::Message& message) {
   return response;
 }
 
-// The response to a service call: the message, or the call's error.
-HttpResponse Answer(const grpc::Status& status, const google::protobuf::Message& message) {
-  return status.ok() ? Json(message) : FromGrpc(status);
+// One in-process call of a service method (the code the RPC runs),
+// answered with its response as JSON or its error.
+template <typename Service, typename Request, typename Response>
+HttpResponse Call(Service* service,
+                  grpc::Status (Service::*method)(grpc::ServerContext*, const Request*,
+                                                  Response*),
+                  const Request& request) {
+  grpc::ServerContext context;
+  Response response;
+  const grpc::Status status = (service->*method)(&context, &request, &response);
+  return status.ok() ? Json(response) : FromGrpc(status);
 }
 
 // What each path accepts; a parameter not listed is refused.
@@ -127,9 +132,7 @@ HttpResponse StatusPageHandler::Handle(
     return Error(404, "NOT_FOUND", absl::StrCat("no such page: ", path.substr(0, 64)));
   }
   if (method != "GET" && method != "HEAD") {
-    HttpResponse response =
-        Error(405, "METHOD_NOT_ALLOWED", "the status page is read-only: GET only");
-    return response;
+    return Error(405, "METHOD_NOT_ALLOWED", "the status page is read-only: GET only");
   }
   Params params;
   for (const auto& [name, value] : query) {
@@ -172,17 +175,11 @@ HttpResponse StatusPageHandler::Handle(
 }
 
 HttpResponse StatusPageHandler::Status() const {
-  grpc::ServerContext context;
-  v1::GetClusterStatusRequest request;
-  v1::GetClusterStatusResponse response;
-  return Answer(operators_->GetClusterStatus(&context, &request, &response), response);
+  return Call(operators_, &OperatorServiceImpl::GetClusterStatus, v1::GetClusterStatusRequest());
 }
 
 HttpResponse StatusPageHandler::Nodes() const {
-  grpc::ServerContext context;
-  v1::ListNodesRequest request;
-  v1::ListNodesResponse response;
-  return Answer(operators_->ListNodes(&context, &request, &response), response);
+  return Call(operators_, &OperatorServiceImpl::ListNodes, v1::ListNodesRequest());
 }
 
 HttpResponse StatusPageHandler::Jobs(const Params& params) const {
@@ -190,19 +187,15 @@ HttpResponse StatusPageHandler::Jobs(const Params& params) const {
   if (!limit) {
     return Error(400, "INVALID_ARGUMENT", absl::StrCat("limit: a number from 1 to ", kMaxJobs));
   }
-  grpc::ServerContext context;
   v1::ListJobsRequest request;
   request.set_limit(*limit);
-  v1::ListJobsResponse response;
-  return Answer(job_service_->ListJobs(&context, &request, &response), response);
+  return Call(job_service_, &JobServiceImpl::ListJobs, request);
 }
 
 HttpResponse StatusPageHandler::Job(const Params& params) const {
-  grpc::ServerContext context;
   v1::GetJobRequest request;
   request.set_job_id(params.at("id"));
-  v1::GetJobResponse response;
-  return Answer(job_service_->GetJob(&context, &request, &response), response);
+  return Call(job_service_, &JobServiceImpl::GetJob, request);
 }
 
 HttpResponse StatusPageHandler::JobEvents(const Params& params) const {
@@ -219,10 +212,7 @@ HttpResponse StatusPageHandler::JobEvents(const Params& params) const {
   if (job.status != 200) return job;
   // The replay WatchJob sends, a page at a time.
   absl::StatusOr<std::vector<v1::JobEvent>> events = jobs_->EventsAfter(params.at("id"), *after);
-  if (!events.ok()) {
-    return Error(HttpStatusOf(static_cast<grpc::StatusCode>(events.status().code())),
-                 absl::StatusCodeToString(events.status().code()), events.status().message());
-  }
+  if (!events.ok()) return FromGrpc(ToGrpcStatus(events.status()));
   const bool more = static_cast<int>(events->size()) > *limit;
   if (more) events->resize(*limit);
   const uint64_t next_after = events->empty() ? *after : events->back().sequence();
@@ -236,68 +226,25 @@ HttpResponse StatusPageHandler::JobEvents(const Params& params) const {
 }
 
 HttpResponse StatusPageHandler::AttentionPlan(const Params& params) const {
-  grpc::ServerContext context;
   v1::GetAttentionPlanRequest request;
   request.set_job_id(params.at("id"));
-  v1::GetAttentionPlanResponse response;
-  return Answer(operators_->GetAttentionPlan(&context, &request, &response), response);
+  return Call(operators_, &OperatorServiceImpl::GetAttentionPlan, request);
 }
-
-StatusPage::StatusPage(StatusPageHandler handler)
-    : handler_(std::move(handler)), server_(std::make_unique<httplib::Server>()) {}
 
 absl::StatusOr<std::unique_ptr<StatusPage>> StatusPage::Start(const std::string& listen,
                                                               StatusPageHandler handler) {
-  auto parsed = ParseHostPort(listen, /*min_port=*/0);
-  if (!parsed.ok()) return parsed.status();
   std::unique_ptr<StatusPage> page(new StatusPage(std::move(handler)));
-  httplib::Server& server = *page->server_;
-  // No SO_REUSEPORT (httplib's default sets it): two schedulers must not
-  // share a port.
-  server.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  server.set_payload_max_length(4096);
-  server.set_read_timeout(5, 0);
-  server.set_write_timeout(5, 0);
-  server.set_keep_alive_max_count(100);
-  const StatusPageHandler* routes = &page->handler_;
-  auto serve = [routes](const httplib::Request& request, httplib::Response& response) {
+  auto http = HttpServer::Start(listen, [routes = &page->handler_](const HttpRequest& request) {
     HttpResponse answer = routes->Handle(request.method, request.path, request.params);
-    response.status = answer.status;
-    if (answer.status == 405) response.set_header("Allow", "GET, HEAD");
-    response.set_header("Cache-Control", "no-store");
-    response.set_header("X-Content-Type-Options", "nosniff");
-    response.set_content(answer.body, answer.content_type.c_str());
-  };
-  // Every method reaches the handler, which refuses what is not a read.
-  server.Get(".*", serve);
-  server.Post(".*", serve);
-  server.Put(".*", serve);
-  server.Patch(".*", serve);
-  server.Delete(".*", serve);
-  server.Options(".*", serve);
-  int port = 0;
-  if (parsed->port == 0) {
-    port = server.bind_to_any_port(parsed->host);
-  } else if (server.bind_to_port(parsed->host, parsed->port)) {
-    port = parsed->port;
+    if (answer.status == 405) answer.headers.push_back({"Allow", "GET, HEAD"});
+    return answer;
+  });
+  if (!http.ok()) {
+    return absl::Status(http.status().code(),
+                        absl::StrCat("status page: ", http.status().message()));
   }
-  if (port <= 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve the status page on ", listen, " (address in use?)"));
-  }
-  HostPort bound = *parsed;
-  bound.port = static_cast<uint16_t>(port);
-  page->bound_address_ = bound.ToString();
-  page->thread_ = std::thread([&server]() { server.listen_after_bind(); });
+  page->http_ = *std::move(http);
   return page;
-}
-
-StatusPage::~StatusPage() {
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace corescape::scheduler

@@ -9,25 +9,16 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runtime/base/http_server.h"
 #include "scheduler/job_manager.h"
 #include "scheduler/job_service.h"
 #include "scheduler/operator_service.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace corescape::scheduler {
-
-struct HttpResponse {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-};
 
 // Request → response, without sockets.
 class StatusPageHandler {
@@ -59,23 +50,20 @@ class StatusPageHandler {
   const JobManager* jobs_;
 };
 
-// The handler served over HTTP/1.1 (cpp-httplib) on its own threads.
+// The handler served over HTTP (runtime/base/http_server) on its own threads.
 class StatusPage {
  public:
   // `listen` is HOST:PORT; port 0 picks a free one.
   static absl::StatusOr<std::unique_ptr<StatusPage>> Start(const std::string& listen,
                                                            StatusPageHandler handler);
-  ~StatusPage();  // stops serving
 
-  const std::string& bound_address() const { return bound_address_; }
+  const std::string& bound_address() const { return http_->bound_address(); }
 
  private:
-  explicit StatusPage(StatusPageHandler handler);
+  explicit StatusPage(StatusPageHandler handler) : handler_(std::move(handler)) {}
 
-  StatusPageHandler handler_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  std::string bound_address_;
+  const StatusPageHandler handler_;
+  std::unique_ptr<HttpServer> http_;  // destroyed (stopped) before handler_
 };
 
 }  // namespace corescape::scheduler

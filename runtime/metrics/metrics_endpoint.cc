@@ -1,16 +1,14 @@
 #include "runtime/metrics/metrics_endpoint.h"
 
-#include <exception>
+#include <sstream>
 #include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "glog/logging.h"
-#include "prometheus/collectable.h"
-#include "prometheus/exposer.h"
+#include "prometheus/text_serializer.h"
 #include "runtime/base/atomic_file.h"
-#include "runtime/base/host_port.h"
 #include "runtime/metrics/process_metrics.h"
 
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -45,52 +43,50 @@ FamilyBuilder& FamilyBuilder::Add(const std::map<std::string, std::string>& labe
 
 prometheus::MetricFamily FamilyBuilder::Build() { return std::move(family_); }
 
-class MetricsEndpoint::Collectors final : public prometheus::Collectable {
- public:
-  void Add(Collector collect) {
-    absl::MutexLock lock(&mu_);
-    collectors_.push_back(std::move(collect));
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
+    const std::string& listen, const std::string& daemon) {
+  std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
+  endpoint->registry_ = std::make_unique<prometheus::Registry>();
+  endpoint->AddCollector([daemon]() { return CollectProcessMetrics(daemon); });
+  auto http = HttpServer::Start(
+      listen, [e = endpoint.get()](const HttpRequest& request) { return e->Handle(request); });
+  if (!http.ok()) {
+    return absl::Status(http.status().code(),
+                        absl::StrCat("cannot serve metrics: ", http.status().message()));
   }
-  std::vector<prometheus::MetricFamily> Collect() const override {
+  endpoint->http_ = *std::move(http);
+  return endpoint;
+}
+
+HttpResponse MetricsEndpoint::Handle(const HttpRequest& request) const {
+  HttpResponse response;
+  response.content_type = "text/plain; charset=utf-8";
+  if (request.path != "/metrics") {
+    response.status = 404;
+    response.body = "not found: metrics are at /metrics\n";
+  } else if (request.method != "GET" && request.method != "HEAD") {
+    response.status = 405;
+    response.headers.push_back({"Allow", "GET, HEAD"});
+    response.body = "GET only\n";
+  } else {
+    // The version of the text format Prometheus negotiates for.
+    response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    response.body = Scrape();
+  }
+  return response;
+}
+
+std::string MetricsEndpoint::Scrape() const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  {
     absl::MutexLock lock(&mu_);
-    std::vector<prometheus::MetricFamily> families;
     for (const Collector& collect : collectors_) {
       for (prometheus::MetricFamily& family : collect()) families.push_back(std::move(family));
     }
-    return families;
   }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<Collector> collectors_ ABSL_GUARDED_BY(mu_);
-};
-
-absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
-    const std::string& listen, const std::string& daemon) {
-  auto parsed = ParseHostPort(listen, /*min_port=*/0);
-  if (!parsed.ok()) return parsed.status();
-  std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
-  endpoint->registry_ = std::make_shared<prometheus::Registry>();
-  endpoint->collectors_ = std::make_shared<Collectors>();
-  endpoint->AddCollector([daemon]() { return CollectProcessMetrics(daemon); });
-  try {
-    // civetweb wants IPv6 literals bracketed, as ToString writes them.
-    endpoint->exposer_ = std::make_unique<prometheus::Exposer>(parsed->ToString(),
-                                                               /*num_threads=*/2);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
-  }
-  const std::vector<int> ports = endpoint->exposer_->GetListeningPorts();
-  if (ports.empty() || ports.front() <= 0) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen));
-  }
-  HostPort bound = *parsed;
-  bound.port = static_cast<uint16_t>(ports.front());
-  endpoint->bound_address_ = bound.ToString();
-  endpoint->exposer_->RegisterCollectable(endpoint->registry_);
-  endpoint->exposer_->RegisterCollectable(endpoint->collectors_);
-  return endpoint;
+  std::ostringstream text;
+  prometheus::TextSerializer().Serialize(text, families);
+  return text.str();
 }
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::StartFromFlags(
@@ -114,10 +110,12 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::StartFromFlags
 }
 
 MetricsEndpoint::~MetricsEndpoint() {
-  // The exposer's threads call the collectors: stop them first.
-  exposer_.reset();
+  http_.reset();  // its threads call the collectors
 }
 
-void MetricsEndpoint::AddCollector(Collector collect) { collectors_->Add(std::move(collect)); }
+void MetricsEndpoint::AddCollector(Collector collect) {
+  absl::MutexLock lock(&mu_);
+  collectors_.push_back(std::move(collect));
+}
 
 }  // namespace corescape::metrics

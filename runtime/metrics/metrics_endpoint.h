@@ -3,6 +3,11 @@
 // prometheus::Registry) and families computed at scrape time from state the
 // daemon already keeps (so the numbers are never a second, drifting copy).
 // Every metric is named MetricName(...): corescape_<daemon part>_<what>.
+//
+// Served by runtime/base/http_server, not prometheus-cpp's pull exposer:
+// the exposer's civetweb threads have 100 KB stacks, which glibc's printf
+// overflows once libquadmath (loaded with OpenBLAS, as in the workers) has
+// registered its printf handlers.
 #ifndef CORESCAPE_RUNTIME_METRICS_METRICS_ENDPOINT_H_
 #define CORESCAPE_RUNTIME_METRICS_METRICS_ENDPOINT_H_
 
@@ -14,12 +19,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
-
-namespace prometheus {
-class Exposer;
-}
+#include "runtime/base/http_server.h"
 
 namespace corescape::metrics {
 
@@ -55,22 +58,26 @@ class MetricsEndpoint {
       const std::string& daemon);
   ~MetricsEndpoint();
 
-  const std::string& bound_address() const { return bound_address_; }
+  const std::string& bound_address() const { return http_->bound_address(); }
   // For metric objects the daemon updates (counters, histograms).
   prometheus::Registry& registry() { return *registry_; }
-  // Adds families computed at every scrape. `collect` runs on the
-  // exposer's threads and must outlive nothing: the endpoint stops serving
-  // before it is destroyed, so destroy it before what `collect` reads.
+  // Adds families computed at every scrape, on the server's threads: the
+  // endpoint must be destroyed (it stops serving first) before what
+  // `collect` reads.
   void AddCollector(Collector collect);
 
- private:
-  class Collectors;
-  MetricsEndpoint() = default;
+  // The text exposition of everything, as GET /metrics answers.
+  std::string Scrape() const;
 
-  std::shared_ptr<prometheus::Registry> registry_;
-  std::shared_ptr<Collectors> collectors_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  std::string bound_address_;
+ private:
+  MetricsEndpoint() = default;
+  HttpResponse Handle(const HttpRequest& request) const;
+
+  std::unique_ptr<prometheus::Registry> registry_;
+  mutable absl::Mutex mu_;
+  std::vector<Collector> collectors_ ABSL_GUARDED_BY(mu_);
+  // Last, so destroyed first: its threads call the above.
+  std::unique_ptr<HttpServer> http_;
 };
 
 }  // namespace corescape::metrics
