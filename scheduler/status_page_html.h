@@ -112,7 +112,8 @@ function drawCurve(job, curve) {
                         "data-val-points": curve.val.length});
   const all = curve.train.concat(curve.val).filter(pt => isFinite(pt[1]));
   if (all.length === 0) return s;
-  const maxStep = Math.max(Number(job.spec.steps), ...all.map(pt => pt[0]), 1);
+  // Up to the newest step (the bar above shows how far that is).
+  const maxStep = Math.max(...all.map(pt => pt[0]), 1);
   let lo = Math.min(...all.map(pt => pt[1])), hi = Math.max(...all.map(pt => pt[1]));
   if (hi - lo < 1e-9) { hi += 0.5; lo -= 0.5; }
   const x = step => P + (W - 2 * P) * step / maxStep;
@@ -128,7 +129,7 @@ function drawCurve(job, curve) {
     const t = svg("text", {x: 2, y: yy, "font-size": 10}); t.textContent = text; s.append(t);
   }
   const t = svg("text", {x: W - P, y: H - 4, "font-size": 10, "text-anchor": "end"});
-  t.textContent = "step " + maxStep + "  (line: training, dots: validation)";
+  t.textContent = "steps 0-" + maxStep + "  (line: training, dots: validation)";
   s.append(t);
   return s;
 }

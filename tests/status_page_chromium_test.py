@@ -110,7 +110,7 @@ class StatusPageChromiumTest(unittest.TestCase):
         self.assertGreaterEqual(float(plans[0]["data-imbalance"]), 1.0)
         self.assertTrue(page.find("div", data_server="attn-0"), dom)
         self.assertIn("NODE_REGISTERED", dom)  # recent events
-        self.assertNotIn("refresh failed", dom)
+        self.assertIn('<div id="error"></div>', dom)  # no refresh failed
 
         screenshot = os.path.join(OUTPUTS, "status_page.png")
         chromium(f"--screenshot={screenshot}", "--window-size=1280,1400", url)
