@@ -96,24 +96,19 @@ class Prometheus:
                 self.process.wait()
 
 
-class MetricsPrometheusTest(unittest.TestCase):
+class MetricsPrometheusTest(ops_cluster.OpsClusterTestCase):
 
     def setUp(self):
-        self.cluster = ops_cluster.OpsCluster("metrics")
+        super().setUp()
         self.prometheus = None
 
     def tearDown(self):
         if self.prometheus:
             self.prometheus.stop()
-        self.cluster.down()
+        super().tearDown()
 
-    def run(self, result=None):
-        result = super().run(result)
-        if result and (result.failures or result.errors):
-            self.cluster.dump_logs()
-            if self.prometheus:
-                print("===== prometheus =====\n" + self.prometheus.log())
-        return result
+    def extra_logs(self):
+        return "===== prometheus =====\n" + self.prometheus.log() if self.prometheus else ""
 
     def test_prometheus_scrapes_every_daemon_during_a_job(self):
         daemons = self.cluster.up(workers=2, attention_servers=1)

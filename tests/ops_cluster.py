@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import unittest
 import urllib.error
 import urllib.request
 
@@ -112,3 +113,24 @@ class OpsCluster:
                     print(f"===== {daemon['name']} =====\n{f.read()[-20000:]}", file=sys.stderr)
             except OSError:
                 pass
+
+
+class OpsClusterTestCase(unittest.TestCase):
+    """A cluster of its own per test, stopped afterwards; the daemons' logs
+    (and `extra_logs()`) printed when the test fails."""
+
+    def setUp(self):
+        self.cluster = OpsCluster(self.id().split(".")[-1])
+
+    def tearDown(self):
+        self.cluster.down()
+
+    def extra_logs(self):
+        return ""
+
+    def run(self, result=None):
+        result = super().run(result)
+        if result and (result.failures or result.errors):
+            self.cluster.dump_logs()
+            print(self.extra_logs(), file=sys.stderr)
+        return result

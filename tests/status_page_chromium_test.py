@@ -51,19 +51,7 @@ def chromium(*args):
     return result.stdout
 
 
-class StatusPageChromiumTest(unittest.TestCase):
-
-    def setUp(self):
-        self.cluster = ops_cluster.OpsCluster("status-page")
-
-    def tearDown(self):
-        self.cluster.down()
-
-    def run(self, result=None):
-        result = super().run(result)
-        if result and (result.failures or result.errors):
-            self.cluster.dump_logs()
-        return result
+class StatusPageChromiumTest(ops_cluster.OpsClusterTestCase):
 
     def snapshot(self):
         """What the scheduler holds, minus what moves by itself (heartbeat
