@@ -15,6 +15,7 @@
 #include "runtime/base/host_port.h"
 #include "runtime/base/service_notify.h"
 #include "runtime/base/shutdown_signal.h"
+#include "runtime/metrics/metrics_endpoint.h"
 #include "scheduler/scheduler_server.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
@@ -27,6 +28,11 @@ ABSL_FLAG(absl::Duration, lease_ttl, absl::Seconds(10),
           "a node missing heartbeats this long is declared DEAD");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::ZeroDuration(),
           "how often nodes are told to heartbeat; 0 means lease_ttl/4");
+ABSL_FLAG(std::string, http_listen, "",
+          "HOST:PORT of the read-only status page and its JSON (docs/status_page.md); "
+          "port 0 picks a free port; empty: none");
+ABSL_FLAG(std::string, http_port_file, "",
+          "if set, the status page's bound HOST:PORT is written here once serving");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(2),
           "on SIGTERM, how long in-flight RPCs may finish");
 
@@ -58,6 +64,13 @@ corescape::scheduler::SchedulerConfig ConfigFromFlags() {
   if (absl::GetFlag(FLAGS_shutdown_grace) < absl::ZeroDuration()) {
     corescape::ExitWithFlagError("--shutdown_grace: must not be negative");
   }
+  config.http_listen = absl::GetFlag(FLAGS_http_listen);
+  if (!config.http_listen.empty()) {
+    if (auto parsed = corescape::ParseHostPort(config.http_listen, 0); !parsed.ok()) {
+      corescape::ExitWithFlagError(
+          absl::StrCat("--http_listen: ", parsed.status().message()));
+    }
+  }
   config.version = kVersion;
   return config;
 }
@@ -77,13 +90,30 @@ int main(int argc, char** argv) {
   corescape::InitDaemon(argc, argv,
                         "corescape-scheduler --listen=HOST:PORT --state_dir=DIR");
   corescape::scheduler::SchedulerConfig config = ConfigFromFlags();
-  auto server = corescape::scheduler::SchedulerServer::Start(config);
+  auto metrics = corescape::metrics::MetricsEndpoint::StartFromFlags("scheduler");
+  if (!metrics.ok()) {
+    LOG(ERROR) << "cannot start: " << metrics.status();
+    return 1;
+  }
+  auto server = corescape::scheduler::SchedulerServer::Start(
+      config, corescape::RealClock::Get(), *std::move(metrics));
   if (!server.ok()) {
     LOG(ERROR) << "cannot start: " << server.status();
     return 1;
   }
   LOG(INFO) << "corescape-scheduler " << kVersion << " serving on "
             << (*server)->bound_address() << ", lease ttl " << config.lease_ttl;
+  // Before --port_file: whoever waits for that one finds this one written.
+  if (const std::string page = (*server)->status_page_address(); !page.empty()) {
+    LOG(INFO) << "status page on http://" << page << "/";
+    if (const std::string port_file = absl::GetFlag(FLAGS_http_port_file);
+        !port_file.empty()) {
+      if (absl::Status s = corescape::WriteFileAtomically(port_file, page + "\n"); !s.ok()) {
+        LOG(ERROR) << "--http_port_file: " << s;
+        return 1;
+      }
+    }
+  }
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     if (absl::Status s = corescape::WriteFileAtomically(
             port_file, (*server)->bound_address() + "\n");

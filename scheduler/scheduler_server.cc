@@ -25,7 +25,8 @@ absl::StatusOr<std::string> LoadOrCreateSchedulerId(StateStore* store) {
 }
 
 absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
-    const SchedulerConfig& config, const Clock* clock) {
+    const SchedulerConfig& config, const Clock* clock,
+    std::unique_ptr<metrics::MetricsEndpoint> metrics) {
   auto listen = ParseHostPort(config.listen_address, /*min_port=*/0);
   if (!listen.ok()) return listen.status();
   std::unique_ptr<SchedulerServer> server(new SchedulerServer());
@@ -66,6 +67,12 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
       server->registry_.get(), server->events_.get(), server->jobs_.get(), config.version,
       clock->Now(), server->attention_planning_.get());
   server->job_service_ = std::make_unique<JobServiceImpl>(server->jobs_.get());
+  if (metrics != nullptr) {
+    server->metrics_endpoint_ = std::move(metrics);
+    server->metrics_ = std::make_unique<SchedulerMetrics>(
+        server->metrics_endpoint_.get(), server->registry_.get(), server->jobs_.get(),
+        server->attention_planning_.get());
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -78,6 +85,11 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   builder.RegisterService(server->node_service_.get());
   builder.RegisterService(server->operator_service_.get());
   builder.RegisterService(server->job_service_.get());
+  if (server->metrics_ != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(server->metrics_->RpcInterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || selected_port == 0) {
     return absl::UnavailableError(
@@ -92,6 +104,15 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     server->server_->GetHealthCheckService()->SetServingStatus(service, true);
   }
 
+  if (!config.http_listen.empty()) {
+    auto page = StatusPage::Start(
+        config.http_listen,
+        StatusPageHandler(server->operator_service_.get(), server->job_service_.get(),
+                          server->jobs_.get()));
+    if (!page.ok()) return page.status();
+    server->status_page_ = *std::move(page);
+  }
+
   server->reap_interval_ =
       std::clamp(config.lease_ttl / 20, absl::Milliseconds(20), absl::Seconds(1));
   server->reaper_ = std::thread([s = server.get()]() { s->ReapAndReconcile(); });
@@ -103,7 +124,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
 
 void SchedulerServer::ReapAndReconcile() {
   while (!stop_reaper_.WaitForNotificationWithTimeout(reap_interval_)) {
-    registry_->ExpireLeases();
+    const std::vector<std::string> expired = registry_->ExpireLeases();
+    if (metrics_ != nullptr) metrics_->CountLeaseExpiries(static_cast<int>(expired.size()));
     jobs_->Reconcile();
   }
 }
@@ -112,6 +134,9 @@ void SchedulerServer::Shutdown(absl::Duration grace) {
   // Also reached from a Start() that failed half-way.
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  // The page calls the services; metrics stay until destruction, since
+  // in-flight RPCs still count themselves.
+  status_page_.reset();
   server_->GetHealthCheckService()->SetServingStatus(false);
   node_service_->BeginShutdown();
   job_service_->BeginShutdown();

@@ -12,6 +12,7 @@
 #include "corescape/v1/job.grpc.pb.h"
 #include "grpcpp/server.h"
 #include "runtime/base/clock.h"
+#include "runtime/metrics/metrics_endpoint.h"
 #include "scheduler/attention_planning.h"
 #include "scheduler/event_log.h"
 #include "scheduler/job_manager.h"
@@ -19,7 +20,9 @@
 #include "scheduler/node_registry.h"
 #include "scheduler/node_service.h"
 #include "scheduler/operator_service.h"
+#include "scheduler/scheduler_metrics.h"
 #include "scheduler/state_store.h"
+#include "scheduler/status_page.h"
 
 namespace corescape::scheduler {
 
@@ -29,19 +32,27 @@ struct SchedulerConfig {
   absl::Duration lease_ttl = absl::Seconds(10);
   absl::Duration heartbeat_interval = absl::Seconds(2);
   std::string version;
+  // HOST:PORT of the read-only status page (port 0: pick one); empty: none.
+  std::string http_listen;
 };
 
 // The scheduler daemon minus main(): opens the durable store, restores
 // state, serves corescape.v1 (plus grpc.health.v1 and reflection) and runs
-// the lease reaper.
+// the lease reaper; with `metrics`, its Prometheus metrics there, and with
+// config.http_listen, the status page.
 class SchedulerServer {
  public:
   static absl::StatusOr<std::unique_ptr<SchedulerServer>> Start(
-      const SchedulerConfig& config, const Clock* clock = RealClock::Get());
+      const SchedulerConfig& config, const Clock* clock = RealClock::Get(),
+      std::unique_ptr<metrics::MetricsEndpoint> metrics = nullptr);
   ~SchedulerServer();
 
   // The address actually bound (with the chosen port).
   const std::string& bound_address() const { return bound_address_; }
+  // The status page's bound address; empty without one.
+  std::string status_page_address() const {
+    return status_page_ == nullptr ? "" : status_page_->bound_address();
+  }
 
   // Stops accepting RPCs, lets in-flight ones finish for up to `grace`.
   void Shutdown(absl::Duration grace = absl::Seconds(2));
@@ -66,6 +77,10 @@ class SchedulerServer {
   absl::Notification stop_reaper_;
   std::thread reaper_;
   bool shut_down_ = false;
+  // Last, so destroyed first: they read everything above.
+  std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint_;
+  std::unique_ptr<SchedulerMetrics> metrics_;
+  std::unique_ptr<StatusPage> status_page_;
 };
 
 // Loads the scheduler's identity from the store, creating it on first start.

@@ -17,6 +17,8 @@ PACKAGES=(
   python3-torch fortunes
   # deployment: the container image, systemd units, Kubernetes manifests
   buildah podman systemd python3-yaml python3-seccomp
+  # operations: metrics, the status page, and the real Prometheus and Chromium its tests drive
+  prometheus-cpp-dev libcpp-httplib-dev prometheus chromium
 )
 # Commands that other packages may already provide (a newer kubectl, a
 # NodeSource node with its own npm): installed from Debian only if missing.

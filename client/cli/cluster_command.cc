@@ -219,10 +219,14 @@ int RunClusterStatus(bool json) {
   std::cout << "scheduler " << record->scheduler_address << " ("
             << (running ? "running" : "not running") << "), state in "
             << record->state_dir << "\n";
-  Table table({"NAME", "ROLE", "PID", "PROCESS", "LOG"});
+  if (scheduler != nullptr && !scheduler->status_url.empty()) {
+    std::cout << "status page " << scheduler->status_url << "\n";
+  }
+  Table table({"NAME", "ROLE", "PID", "PROCESS", "METRICS", "LOG"});
   for (const auto& daemon : record->daemons) {
     table.AddRow({daemon.name, daemon.role, absl::StrCat(daemon.pid),
-                  IsDaemonAlive(daemon) ? "running" : "exited", daemon.log});
+                  IsDaemonAlive(daemon) ? "running" : "exited",
+                  daemon.metrics_url, daemon.log});
   }
   std::cout << table.Render();
   std::cout.flush();

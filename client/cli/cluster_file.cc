@@ -39,12 +39,15 @@ std::string ClusterFilePath(const std::string& home) {
 nlohmann::json ClusterRecordToJson(const ClusterRecord& record) {
   nlohmann::json daemons = nlohmann::json::array();
   for (const auto& daemon : record.daemons) {
-    daemons.push_back({{"name", daemon.name},
-                       {"role", daemon.role},
-                       {"pid", daemon.pid},
-                       {"start_ticks", daemon.start_ticks},
-                       {"binary", daemon.binary},
-                       {"log", daemon.log}});
+    nlohmann::json entry = {{"name", daemon.name},
+                            {"role", daemon.role},
+                            {"pid", daemon.pid},
+                            {"start_ticks", daemon.start_ticks},
+                            {"binary", daemon.binary},
+                            {"log", daemon.log},
+                            {"metrics_url", daemon.metrics_url}};
+    if (daemon.role == kSchedulerRole) entry["status_url"] = daemon.status_url;
+    daemons.push_back(std::move(entry));
   }
   return {{"scheduler", record.scheduler_address},
           {"state_dir", record.state_dir},
@@ -97,6 +100,8 @@ absl::StatusOr<ClusterRecord> ClusterRecordFromJson(
           std::max<int64_t>(0, IntegerField(entry, "start_ticks")));
       daemon.binary = StringField(entry, "binary");
       daemon.log = StringField(entry, "log");
+      daemon.metrics_url = StringField(entry, "metrics_url");
+      daemon.status_url = StringField(entry, "status_url");
       record.daemons.push_back(std::move(daemon));
     }
   }

@@ -7,7 +7,10 @@
 //     "started_unix_ms": 1700000000000, "lease_ttl_seconds": 10,
 //     "daemons": [{"name": "scheduler", "role": "scheduler", "pid": 123,
 //                  "start_ticks": 4567, "binary": "/abs/corescape-scheduler",
-//                  "log": "/abs/state/logs/scheduler.log"}, ...]
+//                  "log": "/abs/state/logs/scheduler.log",
+//                  "metrics_url": "http://127.0.0.1:PORT/metrics",
+//                  "status_url": "http://127.0.0.1:PORT/"}, ...]
+//   (status_url: the scheduler's status page, on the scheduler only)
 //   }
 #ifndef CORESCAPE_CLIENT_CLI_CLUSTER_FILE_H_
 #define CORESCAPE_CLIENT_CLI_CLUSTER_FILE_H_
@@ -33,6 +36,8 @@ struct DaemonRecord {
   uint64_t start_ticks = 0;  // tells the daemon apart from a reused pid
   std::string binary;
   std::string log;
+  std::string metrics_url;  // its Prometheus endpoint; empty if unknown
+  std::string status_url;   // the scheduler's status page; empty otherwise
 };
 
 // True while the recorded process (same pid, same start time) runs.

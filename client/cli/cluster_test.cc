@@ -41,10 +41,13 @@ ClusterRecord SampleRecord() {
   record.lease_ttl_seconds = 10;
   record.daemons.push_back({"scheduler", kSchedulerRole, 100, 5000,
                             "/bin/corescape-scheduler",
-                            "/state/logs/scheduler.log"});
+                            "/state/logs/scheduler.log",
+                            "http://127.0.0.1:40001/metrics",
+                            "http://127.0.0.1:40002/"});
   record.daemons.push_back({"worker-0", kWorkerRole, 101, 5001,
                             "/bin/corescape-worker",
-                            "/state/logs/worker-0.log"});
+                            "/state/logs/worker-0.log",
+                            "http://127.0.0.1:40003/metrics", ""});
   return record;
 }
 
@@ -59,6 +62,10 @@ TEST(ClusterFileTest, JsonHasDocumentedKeys) {
   EXPECT_EQ(json["daemons"][0]["pid"].get<int64_t>(), 100);
   EXPECT_EQ(json["daemons"][0]["start_ticks"].get<uint64_t>(), 5000);
   EXPECT_EQ(json["daemons"][1]["log"], "/state/logs/worker-0.log");
+  EXPECT_EQ(json["daemons"][0]["metrics_url"], "http://127.0.0.1:40001/metrics");
+  EXPECT_EQ(json["daemons"][0]["status_url"], "http://127.0.0.1:40002/");
+  EXPECT_EQ(json["daemons"][1]["metrics_url"], "http://127.0.0.1:40003/metrics");
+  EXPECT_FALSE(json["daemons"][1].contains("status_url"));  // the scheduler's only
 }
 
 TEST(ClusterFileTest, WriteThenReadRoundTrips) {
@@ -74,6 +81,8 @@ TEST(ClusterFileTest, WriteThenReadRoundTrips) {
   EXPECT_EQ(read->daemons[1].start_ticks, 5001);
   ASSERT_NE(read->Scheduler(), nullptr);
   EXPECT_EQ(read->Scheduler()->binary, "/bin/corescape-scheduler");
+  EXPECT_EQ(read->Scheduler()->status_url, "http://127.0.0.1:40002/");
+  EXPECT_EQ(read->daemons[1].metrics_url, "http://127.0.0.1:40003/metrics");
 }
 
 TEST(ClusterFileTest, MissingAndCorruptFilesAreTold) {

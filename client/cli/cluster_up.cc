@@ -102,6 +102,16 @@ class ClusterLauncher {
     return Save();
   }
 
+  absl::Status SetUrls(const std::string& name, const std::string& metrics_url,
+                       const std::string& status_url) {
+    for (DaemonRecord& daemon : record_.daemons) {
+      if (daemon.name != name) continue;
+      daemon.metrics_url = metrics_url;
+      daemon.status_url = status_url;
+    }
+    return Save();
+  }
+
   static absl::Status DaemonExited(const DaemonRecord& daemon,
                                    const std::string& how) {
     return absl::FailedPreconditionError(
@@ -259,6 +269,40 @@ absl::Status ClearPreviousCluster(const std::string& cluster_file) {
   return absl::OkStatus();
 }
 
+// The HOST:PORT a daemon wrote to `path` (its --metrics_port_file or
+// --http_port_file, written before the daemon serves gRPC).
+absl::StatusOr<std::string> ReadAddressFile(const std::string& path,
+                                            const std::string& what) {
+  absl::StatusOr<std::string> contents = ReadFile(path);
+  if (!contents.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no ", what, " address in ", path, ": ",
+                     contents.status().message()));
+  }
+  std::string address(absl::StripAsciiWhitespace(*contents));
+  if (!IsHostPort(address)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " holds '", address, "', which is not HOST:PORT"));
+  }
+  return address;
+}
+
+std::string MetricsPortFile(const fs::path& state_dir,
+                            const std::string& name) {
+  return (state_dir / (name + ".metrics.addr")).string();
+}
+
+// Every daemon serves its metrics on a free loopback port.
+std::vector<std::string> MetricsFlags(const fs::path& state_dir,
+                                      const std::string& name) {
+  return {"--metrics_listen=127.0.0.1:0",
+          absl::StrCat("--metrics_port_file=", MetricsPortFile(state_dir, name))};
+}
+
+std::string MetricsUrl(const std::string& address) {
+  return absl::StrCat("http://", address, "/metrics");
+}
+
 struct DaemonBinaries {
   std::string scheduler;
   std::string worker;            // empty when no workers are wanted
@@ -334,9 +378,14 @@ int RunClusterUp(const ClusterUpOptions& options) {
   const std::string scheduler_port_file =
       (state_dir / "scheduler.addr").string();
   std::error_code ignored;
+  const std::string status_page_port_file =
+      (state_dir / "scheduler.http.addr").string();
   fs::remove(scheduler_port_file, ignored);
+  fs::remove(status_page_port_file, ignored);
+  fs::remove(MetricsPortFile(state_dir, "scheduler"), ignored);
   for (const auto& name : node_names) {
     fs::remove(state_dir / (name + ".addr"), ignored);
+    fs::remove(MetricsPortFile(state_dir, name), ignored);
   }
 
   std::signal(SIGINT, OnInterrupt);
@@ -346,13 +395,19 @@ int RunClusterUp(const ClusterUpOptions& options) {
   ClusterLauncher launcher(cluster_file, record);
 
   // 1. The scheduler, and the address it bound.
+  std::vector<std::string> scheduler_args = {
+      "--listen=127.0.0.1:0",
+      absl::StrCat("--port_file=", scheduler_port_file),
+      absl::StrCat("--state_dir=", (state_dir / "scheduler").string()),
+      absl::StrCat("--lease_ttl=", absl::FormatDuration(absl::Seconds(
+                                       options.lease_ttl_seconds))),
+      "--http_listen=127.0.0.1:0",
+      absl::StrCat("--http_port_file=", status_page_port_file)};
+  for (std::string& flag : MetricsFlags(state_dir, "scheduler")) {
+    scheduler_args.push_back(std::move(flag));
+  }
   absl::StatusOr<pid_t> scheduler_pid = launcher.Start(
-      "scheduler", kSchedulerRole, binaries->scheduler,
-      {"--listen=127.0.0.1:0",
-       absl::StrCat("--port_file=", scheduler_port_file),
-       absl::StrCat("--state_dir=", (state_dir / "scheduler").string()),
-       absl::StrCat("--lease_ttl=", absl::FormatDuration(absl::Seconds(
-                                        options.lease_ttl_seconds)))});
+      "scheduler", kSchedulerRole, binaries->scheduler, scheduler_args);
   if (!scheduler_pid.ok())
     return FailLaunch(launcher, scheduler_pid.status(), nullptr);
   const DaemonRecord scheduler = launcher.record().daemons.back();
@@ -363,17 +418,37 @@ int RunClusterUp(const ClusterUpOptions& options) {
       !saved.ok()) {
     return FailLaunch(launcher, saved, nullptr);
   }
+  // Both are written before the scheduler's port file.
+  absl::StatusOr<std::string> status_page =
+      ReadAddressFile(status_page_port_file, "status page");
+  if (!status_page.ok()) {
+    return FailLaunch(launcher, status_page.status(), &scheduler);
+  }
+  absl::StatusOr<std::string> scheduler_metrics = ReadAddressFile(
+      MetricsPortFile(state_dir, "scheduler"), "scheduler metrics");
+  if (!scheduler_metrics.ok()) {
+    return FailLaunch(launcher, scheduler_metrics.status(), &scheduler);
+  }
+  const std::string status_url = absl::StrCat("http://", *status_page, "/");
+  if (absl::Status saved = launcher.SetUrls(
+          "scheduler", MetricsUrl(*scheduler_metrics), status_url);
+      !saved.ok()) {
+    return FailLaunch(launcher, saved, nullptr);
+  }
 
   // 2. The nodes.
   for (const auto& name : node_names) {
     const bool is_worker = absl::StartsWith(name, "worker-");
+    std::vector<std::string> args = {
+        absl::StrCat("--scheduler=", *address), absl::StrCat("--name=", name),
+        "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1",
+        absl::StrCat("--port_file=", (state_dir / (name + ".addr")).string())};
+    for (std::string& flag : MetricsFlags(state_dir, name)) {
+      args.push_back(std::move(flag));
+    }
     absl::StatusOr<pid_t> pid = launcher.Start(
         name, is_worker ? kWorkerRole : kAttentionServerRole,
-        is_worker ? binaries->worker : binaries->attention_server,
-        {absl::StrCat("--scheduler=", *address), absl::StrCat("--name=", name),
-         "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1",
-         absl::StrCat("--port_file=",
-                      (state_dir / (name + ".addr")).string())});
+        is_worker ? binaries->worker : binaries->attention_server, args);
     if (!pid.ok()) return FailLaunch(launcher, pid.status(), nullptr);
   }
 
@@ -415,6 +490,20 @@ int RunClusterUp(const ClusterUpOptions& options) {
     }
     absl::SleepFor(kPollInterval);
   }
+  // A node writes its metrics address before it registers.
+  for (const auto& name : node_names) {
+    const DaemonRecord* node = nullptr;
+    for (const auto& daemon : launcher.record().daemons) {
+      if (daemon.name == name) node = &daemon;
+    }
+    absl::StatusOr<std::string> metrics = ReadAddressFile(
+        MetricsPortFile(state_dir, name), absl::StrCat(name, " metrics"));
+    if (!metrics.ok()) return FailLaunch(launcher, metrics.status(), node);
+    if (absl::Status saved = launcher.SetUrls(name, MetricsUrl(*metrics), "");
+        !saved.ok()) {
+      return FailLaunch(launcher, saved, nullptr);
+    }
+  }
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
 
@@ -426,6 +515,7 @@ int RunClusterUp(const ClusterUpOptions& options) {
               << Plural(options.attention_servers, "attention server",
                         "attention servers")
               << " (state in " << record.state_dir << ")\n"
+              << "status page " << status_url << "\n"
               << *address << std::endl;
   }
   return kExitOk;

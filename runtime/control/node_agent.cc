@@ -62,7 +62,13 @@ bool NodeAgent::WaitUntilRegistered(absl::Duration timeout) const {
   return mu_.AwaitWithTimeout(absl::Condition(&registered_), timeout);
 }
 
+bool NodeAgent::session_open() const {
+  absl::MutexLock lock(&mu_);
+  return session_context_ != nullptr;
+}
+
 void NodeAgent::Send(v1::NodeMessage message) {
+  if (options_.on_send) options_.on_send(message);
   absl::MutexLock lock(&mu_);
   // Bounded: a long outage must not grow memory without limit.
   if (outbox_.size() >= 10000) {

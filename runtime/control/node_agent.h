@@ -25,6 +25,8 @@ struct NodeAgentOptions {
   absl::Duration rpc_timeout = absl::Seconds(5);
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
+  // If set, sees every message handed to Send (metrics); must not block.
+  std::function<void(const v1::NodeMessage&)> on_send;
 };
 
 // A daemon's membership in the cluster: registers with the scheduler, keeps
@@ -49,6 +51,8 @@ class NodeAgent {
   void Send(v1::NodeMessage message);
 
   bool registered() const;
+  // True while a session stream is open (reports can flow).
+  bool session_open() const;
   uint64_t incarnation() const;
   // Blocks until registered or timeout; true if registered.
   bool WaitUntilRegistered(absl::Duration timeout) const;

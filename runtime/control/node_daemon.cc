@@ -23,7 +23,9 @@
 #include "runtime/base/service_notify.h"
 #include "runtime/base/shutdown_signal.h"
 #include "runtime/control/node_agent.h"
+#include "runtime/control/node_metrics.h"
 #include "runtime/control/system_resources.h"
+#include "runtime/metrics/metrics_endpoint.h"
 
 ABSL_FLAG(std::string, scheduler, "",
           "scheduler HOST:PORT (default: $CORESCAPE_SCHEDULER)");
@@ -103,6 +105,16 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
   InitDaemon(argc, argv,
              absl::StrCat(program, " --scheduler=HOST:PORT --name=NAME").c_str());
   NodeFlags flags = ValidatedFlags(role);
+  // Before --port_file is written: whoever waits for it finds this one's too.
+  auto metrics = metrics::MetricsEndpoint::StartFromFlags(RoleSuffix(role));
+  if (!metrics.ok()) {
+    LOG(ERROR) << metrics.status();
+    return 1;
+  }
+  std::unique_ptr<NodeMetrics> node_metrics;
+  if (*metrics != nullptr) {
+    node_metrics = std::make_unique<NodeMetrics>(metrics->get(), role, flags.name);
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -138,6 +150,11 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
   NodeAgentOptions options;
   options.scheduler_address = flags.scheduler;
   options.rpc_timeout = absl::GetFlag(FLAGS_rpc_timeout);
+  if (node_metrics != nullptr) {
+    options.on_send = [m = node_metrics.get()](const v1::NodeMessage& message) {
+      m->OnSend(message);
+    };
+  }
   v1::RegisterRequest& registration = options.registration;
   registration.set_name(flags.name);
   registration.set_role(role);
@@ -166,6 +183,7 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
     if (hooks.on_command && agent_for_hooks != nullptr) hooks.on_command(command, *agent_for_hooks);
   });
   agent_for_hooks = &agent;
+  if (node_metrics != nullptr) node_metrics->WatchAgent(&agent);
   agent.Start();
   // The check takes the agent's lock: a wedged agent stops the pings and
   // systemd restarts the daemon; a scheduler outage does not.
@@ -187,6 +205,7 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
   agent.Stop(/*deregister=*/true);
   server->GetHealthCheckService()->SetServingStatus(false);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  metrics->reset();  // its collectors read the agent
   LOG(INFO) << "stopped";
   return 0;
 }

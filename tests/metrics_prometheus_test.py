@@ -1,0 +1,173 @@
+"""Prometheus metrics end to end: a real Prometheus server (Debian's
+/usr/bin/prometheus) scrapes every daemon of a `corescape cluster up`
+cluster while a DISAGGREGATED job trains, and its HTTP API shows the steps
+rising, the job's loss, the nodes, the attention server's work and the
+scheduler's RPCs."""
+
+import json
+import math
+import os
+import socket
+import subprocess
+import time
+import unittest
+import urllib.parse
+
+import cluster_harness as harness
+import ops_cluster
+
+PROMETHEUS = "/usr/bin/prometheus"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Prometheus:
+    """A Prometheus server scraping `targets` ({daemon name: HOST:PORT})
+    every 500 ms."""
+
+    def __init__(self, workdir, targets):
+        ops_cluster.require(PROMETHEUS, "prometheus")
+        os.makedirs(workdir, exist_ok=True)
+        config = os.path.join(workdir, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write("global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\n"
+                    "scrape_configs:\n  - job_name: corescape\n    static_configs:\n")
+            for name, address in sorted(targets.items()):
+                f.write(f"      - targets: ['{address}']\n        labels: {{daemon: '{name}'}}\n")
+        self.log_path = os.path.join(workdir, "prometheus.log")
+        # A port picked here can be taken before Prometheus binds it: retry.
+        for attempt in range(5):
+            self.address = f"127.0.0.1:{free_port()}"
+            with open(self.log_path, "ab") as log:
+                self.process = subprocess.Popen(
+                    [PROMETHEUS, f"--config.file={config}",
+                     f"--storage.tsdb.path={os.path.join(workdir, f'data-{attempt}')}",
+                     f"--web.listen-address={self.address}", "--log.level=warn"],
+                    stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            try:
+                harness.wait_for(self.ready, 60, "Prometheus to be ready", interval=0.2)
+                return
+            except AssertionError:
+                self.stop()
+                if "address already in use" not in self.log():
+                    raise AssertionError("Prometheus did not start:\n" + self.log())
+        raise AssertionError("Prometheus found no free port:\n" + self.log())
+
+    def ready(self):
+        if self.process.poll() is not None:
+            raise AssertionError(f"prometheus exited {self.process.returncode}:\n{self.log()}")
+        try:
+            return ops_cluster.http("GET", f"http://{self.address}/-/ready", timeout=2)[0] == 200
+        except OSError:
+            return False
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def query(self, promql):
+        """The instant vector as [(labels, value)]."""
+        answer = ops_cluster.get_json(f"http://{self.address}/api/v1/query?" +
+                                      urllib.parse.urlencode({"query": promql}))
+        assert answer["status"] == "success", answer
+        return [(r["metric"], float(r["value"][1])) for r in answer["data"]["result"]]
+
+    def value(self, promql):
+        """The single value of a query, None while it has none."""
+        result = self.query(promql)
+        return result[0][1] if len(result) == 1 else None
+
+    def wait_value(self, promql, predicate, what, timeout=60):
+        return harness.wait_for(
+            lambda: (lambda v: v if v is not None and predicate(v) else None)(self.value(promql)),
+            timeout, what, interval=0.25)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+class MetricsPrometheusTest(ops_cluster.OpsClusterTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.prometheus = None
+
+    def tearDown(self):
+        if self.prometheus:
+            self.prometheus.stop()
+        super().tearDown()
+
+    def extra_logs(self):
+        return "===== prometheus =====\n" + self.prometheus.log() if self.prometheus else ""
+
+    def test_prometheus_scrapes_every_daemon_during_a_job(self):
+        daemons = self.cluster.up(workers=2, attention_servers=1)
+        self.assertEqual(sorted(daemons), ["attn-0", "scheduler", "worker-0", "worker-1"])
+        self.prometheus = Prometheus(os.path.join(harness.TMP, "prometheus"),
+                                     {name: self.cluster.metrics_address(name) for name in daemons})
+        job = self.cluster.submit_disaggregated("scraped", steps=2000)
+        self.cluster.wait_for_step(job, 1)
+
+        # Every daemon is scraped, and each says what it is.
+        p = self.prometheus
+        harness.wait_for(lambda: len([v for _, v in p.query('up{job="corescape"}') if v == 1]) == 4,
+                         60, "all four daemons up in Prometheus", interval=0.25)
+        builds = {m["daemon"]: m for m, _ in p.query("corescape_build_info")}
+        self.assertEqual(sorted(builds), ["attn-0", "scheduler", "worker-0", "worker-1"])
+        self.assertEqual(len(p.query("corescape_process_resident_memory_bytes > 0")), 4)
+        for node in ("worker-0", "worker-1", "attn-0"):
+            self.assertEqual(p.wait_value(f'corescape_node_registered{{node="{node}"}}',
+                                          lambda v: v == 1, f"{node} registered"), 1)
+
+        # The scheduler's view: nodes by role and state, the job running.
+        self.assertEqual(p.value('corescape_scheduler_nodes{role="WORKER",state="ALIVE"}'), 2)
+        self.assertEqual(
+            p.value('corescape_scheduler_nodes{role="ATTENTION_SERVER",state="ALIVE"}'), 1)
+        self.assertEqual(p.wait_value('corescape_scheduler_jobs{state="RUNNING"}',
+                                      lambda v: v == 1, "one job running"), 1)
+        self.assertGreaterEqual(p.value(
+            'sum(corescape_scheduler_rpcs_total{method="corescape.v1.NodeService/Register",'
+            'code="OK"})'), 3)
+        self.assertIsNotNone(p.value('corescape_scheduler_lease_expiries_total'))
+
+        # Step counters rise, scrape after scrape.
+        job_step = f'corescape_job_step{{job_id="{job}"}}'
+        worker_steps = f'corescape_worker_steps_total{{job_id="{job}",daemon="worker-0"}}'
+        first_step = p.wait_value(job_step, lambda v: v >= 1, "the job's step")
+        first_count = p.wait_value(worker_steps, lambda v: v >= 1, "worker-0's steps")
+        p.wait_value(job_step, lambda v: v >= first_step + 3, "the job's step to rise")
+        p.wait_value(worker_steps, lambda v: v >= first_count + 3, "worker-0's steps to rise")
+
+        # The job's loss: from the scheduler and from rank 0 itself.
+        for query in (f'corescape_job_loss{{job_id="{job}"}}',
+                      f'corescape_worker_loss{{job_id="{job}"}}'):
+            loss = p.wait_value(query, lambda v: True, query)
+            self.assertTrue(math.isfinite(loss) and 0 < loss < 20, (query, loss))
+        p.wait_value(f'corescape_job_validation_loss{{job_id="{job}"}}',
+                     lambda v: 0 < v < 20, "a validation loss", timeout=90)
+        self.assertGreater(p.wait_value(f'corescape_job_bytes_sent_total{{job_id="{job}"}}',
+                                        lambda v: v > 0, "bytes sent"), 0)
+
+        # The attention server's work and the scheduler's plans for it.
+        p.wait_value(f'corescape_attention_server_micro_batches_total{{job_id="{job}"}}',
+                     lambda v: v > 0, "attention micro-batches")
+        p.wait_value(f'corescape_attention_server_flops_total{{job_id="{job}"}}',
+                     lambda v: v > 0, "attention FLOPs")
+        imbalance = p.wait_value(f'corescape_scheduler_attention_plan_imbalance{{job_id="{job}"}}',
+                                 lambda v: v > 0, "an attention plan")
+        self.assertGreaterEqual(imbalance, 1.0)
+        self.cluster.cancel(job)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
