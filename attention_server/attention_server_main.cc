@@ -6,11 +6,10 @@
 #include <memory>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/str_cat.h"
 #include "attention_server/server_job_runner.h"
 #include "runtime/comm/transport.h"
-#include "runtime/control/job_communicator.h"
-#include "runtime/control/node_daemon.h"
+#include "daemon/job_communicator.h"
+#include "daemon/node_daemon.h"
 #include "runtime/kernels/cpu/blas_threads.h"
 
 ABSL_FLAG(absl::Duration, idle_timeout, absl::Minutes(10),
@@ -30,12 +29,9 @@ int main(int argc, char** argv) {
   };
   std::unique_ptr<corescape::attention_server::ServerJobRunner> runner;
   corescape::NodeDaemonHooks hooks;
-  hooks.start_data_plane = [&](const std::string& listen_host,
+  hooks.start_data_plane = [&](const std::string& listen_address,
                                const std::string& advertise_host) -> absl::StatusOr<std::string> {
-    corescape::comm::TransportOptions options;
-    options.listen_address = absl::StrCat(listen_host, ":0");
-    options.advertise_host = advertise_host;
-    auto created = corescape::comm::Transport::Create(options);
+    auto created = corescape::StartDataPlaneTransport(listen_address, advertise_host);
     if (!created.ok()) return created.status();
     transport = *std::move(created);
     runner = std::make_unique<corescape::attention_server::ServerJobRunner>(

@@ -4,7 +4,7 @@
 #include "attention_server/attention_timing_reports.h"
 #include "glog/logging.h"
 #include "runtime/attention/attention_server_session.h"
-#include "runtime/control/job_failure_report.h"
+#include "daemon/job_failure_report.h"
 
 namespace corescape::attention_server {
 
@@ -20,12 +20,7 @@ ServerJobRunner::~ServerJobRunner() { Shutdown(); }
 void ServerJobRunner::Handle(const v1::SchedulerCommand& command, NodeAgent& agent) {
   absl::MutexLock lock(&mu_);
   if (command.has_stop_job()) {
-    const v1::StopJobCommand& stop = command.stop_job();
-    const Run* current = runs_.current();
-    if (current != nullptr && current->assignment.job_id() == stop.job_id() &&
-        current->assignment.generation() <= stop.generation()) {
-      runs_.StopCurrent(stop.reason());
-    }
+    runs_.Stop(command.stop_job());
     return;
   }
   if (!command.has_assign()) return;

@@ -14,8 +14,8 @@
 #include "corescape/v1/node.pb.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/control/node_agent.h"
-#include "runtime/control/run_supervisor.h"
+#include "daemon/node_agent.h"
+#include "daemon/run_supervisor.h"
 
 namespace corescape::attention_server {
 

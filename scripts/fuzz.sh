@@ -30,7 +30,7 @@ clang=$(command -v clang-14 || command -v clang || true)
 # build's (gcc) configuration or cache.
 bazel_fuzz=(bazel --output_base="$HOME/.cache/corescape-fuzz-bazel")
 # The project's own folders (a checkout's bazel-<dir> link must not be walked).
-source_dirs="//runtime/... + //scheduler/... + //worker/... + //attention_server/... + //client/... + //tools/..."
+source_dirs="//runtime/... + //daemon/... + //scheduler/... + //worker/... + //attention_server/... + //client/... + //tools/..."
 if [[ ${#targets[@]} -eq 0 ]]; then
   mapfile -t targets < <("${bazel_fuzz[@]}" query --noshow_progress \
     "kind(\"cc_binary\", rdeps($source_dirs, //tools/fuzz:fuzz_target, 1))" 2>/dev/null | sort)

@@ -33,39 +33,37 @@ if [[ $bazel_status -ne 0 && $failed -eq 0 ]]; then
   failed=1
 fi
 
+# Runs one more stage (a command whose output has "//pkg:target PASSED|FAILED"
+# lines), shows its result lines prefixed with $1, and adds its counts; a
+# non-zero exit with no failed line counts as one failure.
+run_stage() {
+  local prefix=$1 stage_log
+  shift
+  stage_log=$(mktemp)
+  "$@" 2>&1 | tee "$stage_log" | grep -E '^//|^Executed|ERROR|^==' | sed "s|^//|$prefix //|"
+  local status=${PIPESTATUS[0]}
+  local stage_passed stage_failed
+  stage_passed=$(count_passed "$stage_log")
+  stage_failed=$(count_failed "$stage_log")
+  if [[ $status -ne 0 && $stage_failed -eq 0 ]]; then
+    echo "$prefix $1 exited with status $status"
+    stage_failed=1
+  fi
+  passed=$((passed + stage_passed))
+  failed=$((failed + stage_failed))
+  rm -f "$stage_log"
+}
+
 # The unit tests (beside the code; not the multi-process suites in tests/)
 # again under AddressSanitizer + UBSan.
-unit_dirs=(//runtime/... //scheduler/... //worker/... //attention_server/... //client/... //tools/...)
+unit_dirs=(//runtime/... //daemon/... //scheduler/... //worker/... //attention_server/... //client/... //tools/...)
 echo "== bazel test --config=asan (unit tests under ASan + UBSan)"
-asan_log=$(mktemp)
-bazel test --config=asan --test_summary=short --test_output=errors \
-    --test_tag_filters=-gpu,-exclusive --build_tests_only "$@" -- \
-    "${unit_dirs[@]}" 2>&1 | tee "$asan_log" | grep -E '^//|^Executed|ERROR' | sed 's/^\/\//asan: \/\//'
-asan_status=${PIPESTATUS[0]}
-asan_passed=$(count_passed "$asan_log")
-asan_failed=$(count_failed "$asan_log")
-if [[ $asan_status -ne 0 && $asan_failed -eq 0 ]]; then
-  echo "asan: bazel test exited with status $asan_status"
-  asan_failed=1
-fi
-passed=$((passed + asan_passed))
-failed=$((failed + asan_failed))
-rm -f "$asan_log"
+run_stage asan: bazel test --config=asan --test_summary=short --test_output=errors \
+    --test_tag_filters=-gpu,-exclusive --build_tests_only "$@" -- "${unit_dirs[@]}"
 
 # Every libFuzzer target (clang, ASan + UBSan), briefly; a crash fails it.
 echo "== scripts/fuzz.sh --seconds ${CORESCAPE_FUZZ_SECONDS:-20}"
-fuzz_log=$(mktemp)
-./scripts/fuzz.sh --seconds "${CORESCAPE_FUZZ_SECONDS:-20}" 2>&1 | tee "$fuzz_log"
-fuzz_status=${PIPESTATUS[0]}
-fuzz_passed=$(count_passed "$fuzz_log")
-fuzz_failed=$(count_failed "$fuzz_log")
-if [[ $fuzz_status -ne 0 && $fuzz_failed -eq 0 ]]; then
-  echo "fuzz.sh exited with status $fuzz_status"
-  fuzz_failed=1
-fi
-passed=$((passed + fuzz_passed))
-failed=$((failed + fuzz_failed))
-rm -f "$fuzz_log"
+run_stage fuzz: ./scripts/fuzz.sh --seconds "${CORESCAPE_FUZZ_SECONDS:-20}"
 
 if [[ -x /usr/local/cuda/bin/nvcc ]]; then
   echo "== bazel build --config=cuda (nvcc found: GPU code must keep compiling)"

@@ -179,6 +179,12 @@ class K8sManifestsChecks:
                     self.assertEqual(container[probe]["grpc"]["port"], port, f"{name} {probe}")
                 service = find(objects, "Service", sts["spec"]["serviceName"])
                 self.assertEqual(service["spec"]["ports"][0]["port"], port, name)
+                if name in NODE_DAEMONS:
+                    # The data plane's port is fixed and declared.
+                    data_port = int(flag_value(self.flag_file(objects, sts, container["args"])
+                                               + container["args"], "data_port"))
+                    self.assertNotEqual(data_port, 0, f"{name}: a fixed --data_port")
+                    self.assertEqual(declared["data"], data_port, name)
 
     def test_scheduler_state_volume_is_the_state_dir(self):
         for overlay, objects in self.rendered.items():

@@ -1,6 +1,6 @@
 #include "worker/communicator_group.h"
 
-#include "runtime/control/job_communicator.h"
+#include "daemon/job_communicator.h"
 
 namespace corescape::worker {
 

@@ -4,7 +4,7 @@
 #include "runtime/attention/disaggregated_core_attention.h"
 #include "runtime/attention/in_place_core_attention.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/control/job_communicator.h"
+#include "daemon/job_communicator.h"
 
 namespace corescape::worker {
 namespace {

@@ -8,7 +8,7 @@
 #include "glog/logging.h"
 #include "runtime/base/crc32c.h"
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/control/job_failure_report.h"
+#include "daemon/job_failure_report.h"
 #include "runtime/job/trainer_config.h"
 #include "runtime/model/model_config.h"
 #include "worker/attention_reports.h"
@@ -120,12 +120,7 @@ void JobRunner::Handle(const v1::SchedulerCommand& command, NodeAgent& agent) {
     return;
   }
   if (command.has_stop_job()) {
-    const v1::StopJobCommand& stop = command.stop_job();
-    const Run* current = runs_.current();
-    if (current != nullptr && current->assignment.job_id() == stop.job_id() &&
-        current->assignment.generation() <= stop.generation()) {
-      runs_.StopCurrent(stop.reason());
-    }
+    runs_.Stop(command.stop_job());
     return;
   }
   if (!command.has_assign()) return;

@@ -14,8 +14,8 @@
 #include "absl/synchronization/mutex.h"
 #include "corescape/v1/node.pb.h"
 #include "runtime/attention/remote_core_attention.h"
-#include "runtime/control/node_agent.h"
-#include "runtime/control/run_supervisor.h"
+#include "daemon/node_agent.h"
+#include "daemon/run_supervisor.h"
 #include "runtime/train/data_parallel_group.h"
 #include "runtime/train/data_parallel_trainer.h"
 

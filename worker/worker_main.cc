@@ -5,9 +5,8 @@
 #include <memory>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/str_cat.h"
 #include "runtime/comm/transport.h"
-#include "runtime/control/node_daemon.h"
+#include "daemon/node_daemon.h"
 #include "runtime/kernels/cpu/blas_threads.h"
 #include "worker/communicator_group.h"
 #include "worker/core_attention.h"
@@ -33,12 +32,9 @@ int main(int argc, char** argv) {
   // Flags are parsed inside RunNodeDaemon, before any hook runs.
   std::unique_ptr<corescape::worker::JobRunner> runner;
   corescape::NodeDaemonHooks hooks;
-  hooks.start_data_plane = [&](const std::string& listen_host,
+  hooks.start_data_plane = [&](const std::string& listen_address,
                                const std::string& advertise_host) -> absl::StatusOr<std::string> {
-    corescape::comm::TransportOptions options;
-    options.listen_address = absl::StrCat(listen_host, ":0");
-    options.advertise_host = advertise_host;
-    auto created = corescape::comm::Transport::Create(options);
+    auto created = corescape::StartDataPlaneTransport(listen_address, advertise_host);
     if (!created.ok()) return created.status();
     transport = *std::move(created);
     auto make_attention = [&](const corescape::v1::JobAssignment& assignment,

@@ -7,8 +7,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "client/cli/cluster_file.h"
-#include "client/cli/process.h"
+#include "client/cli/commands/cluster_file.h"
+#include "client/cli/commands/process.h"
 
 namespace corescape::cli {
 

@@ -1,7 +1,9 @@
 #include "runtime/comm/handshake_proof.h"
 
+#include <functional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "runtime/comm/hello_message.h"
@@ -33,36 +35,27 @@ TEST(HandshakeProofTest, EveryFieldSideAndSecretChangesTheProof) {
   add(HandshakeSide::kAcceptor, secret, Sample());
   add(HandshakeSide::kDialer, secret, Sample());
   add(HandshakeSide::kAcceptor, "other", Sample());
-  HandshakeTranscript t = Sample();
-  t.job_id = "job-2";
-  add(HandshakeSide::kAcceptor, secret, t);
-  t = Sample();
-  t.generation = 4;
-  add(HandshakeSide::kAcceptor, secret, t);
-  t = Sample();
-  t.world_size = 5;
-  add(HandshakeSide::kAcceptor, secret, t);
-  t = Sample();
-  t.settings_fingerprint = 100;
-  add(HandshakeSide::kAcceptor, secret, t);
-  t = Sample();
-  t.dialer_rank = 1;
-  add(HandshakeSide::kAcceptor, secret, t);
-  t = Sample();
-  t.acceptor_rank = 3;
-  add(HandshakeSide::kAcceptor, secret, t);
-  t = Sample();
-  t.dialer_nonce[0] = 'x';
-  add(HandshakeSide::kAcceptor, secret, t);
-  t = Sample();
-  t.acceptor_nonce[31] = 'x';
-  add(HandshakeSide::kAcceptor, secret, t);
-  // Moving bytes between length-prefixed fields changes the proof too.
-  t = Sample();
-  t.job_id = "job-1d";
-  t.dialer_nonce = std::string(kHandshakeNonceBytes - 1, 'd');
-  add(HandshakeSide::kAcceptor, secret, t);
-  EXPECT_EQ(proofs.size(), 12u);
+  // One change each; the last moves bytes between length-prefixed fields.
+  const std::vector<std::function<void(HandshakeTranscript&)>> changes = {
+      [](HandshakeTranscript& t) { t.job_id = "job-2"; },
+      [](HandshakeTranscript& t) { t.generation = 4; },
+      [](HandshakeTranscript& t) { t.world_size = 5; },
+      [](HandshakeTranscript& t) { t.settings_fingerprint = 100; },
+      [](HandshakeTranscript& t) { t.dialer_rank = 1; },
+      [](HandshakeTranscript& t) { t.acceptor_rank = 3; },
+      [](HandshakeTranscript& t) { t.dialer_nonce[0] = 'x'; },
+      [](HandshakeTranscript& t) { t.acceptor_nonce[31] = 'x'; },
+      [](HandshakeTranscript& t) {
+        t.job_id = "job-1d";
+        t.dialer_nonce = std::string(kHandshakeNonceBytes - 1, 'd');
+      },
+  };
+  for (const auto& change : changes) {
+    HandshakeTranscript t = Sample();
+    change(t);
+    add(HandshakeSide::kAcceptor, secret, t);
+  }
+  EXPECT_EQ(proofs.size(), 3 + changes.size());
 }
 
 TEST(HandshakeProofTest, NoncesAreFresh) {

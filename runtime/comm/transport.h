@@ -199,6 +199,11 @@ class Transport {
   void ExpireParkedHellos();
   // UCX operations with a callback: `op` is owned until its done() has run.
   void TrackUcxOp(ucs_status_ptr_t result, PendingUcxOp* op);
+  // A new operation whose completion runs `done` (see PendingUcxOp), and
+  // `param` set up for UCX to report it: callback and user data (callers
+  // add flags).
+  PendingUcxOp* NewUcxOp(std::function<void(ucs_status_t status, size_t length)> done,
+                         ucp_request_param_t& param);
   static void OnUcxOpComplete(void* ucx_request, ucs_status_t status, void* user_data);
   static void OnStreamRecvComplete(void* ucx_request, ucs_status_t status, size_t length,
                                    void* user_data);

@@ -156,6 +156,17 @@ void Transport::OnStreamRecvComplete(void* ucx_request, ucs_status_t status, siz
   op->transport->Enqueue([op, status, length] { op->transport->FinishUcxOp(op, status, length); });
 }
 
+Transport::PendingUcxOp* Transport::NewUcxOp(
+    std::function<void(ucs_status_t status, size_t length)> done, ucp_request_param_t& param) {
+  auto* op = new PendingUcxOp;
+  op->transport = this;
+  op->done = std::move(done);
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.send = &Transport::OnUcxOpComplete;
+  param.user_data = op;
+  return op;
+}
+
 void Transport::FinishUcxOp(PendingUcxOp* op, ucs_status_t status, size_t length) {
   // done() may read op->buffer, so op is freed after it.
   op->done(status, length);
@@ -169,17 +180,14 @@ void Transport::StartStreamSend(EndpointState* endpoint, const HelloMessage& mes
     done(bytes.status());
     return;
   }
-  auto* op = new PendingUcxOp;
-  op->transport = this;
+  ucp_request_param_t param{};
+  PendingUcxOp* op = NewUcxOp(
+      [done = std::move(done)](ucs_status_t status, size_t) {
+        done(UcxError(status, "sending handshake"));
+      },
+      param);
   op->buffer = *bytes;
   op->length = kHelloBytes;
-  op->done = [done = std::move(done)](ucs_status_t status, size_t) {
-    done(UcxError(status, "sending handshake"));
-  };
-  ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  param.cb.send = &Transport::OnUcxOpComplete;
-  param.user_data = op;
   TrackUcxOp(ucp_stream_send_nbx(endpoint->ep, op->buffer.data(), kHelloBytes, &param), op);
 }
 
@@ -553,13 +561,8 @@ void Transport::DoClose(EndpointId id, bool flush_first) {
     ForceClose(id);
     return;
   }
-  auto* op = new PendingUcxOp;
-  op->transport = this;
-  op->done = [this, id](ucs_status_t, size_t) { ForceClose(id); };
   ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  param.cb.send = &Transport::OnUcxOpComplete;
-  param.user_data = op;
+  PendingUcxOp* op = NewUcxOp([this, id](ucs_status_t, size_t) { ForceClose(id); }, param);
   TrackUcxOp(ucp_ep_flush_nbx(endpoint->ep, &param), op);
   timers_.emplace(absl::Now() + kFlushCloseDeadline, [this, id] { ForceClose(id); });
 }
@@ -575,15 +578,10 @@ void Transport::ForceClose(EndpointId id) {
     EraseEndpoint(id);
     return;
   }
-  auto* op = new PendingUcxOp;
-  op->transport = this;
-  op->done = [this, id](ucs_status_t, size_t) { EraseEndpoint(id); };
   ucp_request_param_t param{};
-  param.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  PendingUcxOp* op = NewUcxOp([this, id](ucs_status_t, size_t) { EraseEndpoint(id); }, param);
+  param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  param.cb.send = &Transport::OnUcxOpComplete;
-  param.user_data = op;
   TrackUcxOp(ucp_ep_close_nbx(endpoint->ep, &param), op);
 }
 

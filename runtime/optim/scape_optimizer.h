@@ -18,10 +18,10 @@ namespace corescape::optim {
 // How a synchronized value becomes a step (docs/scape.md has the equations
 // and the measurements behind the default).
 enum class ScapeRule {
-  // BRIEF §3's working reconstruction: AdamS on the masked coordinates with
+  // The plain reconstruction: AdamS on the masked coordinates with
   // ĝ = b/(1−β1); the off-mask rule decides the rest.
   kReconstructed,
-  // Round-2 "lazy" catch-up: a coordinate last synchronized K steps ago
+  // "Lazy" catch-up: a coordinate last synchronized K steps ago
   // applies K steps of the window's mean gradient at once.
   kCatchUp,
   // Linearized AdamS: m ← a·m + b on every coordinate (b = 0 off the mask),
@@ -37,7 +37,7 @@ enum class ScapeRule {
 const char* ScapeRuleName(ScapeRule rule);
 absl::StatusOr<ScapeRule> ParseScapeRule(absl::string_view name);
 
-// Off-mask rule for kReconstructed (round 1's variants A, C, B).
+// Off-mask rule for kReconstructed.
 enum class OffMaskRule { kDecayOnly, kFrozen, kMomentumKeepsMoving };
 
 // The first-moment statistic rank r ranks its range by.

@@ -1,0 +1,65 @@
+// `corescape plan JOB`: the scheduler's newest core-attention plan of a
+// DISAGGREGATED job (GetAttentionPlan).
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/cli/common.h"
+#include "client/cli/rendering/plan_output.h"
+
+namespace corescape::cli {
+
+namespace {
+
+namespace v1 = ::corescape::v1;
+
+struct PlanOptions {
+  std::string job_id;
+  bool tasks = false;
+  bool json = false;
+};
+
+int RunPlan(const PlanOptions& options, const GlobalOptions& globals) {
+  SchedulerTarget target;
+  int exit_code = kExitOk;
+  auto client = ConnectOrFail(globals, &target, &exit_code);
+  if (client == nullptr) return exit_code;
+
+  v1::GetAttentionPlanRequest request;
+  request.set_job_id(options.job_id);
+  auto response = client->GetAttentionPlan(request);
+  // NOT_FOUND (no such job) exits 4; a job that is not DISAGGREGATED or has
+  // no planned step yet is FAILED_PRECONDITION, exit 1 with the reason.
+  if (!response.ok()) {
+    return FailJobRpc(response.status(), target, "GetAttentionPlan", options.job_id);
+  }
+  if (options.json) {
+    PrintJson(AttentionPlanToJson(response->plan(), options.tasks));
+  } else {
+    std::cout << RenderAttentionPlan(response->plan(), absl::ToUnixMillis(absl::Now()),
+                                     options.tasks);
+    std::cout.flush();
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Subcommand AddPlanCommand(CLI::App& parent, GlobalOptions& globals) {
+  auto options = std::make_shared<PlanOptions>();
+  CLI::App* command = parent.add_subcommand(
+      "plan",
+      "Show the scheduler's newest core-attention plan of a DISAGGREGATED job: per attention "
+      "server its speed weight, planned cost and share, tasks and bytes; imbalance and bytes "
+      "moved");
+  AddGlobalOptions(*command, globals);
+  command->add_option("JOB", options->job_id, "Job id")->required();
+  command->add_flag("--tasks", options->tasks,
+                    "Also list every task (worker, document, query range, server)");
+  command->add_flag("--json", options->json, "Print the plan as a JSON object");
+  return {command, [options, &globals]() { return RunPlan(*options, globals); }};
+}
+
+}  // namespace corescape::cli

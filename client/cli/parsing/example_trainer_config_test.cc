@@ -1,0 +1,62 @@
+// Golden tests: every example job file, read like `corescape submit` reads
+// it and resolved like the worker resolves it (runtime/job), against the
+// checked-in rendering of the trainer configuration it trains with
+// (examples/golden/<file>.trainer.json). A mismatch writes the new
+// rendering to the test's undeclared outputs, to review and copy in.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "client/cli/parsing/job_spec_file.h"
+#include "gtest/gtest.h"
+#include "runtime/job/trainer_config.h"
+
+namespace corescape::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string RunfilesPath(const std::string& relative) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/",
+                      workspace != nullptr ? workspace : "", "/", relative);
+}
+
+std::string ReadOrEmpty(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+TEST(ExampleTrainerConfigTest, EveryExampleResolvesToItsGolden) {
+  int examples = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(RunfilesPath("examples"))) {
+    const std::string file = entry.path().filename().string();
+    const std::string extension = entry.path().extension().string();
+    if (extension != ".json" && extension != ".yaml") continue;
+    ++examples;
+    absl::StatusOr<v1::JobSpec> spec = ReadJobSpecFile(entry.path().string());
+    ASSERT_TRUE(spec.ok()) << file << ": " << spec.status();
+    absl::StatusOr<train::TrainerConfig> config = job::TrainerConfigFromSpec(*spec);
+    ASSERT_TRUE(config.ok()) << file << ": " << config.status();
+    const std::string actual = job::DescribeTrainerConfig(*config);
+    const std::string golden_name = file + ".trainer.json";
+    const std::string expected = ReadOrEmpty(RunfilesPath("examples/golden/" + golden_name));
+    if (actual != expected) {
+      if (const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR")) {
+        std::ofstream(absl::StrCat(outputs, "/", golden_name)) << actual;
+      }
+    }
+    EXPECT_EQ(actual, expected) << file << " no longer resolves to examples/golden/"
+                                << golden_name;
+  }
+  EXPECT_GE(examples, 4);
+}
+
+}  // namespace
+}  // namespace corescape::cli

@@ -1,0 +1,33 @@
+#ifndef CORESCAPE_DAEMON_JOB_COMMUNICATOR_H_
+#define CORESCAPE_DAEMON_JOB_COMMUNICATOR_H_
+
+#include "absl/time/time.h"
+#include "corescape/v1/node.pb.h"
+#include "runtime/comm/communicator.h"
+
+namespace corescape {
+
+// The communicators a job assignment's participants connect, each on the
+// node's one Transport.
+enum class JobCommunicator {
+  // "<job>": the W workers' data-parallel group (ranks = worker ranks).
+  kDataParallel,
+  // DISAGGREGATED jobs: the workers (ranks 0..W-1) then the attention
+  // servers (W..W+S-1); the id includes the attention epoch
+  // (attention::AttentionCommunicatorId), so stale participants of an
+  // earlier epoch are refused.
+  kAttention,
+  // IN_PLACE jobs: "<job>/attn-inplace", the W workers over their data
+  // addresses, next to the data-parallel one.
+  kInPlaceAttention,
+};
+
+// The options of `which` as every participant builds them from its
+// assignment: its rank, the peers' data addresses, the job's generation and
+// token, and the communicator's id.
+comm::CommunicatorOptions JobCommunicatorOptions(const v1::JobAssignment& assignment,
+                                                 JobCommunicator which, absl::Duration timeout);
+
+}  // namespace corescape
+
+#endif  // CORESCAPE_DAEMON_JOB_COMMUNICATOR_H_
