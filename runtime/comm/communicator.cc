@@ -385,11 +385,16 @@ bool Communicator::OnConfirm(EndpointId endpoint, const std::string& peer_addres
                  << "' generation " << options_.generation << ": " << why;
     return false;
   };
-  if (!confirm.ok()) return refuse(confirm.status().message());
-  if (confirm->type == HelloType::kReject) return refuse(confirm->reason);
+  // Whatever ends an unproven attempt (a bad proof, the dialer's refusal, or
+  // its hanging up first), the log says the secret was never proven.
+  auto unproven = [&](absl::string_view why) {
+    return refuse(absl::StrCat("it never proved the job's secret (", why, ")"));
+  };
+  if (!confirm.ok()) return unproven(confirm.status().message());
+  if (confirm->type == HelloType::kReject) return unproven(confirm->reason);
   if (confirm->type != HelloType::kConfirm ||
       !ConstantTimeEquals(confirm->proof, pending.expected_proof)) {
-    return refuse(kWrongSecret);
+    return unproven(kWrongSecret);
   }
   Peer& p = peers_[pending.rank];
   if (!connecting_) return refuse("this communicator is already formed");

@@ -162,7 +162,7 @@ TEST_F(Gpt2TokenizerTest, AppliesMergesByRank) {
 TEST_F(Gpt2TokenizerTest, RoundTripsAnyText) {
   for (const std::string& text :
        {std::string("hello world\n\n\tthe thing's 42 naïve café 日本 😀  "),
-        std::string("\xff\xfe invalid \xc0 utf-8\x00 with nul", 30), std::string(""),
+        std::string("\xff\xfe invalid \xc0 utf-8\x00 with nul", 28), std::string(""),
         std::string("<|endoftext|>")}) {
     auto ids = tokenizer_->Encode(text);
     ASSERT_TRUE(ids.ok());
