@@ -1,7 +1,12 @@
 """Formats bench/comm/run.sh results: one row per (transport, P, op, size)
-with our bus bandwidth, ucx_perftest tag_bw at the same size, and the ratio."""
+with our bus bandwidth, Gloo's at the same (P, op, size), ucx_perftest tag_bw
+one way and the bidirectional ceiling (the mean per-pair rate of two tag_bw
+pairs running at once), and the ratios. Ends with one JSON line: for TCP
+loopback, per P, the smallest ratio over the sizes >= 1 MiB."""
 import json
 import sys
+
+MIN_SUMMARY_BYTES = 1 << 20
 
 
 def perftest_gbs(line):
@@ -10,7 +15,17 @@ def perftest_gbs(line):
     fields = line.split()
     if len(fields) < 6:
         return None
-    return float(fields[5]) * 1048576 / 1e9
+    try:
+        return float(fields[5]) * 1048576 / 1e9
+    except ValueError:
+        return None
+
+
+def bidir_gbs(lines):
+    rates = [perftest_gbs(line) for line in lines]
+    if not rates or any(r is None for r in rates):
+        return None
+    return sum(rates) / len(rates)
 
 
 def human(size):
@@ -20,9 +35,16 @@ def human(size):
     return "%d B" % size
 
 
-def main(path):
-    perftest = {}
-    rows = []
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def fmt(x, digits=3):
+    return ("%." + str(digits) + "f") % x if x is not None else "n/a"
+
+
+def read(path):
+    perftest, bidir, gloo, rows = {}, {}, {}, []
     with open(path) as f:
         for raw in f:
             try:
@@ -32,16 +54,46 @@ def main(path):
                 continue
             if "perftest_size" in item:
                 perftest[(item["transport"], item["perftest_size"])] = perftest_gbs(item["line"])
+            elif "perftest_bidir_size" in item:
+                bidir[(item["transport"], item["perftest_bidir_size"])] = bidir_gbs(item["lines"])
+            elif item.get("transport") == "gloo":
+                gloo[(item["world"], item["op"], item["bytes"])] = item["busbw_gbs"]
             else:
                 rows.append(item)
-    print("| transport | P | collective | size | busbw GB/s | ucx_perftest tag_bw GB/s | ratio |")
-    print("|---|---|---|---|---|---|---|")
+    return perftest, bidir, gloo, rows
+
+
+def main(path):
+    perftest, bidir, gloo, rows = read(path)
+    print("| transport | P | collective | size | busbw GB/s | Gloo (TCP) busbw GB/s | × Gloo "
+          "| ucx_perftest tag_bw GB/s | × tag_bw | bidirectional ceiling GB/s | × ceiling |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    summary = {"allreduce_vs_gloo": {}, "allgather_vs_gloo": {}, "allreduce_vs_ceiling": {}}
+
+    def keep_min(key, world, value):
+        if value is None:
+            return
+        table = summary[key]
+        table[str(world)] = min(table.get(str(world), value), value)
+
     for r in rows:
-        ref = perftest.get((r["transport"], r["bytes"]))
-        ratio = "%.2f" % (r["busbw_gbs"] / ref) if ref else "n/a"
-        print("| %s | %d | %s | %s | %.3f | %s | %s |" % (
-            r["transport"], r["world"], r["op"], human(r["bytes"]), r["busbw_gbs"],
-            "%.3f" % ref if ref else "n/a", ratio))
+        ours = r["busbw_gbs"]
+        g = gloo.get((r["world"], r["op"], r["bytes"]))
+        one_way = perftest.get((r["transport"], r["bytes"]))
+        ceiling = bidir.get((r["transport"], r["bytes"]))
+        print("| %s | %d | %s | %s | %.3f | %s | %s | %s | %s | %s | %s |" % (
+            r["transport"], r["world"], r["op"], human(r["bytes"]), ours, fmt(g),
+            fmt(ratio(ours, g), 2), fmt(one_way), fmt(ratio(ours, one_way), 2), fmt(ceiling),
+            fmt(ratio(ours, ceiling), 2)))
+        if r["transport"] != "tcp" or r["bytes"] < MIN_SUMMARY_BYTES:
+            continue
+        if r["op"] == "all_reduce":
+            keep_min("allreduce_vs_gloo", r["world"], ratio(ours, g))
+            keep_min("allreduce_vs_ceiling", r["world"], ratio(ours, ceiling))
+        elif r["op"] == "all_gather":
+            keep_min("allgather_vs_gloo", r["world"], ratio(ours, g))
+    rounded = {k: {w: round(v, 3) for w, v in sorted(t.items())} for k, t in summary.items()}
+    print(json.dumps(rounded))
 
 
 if __name__ == "__main__":

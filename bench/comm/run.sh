@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Data-plane bandwidth: all_reduce and all_gather bus bandwidth (nccl-tests'
-# definition) at P = 2 and 4, beside ucx_perftest tag_bw measured in the same
-# run on the same UCX transport, as a ratio.
+# definition) at P = 2 and 4, beside what a CPU user would pick instead
+# (torch.distributed's Gloo backend, same processes, loopback and timing) and
+# the transport's ceilings measured in the same run: ucx_perftest tag_bw one
+# way, and two tag_bw pairs in opposite directions at once (a ring rank sends
+# and receives at the same time, so that is the fair limit of an all-reduce).
 #   bench/comm/run.sh [quick]
-# "quick" measures 1 KiB, 64 KiB, 1 MiB, 16 MiB only.
+# "quick" measures 1 KiB, 64 KiB, 1 MiB, 16 MiB only. The last line is one
+# JSON object: for TCP loopback, per P, the smallest ratio over the sizes
+# >= 1 MiB of ours to Gloo (all-reduce, all-gather) and to the bidirectional
+# ceiling (all-reduce).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bazel build //bench/comm:comm_bench >/dev/null 2>&1 || bazel build //bench/comm:comm_bench
@@ -25,21 +31,45 @@ port=$((20000 + RANDOM % 20000))
 # memory (see docs/data_plane.md for which lanes UCX picks).
 configs=("tcp|UCX_TLS=tcp" "sm|UCX_TLS=sm,tcp")
 
+perftest_iters() {
+  local iters=$(( 268435456 / $1 ))
+  (( iters > 2000 )) && iters=2000
+  (( iters < 8 )) && iters=8
+  echo "$iters"
+}
+
+# One ucx_perftest tag_bw pair (server on $2, client dialing it) with the UCX
+# environment $1 and message size $3; prints the client's final line.
+perftest_pair() {
+  local env_vars=$1 pair_port=$2 size=$3 iters
+  iters=$(perftest_iters "$size")
+  env $env_vars ucx_perftest -t tag_bw -s "$size" -n "$iters" -w 2 -p "$pair_port" \
+    >/dev/null 2>&1 &
+  local server=$!
+  sleep 0.3
+  env $env_vars timeout 120 ucx_perftest 127.0.0.1 -t tag_bw -s "$size" -n "$iters" \
+    -w 2 -p "$pair_port" -f 2>/dev/null | tail -1 || true
+  wait "$server" 2>/dev/null || true
+}
+
 for config in "${configs[@]}"; do
   name=${config%%|*}
   env_vars=${config#*|}
   # ucx_perftest tag_bw: one process sends, the other receives.
   for size in "${sizes[@]}"; do
-    iters=$(( 268435456 / size )); (( iters > 2000 )) && iters=2000; (( iters < 8 )) && iters=8
     port=$((port + 1))
-    env $env_vars ucx_perftest -t tag_bw -s "$size" -n "$iters" -w 2 -p "$port" \
-      >/dev/null 2>&1 &
-    server=$!
-    sleep 0.3
-    line=$(env $env_vars timeout 120 ucx_perftest 127.0.0.1 -t tag_bw -s "$size" -n "$iters" \
-             -w 2 -p "$port" -f 2>/dev/null | tail -1 || true)
-    wait "$server" 2>/dev/null || true
+    line=$(perftest_pair "$env_vars" "$port" "$size")
     echo "{\"transport\": \"$name\", \"perftest_size\": $size, \"line\": \"$line\"}" >>"$out/results"
+  done
+  # Two pairs at once, one each way: the per-direction rate when both
+  # directions are busy, as in a ring.
+  for size in "${sizes[@]}"; do
+    port=$((port + 2))
+    perftest_pair "$env_vars" "$port" "$size" >"$out/bidir.a" &
+    pair_a=$!
+    perftest_pair "$env_vars" "$((port + 1))" "$size" >"$out/bidir.b"
+    wait "$pair_a" || true
+    echo "{\"transport\": \"$name\", \"perftest_bidir_size\": $size, \"lines\": [\"$(cat "$out/bidir.a")\", \"$(cat "$out/bidir.b")\"]}" >>"$out/results"
   done
   for world in 2 4; do
     for op in all_reduce all_gather; do
@@ -57,6 +87,24 @@ for config in "${configs[@]}"; do
       # (UCX prints its warnings on stdout: keep only our JSON lines.)
       grep "^{" "$dir/out.0" | sed "s/^{/{\"transport\": \"$name\", /" >>"$out/results"
     done
+  done
+done
+
+# Gloo (TCP over loopback) with the same sizes, processes and timing.
+for world in 2 4; do
+  for op in all_reduce all_gather; do
+    dir=$(mktemp -d -p "$out")
+    for ((rank = 0; rank < world; rank++)); do
+      /usr/bin/python3 bench/comm/gloo_bench.py --rank=$rank --world_size=$world \
+        --rendezvous_dir="$dir" --op=$op --sizes="$size_list" --seconds_per_size=0.3 \
+        --max_iters=100 >"$dir/out.$rank" 2>"$dir/err.$rank" &
+    done
+    if ! wait; then
+      echo "gloo_bench failed (P=$world $op):" >&2
+      tail -5 "$dir"/err.* >&2
+      exit 1
+    fi
+    grep "^{" "$dir/out.0" | sed 's/^{/{"transport": "gloo", /' >>"$out/results"
   done
 done
 echo "date: $(date -u +%Y-%m-%d); $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); UCX $(ucx_info -v | sed -n 's/# Version //p')"
