@@ -345,11 +345,9 @@ HelloHandler::Verdict Communicator::OnHello(EndpointId endpoint, const std::stri
     return reject(absl::StrCat("rank ", hello.rank, " must wait for rank ", options_.rank,
                                " to connect (the lower rank dials)"));
   }
-  Peer& p = peers_[hello.rank];
-  if (!connecting_) return reject("this communicator is already formed");
-  if (p.state == LinkState::kConnected && !p.failed) {
-    return reject(absl::StrCat("rank ", hello.rank, " is already connected"));
-  }
+  // Whether the claimed rank is already connected, or the communicator
+  // formed, is said only to a dialer that proved the secret (OnConfirm): a
+  // stranger always ends at the proof.
   int unconfirmed = 0;
   for (const auto& [id, pending] : unconfirmed_) unconfirmed += pending.rank == hello.rank;
   if (unconfirmed >= kMaxUnconfirmedPerRank) {
