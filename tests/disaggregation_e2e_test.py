@@ -23,6 +23,15 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
         self.cluster.start_node(name, binary, ["--threads=1"] + (
             ["--collective_timeout=10s"] if binary == harness.WORKER else []))
 
+    def start_workers_and_servers(self):
+        """Starts two workers and two attention servers and waits until all are alive."""
+        for name in ("worker-0", "worker-1"):
+            self.start(name, harness.WORKER)
+        for name in ("attn-0", "attn-1"):
+            self.start(name, harness.ATTENTION_SERVER)
+        self.cluster.wait_for_states({"worker-0": "ALIVE", "worker-1": "ALIVE",
+                                      "attn-0": "ALIVE", "attn-1": "ALIVE"}, timeout=20)
+
     def assert_served_to_the_end(self, log, job_id):
         # The workers' goodbye and the scheduler's StopJob ("job succeeded")
         # race at the end of a job; either is a clean end.
@@ -164,12 +173,7 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
             self.assertNotIn(job.job_id, self.cluster.nodes[name].log())
 
     def test_disaggregated_jobs_match_colocated(self):
-        for name in ("worker-0", "worker-1"):
-            self.start(name, harness.WORKER)
-        for name in ("attn-0", "attn-1"):
-            self.start(name, harness.ATTENTION_SERVER)
-        self.cluster.wait_for_states({"worker-0": "ALIVE", "worker-1": "ALIVE",
-                                      "attn-0": "ALIVE", "attn-1": "ALIVE"}, timeout=20)
+        self.start_workers_and_servers()
 
         colocated = self.train("colocated", job_pb2.COLOCATED)
         self.assertEqual(len(colocated.assigned_nodes), 2)
@@ -212,12 +216,7 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
         self.check_attention_plans(colocated, two)
 
     def test_killed_attention_server_costs_a_step_not_a_restart_and_grows_back(self):
-        for name in ("worker-0", "worker-1"):
-            self.start(name, harness.WORKER)
-        for name in ("attn-0", "attn-1"):
-            self.start(name, harness.ATTENTION_SERVER)
-        self.cluster.wait_for_states({"worker-0": "ALIVE", "worker-1": "ALIVE",
-                                      "attn-0": "ALIVE", "attn-1": "ALIVE"}, timeout=20)
+        self.start_workers_and_servers()
         steps = 40
         colocated = self.train("colocated", job_pb2.COLOCATED, steps=steps)
 
