@@ -131,13 +131,7 @@ model::ModelBatch MakeModelBatch(std::mt19937& rng, const model::ModelConfig& co
     int start = 0;
     while (start < seq_len) {
       const int length = std::min(seq_len - start, 1 + static_cast<int>(rng() % (r == 0 ? 200 : 30)));
-      b.attention_tasks.push_back({0, length, int64_t{r} * seq_len + start,
-                                   int64_t{r} * seq_len + start});
-      for (int i = 0; i < length; ++i) {
-        b.tokens.push_back(static_cast<int32_t>(rng() % config.vocab_size));
-        b.positions.push_back(i);
-        b.targets.push_back(i + 1 < length ? static_cast<int32_t>(rng() % config.vocab_size) : -1);
-      }
+      AppendDocument(rng, config, r, start, length, b);
       start += length;
     }
   }
@@ -145,14 +139,7 @@ model::ModelBatch MakeModelBatch(std::mt19937& rng, const model::ModelConfig& co
 }
 
 void ExpectModelEquivalent(int workers, int servers, bool keep) {
-  model::ModelConfig config;
-  config.n_layers = 2;
-  config.d_model = 32;
-  config.n_heads = 4;
-  config.n_kv_heads = 2;
-  config.d_ff = 64;
-  config.vocab_size = 50;
-  config.max_seq_len = 256;
+  const model::ModelConfig config = SmallModelConfig(256);
   std::mt19937 rng(5 + workers * 7 + servers);
   std::vector<std::vector<model::ModelBatch>> batches(workers);  // [worker][micro-batch]
   for (int w = 0; w < workers; ++w) {

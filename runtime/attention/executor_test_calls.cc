@@ -85,6 +85,29 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
   return scale > 0 ? diff / scale : diff;
 }
 
+model::ModelConfig SmallModelConfig(int max_seq_len) {
+  model::ModelConfig config;
+  config.n_layers = 2;
+  config.d_model = 32;
+  config.n_heads = 4;
+  config.n_kv_heads = 2;
+  config.d_ff = 64;
+  config.vocab_size = 50;
+  config.max_seq_len = max_seq_len;
+  return config;
+}
+
+void AppendDocument(std::mt19937& rng, const model::ModelConfig& config, int row, int start,
+                    int length, model::ModelBatch& b) {
+  const int64_t offset = int64_t{row} * b.seq_len + start;
+  b.attention_tasks.push_back({0, length, offset, offset});
+  for (int i = 0; i < length; ++i) {
+    b.tokens.push_back(static_cast<int32_t>(rng() % config.vocab_size));
+    b.positions.push_back(i);
+    b.targets.push_back(i + 1 < length ? static_cast<int32_t>(rng() % config.vocab_size) : -1);
+  }
+}
+
 ModelRun RunModel(const model::ModelConfig& config, const std::vector<model::ModelBatch>& batches,
                   model::CoreAttentionExecutor& executor) {
   ModelRun result;

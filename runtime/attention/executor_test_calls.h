@@ -44,6 +44,14 @@ absl::Status RunCalls(model::CoreAttentionExecutor& executor, const kernels::Att
 // max |a - b| / max |b| (0 when both are zero).
 double RelativeError(const std::vector<float>& a, const std::vector<float>& b);
 
+// A two-layer model small enough for many runs per test (4 heads, 2 KV heads).
+model::ModelConfig SmallModelConfig(int max_seq_len);
+
+// Appends one document of `length` random tokens to row `row` of `b` at
+// `start`, with its attention task (the last token has no target).
+void AppendDocument(std::mt19937& rng, const model::ModelConfig& config, int row, int start,
+                    int length, model::ModelBatch& b);
+
 // What one worker's model run leaves: a loss sum per micro-batch and the
 // accumulated gradients.
 struct ModelRun {

@@ -284,13 +284,7 @@ model::ModelBatch MakeModelBatch(std::mt19937& rng, const model::ModelConfig& co
       const int most = worker == 0 ? seq_len : 20;
       const int length =
           std::min(seq_len - start, worker == 0 ? most : 1 + static_cast<int>(rng() % most));
-      b.attention_tasks.push_back(
-          {0, length, int64_t{r} * seq_len + start, int64_t{r} * seq_len + start});
-      for (int i = 0; i < length; ++i) {
-        b.tokens.push_back(static_cast<int32_t>(rng() % config.vocab_size));
-        b.positions.push_back(i);
-        b.targets.push_back(i + 1 < length ? static_cast<int32_t>(rng() % config.vocab_size) : -1);
-      }
+      AppendDocument(rng, config, r, start, length, b);
       start += length;
     }
   }
@@ -298,14 +292,7 @@ model::ModelBatch MakeModelBatch(std::mt19937& rng, const model::ModelConfig& co
 }
 
 void ExpectModelEquivalent(int workers, bool keep) {
-  model::ModelConfig config;
-  config.n_layers = 2;
-  config.d_model = 32;
-  config.n_heads = 4;
-  config.n_kv_heads = 2;
-  config.d_ff = 64;
-  config.vocab_size = 50;
-  config.max_seq_len = 128;
+  const model::ModelConfig config = SmallModelConfig(128);
   std::mt19937 rng(31 + workers);
   std::vector<std::vector<model::ModelBatch>> batches(workers);  // [worker][micro-batch]
   for (int w = 0; w < workers; ++w) {
