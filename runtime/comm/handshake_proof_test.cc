@@ -33,35 +33,25 @@ TEST(HandshakeProofTest, EveryFieldSideAndSecretChangesTheProof) {
   add(HandshakeSide::kAcceptor, secret, Sample());
   add(HandshakeSide::kDialer, secret, Sample());
   add(HandshakeSide::kAcceptor, "other", Sample());
-  HandshakeTranscript t = Sample();
-  t.job_id = "job-2";
-  add(HandshakeSide::kAcceptor, secret, t);
-  t = Sample();
-  t.generation = 4;
-  add(HandshakeSide::kAcceptor, secret, t);
-  t = Sample();
-  t.world_size = 5;
-  add(HandshakeSide::kAcceptor, secret, t);
-  t = Sample();
-  t.settings_fingerprint = 100;
-  add(HandshakeSide::kAcceptor, secret, t);
-  t = Sample();
-  t.dialer_rank = 1;
-  add(HandshakeSide::kAcceptor, secret, t);
-  t = Sample();
-  t.acceptor_rank = 3;
-  add(HandshakeSide::kAcceptor, secret, t);
-  t = Sample();
-  t.dialer_nonce[0] = 'x';
-  add(HandshakeSide::kAcceptor, secret, t);
-  t = Sample();
-  t.acceptor_nonce[31] = 'x';
-  add(HandshakeSide::kAcceptor, secret, t);
+  // The acceptor's proof with the same secret, over Sample() changed by `change`.
+  auto add_changed = [&](auto change) {
+    HandshakeTranscript t = Sample();
+    change(t);
+    add(HandshakeSide::kAcceptor, secret, t);
+  };
+  add_changed([](HandshakeTranscript& t) { t.job_id = "job-2"; });
+  add_changed([](HandshakeTranscript& t) { t.generation = 4; });
+  add_changed([](HandshakeTranscript& t) { t.world_size = 5; });
+  add_changed([](HandshakeTranscript& t) { t.settings_fingerprint = 100; });
+  add_changed([](HandshakeTranscript& t) { t.dialer_rank = 1; });
+  add_changed([](HandshakeTranscript& t) { t.acceptor_rank = 3; });
+  add_changed([](HandshakeTranscript& t) { t.dialer_nonce[0] = 'x'; });
+  add_changed([](HandshakeTranscript& t) { t.acceptor_nonce[31] = 'x'; });
   // Moving bytes between length-prefixed fields changes the proof too.
-  t = Sample();
-  t.job_id = "job-1d";
-  t.dialer_nonce = std::string(kHandshakeNonceBytes - 1, 'd');
-  add(HandshakeSide::kAcceptor, secret, t);
+  add_changed([](HandshakeTranscript& t) {
+    t.job_id = "job-1d";
+    t.dialer_nonce = std::string(kHandshakeNonceBytes - 1, 'd');
+  });
   EXPECT_EQ(proofs.size(), 12u);
 }
 
