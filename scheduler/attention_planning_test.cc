@@ -73,6 +73,26 @@ class FakeCluster {
   std::map<std::string, v1::NodeInfo> nodes_;
 };
 
+// A bad message, the node that sends it, and how it must be refused.
+template <typename Message>
+struct RefusalCase {
+  std::string what;
+  Message message;
+  std::string node;
+  absl::StatusCode code;
+  std::string field;  // what the refusal's message must name
+};
+
+// Expects `send` (node, message) to refuse every case with its code, naming its field.
+template <typename Message, typename Send>
+void ExpectRefused(const std::vector<RefusalCase<Message>>& cases, Send send) {
+  for (const RefusalCase<Message>& c : cases) {
+    absl::Status status = send(c.node, c.message);
+    EXPECT_EQ(status.code(), c.code) << c.what << ": " << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(c.field)) << c.what;
+  }
+}
+
 class AttentionPlanningTest : public ::testing::Test {
  protected:
   AttentionPlanningTest()
@@ -457,14 +477,7 @@ TEST_F(AttentionPlanningTest, PlanQueriesNameTheProblem) {
 TEST_F(AttentionPlanningTest, BadDemandsAreRefusedNamingTheField) {
   cluster_.AddJob("job-1", 2, 1);
   cluster_.AddJob("job-2", 1, 0).mutable_spec()->mutable_attention()->set_mode(v1::COLOCATED);
-  struct Case {
-    std::string what;
-    v1::AttentionDemand demand;
-    std::string node;
-    absl::StatusCode code;
-    std::string field;
-  };
-  std::vector<Case> cases;
+  std::vector<RefusalCase<v1::AttentionDemand>> cases;
   auto add = [&](std::string what, auto edit, absl::StatusCode code, std::string field,
                  std::string node = "w0") {
     v1::AttentionDemand demand = Demand("job-1", 0, 1, {10, 20});
@@ -516,11 +529,9 @@ TEST_F(AttentionPlanningTest, BadDemandsAreRefusedNamingTheField) {
         for (int i = 0; i < (1 << 20) - 1; ++i) second->add_document_lengths(1);
       },
       absl::StatusCode::kInvalidArgument, "documents in all");
-  for (const Case& c : cases) {
-    absl::Status status = planning_.OnAttentionDemand(c.node, 1, c.demand);
-    EXPECT_EQ(status.code(), c.code) << c.what << ": " << status;
-    EXPECT_THAT(std::string(status.message()), HasSubstr(c.field)) << c.what;
-  }
+  ExpectRefused(cases, [&](const std::string& node, const v1::AttentionDemand& demand) {
+    return planning_.OnAttentionDemand(node, 1, demand);
+  });
   // None of them counted: rank 1 alone does not complete step 1.
   ASSERT_TRUE(Report("job-1", 1, 1, {5}).ok());
   EXPECT_FALSE(planning_.LatestPlan("job-1").ok());
@@ -528,14 +539,7 @@ TEST_F(AttentionPlanningTest, BadDemandsAreRefusedNamingTheField) {
 
 TEST_F(AttentionPlanningTest, BadTimingsAreRefusedNamingTheField) {
   cluster_.AddJob("job-1", 2, 1);
-  struct Case {
-    std::string what;
-    v1::AttentionTaskTiming timing;
-    std::string node;
-    absl::StatusCode code;
-    std::string field;
-  };
-  std::vector<Case> cases;
+  std::vector<RefusalCase<v1::AttentionTaskTiming>> cases;
   auto add = [&](std::string what, auto edit, absl::StatusCode code, std::string field,
                  std::string node = "a0") {
     v1::AttentionTaskTiming timing = Timing("job-1", 1e9, 1.0);
@@ -557,11 +561,9 @@ TEST_F(AttentionPlanningTest, BadTimingsAreRefusedNamingTheField) {
       absl::StatusCode::kInvalidArgument, "attention_timing.seconds");
   add("negative micro-batch", [](auto& t) { t.set_micro_batch(-1); },
       absl::StatusCode::kInvalidArgument, "attention_timing.micro_batch");
-  for (const Case& c : cases) {
-    absl::Status status = planning_.OnAttentionTiming(c.node, 1, c.timing);
-    EXPECT_EQ(status.code(), c.code) << c.what << ": " << status;
-    EXPECT_THAT(std::string(status.message()), HasSubstr(c.field)) << c.what;
-  }
+  ExpectRefused(cases, [&](const std::string& node, const v1::AttentionTaskTiming& timing) {
+    return planning_.OnAttentionTiming(node, 1, timing);
+  });
   // Nothing was learned from them.
   ReportAll("job-1", 1, {{10}, {20}});
   EXPECT_EQ(planning_.LatestPlan("job-1")->server_measured_speed(0), 0.0);

@@ -82,6 +82,13 @@ class JobManagerTest : public ::testing::Test {
     return request;
   }
 
+  v1::SubmitJobRequest DisaggregatedSpec(int workers, int attention_servers) {
+    v1::SubmitJobRequest request = Spec(workers);
+    request.mutable_spec()->mutable_attention()->set_mode(v1::DISAGGREGATED);
+    request.mutable_spec()->mutable_attention()->set_attention_servers(attention_servers);
+    return request;
+  }
+
   std::vector<v1::SchedulerCommand> Commands(const std::string& node, uint64_t incarnation) {
     auto commands = registry_->TakeCommands(node, incarnation, absl::ZeroDuration());
     return commands.ok() ? *commands : std::vector<v1::SchedulerCommand>{};
@@ -412,10 +419,7 @@ TEST_F(JobManagerTest, InvalidSpecsNameTheField) {
 TEST_F(JobManagerTest, DisaggregatedJobGangPlacesAttentionServers) {
   const uint64_t w0 = AddWorker("w0");
   const uint64_t w1 = AddWorker("w1");
-  v1::SubmitJobRequest request = Spec(2);
-  request.mutable_spec()->mutable_attention()->set_mode(v1::DISAGGREGATED);
-  request.mutable_spec()->mutable_attention()->set_attention_servers(2);
-  auto job = jobs_->Submit(request);
+  auto job = jobs_->Submit(DisaggregatedSpec(2, 2));
   ASSERT_TRUE(job.ok()) << job.status();
   const uint64_t a0 = AddWorker("a0", v1::ATTENTION_SERVER);
   jobs_->Reconcile();
@@ -564,10 +568,7 @@ TEST_F(JobManagerTest, DisaggregatedJobGangPlacesAttentionServers) {
 // that is short of servers grows back when a free one registers.
 TEST_F(JobManagerTest, DrainedAttentionServersAreReplacedAndJobsGrowBack) {
   const uint64_t w0 = AddWorker("w0");
-  v1::SubmitJobRequest request = Spec(1);
-  request.mutable_spec()->mutable_attention()->set_mode(v1::DISAGGREGATED);
-  request.mutable_spec()->mutable_attention()->set_attention_servers(2);
-  auto job = jobs_->Submit(request);
+  auto job = jobs_->Submit(DisaggregatedSpec(1, 2));
   ASSERT_TRUE(job.ok()) << job.status();
   const uint64_t a0 = AddWorker("a0", v1::ATTENTION_SERVER);
   const uint64_t a1 = AddWorker("a1", v1::ATTENTION_SERVER);
@@ -627,10 +628,7 @@ TEST_F(JobManagerTest, DrainedAttentionServersAreReplacedAndJobsGrowBack) {
 
 TEST_F(JobManagerTest, LostAttentionServersAreReplacedThenLastLossRecovers) {
   const uint64_t w0 = AddWorker("w0");
-  v1::SubmitJobRequest request = Spec(1);
-  request.mutable_spec()->mutable_attention()->set_mode(v1::DISAGGREGATED);
-  request.mutable_spec()->mutable_attention()->set_attention_servers(1);
-  auto job = jobs_->Submit(request);
+  auto job = jobs_->Submit(DisaggregatedSpec(1, 1));
   ASSERT_TRUE(job.ok()) << job.status();
   const uint64_t a0 = AddWorker("a0", v1::ATTENTION_SERVER);
   jobs_->Reconcile();
@@ -798,10 +796,7 @@ TEST_F(JobManagerRefusedWritesTest, DecisionsAreRecordedBeforeTheyAreActedOn) {
 
 TEST_F(JobManagerRefusedWritesTest, RefusedAttentionReplanSendsNothing) {
   const uint64_t w0 = AddWorker("w0");
-  v1::SubmitJobRequest request = Spec(1);
-  request.mutable_spec()->mutable_attention()->set_mode(v1::DISAGGREGATED);
-  request.mutable_spec()->mutable_attention()->set_attention_servers(1);
-  auto job = jobs_->Submit(request);
+  auto job = jobs_->Submit(DisaggregatedSpec(1, 1));
   ASSERT_TRUE(job.ok()) << job.status();
   const uint64_t a0 = AddWorker("a0", v1::ATTENTION_SERVER);
   jobs_->Reconcile();

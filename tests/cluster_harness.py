@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import unittest
 
 RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", "."),
                         os.environ.get("TEST_WORKSPACE", "corescape"))
@@ -149,3 +150,18 @@ class Cluster:
         for daemon in [self.scheduler, *self.nodes.values()]:
             if daemon:
                 print(f"===== {daemon.name} =====\n{daemon.log()}", file=sys.stderr)
+
+
+class ClusterTestCase(unittest.TestCase):
+    """Base for tests whose setUp puts a Cluster in self.cluster: stops its
+    daemons after each test and prints their logs when the test fails."""
+
+    def tearDown(self):
+        self.cluster.stop_all()
+
+    def run(self, result=None):
+        # Print every daemon's log when a test fails: the only way to debug CI.
+        result = super().run(result)
+        if result and (result.failures or result.errors):
+            self.cluster.dump_logs()
+        return result

@@ -32,21 +32,11 @@ def valid_register_request(name="probe"):
     return request
 
 
-class ClusterIntegrationTest(unittest.TestCase):
+class ClusterIntegrationTest(harness.ClusterTestCase):
 
     def setUp(self):
         self.cluster = harness.Cluster(os.path.join(harness.TMP, self.id().split(".")[-1]),
                                        lease_ttl=f"{int(LEASE_TTL_SECONDS * 1000)}ms")
-
-    def tearDown(self):
-        self.cluster.stop_all()
-
-    def run(self, result=None):
-        # Print every daemon's log when a test fails: the only way to debug CI.
-        result = super().run(result)
-        if result and (result.failures or result.errors):
-            self.cluster.dump_logs()
-        return result
 
     def start_three_nodes(self):
         c = self.cluster

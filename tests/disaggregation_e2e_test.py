@@ -23,6 +23,22 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
         self.cluster.start_node(name, binary, ["--threads=1"] + (
             ["--collective_timeout=10s"] if binary == harness.WORKER else []))
 
+    def start_workers_and_servers(self):
+        """Starts two workers and two attention servers and waits until all are alive."""
+        for name in ("worker-0", "worker-1"):
+            self.start(name, harness.WORKER)
+        for name in ("attn-0", "attn-1"):
+            self.start(name, harness.ATTENTION_SERVER)
+        self.cluster.wait_for_states({"worker-0": "ALIVE", "worker-1": "ALIVE",
+                                      "attn-0": "ALIVE", "attn-1": "ALIVE"}, timeout=20)
+
+    def assert_loss_as_colocated(self, job, colocated):
+        """Training and validation loss within 1e-4 (relative) of the colocated job's."""
+        self.assertAlmostEqual(job.progress.loss, colocated.progress.loss,
+                               delta=1e-4 * colocated.progress.loss)
+        self.assertAlmostEqual(job.progress.validation_loss, colocated.progress.validation_loss,
+                               delta=1e-4 * colocated.progress.validation_loss)
+
     def assert_served_to_the_end(self, log, job_id):
         # The workers' goodbye and the scheduler's StopJob ("job succeeded")
         # race at the end of a job; either is a clean end.
@@ -147,10 +163,7 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
         self.assertEqual(sorted(job.assigned_nodes), ["worker-0", "worker-1"])
         print(f"in-place: loss {job.progress.loss:.8f} "
               f"validation {job.progress.validation_loss:.8f}", flush=True)
-        self.assertAlmostEqual(job.progress.loss, colocated.progress.loss,
-                               delta=1e-4 * colocated.progress.loss)
-        self.assertAlmostEqual(job.progress.validation_loss, colocated.progress.validation_loss,
-                               delta=1e-4 * colocated.progress.validation_loss)
+        self.assert_loss_as_colocated(job, colocated)
         for name in ("worker-0", "worker-1"):
             self.assertRegex(self.cluster.nodes[name].log(),
                              rf"job {job.job_id} rank \d: core attention in place over 2 "
@@ -164,12 +177,7 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
             self.assertNotIn(job.job_id, self.cluster.nodes[name].log())
 
     def test_disaggregated_jobs_match_colocated(self):
-        for name in ("worker-0", "worker-1"):
-            self.start(name, harness.WORKER)
-        for name in ("attn-0", "attn-1"):
-            self.start(name, harness.ATTENTION_SERVER)
-        self.cluster.wait_for_states({"worker-0": "ALIVE", "worker-1": "ALIVE",
-                                      "attn-0": "ALIVE", "attn-1": "ALIVE"}, timeout=20)
+        self.start_workers_and_servers()
 
         colocated = self.train("colocated", job_pb2.COLOCATED)
         self.assertEqual(len(colocated.assigned_nodes), 2)
@@ -199,11 +207,7 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
             print(f"{job.spec.name}: loss {job.progress.loss:.8f} "
                   f"validation {job.progress.validation_loss:.8f}", flush=True)
         for job in (one, two):
-            self.assertAlmostEqual(job.progress.loss, colocated.progress.loss,
-                                   delta=1e-4 * colocated.progress.loss)
-            self.assertAlmostEqual(job.progress.validation_loss,
-                                   colocated.progress.validation_loss,
-                                   delta=1e-4 * colocated.progress.validation_loss)
+            self.assert_loss_as_colocated(job, colocated)
         # Every server that took part served the job to its end.
         for name in ("attn-0", "attn-1"):
             log = self.cluster.nodes[name].log()
@@ -212,12 +216,7 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
         self.check_attention_plans(colocated, two)
 
     def test_killed_attention_server_costs_a_step_not_a_restart_and_grows_back(self):
-        for name in ("worker-0", "worker-1"):
-            self.start(name, harness.WORKER)
-        for name in ("attn-0", "attn-1"):
-            self.start(name, harness.ATTENTION_SERVER)
-        self.cluster.wait_for_states({"worker-0": "ALIVE", "worker-1": "ALIVE",
-                                      "attn-0": "ALIVE", "attn-1": "ALIVE"}, timeout=20)
+        self.start_workers_and_servers()
         steps = 40
         colocated = self.train("colocated", job_pb2.COLOCATED, steps=steps)
 
@@ -272,10 +271,7 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
               f"{colocated.progress.validation_loss:.8f}; after failover: loss "
               f"{job.progress.loss:.8f} validation {job.progress.validation_loss:.8f}",
               flush=True)
-        self.assertAlmostEqual(job.progress.loss, colocated.progress.loss,
-                               delta=1e-4 * colocated.progress.loss)
-        self.assertAlmostEqual(job.progress.validation_loss, colocated.progress.validation_loss,
-                               delta=1e-4 * colocated.progress.validation_loss)
+        self.assert_loss_as_colocated(job, colocated)
 
     def test_killed_in_place_worker_recovers_from_checkpoint(self):
         """IN_PLACE (ping-pong halves, both in flight when the peer dies):
@@ -307,10 +303,7 @@ class DisaggregationEndToEndTest(JobClusterTestCase):
         self.assertIn("restored checkpoint", self.cluster.nodes[survivor].log())
         print(f"colocated: loss {colocated.progress.loss:.8f}; in place after a kill: loss "
               f"{job.progress.loss:.8f} ({job.recoveries} recoveries)", flush=True)
-        self.assertAlmostEqual(job.progress.loss, colocated.progress.loss,
-                               delta=1e-4 * colocated.progress.loss)
-        self.assertAlmostEqual(job.progress.validation_loss, colocated.progress.validation_loss,
-                               delta=1e-4 * colocated.progress.validation_loss)
+        self.assert_loss_as_colocated(job, colocated)
 
     def test_job_waits_for_attention_servers(self):
         for name in ("worker-0", "worker-1"):

@@ -70,7 +70,7 @@ class Jobs:
 FINAL = (job_pb2.SUCCEEDED, job_pb2.FAILED, job_pb2.CANCELLED)
 
 
-class JobClusterTestCase(unittest.TestCase):
+class JobClusterTestCase(harness.ClusterTestCase):
     """A scheduler of its own per test, a JobService client, and the
     daemons' logs printed when the test fails."""
 
@@ -85,13 +85,7 @@ class JobClusterTestCase(unittest.TestCase):
 
     def tearDown(self):
         self.jobs.channel.close()
-        self.cluster.stop_all()
-
-    def run(self, result=None):
-        result = super().run(result)
-        if result and (result.failures or result.errors):
-            self.cluster.dump_logs()
-        return result
+        super().tearDown()
 
 
 class JobsEndToEndTest(JobClusterTestCase):
@@ -100,6 +94,15 @@ class JobsEndToEndTest(JobClusterTestCase):
         self.cluster.start_node(name, harness.WORKER,
                                 ["--collective_timeout=5s", "--threads=1"])
         self.cluster.wait_for_states({name: "ALIVE"}, timeout=20)
+
+    def kill_worker_1_after_checkpoint(self, job_id, step):
+        """Kills worker-1 once job_id has checkpointed step, starts worker-2 in
+        its place and returns the job in its final state."""
+        harness.wait_for(lambda: self.jobs.job(job_id).progress.checkpoint_step >= step, 120,
+                         f"a checkpoint at step {step}", interval=0.02)
+        self.cluster.nodes["worker-1"].kill(signal.SIGKILL)
+        self.start_worker("worker-2")
+        return self.jobs.wait_state(job_id, FINAL, timeout=180)
 
     def final_crc(self, name, job_id):
         log = self.cluster.nodes[name].log()
@@ -176,11 +179,7 @@ class JobsEndToEndTest(JobClusterTestCase):
         self.assertEqual(reference.state, job_pb2.SUCCEEDED, reference.state_reason)
         self.assertEqual(reference.mask_epoch, 1)
         job_id = self.jobs.run(scape_spec("scape-recovered"))
-        harness.wait_for(lambda: self.jobs.job(job_id).progress.checkpoint_step >= 10, 120,
-                         "a checkpoint at step 10", interval=0.02)
-        self.cluster.nodes["worker-1"].kill(signal.SIGKILL)
-        self.start_worker("worker-2")
-        job = self.jobs.wait_state(job_id, FINAL, timeout=180)
+        job = self.kill_worker_1_after_checkpoint(job_id, 10)
         self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
         self.assertGreaterEqual(job.recoveries, 1)
         self.assertEqual(job.mask_epoch, 1 + job.recoveries)
@@ -196,11 +195,7 @@ class JobsEndToEndTest(JobClusterTestCase):
         s = spec("pair", steps=120, checkpoint_dir=checkpoints, checkpoint_interval=10)
         s.placement.workers = 2
         job_id = self.jobs.run(s)
-        harness.wait_for(lambda: self.jobs.job(job_id).progress.checkpoint_step >= 20, 120,
-                         "a checkpoint at step 20", interval=0.02)
-        self.cluster.nodes["worker-1"].kill(signal.SIGKILL)
-        self.start_worker("worker-2")
-        job = self.jobs.wait_state(job_id, FINAL, timeout=180)
+        job = self.kill_worker_1_after_checkpoint(job_id, 20)
         self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
         self.assertGreaterEqual(job.generation, 2)
         self.assertEqual(sorted(job.assigned_nodes), ["worker-0", "worker-2"])

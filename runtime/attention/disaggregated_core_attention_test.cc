@@ -131,13 +131,7 @@ model::ModelBatch MakeModelBatch(std::mt19937& rng, const model::ModelConfig& co
     int start = 0;
     while (start < seq_len) {
       const int length = std::min(seq_len - start, 1 + static_cast<int>(rng() % (r == 0 ? 200 : 30)));
-      b.attention_tasks.push_back({0, length, int64_t{r} * seq_len + start,
-                                   int64_t{r} * seq_len + start});
-      for (int i = 0; i < length; ++i) {
-        b.tokens.push_back(static_cast<int32_t>(rng() % config.vocab_size));
-        b.positions.push_back(i);
-        b.targets.push_back(i + 1 < length ? static_cast<int32_t>(rng() % config.vocab_size) : -1);
-      }
+      AppendDocument(rng, config, r, start, length, b);
       start += length;
     }
   }
@@ -145,46 +139,16 @@ model::ModelBatch MakeModelBatch(std::mt19937& rng, const model::ModelConfig& co
 }
 
 void ExpectModelEquivalent(int workers, int servers, bool keep) {
-  model::ModelConfig config;
-  config.n_layers = 2;
-  config.d_model = 32;
-  config.n_heads = 4;
-  config.n_kv_heads = 2;
-  config.d_ff = 64;
-  config.vocab_size = 50;
-  config.max_seq_len = 256;
+  const model::ModelConfig config = SmallModelConfig(256);
   std::mt19937 rng(5 + workers * 7 + servers);
   std::vector<std::vector<model::ModelBatch>> batches(workers);  // [worker][micro-batch]
   for (int w = 0; w < workers; ++w) {
     for (int m = 0; m < 3; ++m) batches[w].push_back(MakeModelBatch(rng, config, 2, 256));
   }
-  struct Result {
-    std::vector<double> losses;
-    std::vector<float> gradients;
-  };
-  auto train = [&](int w, model::CoreAttentionExecutor& executor) {
-    Result result;
-    auto model = model::Transformer::Create(config);
-    EXPECT_TRUE(model.ok()) << model.status();
-    model->InitializeWeights(11);
-    model->ZeroGradients();
-    for (int m = 0; m < 3; ++m) {
-      model::Activations activations;
-      auto loss = model->Forward(batches[w][m], executor, activations);
-      EXPECT_TRUE(loss.ok()) << loss.status();
-      if (!loss.ok()) return result;
-      result.losses.push_back(loss->loss_sum);
-      if (m == 1) continue;  // validation: forward only
-      absl::Status s = model->Backward(executor, activations, 1.0f / 1000);
-      EXPECT_TRUE(s.ok()) << s;
-    }
-    result.gradients = model->gradients();
-    return result;
-  };
-  std::vector<Result> expected(workers), remote(workers);
+  std::vector<ModelRun> expected(workers), remote(workers);
   for (int w = 0; w < workers; ++w) {
     model::LocalCoreAttention local(nullptr);
-    expected[w] = train(w, local);
+    expected[w] = RunModel(config, batches[w], local);
   }
   ClusterSetup setup;
   setup.workers = workers;
@@ -193,25 +157,9 @@ void ExpectModelEquivalent(int workers, int servers, bool keep) {
   setup.options.tolerance = 0.0;
   setup.options.keep_qkv_for_backward = keep;
   RunCluster(setup, [&](int w, DisaggregatedCoreAttention& executor) {
-    remote[w] = train(w, executor);
+    remote[w] = RunModel(config, batches[w], executor);
   });
-  auto model = model::Transformer::Create(config);
-  ASSERT_TRUE(model.ok());
-  for (int w = 0; w < workers; ++w) {
-    ASSERT_EQ(remote[w].losses.size(), 3u);
-    for (int m = 0; m < 3; ++m) {
-      EXPECT_NEAR(remote[w].losses[m], expected[w].losses[m],
-                  1e-5 * std::abs(expected[w].losses[m]))
-          << "worker " << w << " micro-batch " << m;
-    }
-    for (const model::TensorSlot& slot : model->layout().tensors()) {
-      std::vector<float> a(remote[w].gradients.begin() + slot.offset,
-                           remote[w].gradients.begin() + slot.offset + slot.size);
-      std::vector<float> b(expected[w].gradients.begin() + slot.offset,
-                           expected[w].gradients.begin() + slot.offset + slot.size);
-      EXPECT_LE(RelativeError(a, b), 1e-5) << "worker " << w << " " << slot.name;
-    }
-  }
+  ExpectSameModelRuns(config, remote, expected);
 }
 
 TEST(DisaggregatedModelTest, OneWorkerOneServer) { ExpectModelEquivalent(1, 1, true); }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gtest/gtest.h"
+
 namespace corescape::attention {
 
 void FillRandomTensors(std::mt19937& rng, const kernels::AttentionShape& shape, RandomBatch& b) {
@@ -81,6 +83,72 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
     scale = std::max(scale, std::abs(double{b[i]}));
   }
   return scale > 0 ? diff / scale : diff;
+}
+
+model::ModelConfig SmallModelConfig(int max_seq_len) {
+  model::ModelConfig config;
+  config.n_layers = 2;
+  config.d_model = 32;
+  config.n_heads = 4;
+  config.n_kv_heads = 2;
+  config.d_ff = 64;
+  config.vocab_size = 50;
+  config.max_seq_len = max_seq_len;
+  return config;
+}
+
+void AppendDocument(std::mt19937& rng, const model::ModelConfig& config, int row, int start,
+                    int length, model::ModelBatch& b) {
+  const int64_t offset = int64_t{row} * b.seq_len + start;
+  b.attention_tasks.push_back({0, length, offset, offset});
+  for (int i = 0; i < length; ++i) {
+    b.tokens.push_back(static_cast<int32_t>(rng() % config.vocab_size));
+    b.positions.push_back(i);
+    b.targets.push_back(i + 1 < length ? static_cast<int32_t>(rng() % config.vocab_size) : -1);
+  }
+}
+
+ModelRun RunModel(const model::ModelConfig& config, const std::vector<model::ModelBatch>& batches,
+                  model::CoreAttentionExecutor& executor) {
+  ModelRun result;
+  auto model = model::Transformer::Create(config);
+  EXPECT_TRUE(model.ok()) << model.status();
+  model->InitializeWeights(11);
+  model->ZeroGradients();
+  for (size_t m = 0; m < batches.size(); ++m) {
+    model::Activations activations;
+    auto loss = model->Forward(batches[m], executor, activations);
+    EXPECT_TRUE(loss.ok()) << loss.status();
+    if (!loss.ok()) return result;
+    result.losses.push_back(loss->loss_sum);
+    if (m == 1) continue;  // validation: forward only
+    absl::Status s = model->Backward(executor, activations, 1.0f / 1000);
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  result.gradients = model->gradients();
+  return result;
+}
+
+void ExpectSameModelRuns(const model::ModelConfig& config, const std::vector<ModelRun>& actual,
+                         const std::vector<ModelRun>& expected) {
+  auto model = model::Transformer::Create(config);
+  ASSERT_TRUE(model.ok());
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t w = 0; w < actual.size(); ++w) {
+    ASSERT_EQ(actual[w].losses.size(), 3u);
+    for (int m = 0; m < 3; ++m) {
+      EXPECT_NEAR(actual[w].losses[m], expected[w].losses[m],
+                  1e-5 * std::abs(expected[w].losses[m]))
+          << "worker " << w << " micro-batch " << m;
+    }
+    for (const model::TensorSlot& slot : model->layout().tensors()) {
+      std::vector<float> a(actual[w].gradients.begin() + slot.offset,
+                           actual[w].gradients.begin() + slot.offset + slot.size);
+      std::vector<float> b(expected[w].gradients.begin() + slot.offset,
+                           expected[w].gradients.begin() + slot.offset + slot.size);
+      EXPECT_LE(RelativeError(a, b), 1e-5) << "worker " << w << " " << slot.name;
+    }
+  }
 }
 
 }  // namespace corescape::attention

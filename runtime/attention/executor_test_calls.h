@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "runtime/kernels/core_attention.h"
 #include "runtime/model/core_attention_executor.h"
+#include "runtime/model/transformer.h"
 
 namespace corescape::attention {
 
@@ -42,6 +43,32 @@ absl::Status RunCalls(model::CoreAttentionExecutor& executor, const kernels::Att
 
 // max |a - b| / max |b| (0 when both are zero).
 double RelativeError(const std::vector<float>& a, const std::vector<float>& b);
+
+// A two-layer model small enough for many runs per test (4 heads, 2 KV heads).
+model::ModelConfig SmallModelConfig(int max_seq_len);
+
+// Appends one document of `length` random tokens to row `row` of `b` at
+// `start`, with its attention task (the last token has no target).
+void AppendDocument(std::mt19937& rng, const model::ModelConfig& config, int row, int start,
+                    int length, model::ModelBatch& b);
+
+// What one worker's model run leaves: a loss sum per micro-batch and the
+// accumulated gradients.
+struct ModelRun {
+  std::vector<double> losses;
+  std::vector<float> gradients;
+};
+
+// Runs a fresh model of `config` (weights seeded 11) over `batches` through
+// `executor`: forward of each, backward of all but the second, which stands
+// for validation. Failures are reported through gtest.
+ModelRun RunModel(const model::ModelConfig& config, const std::vector<model::ModelBatch>& batches,
+                  model::CoreAttentionExecutor& executor);
+
+// Expects each worker's run to match the expected one: three losses, each
+// within 1e-5 relative, and every gradient tensor within 1e-5 relative error.
+void ExpectSameModelRuns(const model::ModelConfig& config, const std::vector<ModelRun>& actual,
+                         const std::vector<ModelRun>& expected);
 
 }  // namespace corescape::attention
 

@@ -284,13 +284,7 @@ model::ModelBatch MakeModelBatch(std::mt19937& rng, const model::ModelConfig& co
       const int most = worker == 0 ? seq_len : 20;
       const int length =
           std::min(seq_len - start, worker == 0 ? most : 1 + static_cast<int>(rng() % most));
-      b.attention_tasks.push_back(
-          {0, length, int64_t{r} * seq_len + start, int64_t{r} * seq_len + start});
-      for (int i = 0; i < length; ++i) {
-        b.tokens.push_back(static_cast<int32_t>(rng() % config.vocab_size));
-        b.positions.push_back(i);
-        b.targets.push_back(i + 1 < length ? static_cast<int32_t>(rng() % config.vocab_size) : -1);
-      }
+      AppendDocument(rng, config, r, start, length, b);
       start += length;
     }
   }
@@ -298,46 +292,16 @@ model::ModelBatch MakeModelBatch(std::mt19937& rng, const model::ModelConfig& co
 }
 
 void ExpectModelEquivalent(int workers, bool keep) {
-  model::ModelConfig config;
-  config.n_layers = 2;
-  config.d_model = 32;
-  config.n_heads = 4;
-  config.n_kv_heads = 2;
-  config.d_ff = 64;
-  config.vocab_size = 50;
-  config.max_seq_len = 128;
+  const model::ModelConfig config = SmallModelConfig(128);
   std::mt19937 rng(31 + workers);
   std::vector<std::vector<model::ModelBatch>> batches(workers);  // [worker][micro-batch]
   for (int w = 0; w < workers; ++w) {
     for (int m = 0; m < 3; ++m) batches[w].push_back(MakeModelBatch(rng, config, w, 128));
   }
-  struct Result {
-    std::vector<double> losses;
-    std::vector<float> gradients;
-  };
-  auto train = [&](int w, model::CoreAttentionExecutor& executor) {
-    Result result;
-    auto model = model::Transformer::Create(config);
-    EXPECT_TRUE(model.ok()) << model.status();
-    model->InitializeWeights(11);
-    model->ZeroGradients();
-    for (int m = 0; m < 3; ++m) {
-      model::Activations activations;
-      auto loss = model->Forward(batches[w][m], executor, activations);
-      EXPECT_TRUE(loss.ok()) << loss.status();
-      if (!loss.ok()) return result;
-      result.losses.push_back(loss->loss_sum);
-      if (m == 1) continue;  // validation: forward only
-      absl::Status s = model->Backward(executor, activations, 1.0f / 1000);
-      EXPECT_TRUE(s.ok()) << s;
-    }
-    result.gradients = model->gradients();
-    return result;
-  };
-  std::vector<Result> expected(workers), in_place(workers);
+  std::vector<ModelRun> expected(workers), in_place(workers);
   for (int w = 0; w < workers; ++w) {
     model::LocalCoreAttention local(nullptr);
-    expected[w] = train(w, local);
+    expected[w] = RunModel(config, batches[w], local);
   }
   InPlaceOptions options;
   options.n_layers = config.n_layers;
@@ -345,37 +309,25 @@ void ExpectModelEquivalent(int workers, bool keep) {
   options.keep_qkv_for_backward = keep;
   int64_t shipped = 0;
   RunWorkers(workers, options, [&](int w, InPlaceCoreAttention& executor) {
-    in_place[w] = train(w, executor);
+    in_place[w] = RunModel(config, batches[w], executor);
     if (w == 0) shipped = executor.stats().tasks_shipped;
   });
   EXPECT_GT(shipped, 0) << "worker 0's long documents stayed at home";
-  auto model = model::Transformer::Create(config);
-  ASSERT_TRUE(model.ok());
-  for (int w = 0; w < workers; ++w) {
-    ASSERT_EQ(in_place[w].losses.size(), 3u);
-    for (int m = 0; m < 3; ++m) {
-      EXPECT_NEAR(in_place[w].losses[m], expected[w].losses[m],
-                  1e-5 * std::abs(expected[w].losses[m]))
-          << "worker " << w << " micro-batch " << m;
-    }
-    for (const model::TensorSlot& slot : model->layout().tensors()) {
-      std::vector<float> a(in_place[w].gradients.begin() + slot.offset,
-                           in_place[w].gradients.begin() + slot.offset + slot.size);
-      std::vector<float> b(expected[w].gradients.begin() + slot.offset,
-                           expected[w].gradients.begin() + slot.offset + slot.size);
-      EXPECT_LE(RelativeError(a, b), 1e-5) << "worker " << w << " " << slot.name;
-    }
-  }
+  ExpectSameModelRuns(config, in_place, expected);
 }
 
 TEST(InPlaceModelTest, TwoWorkers) { ExpectModelEquivalent(2, true); }
 TEST(InPlaceModelTest, ThreeWorkersResending) { ExpectModelEquivalent(3, false); }
 
-// A call out of order fails on the caller with the reason, and its peer
-// fails too instead of waiting for its timeout.
-TEST(InPlaceProtocolTest, OutOfOrderCallFailsEveryWorker) {
+// Two workers of a two-layer executor, each with documents {30, 20} of
+// random tensors from `seed`: runs the forward of `forward_layers` layers,
+// then `call`, and returns each worker's status from `call`.
+std::vector<absl::Status> RunThenCall(
+    int seed, int forward_layers,
+    const std::function<absl::Status(int, InPlaceCoreAttention&, const kernels::AttentionShape&,
+                                      const RandomBatch&, Outputs&)>& call) {
   const kernels::AttentionShape shape{4, 2, 8, 0.35f};
-  std::mt19937 rng(3);
+  std::mt19937 rng(seed);
   std::vector<RandomBatch> batches;
   for (int w = 0; w < 2; ++w) batches.push_back(MakeBatch(rng, shape, {30, 20}));
   InPlaceOptions options;
@@ -384,10 +336,21 @@ TEST(InPlaceProtocolTest, OutOfOrderCallFailsEveryWorker) {
   RunWorkers(2, options, [&](int w, InPlaceCoreAttention& executor) {
     const RandomBatch& b = batches[w];
     Outputs out;
-    ASSERT_TRUE(RunCalls(executor, shape, 2, b, /*backward=*/false, out).ok());
-    // Worker 0: backward of layer 0 with layer 1 skipped.
-    results[w] = executor.Backward(BackwardCall(w == 0 ? 0 : 1, shape, b, out));
+    ASSERT_TRUE(RunCalls(executor, shape, forward_layers, b, /*backward=*/false, out).ok());
+    results[w] = call(w, executor, shape, b, out);
   });
+  return results;
+}
+
+// A call out of order fails on the caller with the reason, and its peer
+// fails too instead of waiting for its timeout.
+TEST(InPlaceProtocolTest, OutOfOrderCallFailsEveryWorker) {
+  const std::vector<absl::Status> results = RunThenCall(
+      3, 2, [](int w, InPlaceCoreAttention& executor, const kernels::AttentionShape& shape,
+               const RandomBatch& b, Outputs& out) {
+        // Worker 0: backward of layer 0 with layer 1 skipped.
+        return executor.Backward(BackwardCall(w == 0 ? 0 : 1, shape, b, out));
+      });
   EXPECT_EQ(results[0].code(), absl::StatusCode::kFailedPrecondition) << results[0];
   EXPECT_NE(results[0].message().find("expected backward in reverse layer order"),
             std::string::npos)
@@ -399,19 +362,11 @@ TEST(InPlaceProtocolTest, OutOfOrderCallFailsEveryWorker) {
 // Workers whose calls disagree (one starts a new micro-batch while the
 // other is at layer 1) see the mismatch in the first header.
 TEST(InPlaceProtocolTest, WorkersOutOfStepSeeTheMismatch) {
-  const kernels::AttentionShape shape{4, 2, 8, 0.35f};
-  std::mt19937 rng(4);
-  std::vector<RandomBatch> batches;
-  for (int w = 0; w < 2; ++w) batches.push_back(MakeBatch(rng, shape, {30, 20}));
-  InPlaceOptions options;
-  options.n_layers = 2;
-  std::vector<absl::Status> results(2);
-  RunWorkers(2, options, [&](int w, InPlaceCoreAttention& executor) {
-    const RandomBatch& b = batches[w];
-    Outputs out;
-    ASSERT_TRUE(RunCalls(executor, shape, 1, b, /*backward=*/false, out).ok());
-    results[w] = executor.Forward(ForwardCall(w == 0 ? 1 : 0, shape, b, out));
-  });
+  const std::vector<absl::Status> results = RunThenCall(
+      4, 1, [](int w, InPlaceCoreAttention& executor, const kernels::AttentionShape& shape,
+               const RandomBatch& b, Outputs& out) {
+        return executor.Forward(ForwardCall(w == 0 ? 1 : 0, shape, b, out));
+      });
   for (int w = 0; w < 2; ++w) {
     EXPECT_FALSE(results[w].ok()) << "worker " << w;
   }

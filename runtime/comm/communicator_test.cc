@@ -19,6 +19,13 @@
 namespace corescape::comm {
 namespace {
 
+// A transport listening on a free loopback port.
+absl::StatusOr<std::unique_ptr<Transport>> LoopbackTransport() {
+  TransportOptions options;
+  options.listen_address = "127.0.0.1:0";
+  return Transport::Create(options);
+}
+
 struct Group {
   std::vector<std::unique_ptr<Transport>> transports;
   std::vector<std::string> addresses;
@@ -27,9 +34,7 @@ struct Group {
 Group MakeTransports(int world) {
   Group g;
   for (int r = 0; r < world; ++r) {
-    TransportOptions options;
-    options.listen_address = "127.0.0.1:0";
-    absl::StatusOr<std::unique_ptr<Transport>> t = Transport::Create(options);
+    absl::StatusOr<std::unique_ptr<Transport>> t = LoopbackTransport();
     EXPECT_TRUE(t.ok()) << t.status();
     g.addresses.push_back((*t)->address());
     g.transports.push_back(std::move(*t));
@@ -314,9 +319,7 @@ TEST(CommunicatorTest, DepartedPeer) {
 }
 
 TEST(CommunicatorTest, WorldSizeOne) {
-  TransportOptions to;
-  to.listen_address = "127.0.0.1:0";
-  auto t = Transport::Create(to);
+  auto t = LoopbackTransport();
   ASSERT_TRUE(t.ok());
   CommunicatorOptions o;
   o.peer_addresses = {(*t)->address()};
@@ -335,9 +338,7 @@ TEST(CommunicatorTest, WorldSizeOne) {
 }
 
 TEST(CommunicatorTest, InvalidArgumentsFailFast) {
-  TransportOptions to;
-  to.listen_address = "127.0.0.1:0";
-  auto t = Transport::Create(to);
+  auto t = LoopbackTransport();
   ASSERT_TRUE(t.ok());
   CommunicatorOptions o;
   o.world_size = 2;

@@ -9,6 +9,14 @@
 namespace corescape::optim {
 namespace {
 
+// `size` statistics drawn uniformly from [0, 1) with `seed`.
+std::vector<float> UniformStat(uint32_t seed, int64_t size) {
+  std::mt19937 rng(seed);
+  std::vector<float> stat(size);
+  for (float& x : stat) x = std::uniform_real_distribution<float>()(rng);
+  return stat;
+}
+
 TEST(ParameterPartitionTest, DisjointCoveringBalanced) {
   for (int64_t total : {4, 7, 1000, 354528, 1000003}) {
     for (int world : {1, 2, 3, 4, 7}) {
@@ -64,9 +72,7 @@ TEST(MaskExchangeTest, PartitionedPartsAssembleIdenticallyOnEveryRank) {
   std::vector<GlobalMask> masks(kRanks);
   ASSERT_TRUE(RunInProcessRanks(kRanks, [&](int rank, RankGroup& group) -> absl::Status {
                 MaskExchange exchange(&*partition, MaskScope::kPartitioned);
-                std::mt19937 rng(rank);
-                std::vector<float> stat(partition->size(rank));
-                for (float& x : stat) x = std::uniform_real_distribution<float>()(rng);
+                const std::vector<float> stat = UniformStat(rank, partition->size(rank));
                 const int64_t k = MaskCountForRange(partition->size(rank), 0.05);
                 auto own = SelectTopK(stat, partition->begin(rank), k);
                 if (auto s = exchange.Start(group, 9, 42, own, nullptr); !s.ok()) return s;
@@ -117,9 +123,7 @@ TEST(MaskExchangeTest, WholeBufferPartsFillIn) {
   std::vector<int64_t> union_size(kRanks);
   ASSERT_TRUE(RunInProcessRanks(kRanks, [&](int rank, RankGroup& group) -> absl::Status {
                 MaskExchange exchange(&*partition, MaskScope::kWholeBuffer);
-                std::mt19937 rng(100 + rank);
-                std::vector<float> stat(kTotal);
-                for (float& x : stat) x = std::uniform_real_distribution<float>()(rng);
+                const std::vector<float> stat = UniformStat(100 + rank, kTotal);
                 auto own = SelectTopK(stat, 0, 40);
                 if (auto s = exchange.Start(group, 0, 1, own, nullptr); !s.ok()) return s;
                 auto mask = exchange.Finish(0, 1);

@@ -13,13 +13,6 @@
 namespace corescape::planner {
 namespace {
 
-PlanInput WorkedExample() {
-  return InPlaceInput({{16384},
-                       {8192, 8192},
-                       {4096, 4096, 4096, 4096},
-                       {2048, 2048, 2048, 2048, 2048, 2048, 2048, 2048}});
-}
-
 // Dedicated servers: nobody's data is local.
 PlanInput Dedicated(std::vector<std::vector<int64_t>> batches, std::vector<double> speeds) {
   PlanInput input = InPlaceInput(std::move(batches));
@@ -98,7 +91,7 @@ TEST(AttentionPlannerTest, BalancedInputMovesNothing) {
 }
 
 TEST(AttentionPlannerTest, WorkedExampleBeatsDistcaOnBalanceAndBytes) {
-  const PlanInput input = WorkedExample();
+  const PlanInput input = DistcaWorkedExample();
   absl::StatusOr<Plan> distca = PlanDistcaGreedy(input, {.tolerance = 0.05, .token_budget = 16384});
   absl::StatusOr<Plan> ours = PlanAttention(input, {.tolerance = 0.02});
   ASSERT_TRUE(distca.ok() && ours.ok());

@@ -10,14 +10,6 @@
 namespace corescape::planner {
 namespace {
 
-// DistCA's published worked example: 4 ranks, budget 16384, [[16384], [8192]*2, [4096]*4, [2048]*8].
-PlanInput WorkedExample() {
-  return InPlaceInput({{16384},
-                       {8192, 8192},
-                       {4096, 4096, 4096, 4096},
-                       {2048, 2048, 2048, 2048, 2048, 2048, 2048, 2048}});
-}
-
 std::vector<int64_t> Pairs(const Plan& plan) {
   std::vector<int64_t> pairs;
   for (const ServerLoad& s : plan.servers) pairs.push_back(s.pairs);
@@ -25,7 +17,7 @@ std::vector<int64_t> Pairs(const Plan& plan) {
 }
 
 TEST(DistcaGreedyTest, WorkedExampleAtTolerancePointOneMatchesPublishedLoads) {
-  const PlanInput input = WorkedExample();
+  const PlanInput input = DistcaWorkedExample();
   absl::StatusOr<Plan> plan = PlanDistcaGreedy(input, {.tolerance = 0.1, .token_budget = 16384});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(CheckPlan(input, *plan), "");
@@ -45,7 +37,7 @@ TEST(DistcaGreedyTest, WorkedExampleAtTolerancePointOneMatchesPublishedLoads) {
 }
 
 TEST(DistcaGreedyTest, WorkedExampleAtToleranceFivePercent) {
-  const PlanInput input = WorkedExample();
+  const PlanInput input = DistcaWorkedExample();
   absl::StatusOr<Plan> plan = PlanDistcaGreedy(input, {.tolerance = 0.05, .token_budget = 16384});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(CheckPlan(input, *plan), "");
@@ -57,7 +49,7 @@ TEST(DistcaGreedyTest, WorkedExampleAtToleranceFivePercent) {
 }
 
 TEST(DistcaGreedyTest, WithoutBudgetEachWorkerIsItsRank) {
-  const PlanInput input = WorkedExample();
+  const PlanInput input = DistcaWorkedExample();
   absl::StatusOr<Plan> with_budget =
       PlanDistcaGreedy(input, {.tolerance = 0.05, .token_budget = 16384});
   absl::StatusOr<Plan> without = PlanDistcaGreedy(input, {.tolerance = 0.05});

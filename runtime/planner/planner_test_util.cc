@@ -24,6 +24,13 @@ PlanInput InPlaceInput(std::vector<std::vector<int64_t>> worker_documents) {
   return input;
 }
 
+PlanInput DistcaWorkedExample() {
+  return InPlaceInput({{16384},
+                       {8192, 8192},
+                       {4096, 4096, 4096, 4096},
+                       {2048, 2048, 2048, 2048, 2048, 2048, 2048, 2048}});
+}
+
 std::vector<std::vector<int64_t>> RandomBatches(std::mt19937_64& rng, int workers,
                                                 int64_t tokens, int64_t max_length) {
   std::uniform_real_distribution<double> log_length(0.0, std::log(static_cast<double>(max_length)));

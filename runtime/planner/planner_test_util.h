@@ -16,6 +16,10 @@ ModelShape DistcaShape();
 // One server per worker, colocated (in-place mode), all of speed 1.
 PlanInput InPlaceInput(std::vector<std::vector<int64_t>> worker_documents);
 
+// DistCA's published worked example, in place: 4 ranks, budget 16384,
+// [[16384], [8192]*2, [4096]*4, [2048]*8].
+PlanInput DistcaWorkedExample();
+
 // `workers` batches of exactly `tokens` tokens each: heavy-tailed lengths
 // (log-uniform in [1, max_length]), the last document of a batch cut to fit.
 std::vector<std::vector<int64_t>> RandomBatches(std::mt19937_64& rng, int workers,

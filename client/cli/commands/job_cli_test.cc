@@ -311,16 +311,22 @@ std::ostream& operator<<(std::ostream& os, const CliResult& result) {
             << result.out << "--- stderr\n" << result.err;
 }
 
-// Runs the CLI with the given arguments, capturing stdout and stderr.
-CliResult RunCli(const std::vector<std::string>& args) {
+// Runs the CLI with the given arguments (after the program name) and
+// returns its exit code; stdout and stderr go wherever they go now.
+int RunCliExitCode(const std::vector<std::string>& args) {
   std::vector<std::string> owned = {"corescape"};
   owned.insert(owned.end(), args.begin(), args.end());
   std::vector<const char*> argv;
   for (const std::string& arg : owned) argv.push_back(arg.c_str());
+  return RunCorescapeCli(static_cast<int>(argv.size()), argv.data());
+}
+
+// Runs the CLI with the given arguments, capturing stdout and stderr.
+CliResult RunCli(const std::vector<std::string>& args) {
   testing::internal::CaptureStdout();
   testing::internal::CaptureStderr();
   CliResult result;
-  result.exit_code = RunCorescapeCli(static_cast<int>(argv.size()), argv.data());
+  result.exit_code = RunCliExitCode(args);
   result.out = testing::internal::GetCapturedStdout();
   result.err = testing::internal::GetCapturedStderr();
   return result;
@@ -617,13 +623,7 @@ TEST_F(JobCliTest, WatchGivesUpWithExitThreeWhenTheSchedulerIsGone) {
   testing::internal::CaptureStderr();
   const absl::Time start = absl::Now();
   std::vector<std::string> args = With({"watch", "j-7", "--json", "--reconnect-timeout", "1"});
-  std::future<int> exit_code = std::async(std::launch::async, [&args] {
-    std::vector<std::string> owned = {"corescape"};
-    owned.insert(owned.end(), args.begin(), args.end());
-    std::vector<const char*> argv;
-    for (const std::string& arg : owned) argv.push_back(arg.c_str());
-    return RunCorescapeCli(static_cast<int>(argv.size()), argv.data());
-  });
+  std::future<int> exit_code = std::async(std::launch::async, [&args] { return RunCliExitCode(args); });
   ASSERT_TRUE(service_.held().WaitForNotificationWithTimeout(absl::Seconds(10)));
   StopServer();  // the scheduler dies mid-stream and does not come back
   CliResult result;
@@ -648,13 +648,7 @@ TEST_F(JobCliTest, WatchSurvivesASchedulerRestart) {
   testing::internal::CaptureStdout();
   testing::internal::CaptureStderr();
   std::vector<std::string> args = With({"watch", "j-7", "--json", "--reconnect-timeout", "20"});
-  std::future<int> exit_code = std::async(std::launch::async, [&args] {
-    std::vector<std::string> owned = {"corescape"};
-    owned.insert(owned.end(), args.begin(), args.end());
-    std::vector<const char*> argv;
-    for (const std::string& arg : owned) argv.push_back(arg.c_str());
-    return RunCorescapeCli(static_cast<int>(argv.size()), argv.data());
-  });
+  std::future<int> exit_code = std::async(std::launch::async, [&args] { return RunCliExitCode(args); });
   ASSERT_TRUE(service_.held().WaitForNotificationWithTimeout(absl::Seconds(10)));
   const int port = port_;
   StopServer();

@@ -19,14 +19,20 @@ struct Outputs {
   std::vector<float> o, lse, d_q, d_k, d_v;
 };
 
-// Forward then backward with the blocked kernel (d_k/d_v start at zero).
-Outputs RunKernel(const AttentionBatch& b, ThreadPool* pool) {
+// Zeroed outputs sized for `b`.
+Outputs ZeroOutputs(const AttentionBatch& b) {
   Outputs out;
   out.o.assign(b.q_floats(), 0.0f);
   out.lse.assign(b.lse_floats(), 0.0f);
   out.d_q.assign(b.q_floats(), 0.0f);
   out.d_k.assign(b.kv_floats(), 0.0f);
   out.d_v.assign(b.kv_floats(), 0.0f);
+  return out;
+}
+
+// Forward then backward with the blocked kernel (d_k/d_v start at zero).
+Outputs RunKernel(const AttentionBatch& b, ThreadPool* pool) {
+  Outputs out = ZeroOutputs(b);
   absl::Status forward = CoreAttentionForward(
       b.shape, b.tasks, b.q.data(), b.q_rows, b.k.data(), b.v.data(), b.kv_rows,
       out.o.data(), out.lse.data(), pool);
@@ -40,12 +46,7 @@ Outputs RunKernel(const AttentionBatch& b, ThreadPool* pool) {
 }
 
 Outputs RunReference(const AttentionBatch& b) {
-  Outputs out;
-  out.o.assign(b.q_floats(), 0.0f);
-  out.lse.assign(b.lse_floats(), 0.0f);
-  out.d_q.assign(b.q_floats(), 0.0f);
-  out.d_k.assign(b.kv_floats(), 0.0f);
-  out.d_v.assign(b.kv_floats(), 0.0f);
+  Outputs out = ZeroOutputs(b);
   absl::Status forward = ReferenceAttentionForward(
       b.shape, b.tasks, b.q.data(), b.q_rows, b.k.data(), b.v.data(), b.kv_rows,
       out.o.data(), out.lse.data());
