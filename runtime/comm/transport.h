@@ -13,7 +13,7 @@
 #include <vector>
 
 #include <sys/socket.h>
-#include <ucp/api/ucp.h>  // ucp_request_param_t (NewUcxOp)
+#include <ucp/api/ucp.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
