@@ -30,12 +30,13 @@ int main(int argc, char** argv) {
   std::unique_ptr<corescape::attention_server::ServerJobRunner> runner;
   corescape::NodeDaemonHooks hooks;
   hooks.start_data_plane = [&](const std::string& listen_address,
-                               const std::string& advertise_host) -> absl::StatusOr<std::string> {
+                               const std::string& advertise_host,
+                               corescape::RunMetrics* run_metrics) -> absl::StatusOr<std::string> {
     auto created = corescape::StartDataPlaneTransport(listen_address, advertise_host);
     if (!created.ok()) return created.status();
     transport = *std::move(created);
     runner = std::make_unique<corescape::attention_server::ServerJobRunner>(
-        make_communicator, absl::GetFlag(FLAGS_threads));
+        make_communicator, absl::GetFlag(FLAGS_threads), run_metrics);
     return transport->address();
   };
   hooks.on_command = [&](const corescape::v1::SchedulerCommand& command,

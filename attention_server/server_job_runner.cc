@@ -8,9 +8,11 @@
 
 namespace corescape::attention_server {
 
-ServerJobRunner::ServerJobRunner(CommunicatorFactory communicator_factory, int threads)
+ServerJobRunner::ServerJobRunner(CommunicatorFactory communicator_factory, int threads,
+                                 RunMetrics* metrics)
     : communicator_factory_(std::move(communicator_factory)),
       pool_(std::make_unique<ThreadPool>(threads > 0 ? threads : DefaultThreadCount())),
+      metrics_(metrics),
       runs_(mu_, "attention for job", [](Run& run, const std::string& reason) {
         if (run.communicator != nullptr) run.communicator->Abort(reason);
       }) {}
@@ -84,11 +86,22 @@ void ServerJobRunner::Serve(Run* run, NodeAgent* agent) {
   options.tolerance = assignment.spec().attention().tolerance();
   options.keep_qkv_for_backward = assignment.spec().attention().keep_qkv_for_backward();
   options.pool = pool_.get();
-  options.on_micro_batch_timing = [&assignment, agent](const attention::MicroBatchTiming& t) {
+  // The communicator's counters, as of the last micro-batch observed.
+  comm::ByteCounters observed = shared->counters();
+  auto observe_traffic = [&]() {
+    if (metrics_ == nullptr) return;
+    const comm::ByteCounters now = shared->counters();
+    const comm::ByteCounters delta = now - observed;
+    observed = now;
+    metrics_->ObserveAttention(assignment.job_id(), delta.total_received(), delta.total_sent());
+  };
+  options.on_micro_batch_timing = [&](const attention::MicroBatchTiming& t) {
     agent->Send(AttentionTimingMessage(assignment, t));
+    observe_traffic();
   };
   attention::AttentionServerSession session(shared.get(), options);
   absl::Status served = session.Serve();
+  observe_traffic();  // what came after the last micro-batch
   const attention::ServerSessionStats& stats = session.stats();
   LOG(INFO) << "attention for job " << assignment.job_id() << " generation "
             << assignment.generation() << ": " << stats.exchanges << " exchanges, "

@@ -15,6 +15,7 @@
 #include "runtime/base/thread_pool.h"
 #include "runtime/comm/communicator.h"
 #include "daemon/node_agent.h"
+#include "daemon/run_metrics.h"
 #include "daemon/run_supervisor.h"
 
 namespace corescape::attention_server {
@@ -33,7 +34,10 @@ using CommunicatorFactory = std::function<absl::StatusOr<std::unique_ptr<comm::C
 // the job.
 class ServerJobRunner {
  public:
-  ServerJobRunner(CommunicatorFactory communicator_factory, int threads);
+  // metrics (may be null) sees the traffic of every micro-batch served; it
+  // must outlive the runner.
+  ServerJobRunner(CommunicatorFactory communicator_factory, int threads,
+                  RunMetrics* metrics = nullptr);
   ~ServerJobRunner();
 
   void Handle(const v1::SchedulerCommand& command, NodeAgent& agent);
@@ -51,6 +55,7 @@ class ServerJobRunner {
 
   const CommunicatorFactory communicator_factory_;
   std::unique_ptr<ThreadPool> pool_;
+  RunMetrics* const metrics_;
   absl::Mutex mu_;
   RunSupervisor<Run> runs_;
 };

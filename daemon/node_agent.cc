@@ -128,9 +128,12 @@ absl::Status NodeAgent::RunSession() {
     v1::SchedulerCommand command;
     while (stream->Read(&command)) {
       if (command.has_lease()) {
-        absl::MutexLock lock(&mu_);
-        last_grant = absl::Now();
-        got_grant = true;
+        {
+          absl::MutexLock lock(&mu_);
+          last_grant = absl::Now();
+          got_grant = true;
+        }
+        if (options_.on_lease_renewed) options_.on_lease_renewed();
         continue;
       }
       handler_(command);

@@ -27,6 +27,10 @@ struct NodeAgentOptions {
   absl::Duration max_backoff = absl::Seconds(5);
   // If set, sees every message handed to Send (metrics); must not block.
   std::function<void(const v1::NodeMessage&)> on_send;
+  // If set, called on the session's reader thread after every lease grant
+  // (the systemd watchdog ping: a node that stops renewing is restarted);
+  // must not block.
+  std::function<void()> on_lease_renewed;
 };
 
 // A daemon's membership in the cluster: registers with the scheduler, keeps

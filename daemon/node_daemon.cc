@@ -158,7 +158,7 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
         hooks.start_data_plane(
             HostPort{ParseHostPort(flags.listen, 0)->host, static_cast<uint16_t>(flags.data_port)}
                 .ToString(),
-            flags.advertise_host);
+            flags.advertise_host, node_metrics.get());
     if (!data_address.ok()) {
       LOG(ERROR) << "cannot start the data plane: " << data_address.status();
       return 1;
@@ -173,6 +173,11 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
     options.on_send = [m = node_metrics.get()](const v1::NodeMessage& message) {
       m->OnSend(message);
     };
+  }
+  // systemd's watchdog is pinged per lease renewal (inert unless armed): a
+  // wedged agent, or one cut off from the scheduler, stops the pings.
+  if (ServiceWatchdogInterval().has_value()) {
+    options.on_lease_renewed = []() { NotifyWatchdog(); };
   }
   v1::RegisterRequest& registration = options.registration;
   registration.set_name(flags.name);
@@ -204,12 +209,6 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
   agent_for_hooks = &agent;
   if (node_metrics != nullptr) node_metrics->WatchAgent(&agent);
   agent.Start();
-  // The check takes the agent's lock: a wedged agent stops the pings and
-  // systemd restarts the daemon; a scheduler outage does not.
-  ServiceWatchdog watchdog([&agent]() {
-    agent.registered();
-    return true;
-  });
 
   // systemd (Type=notify) counts the node as started once it is registered.
   while (!ShutdownRequested() && !agent.WaitUntilRegistered(absl::Milliseconds(200))) {

@@ -10,6 +10,7 @@
 #include "corescape/v1/node.pb.h"
 #include "grpcpp/server_builder.h"
 #include "daemon/node_agent.h"
+#include "daemon/run_metrics.h"
 #include "runtime/comm/transport.h"
 
 namespace corescape {
@@ -22,8 +23,11 @@ struct NodeDaemonHooks {
   // Starts the node's data plane before it registers, listening on
   // `listen_address` (HOST:PORT, --data_port) and reachable at
   // `advertise_host`; returns the HOST:PORT to register as its data address.
+  // `run_metrics` is what the daemon's job runners report to (null without
+  // --metrics_listen); it lives until RunNodeDaemon returns.
   std::function<absl::StatusOr<std::string>(const std::string& listen_address,
-                                            const std::string& advertise_host)>
+                                            const std::string& advertise_host,
+                                            RunMetrics* run_metrics)>
       start_data_plane;
   // Commands pushed by the scheduler other than lease grants (called on the
   // session's reader thread: do not block). Drain and Shutdown have default

@@ -9,7 +9,7 @@ namespace {
 using metrics::FamilyBuilder;
 using metrics::MetricName;
 
-const prometheus::Histogram::BucketBoundaries& StepSecondsBuckets() {
+const prometheus::Histogram::BucketBoundaries& DurationBuckets() {
   static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
       0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
   return *buckets;
@@ -29,29 +29,36 @@ NodeMetrics::NodeMetrics(metrics::MetricsEndpoint* endpoint, v1::NodeRole role,
       role_(v1::NodeRole_Name(role)),
       name_(name),
       steps_(Register(prometheus::BuildCounter(), endpoint, "worker_steps_total",
-                      "training steps this worker reported (rank 0 reports every step)")),
+                      "training steps this worker's rank took")),
       step_(Register(prometheus::BuildGauge(), endpoint, "worker_step",
-                     "the newest step this worker reported")),
+                     "the newest step this worker's rank took")),
       loss_(Register(prometheus::BuildGauge(), endpoint, "worker_loss",
-                     "training loss of the newest reported step")),
+                     "training loss of the newest step")),
       validation_loss_(Register(prometheus::BuildGauge(), endpoint, "worker_validation_loss",
-                                "the newest validation loss reported")),
+                                "the newest validation loss")),
       tokens_per_second_(Register(prometheus::BuildGauge(), endpoint,
                                   "worker_tokens_per_second",
                                   "tokens per second of the job at the newest step")),
       bytes_sent_(Register(prometheus::BuildCounter(), endpoint, "worker_bytes_sent_total",
-                           "bytes sent over a plane in reported steps")),
+                           "bytes sent over a plane in this rank's steps")),
       bytes_received_(Register(prometheus::BuildCounter(), endpoint,
                                "worker_bytes_received_total",
-                               "bytes received over a plane in reported steps")),
+                               "bytes received over a plane in this rank's steps")),
       compute_seconds_(Register(prometheus::BuildHistogram(), endpoint,
                                 "worker_step_compute_seconds",
-                                "compute time of each reported step")),
+                                "compute time of each step")),
       communication_seconds_(Register(prometheus::BuildHistogram(), endpoint,
                                       "worker_step_communication_seconds",
-                                      "communication time of each reported step")),
+                                      "communication time of each step")),
+      density_(Register(prometheus::BuildGauge(), endpoint, "worker_gradient_density",
+                        "fraction of the gradient synchronized in the newest step (1: dense)")),
+      mask_bytes_(Register(prometheus::BuildCounter(), endpoint, "worker_mask_bytes_total",
+                           "bytes of the sparse optimizer's encoded mask parts")),
       checkpoint_step_(Register(prometheus::BuildGauge(), endpoint, "worker_checkpoint_step",
                                 "step of the newest complete checkpoint")),
+      checkpoint_write_seconds_(Register(prometheus::BuildHistogram(), endpoint,
+                                         "worker_checkpoint_write_seconds",
+                                         "time to snapshot and write each checkpoint")),
       job_failures_(Register(prometheus::BuildCounter(), endpoint, "node_job_failures_total",
                              "failures of its part of a job this node reported")),
       attention_micro_batches_(Register(prometheus::BuildCounter(), endpoint,
@@ -62,7 +69,13 @@ NodeMetrics::NodeMetrics(metrics::MetricsEndpoint* endpoint, v1::NodeRole role,
                                 "planner cost (FLOPs) of the core-attention tasks computed")),
       attention_kernel_seconds_(Register(prometheus::BuildCounter(), endpoint,
                                          "attention_server_kernel_seconds_total",
-                                         "seconds spent computing core-attention tasks")) {}
+                                         "seconds spent computing core-attention tasks")),
+      attention_bytes_received_(Register(prometheus::BuildCounter(), endpoint,
+                                         "attention_server_bytes_received_total",
+                                         "payload bytes received from the workers")),
+      attention_bytes_sent_(Register(prometheus::BuildCounter(), endpoint,
+                                     "attention_server_bytes_sent_total",
+                                     "payload bytes sent to the workers")) {}
 
 void NodeMetrics::WatchAgent(const NodeAgent* agent) {
   endpoint_->AddCollector([agent, role = role_, name = name_]() {
@@ -86,9 +99,6 @@ void NodeMetrics::WatchAgent(const NodeAgent* agent) {
 
 void NodeMetrics::OnSend(const v1::NodeMessage& message) {
   switch (message.body_case()) {
-    case v1::NodeMessage::kStepReport:
-      OnStepReport(message.step_report());
-      break;
     case v1::NodeMessage::kAttentionTiming:
       OnAttentionTiming(message.attention_timing());
       break;
@@ -100,7 +110,8 @@ void NodeMetrics::OnSend(const v1::NodeMessage& message) {
   }
 }
 
-void NodeMetrics::OnStepReport(const v1::StepReport& report) {
+void NodeMetrics::ObserveStep(const v1::StepReport& report, double density,
+                              int64_t mask_bytes) {
   const std::map<std::string, std::string> job = {{"job_id", report.job_id()}};
   steps_.Add(job).Increment();
   step_.Add(job).Set(static_cast<double>(report.step()));
@@ -115,11 +126,24 @@ void NodeMetrics::OnStepReport(const v1::StepReport& report) {
                                                    {"plane", "data"}};
   if (report.bytes_sent() > 0) bytes_sent_.Add(data).Increment(report.bytes_sent());
   if (report.bytes_received() > 0) bytes_received_.Add(data).Increment(report.bytes_received());
-  compute_seconds_.Add(job, StepSecondsBuckets()).Observe(report.compute_seconds());
-  communication_seconds_.Add(job, StepSecondsBuckets()).Observe(report.communication_seconds());
+  compute_seconds_.Add(job, DurationBuckets()).Observe(report.compute_seconds());
+  communication_seconds_.Add(job, DurationBuckets()).Observe(report.communication_seconds());
+  density_.Add(job).Set(density);
+  if (mask_bytes > 0) mask_bytes_.Add(job).Increment(static_cast<double>(mask_bytes));
   if (report.checkpoint_step() >= 0) {
     checkpoint_step_.Add(job).Set(static_cast<double>(report.checkpoint_step()));
   }
+}
+
+void NodeMetrics::ObserveCheckpoint(const std::string& job_id, double seconds) {
+  checkpoint_write_seconds_.Add({{"job_id", job_id}}, DurationBuckets()).Observe(seconds);
+}
+
+void NodeMetrics::ObserveAttention(const std::string& job_id, int64_t bytes_in,
+                                   int64_t bytes_out) {
+  const std::map<std::string, std::string> job = {{"job_id", job_id}};
+  if (bytes_in > 0) attention_bytes_received_.Add(job).Increment(static_cast<double>(bytes_in));
+  if (bytes_out > 0) attention_bytes_sent_.Add(job).Increment(static_cast<double>(bytes_out));
 }
 
 void NodeMetrics::OnAttentionTiming(const v1::AttentionTaskTiming& timing) {

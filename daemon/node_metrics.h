@@ -1,7 +1,8 @@
 // A worker's or attention server's Prometheus metrics: its membership as
-// its agent sees it at scrape time, and what it reports to the scheduler as
-// the reports go out — the worker's steps (rank 0 reports every step; other
-// ranks report none), the attention server's task timings, job failures.
+// its agent sees it at scrape time, what it reports to the scheduler as the
+// reports go out (the attention server's task timings, job failures), and
+// what its job runners observe (RunMetrics): every rank's steps, checkpoint
+// writes, the attention server's traffic.
 #ifndef CORESCAPE_DAEMON_NODE_METRICS_H_
 #define CORESCAPE_DAEMON_NODE_METRICS_H_
 
@@ -14,11 +15,12 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "daemon/node_agent.h"
+#include "daemon/run_metrics.h"
 #include "runtime/metrics/metrics_endpoint.h"
 
 namespace corescape {
 
-class NodeMetrics {
+class NodeMetrics : public RunMetrics {
  public:
   NodeMetrics(metrics::MetricsEndpoint* endpoint, v1::NodeRole role, const std::string& name);
 
@@ -27,10 +29,14 @@ class NodeMetrics {
   void WatchAgent(const NodeAgent* agent);
 
   // Every message the agent is given to send (NodeAgentOptions::on_send).
+  // Step reports are left to ObserveStep, which sees every rank's.
   void OnSend(const v1::NodeMessage& message);
 
+  void ObserveStep(const v1::StepReport& report, double density, int64_t mask_bytes) override;
+  void ObserveCheckpoint(const std::string& job_id, double seconds) override;
+  void ObserveAttention(const std::string& job_id, int64_t bytes_in, int64_t bytes_out) override;
+
  private:
-  void OnStepReport(const v1::StepReport& report);
   void OnAttentionTiming(const v1::AttentionTaskTiming& timing);
 
   metrics::MetricsEndpoint* endpoint_;
@@ -45,11 +51,16 @@ class NodeMetrics {
   prometheus::Family<prometheus::Counter>& bytes_received_;
   prometheus::Family<prometheus::Histogram>& compute_seconds_;
   prometheus::Family<prometheus::Histogram>& communication_seconds_;
+  prometheus::Family<prometheus::Gauge>& density_;
+  prometheus::Family<prometheus::Counter>& mask_bytes_;
   prometheus::Family<prometheus::Gauge>& checkpoint_step_;
+  prometheus::Family<prometheus::Histogram>& checkpoint_write_seconds_;
   prometheus::Family<prometheus::Counter>& job_failures_;
   prometheus::Family<prometheus::Counter>& attention_micro_batches_;
   prometheus::Family<prometheus::Counter>& attention_flops_;
   prometheus::Family<prometheus::Counter>& attention_kernel_seconds_;
+  prometheus::Family<prometheus::Counter>& attention_bytes_received_;
+  prometheus::Family<prometheus::Counter>& attention_bytes_sent_;
 };
 
 }  // namespace corescape

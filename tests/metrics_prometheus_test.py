@@ -1,8 +1,9 @@
 """Prometheus metrics end to end: a real Prometheus server (Debian's
 /usr/bin/prometheus) scrapes every daemon of a `corescape cluster up`
 cluster while a DISAGGREGATED job trains, and its HTTP API shows the steps
-rising, the job's loss, the nodes, the attention server's work and the
-scheduler's RPCs."""
+rising on every rank, the job's loss, SCAPE's density and mask bytes,
+checkpoint write times, the nodes, the attention server's work and traffic,
+and the scheduler's RPCs."""
 
 import json
 import math
@@ -115,7 +116,10 @@ class MetricsPrometheusTest(ops_cluster.OpsClusterTestCase):
         self.assertEqual(sorted(daemons), ["attn-0", "scheduler", "worker-0", "worker-1"])
         self.prometheus = Prometheus(os.path.join(harness.TMP, "prometheus"),
                                      {name: self.cluster.metrics_address(name) for name in daemons})
-        job = self.cluster.submit_disaggregated("scraped", steps=2000)
+        density = 0.25
+        job = self.cluster.submit_disaggregated(
+            "scraped", steps=2000, scape_density=density,
+            checkpoint_dir=os.path.join(harness.TMP, "prometheus-checkpoints"))
         self.cluster.wait_for_step(job, 1)
 
         # Every daemon is scraped, and each says what it is.
@@ -140,17 +144,33 @@ class MetricsPrometheusTest(ops_cluster.OpsClusterTestCase):
             'code="OK"})'), 3)
         self.assertIsNotNone(p.value('corescape_scheduler_lease_expiries_total'))
 
-        # Step counters rise, scrape after scrape.
+        # Step counters rise, scrape after scrape, on rank 0 (which reports
+        # its steps) and on rank 1 (which reports none).
         job_step = f'corescape_job_step{{job_id="{job}"}}'
-        worker_steps = f'corescape_worker_steps_total{{job_id="{job}",daemon="worker-0"}}'
         first_step = p.wait_value(job_step, lambda v: v >= 1, "the job's step")
-        first_count = p.wait_value(worker_steps, lambda v: v >= 1, "worker-0's steps")
         p.wait_value(job_step, lambda v: v >= first_step + 3, "the job's step to rise")
-        p.wait_value(worker_steps, lambda v: v >= first_count + 3, "worker-0's steps to rise")
+        for worker in ("worker-0", "worker-1"):
+            worker_steps = f'corescape_worker_steps_total{{job_id="{job}",daemon="{worker}"}}'
+            first_count = p.wait_value(worker_steps, lambda v: v >= 1, f"{worker}'s steps")
+            p.wait_value(worker_steps, lambda v: v >= first_count + 3, f"{worker}'s steps to rise")
+
+        # SCAPE: each rank synchronizes the job's density (after the first,
+        # dense step) and sends mask bytes.
+        for worker in ("worker-0", "worker-1"):
+            p.wait_value(f'corescape_worker_gradient_density{{job_id="{job}",daemon="{worker}"}}',
+                         lambda v: abs(v - density) < 0.01, f"{worker} at the job's density")
+            p.wait_value(f'corescape_worker_mask_bytes_total{{job_id="{job}",daemon="{worker}"}}',
+                         lambda v: v > 0, f"{worker}'s mask bytes")
+
+        # Rank 0 writes the checkpoints, each one timed.
+        checkpoints = (f'corescape_worker_checkpoint_write_seconds_count'
+                       f'{{job_id="{job}",daemon="worker-0"}}')
+        first_writes = p.wait_value(checkpoints, lambda v: v >= 1, "a checkpoint written")
+        p.wait_value(checkpoints, lambda v: v > first_writes, "another checkpoint written")
 
         # The job's loss: from the scheduler and from rank 0 itself.
         for query in (f'corescape_job_loss{{job_id="{job}"}}',
-                      f'corescape_worker_loss{{job_id="{job}"}}'):
+                      f'corescape_worker_loss{{job_id="{job}",daemon="worker-0"}}'):
             loss = p.wait_value(query, lambda v: True, query)
             self.assertTrue(math.isfinite(loss) and 0 < loss < 20, (query, loss))
         p.wait_value(f'corescape_job_validation_loss{{job_id="{job}"}}',
@@ -163,6 +183,9 @@ class MetricsPrometheusTest(ops_cluster.OpsClusterTestCase):
                      lambda v: v > 0, "attention micro-batches")
         p.wait_value(f'corescape_attention_server_flops_total{{job_id="{job}"}}',
                      lambda v: v > 0, "attention FLOPs")
+        for direction in ("received", "sent"):
+            p.wait_value(f'corescape_attention_server_bytes_{direction}_total{{job_id="{job}"}}',
+                         lambda v: v > 0, f"attention bytes {direction}")
         imbalance = p.wait_value(f'corescape_scheduler_attention_plan_imbalance{{job_id="{job}"}}',
                                  lambda v: v > 0, "an attention plan")
         self.assertGreaterEqual(imbalance, 1.0)

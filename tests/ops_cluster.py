@@ -80,10 +80,16 @@ class OpsCluster:
         assert url.startswith("http://") and url.endswith("/metrics"), url
         return url[len("http://"):-len("/metrics")]
 
-    def submit_disaggregated(self, name, steps):
+    def submit_disaggregated(self, name, steps, scape_density=0, checkpoint_dir=""):
         """A 2-worker job whose core attention runs on the attention server,
-        validated every 5 steps: long enough to be watched while it runs."""
-        s = spec(name, steps=steps, eval_interval=5)
+        validated every 5 steps: long enough to be watched while it runs.
+        With scape_density it trains with SCAPE at that density; with
+        checkpoint_dir it checkpoints there every 5 steps."""
+        s = spec(name, steps=steps, eval_interval=5, checkpoint_dir=checkpoint_dir,
+                 checkpoint_interval=5 if checkpoint_dir else 0)
+        if scape_density:
+            s.optimizer.name = "scape"
+            s.optimizer.scape.density = scape_density
         s.placement.workers = 2
         s.attention.mode = job_pb2.DISAGGREGATED
         s.attention.attention_servers = 1

@@ -2,8 +2,9 @@
 daemon gets a unix datagram socket of its own, as systemd gives each
 Type=notify unit. READY=1 must come once the scheduler serves and once a
 node is registered (not before: a worker started before its scheduler stays
-unready), WATCHDOG=1 at half of WATCHDOG_USEC while healthy, STOPPING=1 on
-SIGTERM, then a clean exit."""
+unready), WATCHDOG=1 while healthy (the scheduler at half of WATCHDOG_USEC,
+a node at every lease renewal: only once registered), STOPPING=1 on SIGTERM,
+then a clean exit."""
 
 import os
 import shutil
@@ -16,7 +17,9 @@ import unittest
 
 import cluster_harness as harness
 
-WATCHDOG_USEC = 400_000  # pings every 200 ms
+WATCHDOG_USEC = 400_000  # the scheduler pings every 200 ms
+# Nodes ping per lease renewal, i.e. per heartbeat: well inside WATCHDOG_USEC.
+HEARTBEAT_INTERVAL = "100ms"
 
 
 class NotifySocket:
@@ -109,17 +112,18 @@ class ServiceNotifyTest(unittest.TestCase):
         worker, worker_notify = self.start_under_notify("worker-0", [
             harness.WORKER, f"--scheduler={address}", "--name=worker-0",
             "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1"])
-        # Serving, but no scheduler to register with: not ready (its
-        # watchdog pings meanwhile: the process is alive).
+        # Serving, but no scheduler to register with: not ready, and no
+        # lease renewed to ping the watchdog for.
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline:
             lines = worker_notify.receive(timeout=max(0.01, deadline - time.monotonic()))
             self.assertNotIn("READY=1", lines or [])
-        self.assertIn(["WATCHDOG=1"], worker_notify.messages)
+        self.assertNotIn(["WATCHDOG=1"], worker_notify.messages)
 
         scheduler, scheduler_notify = self.start_under_notify("scheduler", [
             harness.SCHEDULER, f"--listen={address}",
-            f"--state_dir={self.cluster.state_dir}", "--lease_ttl=2s"])
+            f"--state_dir={self.cluster.state_dir}", "--lease_ttl=2s",
+            f"--heartbeat_interval={HEARTBEAT_INTERVAL}"])
         lines, _ = scheduler_notify.wait_for("READY=1", timeout=20)
         self.assertTrue(any(line.startswith("STATUS=serving on") for line in lines), lines)
         self.cluster.scheduler_address = address

@@ -15,10 +15,12 @@
 
 namespace corescape::worker {
 
-JobRunner::JobRunner(GroupFactory group_factory, int threads, AttentionFactory attention_factory)
+JobRunner::JobRunner(GroupFactory group_factory, int threads, AttentionFactory attention_factory,
+                     RunMetrics* metrics)
     : group_factory_(std::move(group_factory)),
       attention_factory_(std::move(attention_factory)),
       threads_(threads),
+      metrics_(metrics),
       runs_(mu_, "job", [](Run& run, const std::string& reason) {
         if (run.group != nullptr) run.group->Abort(reason);
         if (run.attention != nullptr) run.attention->Abort(reason);
@@ -316,6 +318,7 @@ absl::Status JobRunner::TrainSteps(Run& run, NodeAgent& agent, TrainingSetup& se
     if (checkpoint_interval > 0 && step % checkpoint_interval == 0 && step < spec.steps()) {
       // Rank 0 writes for everyone: the replicas are bitwise identical.
       if (reporter) {
+        const absl::Time write_start = absl::Now();
         auto snapshot = trainer.Snapshot();
         if (!snapshot.ok()) return snapshot.status();
         if (absl::Status s = checkpoint::WriteCheckpoint(setup.checkpoint_dir, *snapshot,
@@ -323,11 +326,20 @@ absl::Status JobRunner::TrainSteps(Run& run, NodeAgent& agent, TrainingSetup& se
             !s.ok()) {
           return s;
         }
+        if (metrics_ != nullptr) {
+          metrics_->ObserveCheckpoint(assignment.job_id(),
+                                      absl::ToDoubleSeconds(absl::Now() - write_start));
+        }
       }
       setup.checkpoint_step = step;
     }
-    if (reporter) {
-      agent.Send(StepReportMessage(assignment, *result, validation_loss, setup.checkpoint_step));
+    if (reporter || metrics_ != nullptr) {
+      v1::NodeMessage report =
+          StepReportMessage(assignment, *result, validation_loss, setup.checkpoint_step);
+      if (metrics_ != nullptr) {
+        metrics_->ObserveStep(report.step_report(), result->density, result->mask_bytes);
+      }
+      if (reporter) agent.Send(std::move(report));
     }
   }
   // Replicas must agree bitwise; the checksum in the log lets anyone compare.

@@ -15,6 +15,7 @@
 #include "corescape/v1/node.pb.h"
 #include "runtime/attention/remote_core_attention.h"
 #include "daemon/node_agent.h"
+#include "daemon/run_metrics.h"
 #include "daemon/run_supervisor.h"
 #include "runtime/train/data_parallel_group.h"
 #include "runtime/train/data_parallel_trainer.h"
@@ -45,8 +46,10 @@ using GroupFactory = std::function<absl::StatusOr<std::unique_ptr<train::DataPar
 class JobRunner {
  public:
   // attention_factory may be null: DISAGGREGATED and IN_PLACE jobs then fail
-  // with a clear error.
-  JobRunner(GroupFactory group_factory, int threads, AttentionFactory attention_factory = nullptr);
+  // with a clear error. metrics (may be null) sees every rank's steps and
+  // checkpoint writes; it must outlive the runner.
+  JobRunner(GroupFactory group_factory, int threads, AttentionFactory attention_factory = nullptr,
+            RunMetrics* metrics = nullptr);
   ~JobRunner();
 
   void Handle(const v1::SchedulerCommand& command, NodeAgent& agent);
@@ -127,6 +130,7 @@ class JobRunner {
   const GroupFactory group_factory_;
   const AttentionFactory attention_factory_;
   const int threads_;
+  RunMetrics* const metrics_;
   absl::Mutex mu_;
   RunSupervisor<Run> runs_;
 };

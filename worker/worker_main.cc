@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<corescape::worker::JobRunner> runner;
   corescape::NodeDaemonHooks hooks;
   hooks.start_data_plane = [&](const std::string& listen_address,
-                               const std::string& advertise_host) -> absl::StatusOr<std::string> {
+                               const std::string& advertise_host,
+                               corescape::RunMetrics* run_metrics) -> absl::StatusOr<std::string> {
     auto created = corescape::StartDataPlaneTransport(listen_address, advertise_host);
     if (!created.ok()) return created.status();
     transport = *std::move(created);
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
           transport.get(), assignment, config, absl::GetFlag(FLAGS_collective_timeout));
     };
     runner = std::make_unique<corescape::worker::JobRunner>(
-        make_group, absl::GetFlag(FLAGS_threads), make_attention);
+        make_group, absl::GetFlag(FLAGS_threads), make_attention, run_metrics);
     return transport->address();
   };
   hooks.on_command = [&](const corescape::v1::SchedulerCommand& command,

@@ -71,6 +71,12 @@ std::optional<absl::Duration> ServiceWatchdogInterval() {
   return absl::Microseconds(usec);
 }
 
+void NotifyWatchdog() {
+  if (absl::Status s = NotifyServiceManager("WATCHDOG=1"); !s.ok()) {
+    LOG_EVERY_N(WARNING, 100) << "watchdog ping: " << s;
+  }
+}
+
 ServiceWatchdog::ServiceWatchdog(std::function<bool()> healthy) {
   const std::optional<absl::Duration> interval = ServiceWatchdogInterval();
   if (!interval.has_value()) return;
@@ -82,9 +88,7 @@ ServiceWatchdog::ServiceWatchdog(std::function<bool()> healthy) {
         LOG(WARNING) << "health check failed; withholding the watchdog ping";
         continue;
       }
-      if (absl::Status s = NotifyServiceManager("WATCHDOG=1"); !s.ok()) {
-        LOG_EVERY_N(WARNING, 100) << "watchdog ping: " << s;
-      }
+      NotifyWatchdog();
     } while (!stop_.WaitForNotificationWithTimeout(period));
   });
 }

@@ -37,6 +37,11 @@ void NotifyStopping();
 // or equal to our pid); nullopt when no watchdog is armed.
 std::optional<absl::Duration> ServiceWatchdogInterval();
 
+// One "WATCHDOG=1", for a daemon whose own loop is the proof of life: call it
+// only when ServiceWatchdogInterval() is set, at least every half interval.
+// A failure is logged (rate-limited), not returned.
+void NotifyWatchdog();
+
 // Sends WATCHDOG=1 every half interval from its own thread, but only after
 // `healthy()` returned true: a daemon passes a check that goes through the
 // machinery it wants watched, so a wedged daemon stops pinging and systemd

@@ -85,6 +85,12 @@ TEST(NotifyServiceManagerTest, MissingSocketIsAnError) {
   unsetenv("NOTIFY_SOCKET");
 }
 
+TEST(NotifyWatchdogTest, SendsOnePing) {
+  NotifySocket socket(TempPath("watchdog.sock"));
+  NotifyWatchdog();
+  EXPECT_EQ(socket.Receive(), "WATCHDOG=1");
+}
+
 TEST(ServiceWatchdogIntervalTest, ReadsUsecAndChecksThePid) {
   unsetenv("WATCHDOG_PID");
   unsetenv("WATCHDOG_USEC");

@@ -214,7 +214,12 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
     return s;
   }
   communication += absl::Now() - comm_start;
-  result.grad_norm = optimizer_->last_step().grad_norm;
+  const optim::OptimizerStepStats& optimizer_step = optimizer_->last_step();
+  result.grad_norm = optimizer_step.grad_norm;
+  if (!optimizer_step.dense && !gradients.empty()) {
+    result.density = static_cast<double>(optimizer_step.mask_entries) / gradients.size();
+    result.mask_bytes = optimizer_step.mask_part_bytes;
+  }
   ++step_;
   const absl::Duration total = absl::Now() - start;
   result.step = step_;

@@ -54,6 +54,10 @@ struct StepResult {
   double communication_seconds = 0;
   int64_t bytes_sent = 0;        // by this rank during the step
   int64_t bytes_received = 0;
+  // Fraction of the gradient's entries the optimizer synchronized (1 when
+  // dense), and the bytes of this rank's encoded mask part (0 when dense).
+  double density = 1.0;
+  int64_t mask_bytes = 0;
 };
 
 // Synchronous data-parallel training of one rank: every rank builds the

@@ -374,6 +374,31 @@ TEST(DataParallelTrainerTest, EveryOptimizerResumesBitwiseFromItsSnapshot) {
   }
 }
 
+// Each step says how much of the gradient it synchronized: all of it while
+// dense (warm-up, and the first masked step's mask is still being sent),
+// SCAPE's density with mask bytes afterwards.
+TEST(DataParallelTrainerTest, StepsReportScapeDensityAndMaskBytes) {
+  TrainerConfig config = Config(2);
+  config.optimizer.name = "scape";
+  config.optimizer.scape.density = 0.25;
+  config.optimizer.scape.dense_warmup_steps = 2;
+  SingleProcessGroup group;
+  auto trainer = DataParallelTrainer::Create(config, &group);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  auto first = (*trainer)->Step();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->density, 1.0);
+  EXPECT_EQ(first->mask_bytes, 0);
+  StepResult last;
+  for (int i = 0; i < 4; ++i) {
+    auto result = (*trainer)->Step();
+    ASSERT_TRUE(result.ok()) << result.status();
+    last = *result;
+  }
+  EXPECT_NEAR(last.density, 0.25, 0.01);
+  EXPECT_GT(last.mask_bytes, 0);
+}
+
 // AdamW clips the synchronized gradient inside the optimizer path: the norm
 // before clipping is reported, and a binding clip changes the step.
 TEST(DataParallelTrainerTest, AdamWClipsThroughTheOptimizerPath) {
