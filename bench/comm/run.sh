@@ -31,6 +31,27 @@ port=$((20000 + RANDOM % 20000))
 # memory (see docs/data_plane.md for which lanes UCX picks).
 configs=("tcp|UCX_TLS=tcp" "sm|UCX_TLS=sm,tcp")
 
+# Runs ranks 0..P-1 of a benchmark command (comm_bench or gloo_bench.py, which
+# take the same flags) at once and appends rank 0's JSON lines, labelled with
+# the transport $1, to the results. Usage: run_ranks LABEL P OP COMMAND...
+run_ranks() {
+  local label=$1 world=$2 op=$3 dir rank
+  shift 3
+  dir=$(mktemp -d -p "$out")
+  for ((rank = 0; rank < world; rank++)); do
+    "$@" --rank=$rank --world_size=$world --rendezvous_dir="$dir" --op=$op \
+      --sizes="$size_list" --seconds_per_size=0.3 --max_iters=100 \
+      >"$dir/out.$rank" 2>"$dir/err.$rank" &
+  done
+  if ! wait; then
+    echo "$* failed ($label P=$world $op):" >&2
+    tail -5 "$dir"/err.* >&2
+    exit 1
+  fi
+  # (UCX prints its warnings on stdout: keep only the JSON lines.)
+  grep "^{" "$dir/out.0" | sed "s/^{/{\"transport\": \"$label\", /" >>"$out/results"
+}
+
 perftest_iters() {
   local iters=$(( 268435456 / $1 ))
   (( iters > 2000 )) && iters=2000
@@ -73,19 +94,7 @@ for config in "${configs[@]}"; do
   done
   for world in 2 4; do
     for op in all_reduce all_gather; do
-      dir=$(mktemp -d -p "$out")
-      for ((rank = 0; rank < world; rank++)); do
-        env $env_vars "$bench" --rank=$rank --world_size=$world --rendezvous_dir="$dir" \
-          --op=$op --sizes="$size_list" --seconds_per_size=0.3 --max_iters=100 \
-          >"$dir/out.$rank" 2>"$dir/err.$rank" &
-      done
-      if ! wait; then
-        echo "comm_bench failed ($name P=$world $op):" >&2
-        tail -5 "$dir"/err.* >&2
-        exit 1
-      fi
-      # (UCX prints its warnings on stdout: keep only our JSON lines.)
-      grep "^{" "$dir/out.0" | sed "s/^{/{\"transport\": \"$name\", /" >>"$out/results"
+      run_ranks "$name" "$world" "$op" env $env_vars "$bench"
     done
   done
 done
@@ -93,18 +102,7 @@ done
 # Gloo (TCP over loopback) with the same sizes, processes and timing.
 for world in 2 4; do
   for op in all_reduce all_gather; do
-    dir=$(mktemp -d -p "$out")
-    for ((rank = 0; rank < world; rank++)); do
-      /usr/bin/python3 bench/comm/gloo_bench.py --rank=$rank --world_size=$world \
-        --rendezvous_dir="$dir" --op=$op --sizes="$size_list" --seconds_per_size=0.3 \
-        --max_iters=100 >"$dir/out.$rank" 2>"$dir/err.$rank" &
-    done
-    if ! wait; then
-      echo "gloo_bench failed (P=$world $op):" >&2
-      tail -5 "$dir"/err.* >&2
-      exit 1
-    fi
-    grep "^{" "$dir/out.0" | sed 's/^{/{"transport": "gloo", /' >>"$out/results"
+    run_ranks gloo "$world" "$op" /usr/bin/python3 bench/comm/gloo_bench.py
   done
 done
 echo "date: $(date -u +%Y-%m-%d); $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); UCX $(ucx_info -v | sed -n 's/# Version //p')"
