@@ -130,18 +130,21 @@ std::unique_ptr<client::SchedulerClient> ConnectToScheduler(
       target.address, absl::Seconds(options.rpc_timeout_seconds));
 }
 
-std::unique_ptr<client::SchedulerClient> ConnectOrFail(
-    const GlobalOptions& options, SchedulerTarget* target, int* exit_code) {
-  absl::StatusOr<SchedulerTarget> resolved = ResolveScheduler(options);
-  if (!resolved.ok()) {
-    *exit_code = Fail(
-        absl::IsUnavailable(resolved.status()) ? kExitUnreachable : kExitUsage,
-        resolved.status().message());
-    return nullptr;
+int RunWithScheduler(
+    const GlobalOptions& options,
+    absl::FunctionRef<int(client::SchedulerClient& client, const SchedulerTarget& target)> run) {
+  absl::StatusOr<SchedulerTarget> target = ResolveScheduler(options);
+  if (!target.ok()) {
+    return Fail(absl::IsUnavailable(target.status()) ? kExitUnreachable : kExitUsage,
+                target.status().message());
   }
-  *target = *resolved;
   target->rpc_timeout = absl::Seconds(options.rpc_timeout_seconds);
-  return ConnectToScheduler(*target, options);
+  std::unique_ptr<client::SchedulerClient> client = ConnectToScheduler(*target, options);
+  return run(*client, *target);
+}
+
+void AddJobArgument(CLI::App& command, std::string& job_id) {
+  command.add_option("JOB", job_id, "Job id")->required();
 }
 
 int FailJobRpc(const absl::Status& status, const SchedulerTarget& target,

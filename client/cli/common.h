@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -86,16 +87,51 @@ std::optional<v1::Job> GetJobOrFail(client::SchedulerClient& client,
                                     const SchedulerTarget& target, const std::string& job_id,
                                     int* exit_code);
 
-// Resolves the scheduler and connects, or reports why not. Returns nullptr
-// after printing the error; *exit_code holds the code to return.
-std::unique_ptr<client::SchedulerClient> ConnectOrFail(
-    const GlobalOptions& options, SchedulerTarget* target, int* exit_code);
+// Resolves the scheduler, connects and returns run(client, target); when
+// there is no usable address, reports why and returns that exit code.
+int RunWithScheduler(
+    const GlobalOptions& options,
+    absl::FunctionRef<int(client::SchedulerClient& client, const SchedulerTarget& target)> run);
+
+// The required JOB argument of the commands about one job.
+void AddJobArgument(CLI::App& command, std::string& job_id);
 
 // A parsed subcommand and what running it means.
 struct Subcommand {
   CLI::App* app;
   std::function<int()> run;
 };
+
+// A subcommand that talks to the scheduler: the global options are on it,
+// and its own options live in `options` for as long as the CLI runs.
+template <typename Options>
+struct SchedulerCommand {
+  using Run = int (*)(const Options& options, client::SchedulerClient& client,
+                      const SchedulerTarget& target);
+
+  CLI::App* app;
+  std::shared_ptr<Options> options;
+  const GlobalOptions* globals;
+
+  // Running it connects (RunWithScheduler), then calls run.
+  Subcommand RunsWith(Run run) const {
+    return {app, [options = options, globals = globals, run]() {
+              return RunWithScheduler(
+                  *globals, [&](client::SchedulerClient& client, const SchedulerTarget& target) {
+                    return run(*options, client, target);
+                  });
+            }};
+  }
+};
+
+template <typename Options>
+SchedulerCommand<Options> AddSchedulerCommand(CLI::App& parent, GlobalOptions& globals,
+                                              const std::string& name,
+                                              const std::string& description) {
+  CLI::App* app = parent.add_subcommand(name, description);
+  AddGlobalOptions(*app, globals);
+  return {app, std::make_shared<Options>(), &globals};
+}
 
 // Registration of each subcommand (one file each).
 Subcommand AddVersionCommand(CLI::App& parent);

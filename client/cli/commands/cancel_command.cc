@@ -20,17 +20,13 @@ struct CancelOptions {
   bool json = false;
 };
 
-int RunCancel(const CancelOptions& options, const GlobalOptions& globals) {
-  SchedulerTarget target;
-  int exit_code = kExitOk;
-  auto client = ConnectOrFail(globals, &target, &exit_code);
-  if (client == nullptr) return exit_code;
-
+int RunCancel(const CancelOptions& options, client::SchedulerClient& client,
+              const SchedulerTarget& target) {
   v1::CancelJobRequest request;
   request.set_job_id(options.job_id);
   request.set_reason(options.reason.empty() ? "cancelled by operator"
                                             : options.reason);
-  absl::StatusOr<v1::CancelJobResponse> response = client->CancelJob(request);
+  absl::StatusOr<v1::CancelJobResponse> response = client.CancelJob(request);
   if (!response.ok()) {
     return FailJobRpc(response.status(), target, "CancelJob", options.job_id);
   }
@@ -53,19 +49,16 @@ int RunCancel(const CancelOptions& options, const GlobalOptions& globals) {
 }  // namespace
 
 Subcommand AddCancelCommand(CLI::App& parent, GlobalOptions& globals) {
-  auto options = std::make_shared<CancelOptions>();
-  CLI::App* command = parent.add_subcommand(
-      "cancel", "Cancel a job; its workers stop it and become free");
-  AddGlobalOptions(*command, globals);
-  command->add_option("JOB", options->job_id, "Job id")->required();
-  command
-      ->add_option("--reason", options->reason,
+  auto cancel = AddSchedulerCommand<CancelOptions>(
+      parent, globals, "cancel", "Cancel a job; its workers stop it and become free");
+  AddJobArgument(*cancel.app, cancel.options->job_id);
+  cancel.app
+      ->add_option("--reason", cancel.options->reason,
                    "Why, recorded as the job's state reason")
       ->type_name("TEXT");
-  command->add_flag("--json", options->json,
-                    "Print the job after the cancel as a JSON object");
-  return {command,
-          [options, &globals]() { return RunCancel(*options, globals); }};
+  cancel.app->add_flag("--json", cancel.options->json,
+                       "Print the job after the cancel as a JSON object");
+  return cancel.RunsWith(RunCancel);
 }
 
 }  // namespace corescape::cli

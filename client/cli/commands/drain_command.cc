@@ -19,17 +19,13 @@ struct DrainOptions {
   bool json = false;
 };
 
-int RunDrain(const DrainOptions& options, const GlobalOptions& globals) {
-  SchedulerTarget target;
-  int exit_code = kExitOk;
-  auto client = ConnectOrFail(globals, &target, &exit_code);
-  if (client == nullptr) return exit_code;
-
+int RunDrain(const DrainOptions& options, client::SchedulerClient& client,
+             const SchedulerTarget& target) {
   v1::DrainNodeRequest request;
   request.set_name(options.node);
   request.set_reason(options.reason.empty() ? "drained by operator"
                                             : options.reason);
-  auto response = client->DrainNode(request);
+  auto response = client.DrainNode(request);
   if (!response.ok()) {
     // The scheduler's wording may vary; the operator's question is always
     // "did I mistype the name?".
@@ -52,20 +48,14 @@ int RunDrain(const DrainOptions& options, const GlobalOptions& globals) {
 }  // namespace
 
 Subcommand AddDrainCommand(CLI::App& parent, GlobalOptions& globals) {
-  auto options = std::make_shared<DrainOptions>();
-  CLI::App* command = parent.add_subcommand(
-      "drain", "Drain a node: it finishes its work and takes nothing new");
-  AddGlobalOptions(*command, globals);
-  command->add_option("NODE", options->node, "Name of the node to drain")
-      ->required();
-  command
-      ->add_option("--reason", options->reason,
-                   "Why, recorded in the cluster events")
+  auto drain = AddSchedulerCommand<DrainOptions>(
+      parent, globals, "drain", "Drain a node: it finishes its work and takes nothing new");
+  drain.app->add_option("NODE", drain.options->node, "Name of the node to drain")->required();
+  drain.app
+      ->add_option("--reason", drain.options->reason, "Why, recorded in the cluster events")
       ->type_name("TEXT");
-  command->add_flag("--json", options->json,
-                    "Print the drained node as a JSON object");
-  return {command,
-          [options, &globals]() { return RunDrain(*options, globals); }};
+  drain.app->add_flag("--json", drain.options->json, "Print the drained node as a JSON object");
+  return drain.RunsWith(RunDrain);
 }
 
 }  // namespace corescape::cli

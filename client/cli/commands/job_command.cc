@@ -19,13 +19,10 @@ struct JobOptions {
   bool json = false;
 };
 
-int RunJob(const JobOptions& options, const GlobalOptions& globals) {
-  SchedulerTarget target;
+int RunJob(const JobOptions& options, client::SchedulerClient& client,
+           const SchedulerTarget& target) {
   int exit_code = kExitOk;
-  auto client = ConnectOrFail(globals, &target, &exit_code);
-  if (client == nullptr) return exit_code;
-
-  std::optional<v1::Job> job = GetJobOrFail(*client, target, options.job_id, &exit_code);
+  std::optional<v1::Job> job = GetJobOrFail(client, target, options.job_id, &exit_code);
   if (!job) return exit_code;
   if (options.json) {
     PrintJson(JobToJson(*job));
@@ -39,13 +36,11 @@ int RunJob(const JobOptions& options, const GlobalOptions& globals) {
 }  // namespace
 
 Subcommand AddJobCommand(CLI::App& parent, GlobalOptions& globals) {
-  auto options = std::make_shared<JobOptions>();
-  CLI::App* command = parent.add_subcommand(
-      "job", "Show one job: spec, state and reason, nodes by rank, progress");
-  AddGlobalOptions(*command, globals);
-  command->add_option("JOB", options->job_id, "Job id")->required();
-  command->add_flag("--json", options->json, "Print the job as a JSON object");
-  return {command, [options, &globals]() { return RunJob(*options, globals); }};
+  auto job = AddSchedulerCommand<JobOptions>(
+      parent, globals, "job", "Show one job: spec, state and reason, nodes by rank, progress");
+  AddJobArgument(*job.app, job.options->job_id);
+  job.app->add_flag("--json", job.options->json, "Print the job as a JSON object");
+  return job.RunsWith(RunJob);
 }
 
 }  // namespace corescape::cli

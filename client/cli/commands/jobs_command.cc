@@ -28,17 +28,13 @@ const std::map<std::string, v1::JobState>& JobStatesByFlag() {
   return *states;
 }
 
-int RunJobs(const JobsOptions& options, const GlobalOptions& globals) {
-  SchedulerTarget target;
-  int exit_code = kExitOk;
-  auto client = ConnectOrFail(globals, &target, &exit_code);
-  if (client == nullptr) return exit_code;
-
+int RunJobs(const JobsOptions& options, client::SchedulerClient& client,
+            const SchedulerTarget& target) {
   v1::ListJobsRequest request;
   for (const auto& state : options.states) {
     request.add_states(JobStatesByFlag().at(state));
   }
-  absl::StatusOr<v1::ListJobsResponse> response = client->ListJobs(request);
+  absl::StatusOr<v1::ListJobsResponse> response = client.ListJobs(request);
   if (!response.ok()) return FailRpc(response.status(), target, "ListJobs");
 
   std::vector<v1::Job> jobs(response->jobs().begin(), response->jobs().end());
@@ -58,21 +54,17 @@ int RunJobs(const JobsOptions& options, const GlobalOptions& globals) {
 }  // namespace
 
 Subcommand AddJobsCommand(CLI::App& parent, GlobalOptions& globals) {
-  auto options = std::make_shared<JobsOptions>();
-  CLI::App* command =
-      parent.add_subcommand("jobs", "List training jobs, newest first");
-  AddGlobalOptions(*command, globals);
-  command->add_flag("--json", options->json,
-                    "Print a JSON array, one object per job");
-  command
-      ->add_option("--state", options->states,
+  auto jobs = AddSchedulerCommand<JobsOptions>(parent, globals, "jobs",
+                                               "List training jobs, newest first");
+  jobs.app->add_flag("--json", jobs.options->json, "Print a JSON array, one object per job");
+  jobs.app
+      ->add_option("--state", jobs.options->states,
                    "Only jobs in this state (repeatable)")
       ->type_name("STATE")
       ->allow_extra_args(false)
       ->check(CLI::IsMember({"pending", "running", "recovering", "succeeded",
                              "failed", "cancelled"}));
-  return {command,
-          [options, &globals]() { return RunJobs(*options, globals); }};
+  return jobs.RunsWith(RunJobs);
 }
 
 }  // namespace corescape::cli

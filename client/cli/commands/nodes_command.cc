@@ -36,18 +36,14 @@ const std::map<std::string, v1::NodeState>& StatesByFlag() {
   return *states;
 }
 
-int RunNodes(const NodesOptions& options, const GlobalOptions& globals) {
-  SchedulerTarget target;
-  int exit_code = kExitOk;
-  auto client = ConnectOrFail(globals, &target, &exit_code);
-  if (client == nullptr) return exit_code;
-
+int RunNodes(const NodesOptions& options, client::SchedulerClient& client,
+             const SchedulerTarget& target) {
   v1::ListNodesRequest request;
   if (!options.role.empty()) request.set_role(RolesByFlag().at(options.role));
   for (const auto& state : options.states) {
     request.add_states(StatesByFlag().at(state));
   }
-  absl::StatusOr<v1::ListNodesResponse> response = client->ListNodes(request);
+  absl::StatusOr<v1::ListNodesResponse> response = client.ListNodes(request);
   if (!response.ok()) return FailRpc(response.status(), target, "ListNodes");
 
   std::vector<v1::NodeInfo> nodes(response->nodes().begin(),
@@ -67,22 +63,16 @@ int RunNodes(const NodesOptions& options, const GlobalOptions& globals) {
 }  // namespace
 
 Subcommand AddNodesCommand(CLI::App& parent, GlobalOptions& globals) {
-  auto options = std::make_shared<NodesOptions>();
-  CLI::App* command = parent.add_subcommand(
-      "nodes", "List the nodes registered with the scheduler");
-  AddGlobalOptions(*command, globals);
-  command->add_flag("--json", options->json,
-                    "Print a JSON array, one object per node");
-  command->add_option("--role", options->role, "Only nodes of this role")
+  auto nodes = AddSchedulerCommand<NodesOptions>(
+      parent, globals, "nodes", "List the nodes registered with the scheduler");
+  nodes.app->add_flag("--json", nodes.options->json, "Print a JSON array, one object per node");
+  nodes.app->add_option("--role", nodes.options->role, "Only nodes of this role")
       ->type_name("ROLE")
       ->check(CLI::IsMember({"worker", "attention-server"}));
-  command
-      ->add_option("--state", options->states,
-                   "Only nodes in this state (repeatable)")
+  nodes.app->add_option("--state", nodes.options->states, "Only nodes in this state (repeatable)")
       ->type_name("STATE")
       ->check(CLI::IsMember({"alive", "dead", "draining", "deregistered"}));
-  return {command,
-          [options, &globals]() { return RunNodes(*options, globals); }};
+  return nodes.RunsWith(RunNodes);
 }
 
 }  // namespace corescape::cli

@@ -21,15 +21,11 @@ struct PlanOptions {
   bool json = false;
 };
 
-int RunPlan(const PlanOptions& options, const GlobalOptions& globals) {
-  SchedulerTarget target;
-  int exit_code = kExitOk;
-  auto client = ConnectOrFail(globals, &target, &exit_code);
-  if (client == nullptr) return exit_code;
-
+int RunPlan(const PlanOptions& options, client::SchedulerClient& client,
+            const SchedulerTarget& target) {
   v1::GetAttentionPlanRequest request;
   request.set_job_id(options.job_id);
-  auto response = client->GetAttentionPlan(request);
+  auto response = client.GetAttentionPlan(request);
   // NOT_FOUND (no such job) exits 4; a job that is not DISAGGREGATED or has
   // no planned step yet is FAILED_PRECONDITION, exit 1 with the reason.
   if (!response.ok()) {
@@ -48,18 +44,16 @@ int RunPlan(const PlanOptions& options, const GlobalOptions& globals) {
 }  // namespace
 
 Subcommand AddPlanCommand(CLI::App& parent, GlobalOptions& globals) {
-  auto options = std::make_shared<PlanOptions>();
-  CLI::App* command = parent.add_subcommand(
-      "plan",
+  auto plan = AddSchedulerCommand<PlanOptions>(
+      parent, globals, "plan",
       "Show the scheduler's newest core-attention plan of a DISAGGREGATED job: per attention "
       "server its speed weight, planned cost and share, tasks and bytes; imbalance and bytes "
       "moved");
-  AddGlobalOptions(*command, globals);
-  command->add_option("JOB", options->job_id, "Job id")->required();
-  command->add_flag("--tasks", options->tasks,
-                    "Also list every task (worker, document, query range, server)");
-  command->add_flag("--json", options->json, "Print the plan as a JSON object");
-  return {command, [options, &globals]() { return RunPlan(*options, globals); }};
+  AddJobArgument(*plan.app, plan.options->job_id);
+  plan.app->add_flag("--tasks", plan.options->tasks,
+                     "Also list every task (worker, document, query range, server)");
+  plan.app->add_flag("--json", plan.options->json, "Print the plan as a JSON object");
+  return plan.RunsWith(RunPlan);
 }
 
 }  // namespace corescape::cli

@@ -1,16 +1,12 @@
 // `corescape plot JOB --csv FILE --svg FILE`: the job's loss curve, read
 // from WatchJob's replay of its progress events (after_sequence 0).
-#include <unistd.h>
-
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "client/cli/common.h"
+#include "client/cli/commands/process.h"
 #include "client/cli/rendering/loss_curve.h"
 #include "client/cli/rendering/svg_plot.h"
 #include "client/cli/commands/watch.h"
@@ -30,42 +26,10 @@ struct PlotOptions {
   WatchFlags watch;  // watch.json is --json
 };
 
-// Written next to the target, then renamed over it: a reader never sees
-// half a file.
-absl::Status WriteFileAtomically(const std::string& path,
-                                 const std::string& contents) {
-  const std::string temp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << contents;
-    out.flush();
-    if (!out.good()) {
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot write ", path));
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temp, path, error);
-  if (error) {
-    std::filesystem::remove(temp, error);
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot write ", path, ": ", error.message()));
-  }
-  return absl::OkStatus();
-}
-
-int RunPlot(const PlotOptions& options, const GlobalOptions& globals) {
-  if (options.csv_path.empty() && options.svg_path.empty()) {
-    return Fail(kExitUsage, "give --csv FILE and/or --svg FILE");
-  }
-  SchedulerTarget target;
+int PlotJob(const PlotOptions& options, client::SchedulerClient& client,
+            const SchedulerTarget& target) {
   int exit_code = kExitOk;
-  auto client = ConnectOrFail(globals, &target, &exit_code);
-  if (client == nullptr) return exit_code;
-
-  std::optional<v1::Job> fetched = GetJobOrFail(*client, target, options.job_id, &exit_code);
+  std::optional<v1::Job> fetched = GetJobOrFail(client, target, options.job_id, &exit_code);
   if (!fetched) return exit_code;
   const v1::Job& job = *fetched;
 
@@ -93,7 +57,7 @@ int RunPlot(const PlotOptions& options, const GlobalOptions& globals) {
       }
     };
     absl::StatusOr<client::WatchJobResult> result = client::WatchJob(
-        *client, MakeWatchJobOptions(options.job_id, options.watch), callbacks);
+        client, MakeWatchJobOptions(options.job_id, options.watch), callbacks);
     if (!result.ok()) return FailRpc(result.status(), target, "WatchJob");
   }
 
@@ -139,28 +103,34 @@ int RunPlot(const PlotOptions& options, const GlobalOptions& globals) {
   return kExitOk;
 }
 
+// A usage error is reported before connecting.
+int RunPlot(const PlotOptions& options, const GlobalOptions& globals) {
+  if (options.csv_path.empty() && options.svg_path.empty()) {
+    return Fail(kExitUsage, "give --csv FILE and/or --svg FILE");
+  }
+  return RunWithScheduler(
+      globals, [&](client::SchedulerClient& client, const SchedulerTarget& target) {
+        return PlotJob(options, client, target);
+      });
+}
+
 }  // namespace
 
 Subcommand AddPlotCommand(CLI::App& parent, GlobalOptions& globals) {
-  auto options = std::make_shared<PlotOptions>();
-  CLI::App* command = parent.add_subcommand(
-      "plot",
+  auto plot = AddSchedulerCommand<PlotOptions>(
+      parent, globals, "plot",
       "Write a job's loss curve as CSV (step,train_loss,val_loss,"
       "tokens_per_s) and/or as an SVG plot");
-  AddGlobalOptions(*command, globals);
-  command->add_option("JOB", options->job_id, "Job id")->required();
-  command->add_option("--csv", options->csv_path, "CSV file to write")
-      ->type_name("FILE");
-  command->add_option("--svg", options->svg_path, "SVG file to write")
-      ->type_name("FILE");
-  command->add_flag("--follow", options->follow,
-                    "For a job still running: wait until it ends (default: "
-                    "plot what it has done so far)");
-  command->add_flag("--json", options->watch.json,
-                    "Print what was written as a JSON object");
-  AddWatchFlags(*command, options->watch);
-  return {command,
-          [options, &globals]() { return RunPlot(*options, globals); }};
+  PlotOptions& options = *plot.options;
+  AddJobArgument(*plot.app, options.job_id);
+  plot.app->add_option("--csv", options.csv_path, "CSV file to write")->type_name("FILE");
+  plot.app->add_option("--svg", options.svg_path, "SVG file to write")->type_name("FILE");
+  plot.app->add_flag("--follow", options.follow,
+                     "For a job still running: wait until it ends (default: "
+                     "plot what it has done so far)");
+  plot.app->add_flag("--json", options.watch.json, "Print what was written as a JSON object");
+  AddWatchFlags(*plot.app, options.watch);
+  return {plot.app, [options = plot.options, &globals]() { return RunPlot(*options, globals); }};
 }
 
 }  // namespace corescape::cli

@@ -300,7 +300,8 @@ absl::Status WriteFileAtomically(const std::string& path,
     out << contents;
     out.flush();
     if (!out) {
-      return absl::InternalError(absl::StrCat("cannot write ", temporary));
+      unlink(temporary.c_str());
+      return absl::InternalError(absl::StrCat("cannot write ", path));
     }
   }
   if (rename(temporary.c_str(), path.c_str()) != 0) {

@@ -20,15 +20,11 @@ struct RebalanceOptions {
   bool json = false;
 };
 
-int RunRebalance(const RebalanceOptions& options, const GlobalOptions& globals) {
-  SchedulerTarget target;
-  int exit_code = kExitOk;
-  auto client = ConnectOrFail(globals, &target, &exit_code);
-  if (client == nullptr) return exit_code;
-
+int RunRebalance(const RebalanceOptions& options, client::SchedulerClient& client,
+                 const SchedulerTarget& target) {
   v1::RebalanceRequest request;
   request.set_job_id(options.job_id);
-  auto response = client->Rebalance(request);
+  auto response = client.Rebalance(request);
   if (!response.ok()) {
     return FailJobRpc(response.status(), target, "Rebalance", options.job_id);
   }
@@ -56,15 +52,15 @@ int RunRebalance(const RebalanceOptions& options, const GlobalOptions& globals) 
 }  // namespace
 
 Subcommand AddRebalanceCommand(CLI::App& parent, GlobalOptions& globals) {
-  auto options = std::make_shared<RebalanceOptions>();
-  CLI::App* command = parent.add_subcommand(
-      "rebalance",
+  auto rebalance = AddSchedulerCommand<RebalanceOptions>(
+      parent, globals, "rebalance",
       "Re-derive attention-server speed weights from their task timings and re-plan the newest "
       "step of a DISAGGREGATED job (all running ones without JOB); prints the new plans");
-  AddGlobalOptions(*command, globals);
-  command->add_option("JOB", options->job_id, "Job id (default: every running job)");
-  command->add_flag("--json", options->json, "Print a JSON array, one object per plan");
-  return {command, [options, &globals]() { return RunRebalance(*options, globals); }};
+  rebalance.app->add_option("JOB", rebalance.options->job_id,
+                            "Job id (default: every running job)");
+  rebalance.app->add_flag("--json", rebalance.options->json,
+                          "Print a JSON array, one object per plan");
+  return rebalance.RunsWith(RunRebalance);
 }
 
 }  // namespace corescape::cli

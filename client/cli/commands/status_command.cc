@@ -10,17 +10,17 @@ namespace corescape::cli {
 
 namespace {
 
-int RunStatus(bool json, const GlobalOptions& globals) {
-  SchedulerTarget target;
-  int exit_code = kExitOk;
-  auto client = ConnectOrFail(globals, &target, &exit_code);
-  if (client == nullptr) return exit_code;
+struct StatusOptions {
+  bool json = false;
+};
 
-  auto status = client->GetClusterStatus();
+int RunStatus(const StatusOptions& options, client::SchedulerClient& client,
+              const SchedulerTarget& target) {
+  auto status = client.GetClusterStatus();
   if (!status.ok()) return FailRpc(status.status(), target, "GetClusterStatus");
 
   const int64_t now_unix_ms = absl::ToUnixMillis(absl::Now());
-  if (json) {
+  if (options.json) {
     nlohmann::json out = ClusterStatusToJson(*status, now_unix_ms);
     out["scheduler_address"] = target.address;
     PrintJson(out);
@@ -35,12 +35,10 @@ int RunStatus(bool json, const GlobalOptions& globals) {
 }  // namespace
 
 Subcommand AddStatusCommand(CLI::App& parent, GlobalOptions& globals) {
-  auto json = std::make_shared<bool>(false);
-  CLI::App* command = parent.add_subcommand(
-      "status", "Show the cluster summary and recent events");
-  AddGlobalOptions(*command, globals);
-  command->add_flag("--json", *json, "Print the status as a JSON object");
-  return {command, [json, &globals]() { return RunStatus(*json, globals); }};
+  auto status = AddSchedulerCommand<StatusOptions>(
+      parent, globals, "status", "Show the cluster summary and recent events");
+  status.app->add_flag("--json", status.options->json, "Print the status as a JSON object");
+  return status.RunsWith(RunStatus);
 }
 
 }  // namespace corescape::cli

@@ -68,29 +68,16 @@ absl::StatusOr<v1::JobSpec> BuildSpec(const SubmitOptions& options) {
   return spec;
 }
 
-int RunSubmit(const SubmitOptions& options, const GlobalOptions& globals) {
-  if (options.file.empty() && options.overrides.empty()) {
-    return Fail(kExitUsage,
-                "give a job file (corescape submit FILE.json) or the job's "
-                "flags (--name, --model, --train-data, --steps, ...); see "
-                "corescape submit --help");
-  }
-  absl::StatusOr<v1::JobSpec> spec = BuildSpec(options);
-  if (!spec.ok()) return Fail(kExitUsage, spec.status().message());
-
-  SchedulerTarget target;
-  int exit_code = kExitOk;
-  auto client = ConnectOrFail(globals, &target, &exit_code);
-  if (client == nullptr) return exit_code;
-
+int SubmitSpec(const SubmitOptions& options, const v1::JobSpec& spec,
+               client::SchedulerClient& client, const SchedulerTarget& target) {
   v1::SubmitJobRequest request;
-  *request.mutable_spec() = *spec;
+  *request.mutable_spec() = spec;
   request.set_idempotency_key(options.idempotency_key.empty()
                                   ? NewIdempotencyKey()
                                   : options.idempotency_key);
   absl::StatusOr<v1::SubmitJobResponse> response;
   for (int attempt = 1; attempt <= kSubmitAttempts; ++attempt) {
-    response = client->SubmitJob(request);
+    response = client.SubmitJob(request);
     if (response.ok() || !client::IsUnreachable(response.status())) break;
     if (attempt < kSubmitAttempts) absl::SleepFor(absl::Milliseconds(300 * attempt));
   }
@@ -111,7 +98,7 @@ int RunSubmit(const SubmitOptions& options, const GlobalOptions& globals) {
               << std::endl;
   } else {
     const std::string name =
-        job.spec().name().empty() ? spec->name() : job.spec().name();
+        job.spec().name().empty() ? spec.name() : job.spec().name();
     std::cout << "submitted job" << (name.empty() ? "" : " " + name) << ": "
               << JobStateName(job.state())
               << (job.state_reason().empty() ? "" : " (" + job.state_reason() + ")")
@@ -119,8 +106,23 @@ int RunSubmit(const SubmitOptions& options, const GlobalOptions& globals) {
               << job.job_id() << std::endl;
   }
   if (!options.wait) return kExitOk;
-  return WatchUntilEnd(*client, target, job, /*after_sequence=*/0,
-                       options.watch);
+  return WatchUntilEnd(client, target, job, /*after_sequence=*/0, options.watch);
+}
+
+// Usage errors (no spec, a bad file or flag) are reported before connecting.
+int RunSubmit(const SubmitOptions& options, const GlobalOptions& globals) {
+  if (options.file.empty() && options.overrides.empty()) {
+    return Fail(kExitUsage,
+                "give a job file (corescape submit FILE.json) or the job's "
+                "flags (--name, --model, --train-data, --steps, ...); see "
+                "corescape submit --help");
+  }
+  absl::StatusOr<v1::JobSpec> spec = BuildSpec(options);
+  if (!spec.ok()) return Fail(kExitUsage, spec.status().message());
+  return RunWithScheduler(
+      globals, [&](client::SchedulerClient& client, const SchedulerTarget& target) {
+        return SubmitSpec(options, *spec, client, target);
+      });
 }
 
 template <typename T>
@@ -136,13 +138,13 @@ CLI::Option* AddOverride(CLI::App& command, const std::string& name,
 }  // namespace
 
 Subcommand AddSubmitCommand(CLI::App& parent, GlobalOptions& globals) {
-  auto options = std::make_shared<SubmitOptions>();
-  JobSpecOverrides& o = options->overrides;
-  CLI::App* command = parent.add_subcommand(
-      "submit",
+  auto submit = AddSchedulerCommand<SubmitOptions>(
+      parent, globals, "submit",
       "Submit a training job from a job file (JSON, or YAML) and/or flags; "
       "flags override the file. Prints the job id as the last line");
-  AddGlobalOptions(*command, globals);
+  const std::shared_ptr<SubmitOptions>& options = submit.options;
+  CLI::App* command = submit.app;
+  JobSpecOverrides& o = options->overrides;
   command->add_option("FILE", options->file,
                       "Job file: a corescape.v1.JobSpec as JSON (.json) or "
                       "YAML (.yaml, .yml); see examples/");

@@ -127,41 +127,34 @@ struct WatchCommandOptions {
   WatchFlags flags;
 };
 
-int RunWatch(const WatchCommandOptions& options, const GlobalOptions& globals) {
-  SchedulerTarget target;
+int RunWatch(const WatchCommandOptions& options, client::SchedulerClient& client,
+             const SchedulerTarget& target) {
   int exit_code = kExitOk;
-  auto client = ConnectOrFail(globals, &target, &exit_code);
-  if (client == nullptr) return exit_code;
-
-  std::optional<v1::Job> fetched = GetJobOrFail(*client, target, options.job_id, &exit_code);
+  std::optional<v1::Job> fetched = GetJobOrFail(client, target, options.job_id, &exit_code);
   if (!fetched) return exit_code;
   v1::Job job = *std::move(fetched);
   if (job.job_id().empty()) job.set_job_id(options.job_id);
-  return WatchUntilEnd(*client, target, job, options.after_sequence,
-                       options.flags);
+  return WatchUntilEnd(client, target, job, options.after_sequence, options.flags);
 }
 
 }  // namespace
 
 Subcommand AddWatchCommand(CLI::App& parent, GlobalOptions& globals) {
-  auto options = std::make_shared<WatchCommandOptions>();
-  CLI::App* command = parent.add_subcommand(
-      "watch",
+  auto watch = AddSchedulerCommand<WatchCommandOptions>(
+      parent, globals, "watch",
       "Follow a job until it ends: live progress, state changes, summary. "
       "Exit 0 only if it SUCCEEDED");
-  AddGlobalOptions(*command, globals);
-  command->add_option("JOB", options->job_id, "Job id")->required();
-  command->add_flag("--json", options->flags.json,
-                    "One JSON object per event per line, then "
-                    "{\"type\": \"finished\", \"job\": ...}");
-  command
-      ->add_option("--after-sequence", options->after_sequence,
+  AddJobArgument(*watch.app, watch.options->job_id);
+  watch.app->add_flag("--json", watch.options->flags.json,
+                      "One JSON object per event per line, then "
+                      "{\"type\": \"finished\", \"job\": ...}");
+  watch.app
+      ->add_option("--after-sequence", watch.options->after_sequence,
                    "Only events after this sequence number (default: the "
                    "job's whole history)")
       ->type_name("N");
-  AddWatchFlags(*command, options->flags);
-  return {command,
-          [options, &globals]() { return RunWatch(*options, globals); }};
+  AddWatchFlags(*watch.app, watch.options->flags);
+  return watch.RunsWith(RunWatch);
 }
 
 }  // namespace corescape::cli
