@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "bench/attention_sim/profiles.h"
+#include "bench/bench_main.h"
 #include "bench/planner/document_samples.h"
 #include "runtime/planner/attention_planner.h"
 #include "runtime/planner/causal_pairs.h"
@@ -240,7 +240,9 @@ std::vector<int64_t> ParseList(const std::string& text) {
   return out;
 }
 
-int Main() {
+}  // namespace
+
+int RunBenchmark() {
   const std::string dir = DataDirectory(absl::GetFlag(FLAGS_data_dir));
   absl::StatusOr<AttentionTimeModel> attention =
       AttentionTimeModel::FromCsv(dir + "/distca_compute_attn_H100.csv", kTensorParallel);
@@ -314,10 +316,4 @@ int Main() {
   return 0;
 }
 
-}  // namespace
 }  // namespace corescape::bench
-
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  return corescape::bench::Main();
-}

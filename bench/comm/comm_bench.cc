@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/bench_main.h"
 #include "runtime/base/directory_rendezvous.h"
 #include "runtime/comm/communicator.h"
 
@@ -29,15 +29,17 @@ ABSL_FLAG(double, seconds_per_size, 0.5, "target time measured per size");
 ABSL_FLAG(int, max_iters, 200, "at most this many timed iterations per size");
 ABSL_FLAG(int64_t, segment_bytes, 1 << 20, "pipeline segment (AlgorithmSettings)");
 
-namespace corescape::comm {
+namespace corescape::bench {
 namespace {
 
-int Main() {
+}  // namespace
+
+int RunBenchmark() {
   const int rank = absl::GetFlag(FLAGS_rank);
   const int world = absl::GetFlag(FLAGS_world_size);
-  TransportOptions to;
+  comm::TransportOptions to;
   to.listen_address = "127.0.0.1:0";
-  auto transport = Transport::Create(to);
+  auto transport = comm::Transport::Create(to);
   if (!transport.ok()) {
     std::fprintf(stderr, "%s\n", transport.status().ToString().c_str());
     return 2;
@@ -49,7 +51,7 @@ int Main() {
     std::fprintf(stderr, "%s\n", addresses.status().ToString().c_str());
     return 2;
   }
-  CommunicatorOptions o;
+  comm::CommunicatorOptions o;
   o.rank = rank;
   o.world_size = world;
   o.peer_addresses = *addresses;
@@ -57,12 +59,12 @@ int Main() {
   o.job_id = "bench";
   o.timeout = absl::Seconds(60);
   o.algorithms.segment_bytes = absl::GetFlag(FLAGS_segment_bytes);
-  auto comm = Communicator::Create(transport->get(), o);
-  if (!comm.ok()) {
-    std::fprintf(stderr, "%s\n", comm.status().ToString().c_str());
+  auto communicator = comm::Communicator::Create(transport->get(), o);
+  if (!communicator.ok()) {
+    std::fprintf(stderr, "%s\n", communicator.status().ToString().c_str());
     return 2;
   }
-  Communicator& c = **comm;
+  comm::Communicator& c = **communicator;
   const std::string op = absl::GetFlag(FLAGS_op);
   std::vector<int64_t> sizes;
   for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',', absl::SkipEmpty())) {
@@ -75,7 +77,7 @@ int Main() {
   std::vector<char> block(max_bytes / world + 1, static_cast<char>(rank));
 
   auto run_once = [&](int64_t bytes) -> absl::Status {
-    if (op == "all_reduce") return c.AllReduce(data.data(), bytes / 4, ReduceOp::kSum);
+    if (op == "all_reduce") return c.AllReduce(data.data(), bytes / 4, comm::ReduceOp::kSum);
     if (op == "send_recv") {  // rank 0 -> rank 1, like ucx_perftest tag_bw
       if (rank > 1) return absl::OkStatus();
       auto h = rank == 0 ? c.SendAsync(1, 1, data.data(), bytes)
@@ -127,10 +129,4 @@ int Main() {
   return 0;
 }
 
-}  // namespace
-}  // namespace corescape::comm
-
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  return corescape::comm::Main();
-}
+}  // namespace corescape::bench

@@ -33,9 +33,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "bench/bench_main.h"
 #include "runtime/attention/in_place_core_attention.h"
 #include "runtime/attention/in_process_attention_cluster.h"
 #include "runtime/comm/loopback_ranks.h"
@@ -54,7 +54,7 @@ ABSL_FLAG(int, seq_len, 1024, "tokens per row");
 ABSL_FLAG(int, min_document, 256, "shortest document");
 ABSL_FLAG(int, steps, 4, "timed steps after one warm-up step");
 
-namespace corescape {
+namespace corescape::bench {
 namespace {
 
 void CheckOk(const absl::Status& status) {
@@ -203,7 +203,9 @@ void CheckSameLoss(double got, double expected, const std::string& what) {
   }
 }
 
-int Main() {
+}  // namespace
+
+int RunBenchmark() {
   openblas_set_num_threads(1);
   auto config = model::PresetConfig(absl::GetFlag(FLAGS_model));
   CheckOk(config.status());
@@ -283,10 +285,4 @@ int Main() {
   return 0;
 }
 
-}  // namespace
-}  // namespace corescape
-
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  return corescape::Main();
-}
+}  // namespace corescape::bench

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_main.h"
 #include "bench/planner/document_samples.h"
 #include "runtime/model/model_config.h"
 #include "runtime/train/ping_pong_schedule.h"
@@ -29,7 +29,7 @@ ABSL_FLAG(std::string, rows, "4,8", "rows per micro-batch");
 ABSL_FLAG(int, samples, 200, "micro-batches per configuration");
 ABSL_FLAG(std::string, data_dir, "", "directory of distca_dist_wlbllm.json (default: ../shared/data)");
 
-namespace corescape {
+namespace corescape::bench {
 namespace {
 
 void Check(bool ok, const std::string& what) {
@@ -82,7 +82,9 @@ double LargerHalfOverEven(const std::array<model::ModelBatch, 2>& halves,
   return std::max(a, b) / ((a + b) / 2);
 }
 
-int Main() {
+}  // namespace
+
+int RunBenchmark() {
   const std::string dir = bench::DataDirectory(absl::GetFlag(FLAGS_data_dir));
   auto lengths = bench::LoadLengths(dir + "/distca_dist_wlbllm.json");
   Check(lengths.ok(), std::string(lengths.status().message()));
@@ -125,10 +127,4 @@ int Main() {
   return 0;
 }
 
-}  // namespace
-}  // namespace corescape
-
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  return corescape::Main();
-}
+}  // namespace corescape::bench

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_main.h"
 #include "bench/planner/document_samples.h"
 #include "runtime/attention/micro_batch_plan.h"
 #include "runtime/attention/shipped_plan.h"
@@ -131,7 +131,9 @@ BatchTimes TimeBatch(const Documents& documents, const attention::PlanOptions& o
           Median(check_ms), Median(decode_ms)};
 }
 
-int Main() {
+}  // namespace
+
+int RunBenchmark() {
   const std::string dir = DataDirectory(absl::GetFlag(FLAGS_data_dir));
   const std::vector<int64_t> lengths =
       OrDie(LoadLengths(dir + "/distca_dist_wlbllm.json"), "loading the length sample");
@@ -173,10 +175,4 @@ int Main() {
   return 0;
 }
 
-}  // namespace
 }  // namespace corescape::bench
-
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  return corescape::bench::Main();
-}

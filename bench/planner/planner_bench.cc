@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_main.h"
 #include "bench/planner/document_samples.h"
 #include "runtime/planner/attention_planner.h"
 #include "runtime/planner/distca_greedy.h"
@@ -132,7 +132,9 @@ void PrintWorkedExample() {
   std::printf("\n");
 }
 
-int Main() {
+}  // namespace
+
+int RunBenchmark() {
   const std::string dir = DataDirectory(absl::GetFlag(FLAGS_data_dir));
   absl::StatusOr<std::vector<int64_t>> lengths = LoadLengths(dir + "/distca_dist_wlbllm.json");
   if (!lengths.ok()) {
@@ -199,10 +201,4 @@ int Main() {
   return 0;
 }
 
-}  // namespace
 }  // namespace corescape::bench
-
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  return corescape::bench::Main();
-}

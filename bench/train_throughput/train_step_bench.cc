@@ -10,8 +10,8 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/time/clock.h"
+#include "bench/bench_main.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/model/transformer.h"
 #include "runtime/optim/adamw.h"
@@ -34,8 +34,9 @@ double PeakRssMegabytes() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+namespace corescape::bench {
+
+int RunBenchmark() {
   auto config = corescape::model::PresetConfig(absl::GetFlag(FLAGS_model));
   if (!config.ok()) {
     std::fprintf(stderr, "%s\n", std::string(config.status().message()).c_str());
@@ -104,3 +105,5 @@ int main(int argc, char** argv) {
       last_loss, PeakRssMegabytes(), rss_before);
   return 0;
 }
+
+}  // namespace corescape::bench
