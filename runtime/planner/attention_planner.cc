@@ -15,12 +15,6 @@
 namespace corescape::planner {
 namespace {
 
-struct Document {
-  int32_t worker;
-  int32_t index;
-  int64_t length;
-};
-
 // A query range of one document waiting for a server.
 struct Piece {
   int32_t doc;
@@ -34,14 +28,10 @@ class Planner {
       : input_(input),
         overhead_(input.cost.task_overhead_flops / FlopsPerPair(input)),
         q_bytes_(QBytesPerToken(input.model)),
-        kv_bytes_(KvBytesPerToken(input.model)) {
-    for (int32_t w = 0; w < static_cast<int32_t>(input.worker_documents.size()); ++w) {
-      for (int32_t i = 0; i < static_cast<int32_t>(input.worker_documents[w].size()); ++i) {
-        docs_.push_back(Document{w, i, input.worker_documents[w][i]});
-      }
-    }
+        kv_bytes_(KvBytesPerToken(input.model)),
+        docs_(FlattenDocuments(input)) {
     double total_work = 0, total_speed = 0;
-    for (const Document& d : docs_) total_work += Work(d.length);
+    for (const InputDocument& d : docs_) total_work += Work(d.length);
     for (const AttentionServer& s : input.servers) total_speed += s.speed;
     capacity_.resize(input.servers.size());
     for (size_t s = 0; s < input.servers.size(); ++s) {
@@ -227,7 +217,7 @@ class Planner {
   const double overhead_;  // per-task overhead in pair-equivalents
   const int64_t q_bytes_;
   const int64_t kv_bytes_;
-  std::vector<Document> docs_;
+  std::vector<InputDocument> docs_;
   std::vector<double> capacity_;  // spare work per server
   std::vector<Piece> pool_;
   std::vector<PlannedTask> tasks_;

@@ -12,12 +12,6 @@
 namespace corescape::planner {
 namespace {
 
-struct Document {
-  int32_t worker;
-  int32_t index;
-  int64_t length;
-};
-
 // A mirrored set of positions of one document on one rank: pair indices
 // [lo, hi), pair j being positions j and length-1-j (the centre of an odd
 // document is a pair of one token).
@@ -67,7 +61,7 @@ int64_t MirroredTokens(int64_t length, int64_t lo, int64_t hi) {
   return tokens;
 }
 
-std::vector<Item> ZigZagLayout(const std::vector<Document>& docs, int n_ranks, int64_t budget) {
+std::vector<Item> ZigZagLayout(const std::vector<InputDocument>& docs, int n_ranks, int64_t budget) {
   std::vector<Item> items;
   int rank = 0;
   int64_t room = budget;
@@ -113,12 +107,7 @@ absl::StatusOr<Plan> PlanDistcaGreedy(const PlanInput& input, const DistcaOption
         n_ranks, " servers for ", n_workers, " workers"));
   }
 
-  std::vector<Document> docs;
-  for (int32_t w = 0; w < n_workers; ++w) {
-    for (int32_t i = 0; i < static_cast<int32_t>(input.worker_documents[w].size()); ++i) {
-      docs.push_back(Document{w, i, input.worker_documents[w][i]});
-    }
-  }
+  const std::vector<InputDocument> docs = FlattenDocuments(input);
   std::vector<Item> items;
   if (options.token_budget > 0) {
     items = ZigZagLayout(docs, n_ranks, options.token_budget);
@@ -188,7 +177,7 @@ absl::StatusOr<Plan> PlanDistcaGreedy(const PlanInput& input, const DistcaOption
   std::vector<PlannedTask> tasks;
   for (const Item& item : items) {
     Range ranges[2];
-    const Document& doc = docs[item.doc];
+    const InputDocument& doc = docs[item.doc];
     const int n = MirroredRanges(doc.length, item.lo, item.hi, ranges);
     for (int i = 0; i < n; ++i) {
       tasks.push_back(PlannedTask{doc.worker, doc.index, ranges[i].begin, ranges[i].end, item.rank});

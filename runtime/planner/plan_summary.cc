@@ -65,6 +65,16 @@ absl::Status ValidatePlanInput(const PlanInput& input) {
   return absl::OkStatus();
 }
 
+std::vector<InputDocument> FlattenDocuments(const PlanInput& input) {
+  std::vector<InputDocument> documents;
+  for (int32_t w = 0; w < static_cast<int32_t>(input.worker_documents.size()); ++w) {
+    for (int32_t i = 0; i < static_cast<int32_t>(input.worker_documents[w].size()); ++i) {
+      documents.push_back(InputDocument{w, i, input.worker_documents[w][i]});
+    }
+  }
+  return documents;
+}
+
 double FlopsPerPair(const PlanInput& input) {
   return 4.0 * input.model.n_heads * input.model.head_dim *
          (1.0 + input.cost.backward_factor);

@@ -5,6 +5,7 @@
 // the summary (per-server load, imbalance, bytes moved) of a list of tasks,
 // which also checks that the tasks cover every document exactly once.
 
+#include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -17,6 +18,17 @@ namespace corescape::planner {
 // not finite and positive, a colocated worker out of range or shared by two
 // servers, a document length < 1, a bad model shape or cost model.
 absl::Status ValidatePlanInput(const PlanInput& input);
+
+// One of the input's documents: its worker, its index among that worker's
+// documents, and its length in tokens.
+struct InputDocument {
+  int32_t worker;
+  int32_t index;
+  int64_t length;
+};
+
+// Every document of the input, worker by worker, in input order.
+std::vector<InputDocument> FlattenDocuments(const PlanInput& input);
 
 // 4 * n_heads * head_dim * (1 + backward_factor).
 double FlopsPerPair(const PlanInput& input);
