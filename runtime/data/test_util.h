@@ -12,10 +12,15 @@
 
 namespace corescape::data::testing {
 
+// `name` under $TEST_TMPDIR (or /tmp); nothing is created or removed.
+inline std::string TestPath(const std::string& name) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(root ? root : "/tmp", "/", name);
+}
+
 // A fresh directory under $TEST_TMPDIR (or /tmp) named `name`.
 inline std::string MakeTestDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(root ? root : "/tmp", "/", name);
+  std::string dir = TestPath(name);
   std::string command = absl::StrCat("rm -rf '", dir, "'");
   (void)std::system(command.c_str());
   (void)MakeDirectories(dir);

@@ -1,5 +1,6 @@
 #include "runtime/train/data_parallel_trainer.h"
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -11,18 +12,16 @@
 #include "gtest/gtest.h"
 #include "runtime/base/atomic_file.h"
 #include "runtime/data/prepare.h"
+#include "runtime/data/test_util.h"
 
 namespace corescape::train {
 namespace {
 
-std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp ? tmp : "/tmp", "/", name);
-}
+using data::testing::TestPath;
 
 std::string PrepareDataset() {
   static const std::string* dir = [] {
-    const std::string corpus_dir = TestDir("corpus");
+    const std::string corpus_dir = TestPath("corpus");
     EXPECT_TRUE(MakeDirectories(corpus_dir).ok());
     std::string text;
     for (int doc = 0; doc < 300; ++doc) {
@@ -33,7 +32,7 @@ std::string PrepareDataset() {
     data::PrepareOptions options;
     options.inputs = {corpus_dir + "/c.txt"};
     options.delimiter = "%";
-    options.output_dir = TestDir("dataset");
+    options.output_dir = TestPath("dataset");
     EXPECT_TRUE(data::PrepareDataset(options).ok());
     return new std::string(options.output_dir);
   }();
@@ -144,6 +143,25 @@ class ThreadGroup {
   uint64_t round_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Steps both ranks `steps` times, each on its own thread (their collectives
+// meet in the group); returns each rank's losses.
+std::array<std::vector<double>, 2> StepBothRanks(std::unique_ptr<DataParallelTrainer> (&ranks)[2],
+                                                 int steps) {
+  std::array<std::vector<double>, 2> losses;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r]() {
+      for (int i = 0; i < steps; ++i) {
+        auto result = ranks[r]->Step();
+        ASSERT_TRUE(result.ok()) << result.status();
+        losses[r].push_back(result->loss);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return losses;
+}
+
 TEST(DataParallelTrainerTest, TwoRanksOfBEqualOneRankOf2BAndStayIdentical) {
   SingleProcessGroup single;
   auto reference = DataParallelTrainer::Create(Config(4), &single);
@@ -163,19 +181,7 @@ TEST(DataParallelTrainerTest, TwoRanksOfBEqualOneRankOf2BAndStayIdentical) {
     ASSERT_TRUE(trainer.ok()) << trainer.status();
     ranks[r] = *std::move(trainer);
   }
-  std::vector<double> losses[2];
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r]() {
-      for (int i = 0; i < 6; ++i) {
-        auto result = ranks[r]->Step();
-        ASSERT_TRUE(result.ok()) << result.status();
-        losses[r].push_back(result->loss);
-        // Replicas agree bitwise after every step.
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::array<std::vector<double>, 2> losses = StepBothRanks(ranks, 6);
   EXPECT_EQ(ranks[0]->model().parameters(), ranks[1]->model().parameters());
   for (int i = 0; i < 6; ++i) {
     EXPECT_EQ(losses[0][i], losses[1][i]);
@@ -202,18 +208,7 @@ TEST(DataParallelTrainerTest, AdamSAndScapeKeepReplicasIdentical) {
       ASSERT_TRUE(trainer.ok()) << optimizer << ": " << trainer.status();
       ranks[r] = *std::move(trainer);
     }
-    std::vector<double> losses;
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r) {
-      threads.emplace_back([&, r]() {
-        for (int i = 0; i < 8; ++i) {
-          auto result = ranks[r]->Step();
-          ASSERT_TRUE(result.ok()) << result.status();
-          if (r == 0) losses.push_back(result->loss);
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
+    const std::vector<double> losses = StepBothRanks(ranks, 8)[0];
     EXPECT_EQ(ranks[0]->model().parameters(), ranks[1]->model().parameters()) << optimizer;
     EXPECT_LT(losses.back(), losses.front()) << optimizer;
     auto snapshot = ranks[0]->Snapshot();
@@ -333,7 +328,7 @@ TEST(DataParallelTrainerTest, ResumeFromSnapshotContinuesBitwise) {
   auto first = DataParallelTrainer::Create(Config(2), &group);
   ASSERT_TRUE(first.ok()) << first.status();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE((*first)->Step().ok());
-  const std::string dir = TestDir("checkpoints");
+  const std::string dir = TestPath("checkpoints");
   auto snapshot = (*first)->Snapshot();
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   ASSERT_TRUE(checkpoint::WriteCheckpoint(dir, *snapshot).ok());

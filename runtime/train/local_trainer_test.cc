@@ -9,19 +9,17 @@
 #include "gtest/gtest.h"
 #include "runtime/base/atomic_file.h"
 #include "runtime/data/prepare.h"
+#include "runtime/data/test_util.h"
 
 namespace corescape::train {
 namespace {
 
-std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp ? tmp : "/tmp", "/", name);
-}
+using data::testing::TestPath;
 
 // A corpus with learnable structure: short sentences from a small grammar,
 // separated by '%' lines like the fortunes files.
 std::string PrepareCorpus() {
-  const std::string dir = TestDir("corpus");
+  const std::string dir = TestPath("corpus");
   EXPECT_TRUE(MakeDirectories(dir).ok());
   const std::vector<std::string> subjects = {"the cat", "a dog", "my friend", "the old man"};
   const std::vector<std::string> verbs = {"sees", "likes", "follows", "remembers"};
@@ -41,7 +39,7 @@ std::string PrepareCorpus() {
   data::PrepareOptions options;
   options.inputs = {dir + "/corpus.txt"};
   options.delimiter = "%";
-  options.output_dir = TestDir("dataset");
+  options.output_dir = TestPath("dataset");
   options.validation_fraction = 0.1;
   auto prepared = data::PrepareDataset(options);
   EXPECT_TRUE(prepared.ok()) << prepared.status();
@@ -59,7 +57,7 @@ TEST(LocalTrainerTest, TinyModelLearnsBelowUnigramEntropy) {
   config.lr = 3e-3;
   config.eval_interval = 40;
   config.threads = 2;
-  config.metrics_out = TestDir("metrics.csv");
+  config.metrics_out = TestPath("metrics.csv");
   std::vector<StepMetrics> steps;
   auto summary = RunLocalTraining(config, [&](const StepMetrics& m) { steps.push_back(m); });
   ASSERT_TRUE(summary.ok()) << summary.status();

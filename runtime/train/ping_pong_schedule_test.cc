@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/attention/executor_test_calls.h"
 #include "runtime/attention/in_place_core_attention.h"
 #include "runtime/attention/in_process_attention_cluster.h"
 #include "runtime/comm/loopback_ranks.h"
@@ -19,17 +20,13 @@ namespace corescape::train {
 namespace {
 
 using attention::ExchangeEvent;
+using attention::ModelRun;
 using attention::Pass;
 
+// The executors' tests' small model with three layers.
 model::ModelConfig SmallConfig() {
-  model::ModelConfig config;
+  model::ModelConfig config = attention::SmallModelConfig(/*max_seq_len=*/64);
   config.n_layers = 3;
-  config.d_model = 32;
-  config.n_heads = 4;
-  config.n_kv_heads = 2;
-  config.d_ff = 64;
-  config.vocab_size = 50;
-  config.max_seq_len = 64;
   return config;
 }
 
@@ -70,17 +67,12 @@ double RelativeError(const float* a, const float* b, int64_t n) {
   return scale > 0 ? diff / scale : diff;
 }
 
-struct RunResult {
-  std::vector<double> losses;  // per micro-batch, summed over tokens
-  std::vector<float> gradients;
-};
-
 // Micro-batch 1 is forward only (validation), the others train (forward +
 // backward); all through the ping-pong schedule when `ping_pong` and
 // the batch splits, else whole.
-RunResult Train(const model::ModelConfig& config, const std::vector<model::ModelBatch>& batches,
+ModelRun Train(const model::ModelConfig& config, const std::vector<model::ModelBatch>& batches,
                 model::CoreAttentionExecutor& attention, bool ping_pong) {
-  RunResult result;
+  ModelRun result;
   auto model = model::Transformer::Create(config);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return result;
@@ -105,8 +97,8 @@ RunResult Train(const model::ModelConfig& config, const std::vector<model::Model
   return result;
 }
 
-void ExpectEquivalent(const model::ModelConfig& config, const RunResult& got,
-                      const RunResult& expected, const std::string& what) {
+void ExpectEquivalent(const model::ModelConfig& config, const ModelRun& got,
+                      const ModelRun& expected, const std::string& what) {
   ASSERT_EQ(got.losses.size(), expected.losses.size()) << what;
   for (size_t m = 0; m < got.losses.size(); ++m) {
     EXPECT_NEAR(got.losses[m], expected.losses[m], 1e-5 * std::abs(expected.losses[m]))
@@ -121,6 +113,27 @@ void ExpectEquivalent(const model::ModelConfig& config, const RunResult& got,
               1e-5)
         << what << " " << slot.name;
   }
+}
+
+// Each worker's micro-batches (4, 3, 1 and 4 rows: the one-row one is not
+// split) and what training on them colocated, without ping-pong, gives.
+struct ColocatedRuns {
+  std::vector<std::vector<model::ModelBatch>> batches;  // [worker][micro-batch]
+  std::vector<ModelRun> results;                       // [worker]
+};
+
+ColocatedRuns TrainColocated(const model::ModelConfig& config, int workers, uint32_t seed) {
+  std::mt19937 rng(seed);
+  ColocatedRuns runs;
+  runs.batches.resize(workers);
+  for (int w = 0; w < workers; ++w) {
+    for (int rows : {4, 3, 1, 4}) runs.batches[w].push_back(MakeBatch(rng, config, rows, 64));
+  }
+  for (int w = 0; w < workers; ++w) {
+    model::LocalCoreAttention local(nullptr);
+    runs.results.push_back(Train(config, runs.batches[w], local, /*ping_pong=*/false));
+  }
+  return runs;
 }
 
 TEST(SplitIntoHalvesTest, WholeRowsWithTheirTasks) {
@@ -275,8 +288,8 @@ TEST(PingPongScheduleTest, ColocatedEqualsWholeMicroBatches) {
   std::vector<model::ModelBatch> batches;
   for (int rows : {4, 3, 1, 2}) batches.push_back(MakeBatch(rng, config, rows, 64));
   model::LocalCoreAttention local(nullptr);
-  const RunResult expected = Train(config, batches, local, /*ping_pong=*/false);
-  const RunResult got = Train(config, batches, local, /*ping_pong=*/true);
+  const ModelRun expected = Train(config, batches, local, /*ping_pong=*/false);
+  const ModelRun got = Train(config, batches, local, /*ping_pong=*/true);
   ExpectEquivalent(config, got, expected, "colocated");
 }
 
@@ -287,16 +300,8 @@ TEST(PingPongScheduleTest, ColocatedEqualsWholeMicroBatches) {
 TEST(PingPongScheduleTest, DisaggregatedEqualsColocatedAndOverlapsTheHalves) {
   const model::ModelConfig config = SmallConfig();
   const int workers = 2, servers = 2;
-  std::mt19937 rng(3);
-  std::vector<std::vector<model::ModelBatch>> batches(workers);  // [worker][micro-batch]
-  for (int w = 0; w < workers; ++w) {
-    for (int rows : {4, 3, 1, 4}) batches[w].push_back(MakeBatch(rng, config, rows, 64));
-  }
-  std::vector<RunResult> expected(workers), remote(workers);
-  for (int w = 0; w < workers; ++w) {
-    model::LocalCoreAttention local(nullptr);
-    expected[w] = Train(config, batches[w], local, /*ping_pong=*/false);
-  }
+  const ColocatedRuns colocated = TrainColocated(config, workers, 3);
+  std::vector<ModelRun> remote(workers);
   attention::InProcessAttentionCluster cluster;
   cluster.workers = workers;
   cluster.servers = servers;
@@ -306,7 +311,7 @@ TEST(PingPongScheduleTest, DisaggregatedEqualsColocatedAndOverlapsTheHalves) {
   cluster.on_exchange_event = [&](int w, const ExchangeEvent& e) { events[w].push_back(e); };
   auto outcomes = attention::RunInProcessAttentionCluster(
       cluster, [&](int w, attention::DisaggregatedCoreAttention& executor) {
-        remote[w] = Train(config, batches[w], executor, /*ping_pong=*/true);
+        remote[w] = Train(config, colocated.batches[w], executor, /*ping_pong=*/true);
       });
   ASSERT_TRUE(outcomes.ok()) << outcomes.status();
   for (const attention::ServerOutcome& outcome : *outcomes) {
@@ -315,7 +320,7 @@ TEST(PingPongScheduleTest, DisaggregatedEqualsColocatedAndOverlapsTheHalves) {
     EXPECT_EQ(outcome.stats.micro_batches, 7);
   }
   for (int w = 0; w < workers; ++w) {
-    ExpectEquivalent(config, remote[w], expected[w], absl::StrCat("worker ", w));
+    ExpectEquivalent(config, remote[w], colocated.results[w], absl::StrCat("worker ", w));
   }
 
   // Event order, per worker: every half-B call's requests go out before the
@@ -373,16 +378,8 @@ TEST(PingPongScheduleTest, DisaggregatedEqualsColocatedAndOverlapsTheHalves) {
 TEST(PingPongScheduleTest, InPlaceEqualsColocated) {
   const model::ModelConfig config = SmallConfig();
   const int workers = 3;
-  std::mt19937 rng(5);
-  std::vector<std::vector<model::ModelBatch>> batches(workers);  // [worker][micro-batch]
-  for (int w = 0; w < workers; ++w) {
-    for (int rows : {4, 3, 1, 4}) batches[w].push_back(MakeBatch(rng, config, rows, 64));
-  }
-  std::vector<RunResult> expected(workers), in_place(workers);
-  for (int w = 0; w < workers; ++w) {
-    model::LocalCoreAttention local(nullptr);
-    expected[w] = Train(config, batches[w], local, /*ping_pong=*/false);
-  }
+  const ColocatedRuns colocated = TrainColocated(config, workers, 5);
+  std::vector<ModelRun> in_place(workers);
   attention::InPlaceOptions options;
   options.n_layers = config.n_layers;
   options.tolerance = 0.0;  // move work between workers, splitting documents
@@ -392,13 +389,13 @@ TEST(PingPongScheduleTest, InPlaceEqualsColocated) {
       [&](int w, std::unique_ptr<comm::Communicator> communicator) {
         auto executor = attention::InPlaceCoreAttention::Create(std::move(communicator), options);
         ASSERT_TRUE(executor.ok()) << executor.status();
-        in_place[w] = Train(config, batches[w], **executor, /*ping_pong=*/true);
+        in_place[w] = Train(config, colocated.batches[w], **executor, /*ping_pong=*/true);
         stats[w] = (*executor)->stats();
       });
   ASSERT_TRUE(ranks.ok()) << ranks;
   int64_t shipped = 0;
   for (int w = 0; w < workers; ++w) {
-    ExpectEquivalent(config, in_place[w], expected[w], absl::StrCat("worker ", w));
+    ExpectEquivalent(config, in_place[w], colocated.results[w], absl::StrCat("worker ", w));
     // 3 split micro-batches (2 halves each) + 1 whole one.
     EXPECT_EQ(stats[w].micro_batches, 7) << "worker " << w;
     shipped += stats[w].tasks_shipped;
