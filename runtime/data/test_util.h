@@ -6,9 +6,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "runtime/base/atomic_file.h"
+#include "runtime/data/prepare.h"
 
 namespace corescape::data::testing {
 
@@ -25,6 +27,22 @@ inline std::string MakeTestDir(const std::string& name) {
   (void)std::system(command.c_str());
   (void)MakeDirectories(dir);
   return dir;
+}
+
+// Writes `text` (documents separated by '%' lines, like the fortunes files)
+// to TestPath("corpus")/corpus.txt and prepares it, with `options` (whose
+// inputs, delimiter and output_dir are set here), into TestPath("dataset").
+// Returns that directory.
+inline absl::StatusOr<std::string> PrepareTestDataset(const std::string& text,
+                                                      PrepareOptions options = {}) {
+  const std::string corpus_dir = TestPath("corpus");
+  if (absl::Status s = MakeDirectories(corpus_dir); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomically(corpus_dir + "/corpus.txt", text); !s.ok()) return s;
+  options.inputs = {corpus_dir + "/corpus.txt"};
+  options.delimiter = "%";
+  options.output_dir = TestPath("dataset");
+  if (auto prepared = PrepareDataset(options); !prepared.ok()) return prepared.status();
+  return options.output_dir;
 }
 
 // GPT-2's bytes_to_unicode(), written out independently of the tokenizer:

@@ -10,8 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
-#include "runtime/base/atomic_file.h"
-#include "runtime/data/prepare.h"
 #include "runtime/data/test_util.h"
 
 namespace corescape::train {
@@ -21,20 +19,14 @@ using data::testing::TestPath;
 
 std::string PrepareDataset() {
   static const std::string* dir = [] {
-    const std::string corpus_dir = TestPath("corpus");
-    EXPECT_TRUE(MakeDirectories(corpus_dir).ok());
     std::string text;
     for (int doc = 0; doc < 300; ++doc) {
       for (int i = 0; i <= doc % 7; ++i) text += absl::StrCat("line ", doc * 31 % 17, " of ", i, "\n");
       text += "%\n";
     }
-    EXPECT_TRUE(WriteFileAtomically(corpus_dir + "/c.txt", text).ok());
-    data::PrepareOptions options;
-    options.inputs = {corpus_dir + "/c.txt"};
-    options.delimiter = "%";
-    options.output_dir = TestPath("dataset");
-    EXPECT_TRUE(data::PrepareDataset(options).ok());
-    return new std::string(options.output_dir);
+    absl::StatusOr<std::string> dataset = data::testing::PrepareTestDataset(text);
+    EXPECT_TRUE(dataset.ok()) << dataset.status();
+    return new std::string(dataset.value_or(""));
   }();
   return *dir;
 }

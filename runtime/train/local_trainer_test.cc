@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "runtime/base/atomic_file.h"
 #include "runtime/data/prepare.h"
 #include "runtime/data/test_util.h"
 
@@ -19,8 +18,6 @@ using data::testing::TestPath;
 // A corpus with learnable structure: short sentences from a small grammar,
 // separated by '%' lines like the fortunes files.
 std::string PrepareCorpus() {
-  const std::string dir = TestPath("corpus");
-  EXPECT_TRUE(MakeDirectories(dir).ok());
   const std::vector<std::string> subjects = {"the cat", "a dog", "my friend", "the old man"};
   const std::vector<std::string> verbs = {"sees", "likes", "follows", "remembers"};
   const std::vector<std::string> objects = {"the moon.", "a red ball.", "the river.", "its home."};
@@ -35,15 +32,11 @@ std::string PrepareCorpus() {
     }
     text += "%\n";
   }
-  EXPECT_TRUE(WriteFileAtomically(dir + "/corpus.txt", text).ok());
   data::PrepareOptions options;
-  options.inputs = {dir + "/corpus.txt"};
-  options.delimiter = "%";
-  options.output_dir = TestPath("dataset");
   options.validation_fraction = 0.1;
-  auto prepared = data::PrepareDataset(options);
-  EXPECT_TRUE(prepared.ok()) << prepared.status();
-  return options.output_dir;
+  absl::StatusOr<std::string> dataset = data::testing::PrepareTestDataset(text, options);
+  EXPECT_TRUE(dataset.ok()) << dataset.status();
+  return dataset.value_or("");
 }
 
 TEST(LocalTrainerTest, TinyModelLearnsBelowUnigramEntropy) {
