@@ -1,7 +1,6 @@
 #include "scheduler/event_log.h"
 
 #include <cstdlib>
-#include <filesystem>
 #include <limits>
 #include <memory>
 #include <string>
@@ -9,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "runtime/base/clock.h"
 #include "scheduler/state_store.h"
+#include "scheduler/state_test_util.h"
 
 namespace corescape::scheduler {
 namespace {
@@ -16,14 +16,11 @@ namespace {
 class EventLogTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    const std::string dir = std::string(tmp ? tmp : "/tmp") + "/event_log_test";
-    std::filesystem::remove_all(dir);
-    auto store = SqliteStateStore::Open(dir);
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = *std::move(store);
-    events_ = std::make_unique<EventLog>(&clock_, store_.get());
-    ASSERT_TRUE(events_->Load().ok());
+    absl::StatusOr<testing::TestState> state =
+        testing::OpenTestState(testing::FreshTestDir("event_log_test"), &clock_);
+    ASSERT_TRUE(state.ok()) << state.status();
+    store_ = std::move(state->store);
+    events_ = std::move(state->events);
   }
 
   FakeClock clock_;

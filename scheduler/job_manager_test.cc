@@ -12,21 +12,15 @@
 #include "scheduler/event_log.h"
 #include "scheduler/node_registry.h"
 #include "scheduler/state_store.h"
+#include "scheduler/state_test_util.h"
 
 namespace corescape::scheduler {
 namespace {
 
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(tmp ? tmp : "/tmp") + "/" + name;
-  std::system(("rm -rf '" + dir + "'").c_str());
-  return dir;
-}
-
 class JobManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = FreshDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = testing::FreshTestDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
     ASSERT_TRUE(MakeDirectories(dir_ + "/data").ok());
     shard_ = dir_ + "/data/train-00000.shard";
     ASSERT_TRUE(WriteFileAtomically(shard_, "x").ok());
@@ -38,11 +32,10 @@ class JobManagerTest : public ::testing::Test {
     registry_.reset();
     events_.reset();
     store_.reset();
-    auto store = SqliteStateStore::Open(dir_ + "/state");
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = *std::move(store);
-    events_ = std::make_unique<EventLog>(&clock_, store_.get());
-    ASSERT_TRUE(events_->Load().ok());
+    absl::StatusOr<testing::TestState> state = testing::OpenTestState(dir_ + "/state", &clock_);
+    ASSERT_TRUE(state.ok()) << state.status();
+    store_ = std::move(state->store);
+    events_ = std::move(state->events);
     NodeRegistryOptions options;
     options.lease_ttl = absl::Seconds(10);
     registry_ = std::make_unique<NodeRegistry>(&clock_, store_.get(), events_.get(), options);
@@ -108,6 +101,17 @@ class JobManagerTest : public ::testing::Test {
   }
 
   v1::JobState StateOf(const std::string& id) { return jobs_->Get(id)->state(); }
+
+  // A failure report of generation 1 from `rank` of the job.
+  static v1::JobFailureReport FailureReport(const std::string& job_id, int rank,
+                                            const std::string& error) {
+    v1::JobFailureReport report;
+    report.set_job_id(job_id);
+    report.set_generation(1);
+    report.set_rank(rank);
+    report.set_error(error);
+    return report;
+  }
 
   std::string dir_, shard_;
   FakeClock clock_;
@@ -221,11 +225,8 @@ TEST_F(JobManagerTest, FailureReportAvoidsWorkersSilentSinceIt) {
   Commands("w0", w0);
   Commands("w1", w1);
   clock_.Advance(absl::Seconds(1));
-  v1::JobFailureReport failure;
-  failure.set_job_id(job->job_id());
-  failure.set_generation(1);
-  failure.set_rank(0);
-  failure.set_error("rank 1 (w1) failed: connection timed out");
+  v1::JobFailureReport failure =
+      FailureReport(job->job_id(), 0, "rank 1 (w1) failed: connection timed out");
   jobs_->OnJobFailure("w0", w0, failure);
   ASSERT_EQ(StateOf(job->job_id()), v1::RECOVERING);
   // Neither has heartbeated since: nothing is placed yet.
@@ -267,11 +268,7 @@ TEST_F(JobManagerTest, ReportsFromOutsideTheGenerationChangeNothing) {
   auto job = jobs_->Submit(Spec(2));
   jobs_->Reconcile();
   ASSERT_EQ(StateOf(job->job_id()), v1::RUNNING);
-  v1::JobFailureReport forged;
-  forged.set_job_id(job->job_id());
-  forged.set_generation(1);
-  forged.set_rank(0);
-  forged.set_error("forged");
+  v1::JobFailureReport forged = FailureReport(job->job_id(), 0, "forged");
   for (int i = 0; i < 5; ++i) {
     jobs_->OnJobFailure("w2", w2, forged);       // a node outside the job
     jobs_->OnJobFailure("w0", w0 + 7, forged);   // a member's name, another incarnation
@@ -312,11 +309,8 @@ TEST_F(JobManagerTest, ElasticJobShrinksAndRaisesAccumulation) {
   AddWorker("w1");
   auto job = jobs_->Submit(Spec(2, /*min_workers=*/1));
   jobs_->Reconcile();
-  v1::JobFailureReport failure;
-  failure.set_job_id(job->job_id());
-  failure.set_generation(1);
-  failure.set_rank(1);
-  failure.set_error("all_reduce: peer rank 1 timed out");
+  v1::JobFailureReport failure =
+      FailureReport(job->job_id(), 1, "all_reduce: peer rank 1 timed out");
   jobs_->OnJobFailure("w0", w0, failure);
   EXPECT_EQ(StateOf(job->job_id()), v1::RECOVERING);
   // w1 is gone for good.
@@ -530,12 +524,8 @@ TEST_F(JobManagerTest, DisaggregatedJobGangPlacesAttentionServers) {
   EXPECT_EQ(jobs_->Get(job->job_id())->assigned_attention_servers(), 1);
 
   // A failure report from the old epoch is stale; progress goes on.
-  v1::JobFailureReport stale;
-  stale.set_job_id(job->job_id());
-  stale.set_generation(1);
-  stale.set_rank(1);
+  v1::JobFailureReport stale = FailureReport(job->job_id(), 1, "attention server rank 2 failed");
   stale.set_attention_epoch(0);
-  stale.set_error("attention server rank 2 failed");
   jobs_->OnJobFailure(replanned.assigned_nodes(1), rank0 == "w0" ? w1 : w0, stale);
   EXPECT_EQ(StateOf(job->job_id()), v1::RUNNING);
 
@@ -674,12 +664,8 @@ TEST_F(JobManagerTest, LostAttentionServersAreReplacedThenLastLossRecovers) {
   ASSERT_EQ(Commands("b0", b0).size(), 1u);
 
   // A failure in the current epoch is real: recovery, epochs start over.
-  v1::JobFailureReport failure;
-  failure.set_job_id(job->job_id());
-  failure.set_generation(1);
-  failure.set_rank(1);
+  v1::JobFailureReport failure = FailureReport(job->job_id(), 1, "kernel failed");
   failure.set_attention_epoch(2);
-  failure.set_error("kernel failed");
   jobs_->OnJobFailure("b0", b0, failure);
   EXPECT_EQ(StateOf(job->job_id()), v1::RECOVERING);
   jobs_->Reconcile();

@@ -9,18 +9,12 @@
 #include "runtime/base/clock.h"
 #include "scheduler/event_log.h"
 #include "scheduler/state_store.h"
+#include "scheduler/state_test_util.h"
 
 namespace corescape::scheduler {
 namespace {
 
 using ::corescape::v1::ClusterEvent;
-
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(tmp ? tmp : "/tmp") + "/" + name;
-  std::system(("rm -rf '" + dir + "'").c_str());
-  return dir;
-}
 
 v1::RegisterRequest Request(const std::string& name, const std::string& host = "10.0.0.1",
                             v1::NodeRole role = v1::WORKER) {
@@ -39,7 +33,7 @@ v1::RegisterRequest Request(const std::string& name, const std::string& host = "
 class RegistryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = FreshDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = testing::FreshTestDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
     Restart();
   }
 
@@ -47,11 +41,10 @@ class RegistryTest : public ::testing::Test {
     registry_.reset();
     events_.reset();
     store_.reset();
-    auto store = SqliteStateStore::Open(dir_);
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = *std::move(store);
-    events_ = std::make_unique<EventLog>(&clock_, store_.get());
-    ASSERT_TRUE(events_->Load().ok());
+    absl::StatusOr<testing::TestState> state = testing::OpenTestState(dir_, &clock_);
+    ASSERT_TRUE(state.ok()) << state.status();
+    store_ = std::move(state->store);
+    events_ = std::move(state->events);
     NodeRegistryOptions options;
     options.lease_ttl = absl::Seconds(10);
     options.heartbeat_interval = absl::Seconds(2);

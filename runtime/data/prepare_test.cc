@@ -20,8 +20,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Two fortune-style files: 40 documents, blank ones in between.
+// Two fortune-style files in dir/corpus: 40 documents, blank ones in between.
 std::vector<std::string> WriteCorpus(const std::string& dir) {
+  EXPECT_TRUE(MakeDirectories(dir + "/corpus").ok());
   std::vector<std::string> documents;
   for (int file = 0; file < 2; ++file) {
     std::string text;
@@ -63,7 +64,6 @@ std::vector<std::string> DecodeSplit(const std::string& dir, const char* split) 
 
 TEST(PrepareTest, SplitsTokenizesAndDescribesTheCorpus) {
   std::string dir = testing::MakeTestDir("prepare_basic");
-  ASSERT_TRUE(MakeDirectories(dir + "/corpus").ok());
   std::vector<std::string> documents = WriteCorpus(dir);
   auto result = PrepareDataset(Options(dir, dir + "/out"));
   ASSERT_TRUE(result.ok()) << result.status();
@@ -113,7 +113,6 @@ TEST(PrepareTest, SplitsTokenizesAndDescribesTheCorpus) {
 
 TEST(PrepareTest, SameOptionsGiveIdenticalBytesAndSeedsChangeTheSplit) {
   std::string dir = testing::MakeTestDir("prepare_deterministic");
-  ASSERT_TRUE(MakeDirectories(dir + "/corpus").ok());
   WriteCorpus(dir);
   ASSERT_TRUE(PrepareDataset(Options(dir, dir + "/one")).ok());
   ASSERT_TRUE(PrepareDataset(Options(dir, dir + "/two")).ok());
@@ -131,7 +130,6 @@ TEST(PrepareTest, SameOptionsGiveIdenticalBytesAndSeedsChangeTheSplit) {
 
 TEST(PrepareTest, RollsShardsOverAtTheTokenLimit) {
   std::string dir = testing::MakeTestDir("prepare_rollover");
-  ASSERT_TRUE(MakeDirectories(dir + "/corpus").ok());
   WriteCorpus(dir);
   PrepareOptions options = Options(dir, dir + "/out");
   options.max_shard_tokens = 200;
@@ -146,7 +144,6 @@ TEST(PrepareTest, RollsShardsOverAtTheTokenLimit) {
 
 TEST(PrepareTest, NoValidationWhenTheFractionIsZero) {
   std::string dir = testing::MakeTestDir("prepare_no_validation");
-  ASSERT_TRUE(MakeDirectories(dir + "/corpus").ok());
   WriteCorpus(dir);
   PrepareOptions options = Options(dir, dir + "/out");
   options.validation_fraction = 0;
@@ -159,7 +156,6 @@ TEST(PrepareTest, NoValidationWhenTheFractionIsZero) {
 
 TEST(PrepareTest, Gpt2DatasetsCarryTheirVocabulary) {
   std::string dir = testing::MakeTestDir("prepare_gpt2");
-  ASSERT_TRUE(MakeDirectories(dir + "/corpus").ok());
   std::vector<std::string> documents = WriteCorpus(dir);
   testing::TinyGpt2Vocabulary vocabulary = testing::MakeTinyGpt2Vocabulary();
   ASSERT_TRUE(WriteFileAtomically(dir + "/encoder.json", vocabulary.encoder_json).ok());
@@ -213,7 +209,6 @@ TEST(PrepareTest, BadInputsGiveClearErrors) {
 
 TEST(PrepareTest, ShardsReplacedBehindTheManifestAreCaught) {
   std::string dir = testing::MakeTestDir("prepare_tamper");
-  ASSERT_TRUE(MakeDirectories(dir + "/corpus").ok());
   WriteCorpus(dir);
   ASSERT_TRUE(PrepareDataset(Options(dir, dir + "/out")).ok());
   ASSERT_TRUE(WriteShard(dir + "/out/train-00000.shard", 259, {{1, 2, 3}}).ok());
