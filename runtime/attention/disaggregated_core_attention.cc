@@ -254,18 +254,6 @@ absl::Status DisaggregatedCoreAttention::BeginMicroBatch(
   return absl::OkStatus();
 }
 
-absl::Status DisaggregatedCoreAttention::CheckSameMicroBatch(
-    const MicroBatchState& state, absl::Span<const kernels::AttentionTask> tasks,
-    int64_t rows) const {
-  if (!state.plan.has_value() || rows != state.rows ||
-      !std::equal(tasks.begin(), tasks.end(), state.tasks.begin(), state.tasks.end())) {
-    return absl::FailedPreconditionError(
-        "disaggregated attention: the tasks differ from those of this micro-batch's layer 0 "
-        "forward (calls out of order?)");
-  }
-  return absl::OkStatus();
-}
-
 absl::Status DisaggregatedCoreAttention::StartExchange(
     MicroBatchState& state, ExchangeHeader header,
     const std::function<int64_t(int32_t)>& request_floats,
@@ -378,7 +366,7 @@ absl::Status DisaggregatedCoreAttention::StartForwardCall(int half,
   if (c.in.layer == 0) {
     if (absl::Status s = BeginMicroBatch(state, c.in.shape, c.in.tasks, c.in.rows); !s.ok())
       return s;
-  } else if (absl::Status s = CheckSameMicroBatch(state, c.in.tasks, c.in.rows); !s.ok()) {
+  } else if (absl::Status s = CheckSame(state, c.in.tasks, c.in.rows); !s.ok()) {
     return s;
   }
   const RowWidths widths = RowWidths::Of(c.in.shape);
@@ -405,7 +393,7 @@ absl::Status DisaggregatedCoreAttention::StartBackwardCall(int half,
   auto prepared = PrepareCall(half, Pass::kBackward, c.in.layer);
   if (!prepared.ok()) return prepared.status();
   MicroBatchState& state = **prepared;
-  if (absl::Status s = CheckSameMicroBatch(state, c.in.tasks, c.in.rows); !s.ok()) return s;
+  if (absl::Status s = CheckSame(state, c.in.tasks, c.in.rows); !s.ok()) return s;
   const RowWidths widths = RowWidths::Of(c.in.shape);
   const bool resend = !options_.keep_qkv_for_backward;
   const auto& shares = state.plan->shares;

@@ -147,10 +147,12 @@ class DisaggregatedCoreAttention final : public RemoteCoreAttention {
   // Layer 0 forward: shares document lengths, plans the micro-batch.
   absl::Status BeginMicroBatch(MicroBatchState& state, const kernels::AttentionShape& shape,
                                absl::Span<const kernels::AttentionTask> tasks, int64_t rows);
-  // Later calls: the same tasks as at layer 0.
-  absl::Status CheckSameMicroBatch(const MicroBatchState& state,
-                                   absl::Span<const kernels::AttentionTask> tasks,
-                                   int64_t rows) const;
+  // Later calls: the same tasks as at layer 0 (CheckSameMicroBatch).
+  static absl::Status CheckSame(const MicroBatchState& state,
+                                absl::Span<const kernels::AttentionTask> tasks, int64_t rows) {
+    return CheckSameMicroBatch(state.plan.has_value(), state.tasks, state.rows, tasks, rows,
+                               "disaggregated attention");
+  }
   // Starts one exchange of `state` with every server: request s is
   // request_floats(s) floats written by fill(s, out); the reply
   // (reply_floats(s) floats) goes to consume at FinishExchange.

@@ -366,17 +366,6 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
   return absl::OkStatus();
 }
 
-absl::Status InPlaceCoreAttention::CheckSameMicroBatch(
-    const MicroBatchState& state, absl::Span<const kernels::AttentionTask> tasks,
-    int64_t rows) const {
-  if (!state.plan.has_value() || rows != state.rows ||
-      !std::equal(tasks.begin(), tasks.end(), state.tasks.begin(), state.tasks.end())) {
-    return absl::FailedPreconditionError(
-        "in-place attention: the tasks differ from those of this micro-batch's layer 0 forward");
-  }
-  return absl::OkStatus();
-}
-
 absl::Status InPlaceCoreAttention::StartExchange(MicroBatchState& state, ExchangeHeader header,
                                                  ExchangeSteps steps) {
   const auto& shares = state.plan->shares;  // [computing worker][source worker]
@@ -528,7 +517,7 @@ absl::Status InPlaceCoreAttention::StartForwardCall(int half,
   if (layer == 0) {
     if (absl::Status s = BeginMicroBatch(state, shape, c.in.tasks, c.in.rows); !s.ok())
       return Fail(s);
-  } else if (absl::Status s = CheckSameMicroBatch(state, c.in.tasks, c.in.rows); !s.ok()) {
+  } else if (absl::Status s = CheckSame(state, c.in.tasks, c.in.rows); !s.ok()) {
     return Fail(s);
   }
   const RowWidths widths = RowWidths::Of(shape);
@@ -563,7 +552,7 @@ absl::Status InPlaceCoreAttention::StartBackwardCall(int half,
   auto prepared = PrepareCall(half, Pass::kBackward, layer);
   if (!prepared.ok()) return prepared.status();
   MicroBatchState& state = **prepared;
-  if (absl::Status s = CheckSameMicroBatch(state, c.in.tasks, c.in.rows); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckSame(state, c.in.tasks, c.in.rows); !s.ok()) return Fail(s);
   const RowWidths widths = RowWidths::Of(shape);
   const bool resend = !options_.keep_qkv_for_backward;
   if (absl::Status s = state.batch.PrepareBackward(layer, widths, resend); !s.ok()) {

@@ -216,10 +216,12 @@ class InPlaceCoreAttention final : public RemoteCoreAttention {
   // Forward of layer 0: shares document lengths, plans the micro-batch.
   absl::Status BeginMicroBatch(MicroBatchState& state, const kernels::AttentionShape& shape,
                                absl::Span<const kernels::AttentionTask> tasks, int64_t rows);
-  // Later calls: the same tasks as at layer 0.
-  absl::Status CheckSameMicroBatch(const MicroBatchState& state,
-                                   absl::Span<const kernels::AttentionTask> tasks,
-                                   int64_t rows) const;
+  // Later calls: the same tasks as at layer 0 (CheckSameMicroBatch).
+  static absl::Status CheckSame(const MicroBatchState& state,
+                                absl::Span<const kernels::AttentionTask> tasks, int64_t rows) {
+    return CheckSameMicroBatch(state.plan.has_value(), state.tasks, state.rows, tasks, rows,
+                               "in-place attention");
+  }
   absl::Status StartForwardCall(int half, const model::AttentionForwardCall& c);
   absl::Status StartBackwardCall(int half, const model::AttentionBackwardCall& c);
   absl::Status FinishCall(int half, Pass pass);

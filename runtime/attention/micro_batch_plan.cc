@@ -120,6 +120,21 @@ absl::StatusOr<MicroBatchPlan> AdoptMicroBatchPlan(
   return LayOutMicroBatch(std::move(input->worker_documents), *std::move(plan), options.servers);
 }
 
+absl::Status CheckSameMicroBatch(bool planned,
+                                 absl::Span<const kernels::AttentionTask> planned_tasks,
+                                 int64_t planned_rows,
+                                 absl::Span<const kernels::AttentionTask> tasks, int64_t rows,
+                                 absl::string_view executor) {
+  if (!planned || rows != planned_rows ||
+      !std::equal(tasks.begin(), tasks.end(), planned_tasks.begin(), planned_tasks.end())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(executor,
+                     ": the tasks differ from those of this micro-batch's layer 0 forward "
+                     "(calls out of order?)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<WorkerDocuments> WholeDocuments(const kernels::AttentionShape& shape,
                                                absl::Span<const kernels::AttentionTask> tasks,
                                                int64_t rows, absl::string_view executor) {

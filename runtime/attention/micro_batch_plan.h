@@ -67,6 +67,16 @@ absl::StatusOr<WorkerDocuments> WholeDocuments(const kernels::AttentionShape& sh
                                                absl::Span<const kernels::AttentionTask> tasks,
                                                int64_t rows, absl::string_view executor);
 
+// For every call of a micro-batch after its layer-0 forward: the call's
+// `tasks` and `rows` must be those the micro-batch was planned with at that
+// forward (`planned_tasks`, `planned_rows`; `planned` false when no plan was
+// made). FailedPrecondition naming `executor` otherwise.
+absl::Status CheckSameMicroBatch(bool planned,
+                                 absl::Span<const kernels::AttentionTask> planned_tasks,
+                                 int64_t planned_rows,
+                                 absl::Span<const kernels::AttentionTask> tasks, int64_t rows,
+                                 absl::string_view executor);
+
 // Row widths in floats.
 struct RowWidths {
   int64_t q = 0;    // n_heads * head_dim (Q, O, dO, dQ)

@@ -17,6 +17,8 @@ absl::Status ErrnoError(absl::string_view what, const std::string& path) {
       absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
 }
 
+}  // namespace
+
 std::string DirectoryOf(const std::string& path) {
   size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -24,7 +26,13 @@ std::string DirectoryOf(const std::string& path) {
   return path.substr(0, slash);
 }
 
-}  // namespace
+void SyncDirectory(const std::string& dir) {
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
 
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents) {
@@ -56,11 +64,7 @@ absl::Status WriteFileAtomically(const std::string& path,
     return status;
   }
   // The rename itself is durable only once the directory is synced.
-  int dir_fd = open(DirectoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    fsync(dir_fd);
-    close(dir_fd);
-  }
+  SyncDirectory(DirectoryOf(path));
   return absl::OkStatus();
 }
 

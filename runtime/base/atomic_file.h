@@ -15,6 +15,13 @@ namespace corescape {
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents);
 
+// fsyncs directory `dir`, which makes a rename into it durable. Best effort:
+// the rename has happened (or not) either way.
+void SyncDirectory(const std::string& dir);
+
+// The directory part of `path`: "." for a bare name, "/" for a top-level one.
+std::string DirectoryOf(const std::string& path);
+
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
 // mkdir -p.

@@ -30,14 +30,6 @@ constexpr char kManifest[] = "manifest.json";
 
 std::string StepDirectoryName(int64_t step) { return absl::StrFormat("%s%012d", kPrefix, step); }
 
-void SyncDirectory(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
-}
-
 absl::Status WriteAndSync(const std::string& path, const std::string& contents) {
   FILE* file = std::fopen(path.c_str(), "wb");
   if (file == nullptr) {

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/atomic_file.h"
 #include "runtime/base/crc32c.h"
 
 namespace corescape::data {
@@ -29,13 +30,6 @@ absl::Status WriteAll(int fd, const char* data, size_t size, const std::string& 
     size -= static_cast<size_t>(n);
   }
   return absl::OkStatus();
-}
-
-std::string DirectoryOf(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
 }
 
 }  // namespace
@@ -158,11 +152,7 @@ absl::StatusOr<ShardSummary> ShardWriter::Finish() {
   }
   finished_ = true;
   // The rename is durable only once the directory is synced.
-  int dir_fd = open(DirectoryOf(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    fsync(dir_fd);
-    close(dir_fd);
-  }
+  SyncDirectory(DirectoryOf(path_));
   ShardSummary summary;
   summary.path = path_;
   summary.token_width_bytes = token_width_bytes_;
