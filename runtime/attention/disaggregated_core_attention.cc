@@ -132,20 +132,8 @@ void DisaggregatedCoreAttention::Notify(ExchangeEvent::Kind kind,
 ExchangeHeader DisaggregatedCoreAttention::MakeHeader(const MicroBatchState& state, Pass pass,
                                                       int layer,
                                                       const kernels::AttentionShape& shape) const {
-  ExchangeHeader h;
-  h.pass = pass;
-  h.flags = pass == Pass::kBackward && !options_.keep_qkv_for_backward ? kCarriesForwardTensors
-                                                                        : 0;
-  h.exchange = exchange_;
-  h.micro_batch = static_cast<uint64_t>(state.micro_batch);
-  h.layer = layer;
-  h.n_layers = options_.n_layers;
-  h.n_heads = shape.n_heads;
-  h.n_kv_heads = shape.n_kv_heads;
-  h.head_dim = shape.head_dim;
-  h.softmax_scale = shape.softmax_scale;
-  if (state.half >= 0) h.flags |= state.half == 0 ? kPingPongHalfA : kPingPongHalfB;
-  return h;
+  return CallHeader(exchange_, state.micro_batch, state.half, pass, layer, options_.n_layers, shape,
+                    options_.keep_qkv_for_backward);
 }
 
 absl::Status DisaggregatedCoreAttention::BeginMicroBatch(

@@ -56,6 +56,24 @@ std::string ExchangeHeader::Describe() const {
                          exchange);
 }
 
+ExchangeHeader CallHeader(uint64_t exchange, int64_t micro_batch, int half, Pass pass, int layer,
+                          int n_layers, const kernels::AttentionShape& shape,
+                          bool keep_qkv_for_backward) {
+  ExchangeHeader h;
+  h.exchange = exchange;
+  h.micro_batch = static_cast<uint64_t>(micro_batch);
+  h.pass = pass;
+  h.flags = pass == Pass::kBackward && !keep_qkv_for_backward ? kCarriesForwardTensors : 0;
+  if (half >= 0) h.flags |= half == 0 ? kPingPongHalfA : kPingPongHalfB;
+  h.layer = layer;
+  h.n_layers = n_layers;
+  h.n_heads = shape.n_heads;
+  h.n_kv_heads = shape.n_kv_heads;
+  h.head_dim = shape.head_dim;
+  h.softmax_scale = shape.softmax_scale;
+  return h;
+}
+
 HeaderBytes EncodeHeader(const ExchangeHeader& h) {
   HeaderBytes bytes{};
   Put<uint32_t>(bytes, kMagicField, kMagic);

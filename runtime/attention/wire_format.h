@@ -99,6 +99,14 @@ struct ExchangeHeader {
   std::string Describe() const;
 };
 
+// The header of an executor's call `exchange`: `pass` of `layer` (of
+// `n_layers`) of `micro_batch` over `shape`; kCarriesForwardTensors on a
+// backward whose receiver did not keep the forward tensors; the ping-pong
+// flag of `half` (-1: a plain call).
+ExchangeHeader CallHeader(uint64_t exchange, int64_t micro_batch, int half, Pass pass, int layer,
+                          int n_layers, const kernels::AttentionShape& shape,
+                          bool keep_qkv_for_backward);
+
 inline constexpr int64_t kHeaderBytes = 64;
 using HeaderBytes = std::array<char, kHeaderBytes>;
 
