@@ -59,6 +59,40 @@ std::vector<ChildSpec> ChildrenOf(const StragglerConfig& config, AttentionMode m
   return children;
 }
 
+void AppendRepeats(std::vector<double>& all, const std::vector<double>& round) {
+  all.insert(all.end(), round.begin(), round.end());
+}
+
+void AppendWorkerRepeats(WorkerResult& all, const WorkerResult& round) {
+  AppendRepeats(all.forward_seconds, round.forward_seconds);
+  AppendRepeats(all.backward_seconds, round.backward_seconds);
+  AppendRepeats(all.cpu_seconds, round.cpu_seconds);
+  AppendRepeats(all.bytes_moved, round.bytes_moved);
+}
+
+void AppendServerRepeats(ServerResult& all, const ServerResult& round) {
+  AppendRepeats(all.compute_seconds, round.compute_seconds);
+  AppendRepeats(all.cpu_seconds, round.cpu_seconds);
+}
+
+// Adds rank `rank`'s result of the round just run, read from `path`: as its
+// first round, or with its repeats appended to the earlier rounds'.
+template <typename Result>
+absl::Status AddRound(std::vector<Result>& results, int rank, const std::string& path,
+                      absl::StatusOr<Result> (*decode)(const std::string&),
+                      void (*append_repeats)(Result& all, const Result& round)) {
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<Result> result = decode(*text);
+  if (!result.ok()) return result.status();
+  if (results.size() <= static_cast<size_t>(rank)) {
+    results.push_back(*std::move(result));
+  } else {
+    append_repeats(results[rank], *result);
+  }
+  return absl::OkStatus();
+}
+
 // Runs one mode in `dir` and appends its results (repeats concatenated
 // across rounds).
 absl::Status RunMode(const StragglerConfig& config, AttentionMode mode, const std::string& dir,
@@ -72,38 +106,18 @@ absl::Status RunMode(const StragglerConfig& config, AttentionMode mode, const st
     return s;
   }
   for (int w = 0; w < config.workers; ++w) {
-    auto text = ReadFileToString(WorkerResultPath(dir, w));
-    if (!text.ok()) return text.status();
-    auto result = DecodeWorkerResult(*text);
-    if (!result.ok()) return result.status();
-    if (workers.size() <= static_cast<size_t>(w)) {
-      workers.push_back(*result);
-      continue;
+    if (absl::Status s = AddRound(workers, w, WorkerResultPath(dir, w), DecodeWorkerResult,
+                                  AppendWorkerRepeats);
+        !s.ok()) {
+      return s;
     }
-    WorkerResult& all = workers[w];
-    all.forward_seconds.insert(all.forward_seconds.end(), result->forward_seconds.begin(),
-                               result->forward_seconds.end());
-    all.backward_seconds.insert(all.backward_seconds.end(), result->backward_seconds.begin(),
-                                result->backward_seconds.end());
-    all.cpu_seconds.insert(all.cpu_seconds.end(), result->cpu_seconds.begin(),
-                           result->cpu_seconds.end());
-    all.bytes_moved.insert(all.bytes_moved.end(), result->bytes_moved.begin(),
-                           result->bytes_moved.end());
   }
   for (int s = 0; disaggregated && s < config.servers; ++s) {
-    auto text = ReadFileToString(ServerResultPath(dir, s));
-    if (!text.ok()) return text.status();
-    auto result = DecodeServerResult(*text);
-    if (!result.ok()) return result.status();
-    if (servers.size() <= static_cast<size_t>(s)) {
-      servers.push_back(*result);
-      continue;
+    if (absl::Status status = AddRound(servers, s, ServerResultPath(dir, s), DecodeServerResult,
+                                       AppendServerRepeats);
+        !status.ok()) {
+      return status;
     }
-    ServerResult& all = servers[s];
-    all.compute_seconds.insert(all.compute_seconds.end(), result->compute_seconds.begin(),
-                               result->compute_seconds.end());
-    all.cpu_seconds.insert(all.cpu_seconds.end(), result->cpu_seconds.begin(),
-                           result->cpu_seconds.end());
   }
   return absl::OkStatus();
 }

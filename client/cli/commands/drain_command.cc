@@ -11,8 +11,6 @@ namespace corescape::cli {
 
 namespace {
 
-namespace v1 = ::corescape::v1;
-
 struct DrainOptions {
   std::string node;
   std::string reason;

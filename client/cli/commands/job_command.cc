@@ -12,8 +12,6 @@ namespace corescape::cli {
 
 namespace {
 
-namespace v1 = ::corescape::v1;
-
 struct JobOptions {
   std::string job_id;
   bool json = false;

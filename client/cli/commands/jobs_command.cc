@@ -13,8 +13,6 @@ namespace corescape::cli {
 
 namespace {
 
-namespace v1 = ::corescape::v1;
-
 struct JobsOptions {
   bool json = false;
   std::vector<std::string> states;  // lowercase state names

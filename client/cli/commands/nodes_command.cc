@@ -13,8 +13,6 @@ namespace corescape::cli {
 
 namespace {
 
-namespace v1 = ::corescape::v1;
-
 struct NodesOptions {
   bool json = false;
   std::string role;                 // "", "worker" or "attention-server"

@@ -13,8 +13,6 @@ namespace corescape::cli {
 
 namespace {
 
-namespace v1 = ::corescape::v1;
-
 struct PlanOptions {
   std::string job_id;
   bool tasks = false;

@@ -16,8 +16,6 @@ namespace corescape::cli {
 
 namespace {
 
-namespace v1 = ::corescape::v1;
-
 struct PlotOptions {
   std::string job_id;
   std::string csv_path;

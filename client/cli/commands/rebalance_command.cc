@@ -13,8 +13,6 @@ namespace corescape::cli {
 
 namespace {
 
-namespace v1 = ::corescape::v1;
-
 struct RebalanceOptions {
   std::string job_id;  // empty: every running DISAGGREGATED job
   bool json = false;

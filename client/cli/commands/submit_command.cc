@@ -21,8 +21,6 @@ namespace corescape::cli {
 
 namespace {
 
-namespace v1 = ::corescape::v1;
-
 struct SubmitOptions {
   std::string file;
   JobSpecOverrides overrides;
@@ -125,6 +123,9 @@ int RunSubmit(const SubmitOptions& options, const GlobalOptions& globals) {
       });
 }
 
+constexpr char kSpecGroup[] = "Job spec (override the file)";
+
+// A job-spec flag: sets `target` when given.
 template <typename T>
 CLI::Option* AddOverride(CLI::App& command, const std::string& name,
                          std::optional<T>& target, const std::string& help,
@@ -132,7 +133,8 @@ CLI::Option* AddOverride(CLI::App& command, const std::string& name,
   return command
       .add_option_function<T>(
           name, [&target](const T& value) { target = value; }, help)
-      ->type_name(type_name);
+      ->type_name(type_name)
+      ->group(kSpecGroup);
 }
 
 }  // namespace
@@ -161,69 +163,52 @@ Subcommand AddSubmitCommand(CLI::App& parent, GlobalOptions& globals) {
       ->type_name("KEY");
   AddWatchFlags(*command, options->watch);
 
-  const std::string spec_group = "Job spec (override the file)";
-  AddOverride(*command, "--name", o.name, "Job name", "NAME")->group(spec_group);
+  AddOverride(*command, "--name", o.name, "Job name", "NAME");
   AddOverride(*command, "--model", o.model,
               "Model preset: tiny, small, gpt-345m, llama-500m, llama-1.8b",
-              "PRESET")
-      ->group(spec_group);
+              "PRESET");
   command
       ->add_option("--train-data", o.train_data,
                    "Training shards or a dataset directory (repeatable, or "
                    "a comma list)")
       ->type_name("PATH")
       ->allow_extra_args(false)
-      ->group(spec_group);
+      ->group(kSpecGroup);
   command
       ->add_option("--validation-data", o.validation_data,
                    "Validation shards or a dataset directory (repeatable, "
                    "or a comma list)")
       ->type_name("PATH")
       ->allow_extra_args(false)
-      ->group(spec_group);
-  AddOverride(*command, "--seq-len", o.seq_len, "Sequence length in tokens", "N")
-      ->group(spec_group);
+      ->group(kSpecGroup);
+  AddOverride(*command, "--seq-len", o.seq_len, "Sequence length in tokens", "N");
   AddOverride(*command, "--micro-batch", o.micro_batch,
-              "Sequences per micro-batch per worker", "N")
-      ->group(spec_group);
+              "Sequences per micro-batch per worker", "N");
   AddOverride(*command, "--grad-accum", o.grad_accum,
-              "Micro-batches accumulated per step", "N")
-      ->group(spec_group);
-  AddOverride(*command, "--steps", o.steps, "Optimizer steps", "N")
-      ->group(spec_group);
+              "Micro-batches accumulated per step", "N");
+  AddOverride(*command, "--steps", o.steps, "Optimizer steps", "N");
   AddOverride(*command, "--optimizer", o.optimizer, OptimizerHelp(), "NAME")
-      ->check(CLI::IsMember(optim::OptimizerNames()))
-      ->group(spec_group);
-  AddOverride(*command, "--lr", o.lr, "Peak learning rate", "RATE")
-      ->group(spec_group);
+      ->check(CLI::IsMember(optim::OptimizerNames()));
+  AddOverride(*command, "--lr", o.lr, "Peak learning rate", "RATE");
   AddOverride(*command, "--density", o.density,
               "Sparse optimizers: fraction of entries communicated per step, (0, 1]",
-              "FRACTION")
-      ->group(spec_group);
-  AddOverride(*command, "--workers", o.workers, "Number of workers", "N")
-      ->group(spec_group);
+              "FRACTION");
+  AddOverride(*command, "--workers", o.workers, "Number of workers", "N");
   AddOverride(*command, "--min-workers", o.min_workers,
-              "Elastic minimum of workers (0: not elastic)", "N")
-      ->group(spec_group);
+              "Elastic minimum of workers (0: not elastic)", "N");
   AddOverride(*command, "--eval-interval", o.eval_interval,
-              "Validation every N steps", "N")
-      ->group(spec_group);
+              "Validation every N steps", "N");
   AddOverride(*command, "--checkpoint-dir", o.checkpoint_dir,
-              "Checkpoint directory", "DIR")
-      ->group(spec_group);
+              "Checkpoint directory", "DIR");
   AddOverride(*command, "--checkpoint-interval", o.checkpoint_interval,
-              "Checkpoint every N steps", "N")
-      ->group(spec_group);
+              "Checkpoint every N steps", "N");
   AddOverride(*command, "--attention-mode", o.attention_mode,
               "colocated, disaggregated or in-place", "MODE")
-      ->check(CLI::IsMember({"colocated", "disaggregated", "in-place"}))
-      ->group(spec_group);
+      ->check(CLI::IsMember({"colocated", "disaggregated", "in-place"}));
   AddOverride(*command, "--attention-servers", o.attention_servers,
-              "Attention servers (disaggregated mode)", "N")
-      ->group(spec_group);
+              "Attention servers (disaggregated mode)", "N");
   AddOverride(*command, "--seed", o.seed, "Seed of weights and data order",
-              "N")
-      ->group(spec_group);
+              "N");
   return {command,
           [options, &globals]() { return RunSubmit(*options, globals); }};
 }

@@ -18,8 +18,6 @@
 
 namespace corescape::cli {
 
-namespace v1 = ::corescape::v1;
-
 namespace {
 
 int TerminalWidth() {

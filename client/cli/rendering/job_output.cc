@@ -90,7 +90,7 @@ nlohmann::json JobProgressToJson(const v1::JobProgress& progress) {
 nlohmann::json JobToJson(const v1::Job& job) {
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& node : job.assigned_nodes()) nodes.push_back(node);
-  return {
+  nlohmann::json json = {
       {"job_id", job.job_id()},
       {"name", job.spec().name()},
       {"state", JobStateName(job.state())},
@@ -98,14 +98,12 @@ nlohmann::json JobToJson(const v1::Job& job) {
       {"generation", job.generation()},
       {"assigned_nodes", nodes},
       {"progress", JobProgressToJson(job.progress())},
-      {"submitted", FormatIso8601Millis(job.submitted_unix_ms())},
-      {"submitted_unix_ms", job.submitted_unix_ms()},
-      {"started", FormatIso8601Millis(job.started_unix_ms())},
-      {"started_unix_ms", job.started_unix_ms()},
-      {"finished", FormatIso8601Millis(job.finished_unix_ms())},
-      {"finished_unix_ms", job.finished_unix_ms()},
       {"spec", ProtoToJson(job.spec())},
   };
+  AddTime(json, "submitted", job.submitted_unix_ms());
+  AddTime(json, "started", job.started_unix_ms());
+  AddTime(json, "finished", job.finished_unix_ms());
+  return json;
 }
 
 nlohmann::json JobsToJson(const std::vector<v1::Job>& jobs) {

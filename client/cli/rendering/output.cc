@@ -52,6 +52,11 @@ std::string NodeStateName(v1::NodeState state) {
   return v1::NodeState_Name(state);
 }
 
+void AddTime(nlohmann::json& object, const std::string& name, int64_t unix_ms) {
+  object[name] = FormatIso8601Millis(unix_ms);
+  object[name + "_unix_ms"] = unix_ms;
+}
+
 std::string EventKindName(v1::ClusterEvent::Kind kind) {
   return v1::ClusterEvent::Kind_Name(kind);
 }
@@ -60,7 +65,7 @@ nlohmann::json NodeToJson(const v1::NodeInfo& node) {
   nlohmann::json gpu_names = nlohmann::json::array();
   for (const auto& name : node.resources().gpu_names())
     gpu_names.push_back(name);
-  return {
+  nlohmann::json json = {
       {"name", node.name()},
       {"node_id", node.node_id()},
       {"role", NodeRoleName(node.role())},
@@ -71,12 +76,6 @@ nlohmann::json NodeToJson(const v1::NodeInfo& node) {
       {"grpc_address", node.grpc_address()},
       {"data_address", node.data_address()},
       {"version", node.version()},
-      {"registered", FormatIso8601Millis(node.registered_unix_ms())},
-      {"registered_unix_ms", node.registered_unix_ms()},
-      {"last_heartbeat", FormatIso8601Millis(node.last_heartbeat_unix_ms())},
-      {"last_heartbeat_unix_ms", node.last_heartbeat_unix_ms()},
-      {"lease_expires", FormatIso8601Millis(node.lease_expires_unix_ms())},
-      {"lease_expires_unix_ms", node.lease_expires_unix_ms()},
       {"resources",
        {{"cpu_cores", node.resources().cpu_cores()},
         {"memory_bytes", node.resources().memory_bytes()},
@@ -84,6 +83,10 @@ nlohmann::json NodeToJson(const v1::NodeInfo& node) {
         {"gpu_names", gpu_names}}},
       {"current_job_id", node.current_job_id()},
   };
+  AddTime(json, "registered", node.registered_unix_ms());
+  AddTime(json, "last_heartbeat", node.last_heartbeat_unix_ms());
+  AddTime(json, "lease_expires", node.lease_expires_unix_ms());
+  return json;
 }
 
 nlohmann::json NodesToJson(const std::vector<v1::NodeInfo>& nodes) {
@@ -113,11 +116,9 @@ nlohmann::json ClusterStatusToJson(const v1::GetClusterStatusResponse& status,
   const int64_t uptime_ms = status.started_unix_ms() == 0
                                 ? 0
                                 : now_unix_ms - status.started_unix_ms();
-  return {
+  nlohmann::json json = {
       {"scheduler_id", status.scheduler_id()},
       {"version", status.version()},
-      {"started", FormatIso8601Millis(status.started_unix_ms())},
-      {"started_unix_ms", status.started_unix_ms()},
       {"uptime_ms", uptime_ms},
       {"lease_ttl_ms", status.lease_ttl_ms()},
       {"workers_alive", status.workers_alive()},
@@ -128,6 +129,8 @@ nlohmann::json ClusterStatusToJson(const v1::GetClusterStatusResponse& status,
       {"jobs_running", status.jobs_running()},
       {"recent_events", events},
   };
+  AddTime(json, "started", status.started_unix_ms());
+  return json;
 }
 
 std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes,

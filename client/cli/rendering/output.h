@@ -18,6 +18,10 @@ namespace corescape::cli {
 // "2025-01-02T03:04:05.678Z"; "" for 0 (the proto's "never").
 std::string FormatIso8601Millis(int64_t unix_ms);
 
+// Sets object[name] to FormatIso8601Millis(unix_ms) and
+// object[name + "_unix_ms"] to unix_ms: how the JSON output gives a time.
+void AddTime(nlohmann::json& object, const std::string& name, int64_t unix_ms);
+
 // Compact duration for people: "850ms", "1.2s", "3m12s", "2h05m", "3d04h".
 std::string FormatShortDuration(absl::Duration duration);
 
