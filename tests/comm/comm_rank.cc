@@ -73,6 +73,12 @@ std::string JsonString(absl::string_view s) {
   return out + "\"";
 }
 
+// Prints {"error": "<status>"} and returns exit_code.
+int EmitError(const absl::Status& status, int exit_code) {
+  Emit(absl::StrCat("{\"error\": ", JsonString(status.ToString()), "}"));
+  return exit_code;
+}
+
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 uint64_t Hash(const void* data, int64_t bytes) {
@@ -145,10 +151,7 @@ int RunCollectives(Communicator& c, const std::vector<int64_t>& sizes) {
       for (int64_t i = 0; i < count; ++i) data[i] = IntegerValue(rank, i);
       ByteCounters before = c.counters();
       absl::Status s = c.AllReduce(data.data(), count, op);
-      if (!s.ok()) {
-        Emit(absl::StrCat("{\"error\": ", JsonString(s.ToString()), "}"));
-        return 3;
-      }
+      if (!s.ok()) return EmitError(s, 3);
       ExpectBytes(check, before, c.counters(), CollectiveKind::kAllReduce,
                   AllReduceBytes(count, world, rank, settings), "all_reduce" + at);
       int64_t bad = 0;
@@ -167,10 +170,7 @@ int RunCollectives(Communicator& c, const std::vector<int64_t>& sizes) {
       std::vector<float> data(count);
       for (int64_t i = 0; i < count; ++i) data[i] = RandomValue(rank, i);
       absl::Status s = c.AllReduce(data.data(), count, ReduceOp::kSum);
-      if (!s.ok()) {
-        Emit(absl::StrCat("{\"error\": ", JsonString(s.ToString()), "}"));
-        return 3;
-      }
+      if (!s.ok()) return EmitError(s, 3);
       int64_t far = 0;
       for (int64_t i = 0; i < count; ++i) {
         double exact = 0;
@@ -193,18 +193,12 @@ int RunCollectives(Communicator& c, const std::vector<int64_t>& sizes) {
       std::vector<char> recv(total, 0);
       ByteCounters before = c.counters();
       auto handle = c.AllGatherVAsync(send.data(), bytes[rank], recv.data(), bytes);
-      if (!handle.ok()) {
-        Emit(absl::StrCat("{\"error\": ", JsonString(handle.status().ToString()), "}"));
-        return 3;
-      }
+      if (!handle.ok()) return EmitError(handle.status(), 3);
       std::fill(send.begin(), send.end(), 0);  // consumed at the call
       float one = 1.0f;
       absl::Status ar = c.AllReduce(&one, 1, ReduceOp::kSum);
       absl::Status s = (*handle)->Wait();
-      if (!s.ok() || !ar.ok()) {
-        Emit(absl::StrCat("{\"error\": ", JsonString((s.ok() ? ar : s).ToString()), "}"));
-        return 3;
-      }
+      if (!s.ok() || !ar.ok()) return EmitError(s.ok() ? ar : s, 3);
       check.Expect(one == static_cast<float>(world), "all_reduce queued behind all_gather");
       ByteCounters after = c.counters();
       after[CollectiveKind::kAllReduce] = before[CollectiveKind::kAllReduce];
@@ -231,10 +225,7 @@ int RunCollectives(Communicator& c, const std::vector<int64_t>& sizes) {
       std::vector<float> recv(counts[rank]);
       ByteCounters before = c.counters();
       absl::Status s = c.ReduceScatter(send.data(), recv.data(), counts, ReduceOp::kSum);
-      if (!s.ok()) {
-        Emit(absl::StrCat("{\"error\": ", JsonString(s.ToString()), "}"));
-        return 3;
-      }
+      if (!s.ok()) return EmitError(s, 3);
       ExpectBytes(check, before, c.counters(), CollectiveKind::kReduceScatter,
                   ReduceScatterBytes(counts, rank, settings), "reduce_scatter" + at);
       int64_t bad = 0;
@@ -255,10 +246,7 @@ int RunCollectives(Communicator& c, const std::vector<int64_t>& sizes) {
       }
       ByteCounters before = c.counters();
       absl::Status s = c.Broadcast(buf.data(), bytes, root);
-      if (!s.ok()) {
-        Emit(absl::StrCat("{\"error\": ", JsonString(s.ToString()), "}"));
-        return 3;
-      }
+      if (!s.ok()) return EmitError(s, 3);
       ExpectBytes(check, before, c.counters(), CollectiveKind::kBroadcast,
                   BroadcastBytes(bytes, world, rank, root, settings), "broadcast" + at);
       int64_t bad = 0;
@@ -275,10 +263,7 @@ int RunCollectives(Communicator& c, const std::vector<int64_t>& sizes) {
       auto s = c.SendAsync(next, 1000 + count % 1000, out.data(), bytes);
       absl::Status st = r.ok() ? (*r)->Wait() : r.status();
       absl::Status ss = s.ok() ? (*s)->Wait() : s.status();
-      if (!st.ok() || !ss.ok()) {
-        Emit(absl::StrCat("{\"error\": ", JsonString((st.ok() ? ss : st).ToString()), "}"));
-        return 3;
-      }
+      if (!st.ok() || !ss.ok()) return EmitError(st.ok() ? ss : st, 3);
       ByteCounters after = c.counters();
       const KindCounters& k = after[CollectiveKind::kPointToPoint];
       const KindCounters& k0 = before[CollectiveKind::kPointToPoint];
@@ -319,18 +304,12 @@ int Main() {
   transport_options.listen_address = absl::GetFlag(FLAGS_listen);
   transport_options.timeout = timeout;
   absl::StatusOr<std::unique_ptr<Transport>> transport = Transport::Create(transport_options);
-  if (!transport.ok()) {
-    Emit(absl::StrCat("{\"error\": ", JsonString(transport.status().ToString()), "}"));
-    return 2;
-  }
+  if (!transport.ok()) return EmitError(transport.status(), 2);
   absl::StatusOr<std::vector<std::string>> addresses =
       RendezvousThroughDirectory(absl::GetFlag(FLAGS_rendezvous_dir), rank, world,
                                  (*transport)->address(), absl::Seconds(20),
                                  absl::GetFlag(FLAGS_publish));
-  if (!addresses.ok()) {
-    Emit(absl::StrCat("{\"error\": ", JsonString(addresses.status().ToString()), "}"));
-    return 2;
-  }
+  if (!addresses.ok()) return EmitError(addresses.status(), 2);
   CommunicatorOptions options;
   options.rank = rank;
   options.world_size = world;
