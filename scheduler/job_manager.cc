@@ -99,10 +99,14 @@ absl::Status JobManager::Persist(const v1::Job& job) {
   return absl::OkStatus();
 }
 
-void JobManager::AppendEvent(JobRecord& record, v1::JobEvent event) {
+void JobManager::StampEvent(const JobRecord& record, v1::JobEvent& event) const {
   event.set_sequence(record.events.empty() ? 1 : record.events.back().sequence() + 1);
   event.set_unix_ms(absl::ToUnixMillis(clock_->Now()));
   event.set_job_id(record.job.job_id());
+}
+
+void JobManager::AppendEvent(JobRecord& record, v1::JobEvent event) {
+  StampEvent(record, event);
   if (absl::Status s = store_->Put(kJobEventKind, EventKey(event.job_id(), event.sequence()),
                                    event.SerializeAsString());
       !s.ok()) {
@@ -166,23 +170,27 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request) 
   absl::StatusOr<std::string> secret = NewJobSecret();
   if (!secret.ok()) return secret.status();
   record.token = *std::move(secret);
-  // Token and key first: a job record without its token would be unusable.
-  if (absl::Status s = store_->Put(kJobTokenKind, job.job_id(), record.token); !s.ok()) {
+  v1::JobEvent submitted;
+  submitted.set_state(v1::PENDING);
+  submitted.set_message("submitted");
+  StampEvent(record, submitted);
+  // One transaction: a job without its token or its key would be unusable
+  // or submitted twice by a retry.
+  std::vector<StoreWrite> writes = {
+      {kJobTokenKind, job.job_id(), record.token},
+      {kJobKind, job.job_id(), job.SerializeAsString()},
+      {kJobEventKind, EventKey(job.job_id(), submitted.sequence()),
+       submitted.SerializeAsString()}};
+  if (!request.idempotency_key().empty()) {
+    writes.push_back({kJobKeyKind, request.idempotency_key(), job.job_id()});
+  }
+  if (absl::Status s = store_->WriteBatch(writes); !s.ok()) {
+    LOG(WARNING) << "cannot persist job " << job.job_id() << ": " << s;
     return absl::UnavailableError(absl::StrCat("cannot record job durably: ", s.message()));
   }
-  if (!request.idempotency_key().empty()) {
-    if (absl::Status s = store_->Put(kJobKeyKind, request.idempotency_key(), job.job_id());
-        !s.ok()) {
-      return absl::UnavailableError(absl::StrCat("cannot record job durably: ", s.message()));
-    }
-  }
-  if (absl::Status s = Persist(record.job); !s.ok()) return s;
   ++next_job_number_;
   if (!request.idempotency_key().empty()) idempotency_keys_[request.idempotency_key()] = job.job_id();
-  v1::JobEvent event;
-  event.set_state(v1::PENDING);
-  event.set_message("submitted");
-  AppendEvent(record, std::move(event));
+  record.events.push_back(std::move(submitted));
   events_->Append(v1::ClusterEvent::JOB_STATE_CHANGED, "", job.job_id(),
                   absl::StrFormat("PENDING: '%s', %d workers, %d steps", spec.name(),
                                   spec.placement().workers(), spec.steps()));
@@ -286,14 +294,16 @@ void JobManager::WaitForEvents(const std::string& job_id, uint64_t after,
   mu_.AwaitWithTimeout(absl::Condition(&newer), timeout);
 }
 
-void JobManager::StartRecovery(JobRecord& record, const std::string& cause,
+bool JobManager::StartRecovery(JobRecord& record, const std::string& cause,
                                const Recovery& recovery) {
-  StopNodes(record, cause);
   v1::Job updated = record.job;
   if (recovery.state == v1::RECOVERING) updated.set_recoveries(updated.recoveries() + 1);
-  if (Transition(record, std::move(updated), recovery.state, recovery.reason)) {
-    record.recovering_since = clock_->Now();
-  }
+  // Durable first: a StopJob for a job still RUNNING on disk would leave a
+  // restarted scheduler waiting on workers that have stopped.
+  if (!Transition(record, std::move(updated), recovery.state, recovery.reason)) return false;
+  record.recovering_since = clock_->Now();
+  StopNodes(record, cause);
+  return true;
 }
 
 void JobManager::Assign(JobRecord& record, const AssignJob& placement) {
@@ -335,6 +345,7 @@ void JobManager::Assign(JobRecord& record, const AssignJob& placement) {
                           : "");
   if (!Transition(record, std::move(job), v1::RUNNING, reason)) return;
   record.reported_failed_nodes.clear();
+  record.unrecorded_report.reset();
   // Workers: rank r of W (the data-parallel group). Attention servers: rank
   // W + s of W + S (the job's attention communicator: workers first).
   std::vector<v1::JobAssignment> assignments = AttentionMembershipAssignments(
@@ -389,8 +400,29 @@ PlacementSnapshot JobManager::Snapshot() const {
   return snapshot;
 }
 
+void JobManager::RetryUnrecordedReports() {
+  for (auto& [id, record] : jobs_) {
+    if (!record.unrecorded_report.has_value()) continue;
+    if (record.job.state() != v1::RUNNING ||
+        record.unrecorded_report->generation != record.job.generation()) {
+      record.unrecorded_report.reset();  // overtaken by a recorded transition
+      continue;
+    }
+    const UnrecordedReport report = *record.unrecorded_report;
+    if (report.succeeded ? FinishSucceeded(record, report.reason)
+                         : StartRecovery(record, report.reason,
+                                         RecoveryOf(record.job, report.reason,
+                                                    options_.max_recoveries))) {
+      record.unrecorded_report.reset();
+    }
+  }
+}
+
 void JobManager::Reconcile() {
   absl::MutexLock lock(&mu_);
+  // Before placement: a job that finished while the store refused writes
+  // must not be recovered for workers that simply ended.
+  RetryUnrecordedReports();
   const PlacementOptions options{options_.elastic_grace, options_.max_recoveries};
   for (const PlacementDecision& decision : PlaceJobs(Snapshot(), options)) {
     if (const auto* recover = std::get_if<RecoverJob>(&decision)) Apply(*recover);
@@ -505,12 +537,21 @@ void JobManager::OnStepReport(const std::string& node, uint64_t incarnation,
   // checkpoint) and now and then for `corescape job`; events carry the rest.
   if (new_checkpoint || report.step() % 20 == 0) Persist(job).IgnoreError();
   if (report.step() >= job.spec().steps()) {
-    Transition(*record, v1::SUCCEEDED,
-               absl::StrFormat("finished %d steps, loss %.4f", report.step(), report.loss()));
-    // Workers end on their own; the servers are told (they also end when
-    // every worker says goodbye on the data plane).
-    StopAttentionServers(*record, "job succeeded");
+    const std::string reason =
+        absl::StrFormat("finished %d steps, loss %.4f", report.step(), report.loss());
+    if (!FinishSucceeded(*record, reason)) {
+      // The workers are done and will not report again: Reconcile retries.
+      record->unrecorded_report = UnrecordedReport{job.generation(), true, reason};
+    }
   }
+}
+
+bool JobManager::FinishSucceeded(JobRecord& record, const std::string& reason) {
+  if (!Transition(record, v1::SUCCEEDED, reason)) return false;
+  // Workers end on their own; the servers are told (they also end when
+  // every worker says goodbye on the data plane).
+  StopAttentionServers(record, "job succeeded");
+  return true;
 }
 
 void JobManager::OnJobFailure(const std::string& node, uint64_t incarnation,
@@ -537,7 +578,10 @@ void JobManager::OnJobFailure(const std::string& node, uint64_t incarnation,
   record->reported_failure_at = clock_->Now();
   const std::string cause = absl::StrCat("rank ", report.rank(), " (", node, ") failed: ",
                                          report.error().substr(0, 512));
-  StartRecovery(*record, cause, RecoveryOf(job, cause, options_.max_recoveries));
+  if (!StartRecovery(*record, cause, RecoveryOf(job, cause, options_.max_recoveries))) {
+    // The reporter has given up on this generation: Reconcile retries.
+    record->unrecorded_report = UnrecordedReport{job.generation(), false, cause};
+  }
 }
 
 }  // namespace corescape::scheduler

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,11 @@ class JobManager : public NodeReportSink {
   int CountInState(v1::JobState state) const;
 
  private:
+  struct UnrecordedReport {
+    uint64_t generation = 0;
+    bool succeeded = false;  // else: a failure, with recovery
+    std::string reason;
+  };
   struct JobRecord {
     v1::Job job;
     std::string token;
@@ -86,6 +92,9 @@ class JobManager : public NodeReportSink {
     // recovery does not place the job on it. Cleared by the next Assign.
     std::vector<std::string> reported_failed_nodes;
     absl::Time reported_failure_at = absl::InfinitePast();
+    // A member's success or failure report the store refused to record:
+    // its sender will not repeat it, so Reconcile retries the transition.
+    std::optional<UnrecordedReport> unrecorded_report;
   };
 
   // What PlaceJobs decides over: the registry and the jobs not yet final.
@@ -98,6 +107,9 @@ class JobManager : public NodeReportSink {
   void Apply(const WaitingReason& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Status Persist(const v1::Job& job);
+  // Gives `event` the record's next sequence, the time and the job.
+  void StampEvent(const JobRecord& record, v1::JobEvent& event) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendEvent(JobRecord& record, v1::JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `updated` to the store, then makes it the record's job; false,
   // with the record unchanged, if the store refused.
@@ -109,9 +121,14 @@ class JobManager : public NodeReportSink {
                   const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Transition(JobRecord& record, v1::JobState state, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // StopJob (with `cause`) to every node of the job, then recovery.state.
-  void StartRecovery(JobRecord& record, const std::string& cause, const Recovery& recovery)
+  // Moves the job to recovery.state durably, then StopJob (with `cause`) to
+  // every node of the job; false, with nothing sent, if the store refused.
+  bool StartRecovery(JobRecord& record, const std::string& cause, const Recovery& recovery)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SUCCEEDED durably, then the attention servers are stopped.
+  bool FinishSucceeded(JobRecord& record, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RetryUnrecordedReports() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Job::assigned_nodes lists the workers by rank, then (DISAGGREGATED
   // jobs) the attention servers.
   void Assign(JobRecord& record, const AssignJob& placement) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -241,6 +241,7 @@ std::vector<v1::NodeInfo> NodeRegistry::List() const {
 
 std::vector<std::string> NodeRegistry::ExpireLeases() {
   absl::MutexLock lock(&mu_);
+  PersistUnrecordedDeaths();
   const int64_t now_ms = UnixMillis(clock_->Now());
   std::vector<std::string> expired;
   for (auto& [name, record] : nodes_) {
@@ -248,15 +249,15 @@ std::vector<std::string> NodeRegistry::ExpireLeases() {
         now_ms < record.info.lease_expires_unix_ms()) {
       continue;
     }
-    NodeRecord updated = record;
-    updated.info.set_state(v1::DEAD);
-    updated.commands.clear();
-    if (absl::Status s = Persist(updated); !s.ok()) {
-      // Retried on the next sweep; the node stays live meanwhile.
-      LOG(WARNING) << s;
-      continue;
+    // Dead in memory at once, durable or not: with a failing store the jobs
+    // on it must still recover. A restart before the write lands loads it
+    // live and gives it a lease to come back within, as for any node.
+    record.info.set_state(v1::DEAD);
+    record.commands.clear();
+    if (absl::Status s = Persist(record); !s.ok()) {
+      LOG(WARNING) << s << "; kept DEAD in memory, written when the store accepts it";
+      unrecorded_deaths_[name] = record.info.incarnation();
     }
-    record = std::move(updated);
     events_->Append(
         v1::ClusterEvent::NODE_DEAD, name, "",
         absl::StrFormat("lease expired: no heartbeat for %d ms (incarnation %d)",
@@ -265,6 +266,19 @@ std::vector<std::string> NodeRegistry::ExpireLeases() {
     expired.push_back(name);
   }
   return expired;
+}
+
+void NodeRegistry::PersistUnrecordedDeaths() {
+  for (auto it = unrecorded_deaths_.begin(); it != unrecorded_deaths_.end();) {
+    auto node = nodes_.find(it->first);
+    if (node == nodes_.end() || node->second.info.incarnation() != it->second ||
+        node->second.info.state() != v1::DEAD) {
+      it = unrecorded_deaths_.erase(it);  // re-registered since: that record was written
+      continue;
+    }
+    if (!Persist(node->second).ok()) return;  // the store still refuses: next sweep
+    it = unrecorded_deaths_.erase(it);
+  }
 }
 
 absl::Status NodeRegistry::Push(const std::string& name, uint64_t incarnation,

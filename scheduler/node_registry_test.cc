@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "runtime/base/clock.h"
 #include "scheduler/event_log.h"
+#include "scheduler/fault_injecting_state_store.h"
 #include "scheduler/state_store.h"
 
 namespace corescape::scheduler {
@@ -122,6 +123,40 @@ TEST_F(RegistryTest, LeaseExpiresExactlyAtTtl) {
   // A dead incarnation cannot come back by heartbeating: it must re-register.
   auto renew = registry_->Renew("w0", 1);
   EXPECT_EQ(renew.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A full disk must not stop lease expiry: the node is DEAD at once in
+// memory (its session is fenced, jobs see it) and on disk once the store
+// accepts writes again.
+TEST_F(RegistryTest, LeasesExpireWhileTheStoreRefusesWritesAndAreRecordedLater) {
+  ASSERT_TRUE(registry_->Register(Request("w0")).ok());
+  FaultInjectingStateStore failing(store_.get());
+  registry_ = std::make_unique<NodeRegistry>(&clock_, &failing, events_.get(),
+                                             NodeRegistryOptions{absl::Seconds(10)});
+  ASSERT_TRUE(registry_->Load().ok());
+  ASSERT_TRUE(registry_->OpenSession("w0", 1).ok());
+  failing.FailWrites(3, "node");
+  clock_.Advance(absl::Seconds(11));
+  EXPECT_EQ(registry_->ExpireLeases(), std::vector<std::string>{"w0"});
+  EXPECT_EQ(StateOf("w0"), v1::DEAD);
+  EXPECT_EQ(registry_->Renew("w0", 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  auto on_disk = [&]() {
+    v1::NodeInfo info;
+    auto nodes = store_->LoadAll("node");
+    for (const auto& [name, value] : *nodes) {
+      if (name == "w0") EXPECT_TRUE(info.ParseFromString(value));
+    }
+    return info.state();
+  };
+  EXPECT_EQ(on_disk(), v1::ALIVE);
+  // Two more refused sweeps, then the third write lands.
+  EXPECT_TRUE(registry_->ExpireLeases().empty());
+  EXPECT_TRUE(registry_->ExpireLeases().empty());
+  EXPECT_EQ(on_disk(), v1::ALIVE);
+  EXPECT_EQ(failing.refused(), 3);
+  EXPECT_TRUE(registry_->ExpireLeases().empty());
+  EXPECT_EQ(on_disk(), v1::DEAD);
+  EXPECT_EQ(failing.refused(), 3);
 }
 
 TEST_F(RegistryTest, ReRegistrationKeepsIdentityWithNewIncarnation) {
