@@ -211,23 +211,74 @@ absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) const {
   return it->second.job;
 }
 
-std::vector<v1::Job> JobManager::List(const std::vector<v1::JobState>& states, int limit) const {
-  absl::MutexLock lock(&mu_);
-  std::vector<v1::Job> result;
+namespace {
+
+constexpr char kJobListing[] = "jobs";
+
+// List's order: newest first, the job id breaking ties.
+bool ListedBefore(int64_t a_ms, const std::string& a_id, int64_t b_ms, const std::string& b_id) {
+  return a_ms != b_ms ? a_ms > b_ms : a_id > b_id;
+}
+
+bool ListedBefore(const v1::Job& a, const v1::Job& b) {
+  return ListedBefore(a.submitted_unix_ms(), a.job_id(), b.submitted_unix_ms(), b.job_id());
+}
+
+}  // namespace
+
+std::vector<const v1::Job*> JobManager::Listed(const std::vector<v1::JobState>& states) const {
+  std::vector<const v1::Job*> listed;
   for (const auto& [id, record] : jobs_) {
     if (!states.empty() &&
         std::find(states.begin(), states.end(), record.job.state()) == states.end()) {
       continue;
     }
-    result.push_back(record.job);
+    listed.push_back(&record.job);
   }
-  std::sort(result.begin(), result.end(), [](const v1::Job& a, const v1::Job& b) {
-    return a.submitted_unix_ms() != b.submitted_unix_ms()
-               ? a.submitted_unix_ms() > b.submitted_unix_ms()
-               : a.job_id() > b.job_id();
-  });
-  if (limit > 0 && static_cast<int>(result.size()) > limit) result.resize(limit);
+  std::sort(listed.begin(), listed.end(),
+            [](const v1::Job* a, const v1::Job* b) { return ListedBefore(*a, *b); });
+  return listed;
+}
+
+std::vector<v1::Job> JobManager::List(const std::vector<v1::JobState>& states, int limit) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Job> result;
+  for (const v1::Job* job : Listed(states)) {
+    if (limit > 0 && static_cast<int>(result.size()) >= limit) break;
+    result.push_back(*job);
+  }
   return result;
+}
+
+absl::StatusOr<Page<v1::Job>> JobManager::ListPage(const std::vector<v1::JobState>& states,
+                                                   int page_size,
+                                                   const std::string& page_token) const {
+  auto position = DecodePageToken(kJobListing, page_token);
+  if (!position.ok()) return position.status();
+  // The position is "<submitted_unix_ms>/<job_id>" of the previous page's last job.
+  int64_t cursor_ms = 0;
+  std::string cursor_id;
+  if (!position->empty()) {
+    const size_t slash = position->find('/');
+    if (slash == std::string::npos ||
+        !absl::SimpleAtoi(position->substr(0, slash), &cursor_ms)) {
+      return absl::InvalidArgumentError("page_token: malformed; start again without one");
+    }
+    cursor_id = position->substr(slash + 1);
+  }
+  absl::MutexLock lock(&mu_);
+  Page<const v1::Job*> listed = TakePage<const v1::Job*>(
+      Listed(states), page_size, kJobListing,
+      [&](const v1::Job* job) {
+        return position->empty() ||
+               ListedBefore(cursor_ms, cursor_id, job->submitted_unix_ms(), job->job_id());
+      },
+      [](const v1::Job* job) { return absl::StrCat(job->submitted_unix_ms(), "/", job->job_id()); },
+      [](const v1::Job* job) { return job->ByteSizeLong(); });
+  Page<v1::Job> page;
+  for (const v1::Job* job : listed.items) page.items.push_back(*job);
+  page.next_page_token = std::move(listed.next_page_token);
+  return page;
 }
 
 int JobManager::CountInState(v1::JobState state) const {

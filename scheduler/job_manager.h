@@ -16,6 +16,7 @@
 #include "runtime/base/clock.h"
 #include "scheduler/attention_failover.h"
 #include "scheduler/event_log.h"
+#include "scheduler/list_pages.h"
 #include "scheduler/node_registry.h"
 #include "scheduler/placement.h"
 #include "scheduler/state_store.h"
@@ -58,6 +59,10 @@ class JobManager : public NodeReportSink {
   absl::StatusOr<v1::Job> Submit(const v1::SubmitJobRequest& request);
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
   std::vector<v1::Job> List(const std::vector<v1::JobState>& states, int limit) const;
+  // One page of List's order (newest first) of at most `page_size` jobs
+  // (ResolvePageSize); INVALID_ARGUMENT naming page_token for a bad token.
+  absl::StatusOr<Page<v1::Job>> ListPage(const std::vector<v1::JobState>& states,
+                                         int page_size, const std::string& page_token) const;
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id, const std::string& reason);
 
   // Events of a job with sequence > after (state changes and progress).
@@ -97,6 +102,9 @@ class JobManager : public NodeReportSink {
     std::optional<UnrecordedReport> unrecorded_report;
   };
 
+  // The jobs in `states` (all if empty) in List's order.
+  std::vector<const v1::Job*> Listed(const std::vector<v1::JobState>& states) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What PlaceJobs decides over: the registry and the jobs not yet final.
   PlacementSnapshot Snapshot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Each records the decision, then acts on it; a decision whose job is no
