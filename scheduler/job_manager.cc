@@ -281,6 +281,35 @@ absl::StatusOr<Page<v1::Job>> JobManager::ListPage(const std::vector<v1::JobStat
   return page;
 }
 
+int JobManager::PruneFinished(absl::Duration retention) {
+  absl::MutexLock lock(&mu_);
+  const int64_t cutoff_ms = absl::ToUnixMillis(clock_->Now() - retention);
+  std::map<std::string, std::vector<std::string>> keys_by_job;
+  for (const auto& [key, id] : idempotency_keys_) keys_by_job[id].push_back(key);
+  int pruned = 0;
+  for (auto& [id, record] : jobs_) {
+    if (!IsFinal(record.job.state()) || record.job.finished_unix_ms() >= cutoff_ms) continue;
+    const std::vector<std::string>& keys = keys_by_job[id];
+    if (record.events.empty() && keys.empty() && record.token.empty()) continue;
+    std::vector<StoreWrite> writes;
+    for (const v1::JobEvent& event : record.events) {
+      writes.push_back({kJobEventKind, EventKey(id, event.sequence()), std::nullopt});
+    }
+    for (const std::string& key : keys) writes.push_back({kJobKeyKind, key, std::nullopt});
+    writes.push_back({kJobTokenKind, id, std::nullopt});
+    if (absl::Status s = store_->WriteBatch(writes); !s.ok()) {
+      LOG(WARNING) << "cannot prune job " << id << " (retried later): " << s;
+      continue;
+    }
+    record.events.clear();
+    record.token.clear();
+    for (const std::string& key : keys) idempotency_keys_.erase(key);
+    ++pruned;
+  }
+  if (pruned > 0) LOG(INFO) << "pruned " << pruned << " jobs ended over " << retention << " ago";
+  return pruned;
+}
+
 int JobManager::CountInState(v1::JobState state) const {
   absl::MutexLock lock(&mu_);
   int count = 0;

@@ -80,6 +80,13 @@ class JobManager : public NodeReportSink {
 
   int CountInState(v1::JobState state) const;
 
+  // Retention: the events, idempotency keys and data-plane secret of jobs
+  // that ended more than `retention` ago are deleted, each job's in one
+  // store transaction, and only then forgotten in memory (the job record
+  // itself stays, for `corescape jobs`). Resubmitting a pruned key makes a
+  // new job. Returns how many jobs were pruned.
+  int PruneFinished(absl::Duration retention);
+
  private:
   struct UnrecordedReport {
     uint64_t generation = 0;

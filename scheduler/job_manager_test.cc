@@ -310,9 +310,9 @@ TEST_F(JobManagerTest, StepReportsFromNonMembersChangeNothing) {
   v1::Job unchanged = *jobs_->Get(job->job_id());
   EXPECT_EQ(unchanged.state(), v1::RUNNING);
   EXPECT_EQ(unchanged.progress().step(), 0);
-  for (const auto& event : *jobs_->EventsAfter(job->job_id(), 0)) {
-    EXPECT_FALSE(event.has_progress());
-  }
+  auto events = jobs_->EventsAfter(job->job_id(), 0);
+  ASSERT_TRUE(events.ok());
+  for (const auto& event : *events) EXPECT_FALSE(event.has_progress());
   Report("w0", w0, running, 0, 10);
   EXPECT_EQ(StateOf(job->job_id()), v1::SUCCEEDED);
 }
@@ -447,6 +447,46 @@ TEST_F(JobManagerTest, TenThousandJobsListPageByPageEachExactlyOnce) {
   auto bad = jobs.ListPage({}, 10, EncodePageToken("jobs", "no-slash"));
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("page_token"), std::string::npos);
+}
+
+// Retention with an injected clock: an ended job keeps its events and key
+// for `retention`, then loses both durably (a restart does not bring them
+// back); running jobs and recent ends are untouched.
+TEST_F(JobManagerTest, RetentionPrunesEndedJobsEventsAndKeysDurably) {
+  const absl::Duration retention = absl::Hours(1);
+  const uint64_t w0 = AddWorker("w0");
+  v1::SubmitJobRequest keyed = Spec(1);
+  keyed.set_idempotency_key("nightly");
+  auto ended = jobs_->Submit(keyed);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  jobs_->Reconcile();
+  v1::Job running = *jobs_->Get(ended->job_id());
+  ASSERT_EQ(running.state(), v1::RUNNING);
+  Report("w0", w0, running, 0, 10);
+  ASSERT_EQ(StateOf(ended->job_id()), v1::SUCCEEDED);
+  auto pending = jobs_->Submit(Spec(2));  // never placed: stays PENDING
+  ASSERT_TRUE(pending.ok());
+  const size_t ended_events = jobs_->EventsAfter(ended->job_id(), 0)->size();
+  ASSERT_GE(ended_events, 3u);
+
+  clock_.Advance(retention - absl::Seconds(1));
+  EXPECT_EQ(jobs_->PruneFinished(retention), 0);
+  EXPECT_EQ(jobs_->EventsAfter(ended->job_id(), 0)->size(), ended_events);
+  EXPECT_EQ(jobs_->Submit(keyed)->job_id(), ended->job_id());
+
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(jobs_->PruneFinished(retention), 1);
+  EXPECT_EQ(jobs_->PruneFinished(retention), 0);  // nothing left to prune
+  EXPECT_TRUE(jobs_->EventsAfter(ended->job_id(), 0)->empty());
+  EXPECT_EQ(jobs_->Get(ended->job_id())->state(), v1::SUCCEEDED);  // the record stays
+  EXPECT_FALSE(jobs_->EventsAfter(pending->job_id(), 0)->empty());
+  Restart();
+  EXPECT_TRUE(jobs_->EventsAfter(ended->job_id(), 0)->empty());
+  EXPECT_FALSE(jobs_->EventsAfter(pending->job_id(), 0)->empty());
+  auto resubmitted = jobs_->Submit(keyed);
+  ASSERT_TRUE(resubmitted.ok());
+  EXPECT_NE(resubmitted->job_id(), ended->job_id());
+  EXPECT_NE(resubmitted->job_id(), pending->job_id());
 }
 
 TEST_F(JobManagerTest, InvalidSpecsNameTheField) {
@@ -988,6 +1028,20 @@ TEST_F(JobManagerFailingStoreTest, StoreFailingNWritesLeavesNoJobStuck) {
   Restart();
   EXPECT_EQ(StateOf(id), v1::SUCCEEDED);
   EXPECT_EQ(jobs_->Get(id)->recoveries(), 1);
+}
+
+TEST_F(JobManagerFailingStoreTest, RefusedPruneChangesNothingAndIsRetried) {
+  auto job = jobs_->Submit(Spec(1));
+  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "").ok());
+  clock_.Advance(absl::Hours(2));
+  failing_->FailWrites(1, "jobevent");
+  EXPECT_EQ(jobs_->PruneFinished(absl::Hours(1)), 0);
+  EXPECT_FALSE(jobs_->EventsAfter(job->job_id(), 0)->empty());
+  EXPECT_EQ(OnDisk("jobtoken"), 1u);
+  EXPECT_EQ(jobs_->PruneFinished(absl::Hours(1)), 1);
+  EXPECT_TRUE(jobs_->EventsAfter(job->job_id(), 0)->empty());
+  EXPECT_EQ(OnDisk("jobtoken"), 0u);
+  EXPECT_EQ(OnDisk("jobevent"), 0u);
 }
 
 TEST_F(JobManagerFailingStoreTest, RefusedFailureReportIsRetried) {

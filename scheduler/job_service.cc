@@ -65,6 +65,8 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
                                       const v1::WatchJobRequest* request,
                                       grpc::ServerWriter<v1::JobEvent>* writer) {
   if (absl::Status s = ValidateJobId(request->job_id()); !s.ok()) return ToGrpcStatus(s);
+  auto slot = StreamSlots::AcquireFrom(watch_slots_);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   uint64_t after = request->after_sequence();
   while (!context->IsCancelled()) {
     if (shutting_down_) {

@@ -61,6 +61,11 @@ class NodeRegistry {
   // store refused holds in memory and is written by a later call.
   std::vector<std::string> ExpireLeases();
 
+  // Retention: forgets DEAD and DEREGISTERED nodes not heard from for
+  // `retention`, deleted from the store first. The node numbering is kept
+  // with them, so a name seen later gets a fresh node_id. Returns how many.
+  int PruneDeparted(absl::Duration retention);
+
   // Queues a command for the node's current incarnation.
   absl::Status Push(const std::string& name, uint64_t incarnation,
                     const v1::SchedulerCommand& command);

@@ -73,6 +73,8 @@ grpc::Status OperatorServiceImpl::GetClusterStatus(
 grpc::Status OperatorServiceImpl::WatchEvents(
     grpc::ServerContext* context, const v1::WatchEventsRequest* request,
     grpc::ServerWriter<v1::ClusterEvent>* writer) {
+  auto slot = StreamSlots::AcquireFrom(watch_slots_);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   uint64_t after = request->after_sequence();
   while (!context->IsCancelled()) {
     for (const v1::ClusterEvent& event : events_->After(after)) {
