@@ -53,7 +53,11 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
   }
   auto page_size = ResolvePageSize(request->page_size());
   if (!page_size.ok()) return ToGrpcStatus(page_size.status());
-  if (request->limit() > 0) *page_size = std::min(*page_size, request->limit());
+  // limit alone (older callers) is the page size, bounded like one.
+  if (request->limit() > 0) {
+    *page_size = std::min(request->page_size() == 0 ? kMaxPageSize : *page_size,
+                          request->limit());
+  }
   auto page = jobs_->ListPage(states, *page_size, request->page_token());
   if (!page.ok()) return ToGrpcStatus(page.status());
   for (v1::Job& job : page->items) *response->add_jobs() = std::move(job);
