@@ -1011,7 +1011,9 @@ TEST_F(JobManagerFailingStoreTest, StoreFailingNWritesLeavesNoJobStuck) {
   v1::NodeInfo w1_on_disk;
   auto nodes = store_->LoadAll("node");
   for (const auto& [name, value] : *nodes) {
-    if (name == "w1") ASSERT_TRUE(w1_on_disk.ParseFromString(value));
+    if (name == "w1") {
+      ASSERT_TRUE(w1_on_disk.ParseFromString(value));
+    }
   }
   EXPECT_EQ(w1_on_disk.state(), v1::DEAD);
 
