@@ -73,6 +73,34 @@ absl::StatusOr<v1::ListNodesResponse> SchedulerClient::ListNodes(
       });
 }
 
+namespace {
+
+// Calls `list` page after page, following next_page_token, and gathers each
+// page's `items`. A token repeated by the server would loop forever: an error.
+template <typename Item, typename Request, typename List, typename Items>
+absl::StatusOr<std::vector<Item>> AllPages(Request request, List&& list, Items&& items) {
+  std::vector<Item> all;
+  while (true) {
+    auto page = list(request);
+    if (!page.ok()) return page.status();
+    for (const Item& item : items(*page)) all.push_back(item);
+    if (page->next_page_token().empty()) return all;
+    if (page->next_page_token() == request.page_token()) {
+      return absl::InternalError("the scheduler returned the same page token twice");
+    }
+    request.set_page_token(page->next_page_token());
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<v1::NodeInfo>> SchedulerClient::ListAllNodes(
+    v1::ListNodesRequest request) {
+  return AllPages<v1::NodeInfo>(
+      std::move(request), [&](const v1::ListNodesRequest& r) { return ListNodes(r); },
+      [](const v1::ListNodesResponse& r) -> const auto& { return r.nodes(); });
+}
+
 absl::StatusOr<v1::DrainNodeResponse> SchedulerClient::DrainNode(
     const v1::DrainNodeRequest& request) {
   return Unary<v1::DrainNodeResponse>(
@@ -129,6 +157,12 @@ absl::StatusOr<v1::ListJobsResponse> SchedulerClient::ListJobs(
       [&](grpc::ClientContext* context, v1::ListJobsResponse* response) {
         return job_stub_->ListJobs(context, request, response);
       });
+}
+
+absl::StatusOr<std::vector<v1::Job>> SchedulerClient::ListAllJobs(v1::ListJobsRequest request) {
+  return AllPages<v1::Job>(
+      std::move(request), [&](const v1::ListJobsRequest& r) { return ListJobs(r); },
+      [](const v1::ListJobsResponse& r) -> const auto& { return r.jobs(); });
 }
 
 absl::StatusOr<v1::CancelJobResponse> SchedulerClient::CancelJob(

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -50,6 +51,9 @@ class SchedulerClient {
   // OperatorService.
   absl::StatusOr<corescape::v1::ListNodesResponse> ListNodes(
       const corescape::v1::ListNodesRequest& request = {});
+  // Every page of ListNodes from request.page_token on (by name).
+  absl::StatusOr<std::vector<corescape::v1::NodeInfo>> ListAllNodes(
+      corescape::v1::ListNodesRequest request = {});
   absl::StatusOr<corescape::v1::DrainNodeResponse> DrainNode(
       const corescape::v1::DrainNodeRequest& request);
   absl::StatusOr<corescape::v1::GetClusterStatusResponse> GetClusterStatus(
@@ -68,6 +72,9 @@ class SchedulerClient {
       const corescape::v1::GetJobRequest& request);
   absl::StatusOr<corescape::v1::ListJobsResponse> ListJobs(
       const corescape::v1::ListJobsRequest& request = {});
+  // Every page of ListJobs from request.page_token on (newest first).
+  absl::StatusOr<std::vector<corescape::v1::Job>> ListAllJobs(
+      corescape::v1::ListJobsRequest request = {});
   absl::StatusOr<corescape::v1::CancelJobResponse> CancelJob(
       const corescape::v1::CancelJobRequest& request);
   std::unique_ptr<grpc::ClientReaderInterface<corescape::v1::JobEvent>>

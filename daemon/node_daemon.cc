@@ -20,6 +20,7 @@
 #include "runtime/base/daemon_init.h"
 #include "runtime/base/host_port.h"
 #include "runtime/base/node_name.h"
+#include "runtime/base/server_keepalive.h"
 #include "runtime/base/service_notify.h"
 #include "runtime/base/shutdown_signal.h"
 #include "daemon/node_agent.h"
@@ -136,6 +137,7 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  ApplyServerKeepalive(builder);
   int port = 0;
   builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
   if (hooks.register_services) hooks.register_services(builder);

@@ -99,10 +99,14 @@ absl::Status JobManager::Persist(const v1::Job& job) {
   return absl::OkStatus();
 }
 
-void JobManager::AppendEvent(JobRecord& record, v1::JobEvent event) {
+void JobManager::StampEvent(const JobRecord& record, v1::JobEvent& event) const {
   event.set_sequence(record.events.empty() ? 1 : record.events.back().sequence() + 1);
   event.set_unix_ms(absl::ToUnixMillis(clock_->Now()));
   event.set_job_id(record.job.job_id());
+}
+
+void JobManager::AppendEvent(JobRecord& record, v1::JobEvent event) {
+  StampEvent(record, event);
   if (absl::Status s = store_->Put(kJobEventKind, EventKey(event.job_id(), event.sequence()),
                                    event.SerializeAsString());
       !s.ok()) {
@@ -166,23 +170,27 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request) 
   absl::StatusOr<std::string> secret = NewJobSecret();
   if (!secret.ok()) return secret.status();
   record.token = *std::move(secret);
-  // Token and key first: a job record without its token would be unusable.
-  if (absl::Status s = store_->Put(kJobTokenKind, job.job_id(), record.token); !s.ok()) {
+  v1::JobEvent submitted;
+  submitted.set_state(v1::PENDING);
+  submitted.set_message("submitted");
+  StampEvent(record, submitted);
+  // One transaction: a job without its token or its key would be unusable
+  // or submitted twice by a retry.
+  std::vector<StoreWrite> writes = {
+      {kJobTokenKind, job.job_id(), record.token},
+      {kJobKind, job.job_id(), job.SerializeAsString()},
+      {kJobEventKind, EventKey(job.job_id(), submitted.sequence()),
+       submitted.SerializeAsString()}};
+  if (!request.idempotency_key().empty()) {
+    writes.push_back({kJobKeyKind, request.idempotency_key(), job.job_id()});
+  }
+  if (absl::Status s = store_->WriteBatch(writes); !s.ok()) {
+    LOG(WARNING) << "cannot persist job " << job.job_id() << ": " << s;
     return absl::UnavailableError(absl::StrCat("cannot record job durably: ", s.message()));
   }
-  if (!request.idempotency_key().empty()) {
-    if (absl::Status s = store_->Put(kJobKeyKind, request.idempotency_key(), job.job_id());
-        !s.ok()) {
-      return absl::UnavailableError(absl::StrCat("cannot record job durably: ", s.message()));
-    }
-  }
-  if (absl::Status s = Persist(record.job); !s.ok()) return s;
   ++next_job_number_;
   if (!request.idempotency_key().empty()) idempotency_keys_[request.idempotency_key()] = job.job_id();
-  v1::JobEvent event;
-  event.set_state(v1::PENDING);
-  event.set_message("submitted");
-  AppendEvent(record, std::move(event));
+  record.events.push_back(std::move(submitted));
   events_->Append(v1::ClusterEvent::JOB_STATE_CHANGED, "", job.job_id(),
                   absl::StrFormat("PENDING: '%s', %d workers, %d steps", spec.name(),
                                   spec.placement().workers(), spec.steps()));
@@ -203,23 +211,103 @@ absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) const {
   return it->second.job;
 }
 
-std::vector<v1::Job> JobManager::List(const std::vector<v1::JobState>& states, int limit) const {
-  absl::MutexLock lock(&mu_);
-  std::vector<v1::Job> result;
+namespace {
+
+constexpr char kJobListing[] = "jobs";
+
+// List's order: newest first, the job id breaking ties.
+bool ListedBefore(int64_t a_ms, const std::string& a_id, int64_t b_ms, const std::string& b_id) {
+  return a_ms != b_ms ? a_ms > b_ms : a_id > b_id;
+}
+
+bool ListedBefore(const v1::Job& a, const v1::Job& b) {
+  return ListedBefore(a.submitted_unix_ms(), a.job_id(), b.submitted_unix_ms(), b.job_id());
+}
+
+}  // namespace
+
+std::vector<const v1::Job*> JobManager::Listed(const std::vector<v1::JobState>& states) const {
+  std::vector<const v1::Job*> listed;
   for (const auto& [id, record] : jobs_) {
     if (!states.empty() &&
         std::find(states.begin(), states.end(), record.job.state()) == states.end()) {
       continue;
     }
-    result.push_back(record.job);
+    listed.push_back(&record.job);
   }
-  std::sort(result.begin(), result.end(), [](const v1::Job& a, const v1::Job& b) {
-    return a.submitted_unix_ms() != b.submitted_unix_ms()
-               ? a.submitted_unix_ms() > b.submitted_unix_ms()
-               : a.job_id() > b.job_id();
-  });
-  if (limit > 0 && static_cast<int>(result.size()) > limit) result.resize(limit);
+  std::sort(listed.begin(), listed.end(),
+            [](const v1::Job* a, const v1::Job* b) { return ListedBefore(*a, *b); });
+  return listed;
+}
+
+std::vector<v1::Job> JobManager::List(const std::vector<v1::JobState>& states, int limit) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Job> result;
+  for (const v1::Job* job : Listed(states)) {
+    if (limit > 0 && static_cast<int>(result.size()) >= limit) break;
+    result.push_back(*job);
+  }
   return result;
+}
+
+absl::StatusOr<Page<v1::Job>> JobManager::ListPage(const std::vector<v1::JobState>& states,
+                                                   int page_size,
+                                                   const std::string& page_token) const {
+  auto position = DecodePageToken(kJobListing, page_token);
+  if (!position.ok()) return position.status();
+  // The position is "<submitted_unix_ms>/<job_id>" of the previous page's last job.
+  int64_t cursor_ms = 0;
+  std::string cursor_id;
+  if (!position->empty()) {
+    const size_t slash = position->find('/');
+    if (slash == std::string::npos ||
+        !absl::SimpleAtoi(position->substr(0, slash), &cursor_ms)) {
+      return absl::InvalidArgumentError("page_token: malformed; start again without one");
+    }
+    cursor_id = position->substr(slash + 1);
+  }
+  absl::MutexLock lock(&mu_);
+  Page<const v1::Job*> listed = TakePage<const v1::Job*>(
+      Listed(states), page_size, kJobListing,
+      [&](const v1::Job* job) {
+        return position->empty() ||
+               ListedBefore(cursor_ms, cursor_id, job->submitted_unix_ms(), job->job_id());
+      },
+      [](const v1::Job* job) { return absl::StrCat(job->submitted_unix_ms(), "/", job->job_id()); },
+      [](const v1::Job* job) { return job->ByteSizeLong(); });
+  Page<v1::Job> page;
+  for (const v1::Job* job : listed.items) page.items.push_back(*job);
+  page.next_page_token = std::move(listed.next_page_token);
+  return page;
+}
+
+int JobManager::PruneFinished(absl::Duration retention) {
+  absl::MutexLock lock(&mu_);
+  const int64_t cutoff_ms = absl::ToUnixMillis(clock_->Now() - retention);
+  std::map<std::string, std::vector<std::string>> keys_by_job;
+  for (const auto& [key, id] : idempotency_keys_) keys_by_job[id].push_back(key);
+  int pruned = 0;
+  for (auto& [id, record] : jobs_) {
+    if (!IsFinal(record.job.state()) || record.job.finished_unix_ms() >= cutoff_ms) continue;
+    const std::vector<std::string>& keys = keys_by_job[id];
+    if (record.events.empty() && keys.empty() && record.token.empty()) continue;
+    std::vector<StoreWrite> writes;
+    for (const v1::JobEvent& event : record.events) {
+      writes.push_back({kJobEventKind, EventKey(id, event.sequence()), std::nullopt});
+    }
+    for (const std::string& key : keys) writes.push_back({kJobKeyKind, key, std::nullopt});
+    writes.push_back({kJobTokenKind, id, std::nullopt});
+    if (absl::Status s = store_->WriteBatch(writes); !s.ok()) {
+      LOG(WARNING) << "cannot prune job " << id << " (retried later): " << s;
+      continue;
+    }
+    record.events.clear();
+    record.token.clear();
+    for (const std::string& key : keys) idempotency_keys_.erase(key);
+    ++pruned;
+  }
+  if (pruned > 0) LOG(INFO) << "pruned " << pruned << " jobs ended over " << retention << " ago";
+  return pruned;
 }
 
 int JobManager::CountInState(v1::JobState state) const {
@@ -286,14 +374,16 @@ void JobManager::WaitForEvents(const std::string& job_id, uint64_t after,
   mu_.AwaitWithTimeout(absl::Condition(&newer), timeout);
 }
 
-void JobManager::StartRecovery(JobRecord& record, const std::string& cause,
+bool JobManager::StartRecovery(JobRecord& record, const std::string& cause,
                                const Recovery& recovery) {
-  StopNodes(record, cause);
   v1::Job updated = record.job;
   if (recovery.state == v1::RECOVERING) updated.set_recoveries(updated.recoveries() + 1);
-  if (Transition(record, std::move(updated), recovery.state, recovery.reason)) {
-    record.recovering_since = clock_->Now();
-  }
+  // Durable first: a StopJob for a job still RUNNING on disk would leave a
+  // restarted scheduler waiting on workers that have stopped.
+  if (!Transition(record, std::move(updated), recovery.state, recovery.reason)) return false;
+  record.recovering_since = clock_->Now();
+  StopNodes(record, cause);
+  return true;
 }
 
 void JobManager::Assign(JobRecord& record, const AssignJob& placement) {
@@ -335,6 +425,7 @@ void JobManager::Assign(JobRecord& record, const AssignJob& placement) {
                           : "");
   if (!Transition(record, std::move(job), v1::RUNNING, reason)) return;
   record.reported_failed_nodes.clear();
+  record.unrecorded_report.reset();
   // Workers: rank r of W (the data-parallel group). Attention servers: rank
   // W + s of W + S (the job's attention communicator: workers first).
   std::vector<v1::JobAssignment> assignments = AttentionMembershipAssignments(
@@ -389,8 +480,29 @@ PlacementSnapshot JobManager::Snapshot() const {
   return snapshot;
 }
 
+void JobManager::RetryUnrecordedReports() {
+  for (auto& [id, record] : jobs_) {
+    if (!record.unrecorded_report.has_value()) continue;
+    if (record.job.state() != v1::RUNNING ||
+        record.unrecorded_report->generation != record.job.generation()) {
+      record.unrecorded_report.reset();  // overtaken by a recorded transition
+      continue;
+    }
+    const UnrecordedReport report = *record.unrecorded_report;
+    if (report.succeeded ? FinishSucceeded(record, report.reason)
+                         : StartRecovery(record, report.reason,
+                                         RecoveryOf(record.job, report.reason,
+                                                    options_.max_recoveries))) {
+      record.unrecorded_report.reset();
+    }
+  }
+}
+
 void JobManager::Reconcile() {
   absl::MutexLock lock(&mu_);
+  // Before placement: a job that finished while the store refused writes
+  // must not be recovered for workers that simply ended.
+  RetryUnrecordedReports();
   const PlacementOptions options{options_.elastic_grace, options_.max_recoveries};
   for (const PlacementDecision& decision : PlaceJobs(Snapshot(), options)) {
     if (const auto* recover = std::get_if<RecoverJob>(&decision)) Apply(*recover);
@@ -505,12 +617,21 @@ void JobManager::OnStepReport(const std::string& node, uint64_t incarnation,
   // checkpoint) and now and then for `corescape job`; events carry the rest.
   if (new_checkpoint || report.step() % 20 == 0) Persist(job).IgnoreError();
   if (report.step() >= job.spec().steps()) {
-    Transition(*record, v1::SUCCEEDED,
-               absl::StrFormat("finished %d steps, loss %.4f", report.step(), report.loss()));
-    // Workers end on their own; the servers are told (they also end when
-    // every worker says goodbye on the data plane).
-    StopAttentionServers(*record, "job succeeded");
+    const std::string reason =
+        absl::StrFormat("finished %d steps, loss %.4f", report.step(), report.loss());
+    if (!FinishSucceeded(*record, reason)) {
+      // The workers are done and will not report again: Reconcile retries.
+      record->unrecorded_report = UnrecordedReport{job.generation(), true, reason};
+    }
   }
+}
+
+bool JobManager::FinishSucceeded(JobRecord& record, const std::string& reason) {
+  if (!Transition(record, v1::SUCCEEDED, reason)) return false;
+  // Workers end on their own; the servers are told (they also end when
+  // every worker says goodbye on the data plane).
+  StopAttentionServers(record, "job succeeded");
+  return true;
 }
 
 void JobManager::OnJobFailure(const std::string& node, uint64_t incarnation,
@@ -537,7 +658,10 @@ void JobManager::OnJobFailure(const std::string& node, uint64_t incarnation,
   record->reported_failure_at = clock_->Now();
   const std::string cause = absl::StrCat("rank ", report.rank(), " (", node, ") failed: ",
                                          report.error().substr(0, 512));
-  StartRecovery(*record, cause, RecoveryOf(job, cause, options_.max_recoveries));
+  if (!StartRecovery(*record, cause, RecoveryOf(job, cause, options_.max_recoveries))) {
+    // The reporter has given up on this generation: Reconcile retries.
+    record->unrecorded_report = UnrecordedReport{job.generation(), false, cause};
+  }
 }
 
 }  // namespace corescape::scheduler

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "runtime/base/clock.h"
 #include "scheduler/attention_failover.h"
 #include "scheduler/event_log.h"
+#include "scheduler/list_pages.h"
 #include "scheduler/node_registry.h"
 #include "scheduler/placement.h"
 #include "scheduler/state_store.h"
@@ -57,6 +59,10 @@ class JobManager : public NodeReportSink {
   absl::StatusOr<v1::Job> Submit(const v1::SubmitJobRequest& request);
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
   std::vector<v1::Job> List(const std::vector<v1::JobState>& states, int limit) const;
+  // One page of List's order (newest first) of at most `page_size` jobs
+  // (ResolvePageSize); INVALID_ARGUMENT naming page_token for a bad token.
+  absl::StatusOr<Page<v1::Job>> ListPage(const std::vector<v1::JobState>& states,
+                                         int page_size, const std::string& page_token) const;
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id, const std::string& reason);
 
   // Events of a job with sequence > after (state changes and progress).
@@ -74,7 +80,19 @@ class JobManager : public NodeReportSink {
 
   int CountInState(v1::JobState state) const;
 
+  // Retention: the events, idempotency keys and data-plane secret of jobs
+  // that ended more than `retention` ago are deleted, each job's in one
+  // store transaction, and only then forgotten in memory (the job record
+  // itself stays, for `corescape jobs`). Resubmitting a pruned key makes a
+  // new job. Returns how many jobs were pruned.
+  int PruneFinished(absl::Duration retention);
+
  private:
+  struct UnrecordedReport {
+    uint64_t generation = 0;
+    bool succeeded = false;  // else: a failure, with recovery
+    std::string reason;
+  };
   struct JobRecord {
     v1::Job job;
     std::string token;
@@ -86,8 +104,14 @@ class JobManager : public NodeReportSink {
     // recovery does not place the job on it. Cleared by the next Assign.
     std::vector<std::string> reported_failed_nodes;
     absl::Time reported_failure_at = absl::InfinitePast();
+    // A member's success or failure report the store refused to record:
+    // its sender will not repeat it, so Reconcile retries the transition.
+    std::optional<UnrecordedReport> unrecorded_report;
   };
 
+  // The jobs in `states` (all if empty) in List's order.
+  std::vector<const v1::Job*> Listed(const std::vector<v1::JobState>& states) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What PlaceJobs decides over: the registry and the jobs not yet final.
   PlacementSnapshot Snapshot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Each records the decision, then acts on it; a decision whose job is no
@@ -98,6 +122,9 @@ class JobManager : public NodeReportSink {
   void Apply(const WaitingReason& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Status Persist(const v1::Job& job);
+  // Gives `event` the record's next sequence, the time and the job.
+  void StampEvent(const JobRecord& record, v1::JobEvent& event) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendEvent(JobRecord& record, v1::JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `updated` to the store, then makes it the record's job; false,
   // with the record unchanged, if the store refused.
@@ -109,9 +136,14 @@ class JobManager : public NodeReportSink {
                   const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Transition(JobRecord& record, v1::JobState state, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // StopJob (with `cause`) to every node of the job, then recovery.state.
-  void StartRecovery(JobRecord& record, const std::string& cause, const Recovery& recovery)
+  // Moves the job to recovery.state durably, then StopJob (with `cause`) to
+  // every node of the job; false, with nothing sent, if the store refused.
+  bool StartRecovery(JobRecord& record, const std::string& cause, const Recovery& recovery)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SUCCEEDED durably, then the attention servers are stopped.
+  bool FinishSucceeded(JobRecord& record, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RetryUnrecordedReports() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Job::assigned_nodes lists the workers by rank, then (DISAGGREGATED
   // jobs) the attention servers.
   void Assign(JobRecord& record, const AssignJob& placement) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

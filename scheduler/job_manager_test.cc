@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -10,6 +11,9 @@
 #include "runtime/base/atomic_file.h"
 #include "runtime/base/clock.h"
 #include "scheduler/event_log.h"
+#include "scheduler/fault_injecting_state_store.h"
+#include "scheduler/in_memory_state_store.h"
+#include "scheduler/list_pages.h"
 #include "scheduler/node_registry.h"
 #include "scheduler/state_store.h"
 #include "scheduler/state_test_util.h"
@@ -281,6 +285,35 @@ TEST_F(JobManagerTest, ReportsFromOutsideTheGenerationChangeNothing) {
   EXPECT_EQ(StateOf(job->job_id()), v1::RECOVERING);
 }
 
+// Only rank 0 of the current generation moves progress or ends the job:
+// a last-step report from anyone else (another node, a member's old
+// incarnation, a member at another rank, a stale generation) changes nothing.
+TEST_F(JobManagerTest, StepReportsFromNonMembersChangeNothing) {
+  const uint64_t w0 = AddWorker("w0");
+  const uint64_t w1 = AddWorker("w1");
+  const uint64_t w2 = AddWorker("w2");
+  auto job = jobs_->Submit(Spec(2));
+  jobs_->Reconcile();
+  v1::Job running = *jobs_->Get(job->job_id());
+  ASSERT_EQ(running.state(), v1::RUNNING);
+  ASSERT_EQ(running.assigned_nodes(0), "w0");
+  Report("w2", w2, running, 0, 10);      // not a member, claiming rank 0
+  Report("w0", w0 + 1, running, 0, 10);  // rank 0's name, another incarnation
+  Report("w1", w1, running, 1, 10);      // a member, but not rank 0
+  Report("w1", w1, running, 0, 10);      // a member claiming another's rank
+  v1::Job stale = running;
+  stale.set_generation(running.generation() + 1);
+  Report("w0", w0, stale, 0, 10);        // a generation that does not exist
+  v1::Job unchanged = *jobs_->Get(job->job_id());
+  EXPECT_EQ(unchanged.state(), v1::RUNNING);
+  EXPECT_EQ(unchanged.progress().step(), 0);
+  auto events = jobs_->EventsAfter(job->job_id(), 0);
+  ASSERT_TRUE(events.ok());
+  for (const auto& event : *events) EXPECT_FALSE(event.has_progress());
+  Report("w0", w0, running, 0, 10);
+  EXPECT_EQ(StateOf(job->job_id()), v1::SUCCEEDED);
+}
+
 TEST_F(JobManagerTest, ByteCountersSaturate) {
   const uint64_t w0 = AddWorker("w0");
   AddWorker("w1");
@@ -365,6 +398,89 @@ TEST_F(JobManagerTest, JobsSurviveRestartAndIdempotentSubmit) {
   EXPECT_GE(jobs_->EventsAfter(first->job_id(), 0)->size(), 4u);
   auto second = jobs_->Submit(Spec(1));
   EXPECT_NE(second->job_id(), first->job_id());
+}
+
+// 10,000 jobs page by page, with jobs submitted between pages: each job that
+// was there at the start comes exactly once, newest first, and no response
+// nears gRPC's 4 MiB message limit.
+TEST_F(JobManagerTest, TenThousandJobsListPageByPageEachExactlyOnce) {
+  InMemoryStateStore memory;  // 10,000 fsyncs would take minutes
+  EventLog events(&clock_, nullptr);
+  JobManager jobs(&clock_, &memory, &events, registry_.get());
+  std::set<std::string> submitted;
+  for (int i = 0; i < 10000; ++i) {
+    if (i % 7 == 0) clock_.Advance(absl::Milliseconds(1));  // ties in submission time too
+    auto job = jobs.Submit(Spec(1));
+    ASSERT_TRUE(job.ok()) << job.status();
+    submitted.insert(job->job_id());
+  }
+  std::vector<v1::Job> listed;
+  std::string token;
+  int pages = 0;
+  do {
+    auto page = jobs.ListPage({}, kMaxPageSize, token);
+    ASSERT_TRUE(page.ok()) << page.status();
+    v1::ListJobsResponse response;
+    for (const v1::Job& job : page->items) *response.add_jobs() = job;
+    response.set_next_page_token(page->next_page_token);
+    EXPECT_LT(response.ByteSizeLong(), size_t{4} << 20);
+    EXPECT_LE(page->items.size(), static_cast<size_t>(kMaxPageSize));
+    listed.insert(listed.end(), page->items.begin(), page->items.end());
+    token = page->next_page_token;
+    clock_.Advance(absl::Milliseconds(1));
+    ASSERT_TRUE(jobs.Submit(Spec(1)).ok());  // newer: it belongs before every page left
+    ASSERT_LT(++pages, 100);
+  } while (!token.empty());
+  EXPECT_GE(pages, 10);
+  std::set<std::string> unique;
+  for (const v1::Job& job : listed) EXPECT_TRUE(unique.insert(job.job_id()).second) << job.job_id();
+  EXPECT_EQ(unique, submitted);
+  for (size_t i = 1; i < listed.size(); ++i) {
+    ASSERT_GE(listed[i - 1].submitted_unix_ms(), listed[i].submitted_unix_ms());
+  }
+  auto bad = jobs.ListPage({}, 10, EncodePageToken("jobs", "no-slash"));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("page_token"), std::string::npos);
+}
+
+// Retention with an injected clock: an ended job keeps its events and key
+// for `retention`, then loses both durably (a restart does not bring them
+// back); running jobs and recent ends are untouched.
+TEST_F(JobManagerTest, RetentionPrunesEndedJobsEventsAndKeysDurably) {
+  const absl::Duration retention = absl::Hours(1);
+  const uint64_t w0 = AddWorker("w0");
+  v1::SubmitJobRequest keyed = Spec(1);
+  keyed.set_idempotency_key("nightly");
+  auto ended = jobs_->Submit(keyed);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  jobs_->Reconcile();
+  v1::Job running = *jobs_->Get(ended->job_id());
+  ASSERT_EQ(running.state(), v1::RUNNING);
+  Report("w0", w0, running, 0, 10);
+  ASSERT_EQ(StateOf(ended->job_id()), v1::SUCCEEDED);
+  auto pending = jobs_->Submit(Spec(2));  // never placed: stays PENDING
+  ASSERT_TRUE(pending.ok());
+  const size_t ended_events = jobs_->EventsAfter(ended->job_id(), 0)->size();
+  ASSERT_GE(ended_events, 3u);
+
+  clock_.Advance(retention - absl::Seconds(1));
+  EXPECT_EQ(jobs_->PruneFinished(retention), 0);
+  EXPECT_EQ(jobs_->EventsAfter(ended->job_id(), 0)->size(), ended_events);
+  EXPECT_EQ(jobs_->Submit(keyed)->job_id(), ended->job_id());
+
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(jobs_->PruneFinished(retention), 1);
+  EXPECT_EQ(jobs_->PruneFinished(retention), 0);  // nothing left to prune
+  EXPECT_TRUE(jobs_->EventsAfter(ended->job_id(), 0)->empty());
+  EXPECT_EQ(jobs_->Get(ended->job_id())->state(), v1::SUCCEEDED);  // the record stays
+  EXPECT_FALSE(jobs_->EventsAfter(pending->job_id(), 0)->empty());
+  Restart();
+  EXPECT_TRUE(jobs_->EventsAfter(ended->job_id(), 0)->empty());
+  EXPECT_FALSE(jobs_->EventsAfter(pending->job_id(), 0)->empty());
+  auto resubmitted = jobs_->Submit(keyed);
+  ASSERT_TRUE(resubmitted.ok());
+  EXPECT_NE(resubmitted->job_id(), ended->job_id());
+  EXPECT_NE(resubmitted->job_id(), pending->job_id());
 }
 
 TEST_F(JobManagerTest, InvalidSpecsNameTheField) {
@@ -692,40 +808,17 @@ TEST_F(JobManagerTest, LostAttentionServersAreReplacedThenLastLossRecovers) {
   EXPECT_TRUE(stop[0].has_stop_job());
 }
 
-// The store in front of the job manager, refusing job records on demand.
-class RefusingJobWrites : public StateStore {
- public:
-  explicit RefusingJobWrites(StateStore* inner) : inner_(inner) {}
-  bool refuse = false;
-  absl::Status Put(absl::string_view kind, absl::string_view key,
-                   absl::string_view value) override {
-    if (refuse && kind == "job") return absl::UnavailableError("disk full");
-    return inner_->Put(kind, key, value);
-  }
-  absl::Status Delete(absl::string_view kind, absl::string_view key) override {
-    return inner_->Delete(kind, key);
-  }
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> LoadAll(
-      absl::string_view kind) override {
-    return inner_->LoadAll(kind);
-  }
-  absl::Status TrimToNewest(absl::string_view kind, int keep) override {
-    return inner_->TrimToNewest(kind, keep);
-  }
-
- private:
-  StateStore* inner_;
-};
-
 class JobManagerRefusedWritesTest : public JobManagerTest {
  protected:
   void SetUp() override {
     JobManagerTest::SetUp();
-    refusing_ = std::make_unique<RefusingJobWrites>(store_.get());
+    refusing_ = std::make_unique<FaultInjectingStateStore>(store_.get());
     jobs_ = std::make_unique<JobManager>(&clock_, refusing_.get(), events_.get(),
                                          registry_.get());
   }
-  std::unique_ptr<RefusingJobWrites> refusing_;
+  // Job records refused while `refuse`; every other kind written.
+  void Refuse(bool refuse) { refusing_->FailWrites(refuse ? -1 : 0, "job"); }
+  std::unique_ptr<FaultInjectingStateStore> refusing_;
 };
 
 // Reconcile acts only on what it recorded: a decision the store refused
@@ -736,13 +829,13 @@ TEST_F(JobManagerRefusedWritesTest, DecisionsAreRecordedBeforeTheyAreActedOn) {
   const uint64_t w1 = AddWorker("w1");
   auto job = jobs_->Submit(Spec(2));
   ASSERT_TRUE(job.ok()) << job.status();
-  refusing_->refuse = true;
+  Refuse(true);
   jobs_->Reconcile();
   EXPECT_EQ(StateOf(job->job_id()), v1::PENDING);
   EXPECT_EQ(jobs_->Get(job->job_id())->generation(), 0u);
   EXPECT_TRUE(Commands("w0", w0).empty());
   EXPECT_TRUE(Commands("w1", w1).empty());
-  refusing_->refuse = false;
+  Refuse(false);
   jobs_->Reconcile();
   ASSERT_EQ(StateOf(job->job_id()), v1::RUNNING);
   EXPECT_EQ(jobs_->Get(job->job_id())->generation(), 1u);
@@ -752,7 +845,7 @@ TEST_F(JobManagerRefusedWritesTest, DecisionsAreRecordedBeforeTheyAreActedOn) {
   // w1 restarts: the recovery is refused, so the job neither counts a
   // recovery nor is re-placed on w0 and the new w1 in the same pass.
   const uint64_t w1_new = AddWorker("w1");
-  refusing_->refuse = true;
+  Refuse(true);
   jobs_->Reconcile();
   v1::Job still = *jobs_->Get(job->job_id());
   EXPECT_EQ(still.state(), v1::RUNNING);
@@ -761,7 +854,7 @@ TEST_F(JobManagerRefusedWritesTest, DecisionsAreRecordedBeforeTheyAreActedOn) {
   for (const v1::SchedulerCommand& command : Commands("w1", w1_new)) {
     EXPECT_FALSE(command.has_assign());
   }
-  refusing_->refuse = false;
+  Refuse(false);
   Commands("w0", w0);
   jobs_->Reconcile();
   v1::Job again = *jobs_->Get(job->job_id());
@@ -791,19 +884,180 @@ TEST_F(JobManagerRefusedWritesTest, RefusedAttentionReplanSendsNothing) {
   Commands("a0", a0);
   const uint64_t b0 = AddWorker("b0", v1::ATTENTION_SERVER);
   ASSERT_TRUE(registry_->Deregister("a0", a0, "test").ok());
-  refusing_->refuse = true;
+  Refuse(true);
   jobs_->Reconcile();
   EXPECT_EQ(jobs_->Get(job->job_id())->attention_epoch(), 0u);
   EXPECT_EQ(jobs_->Get(job->job_id())->assigned_nodes(1), "a0");
   EXPECT_TRUE(Commands("w0", w0).empty());
   EXPECT_TRUE(Commands("b0", b0).empty());
-  refusing_->refuse = false;
+  Refuse(false);
   jobs_->Reconcile();
   v1::Job replanned = *jobs_->Get(job->job_id());
   EXPECT_EQ(replanned.attention_epoch(), 1u);
   EXPECT_EQ(replanned.assigned_nodes(1), "b0");
   EXPECT_EQ(Commands("w0", w0).size(), 1u);
   EXPECT_EQ(Commands("b0", b0).size(), 1u);
+}
+
+// Every component over one store that fails writes on demand, as a full
+// disk does.
+class JobManagerFailingStoreTest : public JobManagerTest {
+ protected:
+  void SetUp() override {
+    JobManagerTest::SetUp();
+    failing_ = std::make_unique<FaultInjectingStateStore>(store_.get());
+    jobs_.reset();
+    registry_.reset();
+    events_ = std::make_unique<EventLog>(&clock_, failing_.get());
+    NodeRegistryOptions options;
+    options.lease_ttl = absl::Seconds(10);
+    registry_ = std::make_unique<NodeRegistry>(&clock_, failing_.get(), events_.get(), options);
+    jobs_ = std::make_unique<JobManager>(&clock_, failing_.get(), events_.get(),
+                                         registry_.get());
+  }
+
+  // Records of `kind` on disk.
+  size_t OnDisk(const std::string& kind) { return store_->LoadAll(kind)->size(); }
+
+  std::unique_ptr<FaultInjectingStateStore> failing_;
+};
+
+TEST_F(JobManagerFailingStoreTest, SubmitIsOneTransaction) {
+  v1::SubmitJobRequest request = Spec(1);
+  request.set_idempotency_key("once");
+  failing_->FailWrites(1, "jobkey");
+  auto refused = jobs_->Submit(request);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  for (const char* kind : {"job", "jobtoken", "jobkey", "jobevent"}) {
+    EXPECT_EQ(OnDisk(kind), 0u) << kind;
+  }
+  EXPECT_TRUE(jobs_->List({}, 0).empty());
+  auto job = jobs_->Submit(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->job_id(), "job-1");
+  for (const char* kind : {"job", "jobtoken", "jobkey", "jobevent"}) {
+    EXPECT_EQ(OnDisk(kind), 1u) << kind;
+  }
+  EXPECT_EQ(jobs_->Submit(request)->job_id(), "job-1");
+}
+
+// The store fails N writes while a worker dies: the node is DEAD at once,
+// nothing is sent for a recovery that is not durable, and once the store
+// accepts writes the job recovers onto the spare and finishes, with its
+// success retried until it is recorded.
+TEST_F(JobManagerFailingStoreTest, StoreFailingNWritesLeavesNoJobStuck) {
+  const uint64_t w0 = AddWorker("w0");
+  const uint64_t w1 = AddWorker("w1");
+  auto job = jobs_->Submit(Spec(2));
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string id = job->job_id();
+  jobs_->Reconcile();
+  v1::Job running = *jobs_->Get(id);
+  ASSERT_EQ(running.state(), v1::RUNNING);
+  ASSERT_EQ(running.assigned_nodes(0), "w0");
+  Report("w0", w0, running, 0, 4, /*checkpoint=*/4);
+  const uint64_t w2 = AddWorker("w2");  // the spare
+  Commands("w0", w0);
+  Commands("w1", w1);
+
+  constexpr int kRefusedWrites = 8;
+  failing_->FailWrites(kRefusedWrites);
+  clock_.Advance(absl::Seconds(6));
+  ASSERT_TRUE(registry_->Renew("w0", w0).ok());
+  ASSERT_TRUE(registry_->Renew("w2", w2).ok());
+  clock_.Advance(absl::Seconds(6));
+  EXPECT_EQ(registry_->ExpireLeases(), std::vector<std::string>{"w1"});
+  EXPECT_EQ(registry_->Get("w1")->state(), v1::DEAD);
+  jobs_->Reconcile();
+  EXPECT_EQ(StateOf(id), v1::RUNNING);  // the recovery was refused...
+  EXPECT_TRUE(Commands("w0", w0).empty());  // ...so no StopJob left
+
+  // Sweeps go on as the reaper's do, until the refused writes are spent.
+  v1::Job recovered;
+  for (int pass = 0; pass < 20; ++pass) {
+    ASSERT_TRUE(registry_->Renew("w0", w0).ok());
+    ASSERT_TRUE(registry_->Renew("w2", w2).ok());
+    registry_->ExpireLeases();
+    jobs_->Reconcile();
+    recovered = *jobs_->Get(id);
+    if (recovered.generation() == 2 && recovered.state() == v1::RUNNING) break;
+  }
+  EXPECT_EQ(failing_->refused(), kRefusedWrites);
+  ASSERT_EQ(recovered.state(), v1::RUNNING) << recovered.state_reason();
+  ASSERT_EQ(recovered.generation(), 2u);
+  EXPECT_EQ(recovered.recoveries(), 1);
+  EXPECT_EQ(std::vector<std::string>(recovered.assigned_nodes().begin(),
+                                     recovered.assigned_nodes().end()),
+            (std::vector<std::string>{"w0", "w2"}));
+  auto assigned = Commands("w2", w2);
+  ASSERT_FALSE(assigned.empty());
+  EXPECT_EQ(assigned.back().assign().resume_from_step(), 4);
+  // w1's DEAD lands on the sweep after the store took writes again.
+  registry_->ExpireLeases();
+  v1::NodeInfo w1_on_disk;
+  auto nodes = store_->LoadAll("node");
+  for (const auto& [name, value] : *nodes) {
+    if (name == "w1") {
+      ASSERT_TRUE(w1_on_disk.ParseFromString(value));
+    }
+  }
+  EXPECT_EQ(w1_on_disk.state(), v1::DEAD);
+
+  // The last step's report arrives while job records are refused: the
+  // workers will not report again, so Reconcile records the success.
+  failing_->FailWrites(-1, "job");
+  Report("w0", w0, recovered, 0, 10);
+  EXPECT_EQ(StateOf(id), v1::RUNNING);
+  jobs_->Reconcile();
+  EXPECT_EQ(StateOf(id), v1::RUNNING);
+  failing_->Recover();
+  jobs_->Reconcile();
+  EXPECT_EQ(StateOf(id), v1::SUCCEEDED);
+  Restart();
+  EXPECT_EQ(StateOf(id), v1::SUCCEEDED);
+  EXPECT_EQ(jobs_->Get(id)->recoveries(), 1);
+}
+
+TEST_F(JobManagerFailingStoreTest, RefusedPruneChangesNothingAndIsRetried) {
+  auto job = jobs_->Submit(Spec(1));
+  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "").ok());
+  clock_.Advance(absl::Hours(2));
+  failing_->FailWrites(1, "jobevent");
+  EXPECT_EQ(jobs_->PruneFinished(absl::Hours(1)), 0);
+  EXPECT_FALSE(jobs_->EventsAfter(job->job_id(), 0)->empty());
+  EXPECT_EQ(OnDisk("jobtoken"), 1u);
+  EXPECT_EQ(jobs_->PruneFinished(absl::Hours(1)), 1);
+  EXPECT_TRUE(jobs_->EventsAfter(job->job_id(), 0)->empty());
+  EXPECT_EQ(OnDisk("jobtoken"), 0u);
+  EXPECT_EQ(OnDisk("jobevent"), 0u);
+}
+
+TEST_F(JobManagerFailingStoreTest, RefusedFailureReportIsRetried) {
+  const uint64_t w0 = AddWorker("w0");
+  AddWorker("w1");
+  auto job = jobs_->Submit(Spec(2));
+  jobs_->Reconcile();
+  v1::Job running = *jobs_->Get(job->job_id());
+  ASSERT_EQ(running.state(), v1::RUNNING);
+  Commands("w0", w0);
+  v1::JobFailureReport failure;
+  failure.set_job_id(job->job_id());
+  failure.set_generation(running.generation());
+  failure.set_rank(0);
+  failure.set_error("collective timed out");
+  failing_->FailWrites(-1, "job");
+  jobs_->OnJobFailure("w0", w0, failure);
+  EXPECT_EQ(StateOf(job->job_id()), v1::RUNNING);
+  EXPECT_TRUE(Commands("w0", w0).empty());
+  failing_->Recover();
+  jobs_->Reconcile();
+  v1::Job after = *jobs_->Get(job->job_id());
+  EXPECT_EQ(after.recoveries(), 1);
+  EXPECT_TRUE(after.state() == v1::RECOVERING || after.generation() == 2u)
+      << after.state_reason();
+  auto stop = Commands("w0", w0);
+  ASSERT_FALSE(stop.empty());
+  EXPECT_TRUE(stop[0].has_stop_job());
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include "scheduler/job_service.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "scheduler/list_pages.h"
 #include "scheduler/request_validation.h"
 #include "scheduler/status_conversion.h"
 
@@ -48,9 +51,17 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
   if (request->limit() < 0) {
     return ToGrpcStatus(absl::InvalidArgumentError("limit: must not be negative"));
   }
-  for (v1::Job& job : jobs_->List(states, request->limit())) {
-    *response->add_jobs() = std::move(job);
+  auto page_size = ResolvePageSize(request->page_size());
+  if (!page_size.ok()) return ToGrpcStatus(page_size.status());
+  // limit alone (older callers) is the page size, bounded like one.
+  if (request->limit() > 0) {
+    *page_size = std::min(request->page_size() == 0 ? kMaxPageSize : *page_size,
+                          request->limit());
   }
+  auto page = jobs_->ListPage(states, *page_size, request->page_token());
+  if (!page.ok()) return ToGrpcStatus(page.status());
+  for (v1::Job& job : page->items) *response->add_jobs() = std::move(job);
+  response->set_next_page_token(std::move(page->next_page_token));
   return grpc::Status::OK;
 }
 
@@ -58,6 +69,8 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
                                       const v1::WatchJobRequest* request,
                                       grpc::ServerWriter<v1::JobEvent>* writer) {
   if (absl::Status s = ValidateJobId(request->job_id()); !s.ok()) return ToGrpcStatus(s);
+  auto slot = StreamSlots::AcquireFrom(watch_slots_);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   uint64_t after = request->after_sequence();
   while (!context->IsCancelled()) {
     if (shutting_down_) {

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "corescape/v1/job.grpc.pb.h"
+#include "runtime/base/stream_slots.h"
 #include "scheduler/job_manager.h"
 
 namespace corescape::scheduler {
@@ -27,9 +28,12 @@ class JobServiceImpl final : public v1::JobService::Service {
                          v1::CancelJobResponse* response) override;
 
   void BeginShutdown() { shutting_down_ = true; }
+  // Caps concurrent WatchJob streams (null: no cap). Set before serving.
+  void LimitWatches(StreamSlots* slots) { watch_slots_ = slots; }
 
  private:
   JobManager* jobs_;
+  StreamSlots* watch_slots_ = nullptr;
   std::atomic<bool> shutting_down_{false};
 };
 

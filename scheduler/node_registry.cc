@@ -10,6 +10,9 @@ namespace corescape::scheduler {
 namespace {
 
 constexpr char kNodeKind[] = "node";
+constexpr char kMetaKind[] = "meta";
+// Survives pruning the node that held the highest number.
+constexpr char kNextNodeNumberKey[] = "next_node_number";
 
 int64_t UnixMillis(absl::Time t) { return absl::ToUnixMillis(t); }
 
@@ -52,6 +55,14 @@ absl::Status NodeRegistry::Load() {
       next_node_number_ = std::max(next_node_number_, number + 1);
     }
     nodes_[name] = std::move(record);
+  }
+  auto meta = store_->LoadAll(kMetaKind);
+  if (!meta.ok()) return meta.status();
+  for (const auto& [key, value] : *meta) {
+    uint64_t number = 0;
+    if (key == kNextNodeNumberKey && absl::SimpleAtoi(value, &number)) {
+      next_node_number_ = std::max(next_node_number_, number);
+    }
   }
   LOG(INFO) << "restored " << nodes_.size() << " node records";
   return absl::OkStatus();
@@ -241,6 +252,7 @@ std::vector<v1::NodeInfo> NodeRegistry::List() const {
 
 std::vector<std::string> NodeRegistry::ExpireLeases() {
   absl::MutexLock lock(&mu_);
+  PersistUnrecordedDeaths();
   const int64_t now_ms = UnixMillis(clock_->Now());
   std::vector<std::string> expired;
   for (auto& [name, record] : nodes_) {
@@ -248,15 +260,15 @@ std::vector<std::string> NodeRegistry::ExpireLeases() {
         now_ms < record.info.lease_expires_unix_ms()) {
       continue;
     }
-    NodeRecord updated = record;
-    updated.info.set_state(v1::DEAD);
-    updated.commands.clear();
-    if (absl::Status s = Persist(updated); !s.ok()) {
-      // Retried on the next sweep; the node stays live meanwhile.
-      LOG(WARNING) << s;
-      continue;
+    // Dead in memory at once, durable or not: with a failing store the jobs
+    // on it must still recover. A restart before the write lands loads it
+    // live and gives it a lease to come back within, as for any node.
+    record.info.set_state(v1::DEAD);
+    record.commands.clear();
+    if (absl::Status s = Persist(record); !s.ok()) {
+      LOG(WARNING) << s << "; kept DEAD in memory, written when the store accepts it";
+      unrecorded_deaths_[name] = record.info.incarnation();
     }
-    record = std::move(updated);
     events_->Append(
         v1::ClusterEvent::NODE_DEAD, name, "",
         absl::StrFormat("lease expired: no heartbeat for %d ms (incarnation %d)",
@@ -265,6 +277,43 @@ std::vector<std::string> NodeRegistry::ExpireLeases() {
     expired.push_back(name);
   }
   return expired;
+}
+
+void NodeRegistry::PersistUnrecordedDeaths() {
+  for (auto it = unrecorded_deaths_.begin(); it != unrecorded_deaths_.end();) {
+    auto node = nodes_.find(it->first);
+    if (node == nodes_.end() || node->second.info.incarnation() != it->second ||
+        node->second.info.state() != v1::DEAD) {
+      it = unrecorded_deaths_.erase(it);  // re-registered since: that record was written
+      continue;
+    }
+    if (!Persist(node->second).ok()) return;  // the store still refuses: next sweep
+    it = unrecorded_deaths_.erase(it);
+  }
+}
+
+int NodeRegistry::PruneDeparted(absl::Duration retention) {
+  absl::MutexLock lock(&mu_);
+  const int64_t cutoff_ms = UnixMillis(clock_->Now() - retention);
+  std::vector<StoreWrite> writes;
+  std::vector<std::string> names;
+  for (const auto& [name, record] : nodes_) {
+    if (IsLive(record.info.state()) || record.info.last_heartbeat_unix_ms() >= cutoff_ms ||
+        unrecorded_deaths_.count(name) > 0) {
+      continue;
+    }
+    writes.push_back({kNodeKind, name, std::nullopt});
+    names.push_back(name);
+  }
+  if (names.empty()) return 0;
+  writes.push_back({kMetaKind, kNextNodeNumberKey, absl::StrCat(next_node_number_)});
+  if (absl::Status s = store_->WriteBatch(writes); !s.ok()) {
+    LOG(WARNING) << "cannot prune " << names.size() << " departed nodes (retried later): " << s;
+    return 0;
+  }
+  for (const std::string& name : names) nodes_.erase(name);
+  LOG(INFO) << "pruned " << names.size() << " nodes not heard from in " << retention;
+  return static_cast<int>(names.size());
 }
 
 absl::Status NodeRegistry::Push(const std::string& name, uint64_t incarnation,

@@ -57,8 +57,14 @@ class NodeRegistry {
   absl::StatusOr<v1::NodeInfo> Get(const std::string& name) const;
   std::vector<v1::NodeInfo> List() const;  // by name
 
-  // Marks nodes with expired leases DEAD; returns their names.
+  // Marks nodes with expired leases DEAD; returns their names. A DEAD the
+  // store refused holds in memory and is written by a later call.
   std::vector<std::string> ExpireLeases();
+
+  // Retention: forgets DEAD and DEREGISTERED nodes not heard from for
+  // `retention`, deleted from the store first. The node numbering is kept
+  // with them, so a name seen later gets a fresh node_id. Returns how many.
+  int PruneDeparted(absl::Duration retention);
 
   // Queues a command for the node's current incarnation.
   absl::Status Push(const std::string& name, uint64_t incarnation,
@@ -84,6 +90,7 @@ class NodeRegistry {
                                           uint64_t incarnation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::LeaseGrant ExtendLease(NodeRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PersistUnrecordedDeaths() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static bool IsLive(v1::NodeState state) {
     return state == v1::ALIVE || state == v1::DRAINING;
   }
@@ -96,6 +103,8 @@ class NodeRegistry {
   mutable absl::Mutex mu_;
   std::map<std::string, NodeRecord> nodes_ ABSL_GUARDED_BY(mu_);
   uint64_t next_node_number_ ABSL_GUARDED_BY(mu_) = 1;
+  // Names (and incarnations) marked DEAD that the store refused to record.
+  std::map<std::string, uint64_t> unrecorded_deaths_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace corescape::scheduler

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "runtime/base/clock.h"
 #include "scheduler/event_log.h"
+#include "scheduler/fault_injecting_state_store.h"
 #include "scheduler/state_store.h"
 #include "scheduler/state_test_util.h"
 
@@ -115,6 +116,70 @@ TEST_F(RegistryTest, LeaseExpiresExactlyAtTtl) {
   // A dead incarnation cannot come back by heartbeating: it must re-register.
   auto renew = registry_->Renew("w0", 1);
   EXPECT_EQ(renew.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A full disk must not stop lease expiry: the node is DEAD at once in
+// memory (its session is fenced, jobs see it) and on disk once the store
+// accepts writes again.
+TEST_F(RegistryTest, LeasesExpireWhileTheStoreRefusesWritesAndAreRecordedLater) {
+  ASSERT_TRUE(registry_->Register(Request("w0")).ok());
+  FaultInjectingStateStore failing(store_.get());
+  registry_ = std::make_unique<NodeRegistry>(&clock_, &failing, events_.get(),
+                                             NodeRegistryOptions{absl::Seconds(10)});
+  ASSERT_TRUE(registry_->Load().ok());
+  ASSERT_TRUE(registry_->OpenSession("w0", 1).ok());
+  failing.FailWrites(3, "node");
+  clock_.Advance(absl::Seconds(11));
+  EXPECT_EQ(registry_->ExpireLeases(), std::vector<std::string>{"w0"});
+  EXPECT_EQ(StateOf("w0"), v1::DEAD);
+  EXPECT_EQ(registry_->Renew("w0", 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  auto on_disk = [&]() {
+    v1::NodeInfo info;
+    auto nodes = store_->LoadAll("node");
+    for (const auto& [name, value] : *nodes) {
+      if (name == "w0") {
+        EXPECT_TRUE(info.ParseFromString(value));
+      }
+    }
+    return info.state();
+  };
+  EXPECT_EQ(on_disk(), v1::ALIVE);
+  // Two more refused sweeps, then the third write lands.
+  EXPECT_TRUE(registry_->ExpireLeases().empty());
+  EXPECT_TRUE(registry_->ExpireLeases().empty());
+  EXPECT_EQ(on_disk(), v1::ALIVE);
+  EXPECT_EQ(failing.refused(), 3);
+  EXPECT_TRUE(registry_->ExpireLeases().empty());
+  EXPECT_EQ(on_disk(), v1::DEAD);
+  EXPECT_EQ(failing.refused(), 3);
+}
+
+TEST_F(RegistryTest, RetentionPrunesDepartedNodesAndKeepsTheNumbering) {
+  const absl::Duration retention = absl::Hours(1);
+  ASSERT_TRUE(registry_->Register(Request("w0")).ok());
+  auto w1 = registry_->Register(Request("w1"));
+  ASSERT_TRUE(w1.ok());
+  ASSERT_TRUE(registry_->Register(Request("w2")).ok());
+  ASSERT_TRUE(registry_->Deregister("w1", w1->incarnation(), "done").ok());
+  clock_.Advance(absl::Seconds(11));
+  registry_->ExpireLeases();  // w0 and w2 DEAD
+  clock_.Advance(absl::Minutes(30));
+  auto w2 = registry_->Register(Request("w2"));  // back: live again
+  ASSERT_TRUE(w2.ok());
+  EXPECT_EQ(registry_->PruneDeparted(retention), 0);
+  clock_.Advance(absl::Minutes(31));
+  ASSERT_TRUE(registry_->Renew("w2", w2->incarnation()).ok());
+  EXPECT_EQ(registry_->PruneDeparted(retention), 2);  // w0 (DEAD), w1 (DEREGISTERED)
+  EXPECT_EQ(registry_->Get("w0").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry_->Get("w1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry_->Get("w2")->state(), v1::ALIVE);
+  Restart();
+  EXPECT_EQ(registry_->Get("w0").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(registry_->Get("w2").ok());
+  // node-1..3 were handed out: a new name gets node-4, even after a restart.
+  auto fresh = registry_->Register(Request("w9"));
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->node_id(), "node-4");
 }
 
 TEST_F(RegistryTest, ReRegistrationKeepsIdentityWithNewIncarnation) {

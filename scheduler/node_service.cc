@@ -44,6 +44,8 @@ grpc::Status NodeServiceImpl::Register(grpc::ServerContext* context,
 grpc::Status NodeServiceImpl::Session(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::SchedulerCommand, v1::NodeMessage>* stream) {
+  auto slot = StreamSlots::AcquireFrom(session_slots_);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   v1::NodeMessage first;
   if (!stream->Read(&first)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "corescape/v1/node.grpc.pb.h"
+#include "runtime/base/stream_slots.h"
 #include "scheduler/attention_planning.h"
 #include "scheduler/job_manager.h"
 #include "scheduler/node_registry.h"
@@ -35,9 +36,12 @@ class NodeServiceImpl final : public v1::NodeService::Service {
   // Ends open sessions with UNAVAILABLE so nodes reconnect to the next
   // scheduler instead of waiting out the shutdown grace period.
   void BeginShutdown() { shutting_down_ = true; }
+  // Caps concurrent Session streams (null: no cap). Set before serving.
+  void LimitSessions(StreamSlots* slots) { session_slots_ = slots; }
 
  private:
   NodeRegistry* registry_;
+  StreamSlots* session_slots_ = nullptr;
   NodeReportSink* reports_;
   AttentionReportSink* attention_reports_;
   std::atomic<bool> shutting_down_{false};

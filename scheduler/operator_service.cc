@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "scheduler/node_listing.h"
 #include "scheduler/request_validation.h"
 #include "scheduler/status_conversion.h"
 
@@ -14,17 +15,10 @@ grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext* context,
   if (absl::Status s = ValidateListNodesRequest(*request); !s.ok()) {
     return ToGrpcStatus(s);
   }
-  for (v1::NodeInfo& node : registry_->List()) {
-    if (request->role() != v1::NODE_ROLE_UNSPECIFIED && node.role() != request->role()) {
-      continue;
-    }
-    if (!request->states().empty() &&
-        std::find(request->states().begin(), request->states().end(),
-                  node.state()) == request->states().end()) {
-      continue;
-    }
-    *response->add_nodes() = std::move(node);
-  }
+  auto page = ListNodesPage(*registry_, *request);
+  if (!page.ok()) return ToGrpcStatus(page.status());
+  for (v1::NodeInfo& node : page->items) *response->add_nodes() = std::move(node);
+  response->set_next_page_token(std::move(page->next_page_token));
   return grpc::Status::OK;
 }
 
@@ -79,6 +73,8 @@ grpc::Status OperatorServiceImpl::GetClusterStatus(
 grpc::Status OperatorServiceImpl::WatchEvents(
     grpc::ServerContext* context, const v1::WatchEventsRequest* request,
     grpc::ServerWriter<v1::ClusterEvent>* writer) {
+  auto slot = StreamSlots::AcquireFrom(watch_slots_);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   uint64_t after = request->after_sequence();
   while (!context->IsCancelled()) {
     for (const v1::ClusterEvent& event : events_->After(after)) {

@@ -5,6 +5,7 @@
 
 #include "absl/time/time.h"
 #include "corescape/v1/operator.grpc.pb.h"
+#include "runtime/base/stream_slots.h"
 #include "scheduler/attention_planning.h"
 #include "scheduler/event_log.h"
 #include "scheduler/job_manager.h"
@@ -46,8 +47,12 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
                                 const v1::GetAttentionPlanRequest* request,
                                 v1::GetAttentionPlanResponse* response) override;
 
+  // Caps concurrent WatchEvents streams (null: no cap). Set before serving.
+  void LimitWatches(StreamSlots* slots) { watch_slots_ = slots; }
+
  private:
   NodeRegistry* registry_;
+  StreamSlots* watch_slots_ = nullptr;
   EventLog* events_;
   JobManager* jobs_;
   AttentionPlanning* attention_planning_;

@@ -33,6 +33,14 @@ ABSL_FLAG(std::string, http_listen, "",
           "port 0 picks a free port; empty: none");
 ABSL_FLAG(std::string, http_port_file, "",
           "if set, the status page's bound HOST:PORT is written here once serving");
+ABSL_FLAG(int, max_sessions, 4096,
+          "Concurrent node Session streams; more are refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_watch_streams, 1024,
+          "Concurrent WatchEvents and WatchJob streams; more are refused with "
+          "RESOURCE_EXHAUSTED");
+ABSL_FLAG(absl::Duration, retention, absl::Hours(24 * 7),
+          "How long ended jobs keep their events and idempotency keys, and DEAD or "
+          "DEREGISTERED nodes their records");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(2),
           "on SIGTERM, how long in-flight RPCs may finish");
 
@@ -70,6 +78,18 @@ corescape::scheduler::SchedulerConfig ConfigFromFlags() {
       corescape::ExitWithFlagError(
           absl::StrCat("--http_listen: ", parsed.status().message()));
     }
+  }
+  config.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  if (config.max_sessions < 1 || config.max_sessions > 1000000) {
+    corescape::ExitWithFlagError("--max_sessions: must be in [1, 1000000]");
+  }
+  config.max_watch_streams = absl::GetFlag(FLAGS_max_watch_streams);
+  if (config.max_watch_streams < 1 || config.max_watch_streams > 1000000) {
+    corescape::ExitWithFlagError("--max_watch_streams: must be in [1, 1000000]");
+  }
+  config.retention = absl::GetFlag(FLAGS_retention);
+  if (config.retention < absl::Seconds(1)) {
+    corescape::ExitWithFlagError("--retention: must be at least 1s");
   }
   config.version = kVersion;
   return config;

@@ -9,6 +9,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "runtime/base/host_port.h"
+#include "runtime/base/server_keepalive.h"
 
 namespace corescape::scheduler {
 
@@ -67,6 +68,15 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
       server->registry_.get(), server->events_.get(), server->jobs_.get(), config.version,
       clock->Now(), server->attention_planning_.get());
   server->job_service_ = std::make_unique<JobServiceImpl>(server->jobs_.get());
+  server->session_slots_ = std::make_unique<StreamSlots>("Session streams", "--max_sessions",
+                                                         config.max_sessions);
+  server->watch_slots_ = std::make_unique<StreamSlots>(
+      "watch streams (WatchEvents and WatchJob)", "--max_watch_streams",
+      config.max_watch_streams);
+  server->node_service_->LimitSessions(server->session_slots_.get());
+  server->operator_service_->LimitWatches(server->watch_slots_.get());
+  server->job_service_->LimitWatches(server->watch_slots_.get());
+  server->retention_ = config.retention;
   if (metrics != nullptr) {
     server->metrics_endpoint_ = std::move(metrics);
     server->metrics_ = std::make_unique<SchedulerMetrics>(
@@ -79,6 +89,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default: two schedulers could share a port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  ApplyServerKeepalive(builder);
   int selected_port = 0;
   builder.AddListeningPort(config.listen_address, grpc::InsecureServerCredentials(),
                            &selected_port);
@@ -127,7 +138,18 @@ void SchedulerServer::ReapAndReconcile() {
     const std::vector<std::string> expired = registry_->ExpireLeases();
     if (metrics_ != nullptr) metrics_->CountLeaseExpiries(static_cast<int>(expired.size()));
     jobs_->Reconcile();
+    PruneExpiredHistory();
   }
+}
+
+void SchedulerServer::PruneExpiredHistory() {
+  // Retention is days; a pass a minute (or a tenth of a short test
+  // retention) keeps the store's deletes small.
+  const absl::Time now = clock_->Now();
+  if (now - last_prune_ < std::min(absl::Minutes(1), retention_ / 10)) return;
+  last_prune_ = now;
+  jobs_->PruneFinished(retention_);
+  registry_->PruneDeparted(retention_);
 }
 
 void SchedulerServer::Shutdown(absl::Duration grace) {

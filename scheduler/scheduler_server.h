@@ -12,6 +12,7 @@
 #include "corescape/v1/job.grpc.pb.h"
 #include "grpcpp/server.h"
 #include "runtime/base/clock.h"
+#include "runtime/base/stream_slots.h"
 #include "runtime/metrics/metrics_endpoint.h"
 #include "scheduler/attention_planning.h"
 #include "scheduler/event_log.h"
@@ -34,6 +35,12 @@ struct SchedulerConfig {
   std::string version;
   // HOST:PORT of the read-only status page (port 0: pick one); empty: none.
   std::string http_listen;
+  // Concurrent streams past which new ones get RESOURCE_EXHAUSTED: node
+  // Sessions, and WatchEvents + WatchJob together.
+  int max_sessions = 4096;
+  int max_watch_streams = 1024;
+  // Ended jobs' events and keys, and departed nodes, are pruned after this.
+  absl::Duration retention = absl::Hours(24 * 7);
 };
 
 // The scheduler daemon minus main(): opens the durable store, restores
@@ -59,8 +66,9 @@ class SchedulerServer {
 
  private:
   SchedulerServer() = default;
-  // Lease expiry and job reconciliation, periodically.
+  // Lease expiry and job reconciliation, periodically; retention now and then.
   void ReapAndReconcile();
+  void PruneExpiredHistory();
 
   const Clock* clock_ = nullptr;
   std::unique_ptr<SqliteStateStore> store_;
@@ -74,6 +82,10 @@ class SchedulerServer {
   std::unique_ptr<grpc::Server> server_;
   std::string bound_address_;
   absl::Duration reap_interval_;
+  absl::Duration retention_;
+  absl::Time last_prune_ = absl::InfinitePast();
+  std::unique_ptr<StreamSlots> session_slots_;
+  std::unique_ptr<StreamSlots> watch_slots_;
   absl::Notification stop_reaper_;
   std::thread reaper_;
   bool shut_down_ = false;

@@ -82,6 +82,10 @@ absl::Status SqliteStateStore::SqliteError(absl::string_view what) {
 
 absl::Status SqliteStateStore::Execute(const char* sql) {
   absl::MutexLock lock(&mu_);
+  return ExecuteLocked(sql);
+}
+
+absl::Status SqliteStateStore::ExecuteLocked(const char* sql) {
   char* error = nullptr;
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
     absl::Status status = absl::InternalError(
@@ -95,6 +99,11 @@ absl::Status SqliteStateStore::Execute(const char* sql) {
 absl::Status SqliteStateStore::Put(absl::string_view kind, absl::string_view key,
                                    absl::string_view value) {
   absl::MutexLock lock(&mu_);
+  return PutLocked(kind, key, value);
+}
+
+absl::Status SqliteStateStore::PutLocked(absl::string_view kind, absl::string_view key,
+                                         absl::string_view value) {
   Statement stmt;
   if (sqlite3_prepare_v2(db_,
                          "INSERT OR REPLACE INTO records(kind, key, value) "
@@ -112,6 +121,10 @@ absl::Status SqliteStateStore::Put(absl::string_view kind, absl::string_view key
 absl::Status SqliteStateStore::Delete(absl::string_view kind,
                                       absl::string_view key) {
   absl::MutexLock lock(&mu_);
+  return DeleteLocked(kind, key);
+}
+
+absl::Status SqliteStateStore::DeleteLocked(absl::string_view kind, absl::string_view key) {
   Statement stmt;
   if (sqlite3_prepare_v2(db_, "DELETE FROM records WHERE kind = ? AND key = ?;",
                          -1, stmt.out(), nullptr) != SQLITE_OK) {
@@ -120,6 +133,26 @@ absl::Status SqliteStateStore::Delete(absl::string_view kind,
   sqlite3_bind_text(stmt.get(), 1, kind.data(), kind.size(), SQLITE_TRANSIENT);
   sqlite3_bind_text(stmt.get(), 2, key.data(), key.size(), SQLITE_TRANSIENT);
   if (sqlite3_step(stmt.get()) != SQLITE_DONE) return SqliteError("delete");
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStateStore::WriteBatch(const std::vector<StoreWrite>& writes) {
+  absl::MutexLock lock(&mu_);
+  // IMMEDIATE: the write lock is taken now, so COMMIT cannot fail for a
+  // reader holding it.
+  if (absl::Status s = ExecuteLocked("BEGIN IMMEDIATE;"); !s.ok()) return s;
+  for (const StoreWrite& write : writes) {
+    absl::Status s = write.value.has_value() ? PutLocked(write.kind, write.key, *write.value)
+                                             : DeleteLocked(write.kind, write.key);
+    if (!s.ok()) {
+      ExecuteLocked("ROLLBACK;").IgnoreError();
+      return s;
+    }
+  }
+  if (absl::Status s = ExecuteLocked("COMMIT;"); !s.ok()) {
+    ExecuteLocked("ROLLBACK;").IgnoreError();
+    return s;
+  }
   return absl::OkStatus();
 }
 

@@ -2,6 +2,7 @@
 #define CORESCAPE_SCHEDULER_STATE_STORE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,13 @@ struct sqlite3;
 
 namespace corescape::scheduler {
 
+// One record of a batch: written with `value`, or deleted without one.
+struct StoreWrite {
+  std::string kind;
+  std::string key;
+  std::optional<std::string> value;
+};
+
 // Durable key-value records grouped by kind ("node", "job", "event", "meta").
 // A call that returns OK has reached stable storage: the scheduler writes
 // before it acknowledges, so a restart loses nothing it acknowledged.
@@ -24,6 +32,9 @@ class StateStore {
   virtual absl::Status Put(absl::string_view kind, absl::string_view key,
                            absl::string_view value) = 0;
   virtual absl::Status Delete(absl::string_view kind, absl::string_view key) = 0;
+  // All of `writes` in one transaction: either every one reached stable
+  // storage, or (on an error) none did.
+  virtual absl::Status WriteBatch(const std::vector<StoreWrite>& writes) = 0;
   // Records of one kind in key order.
   virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
   LoadAll(absl::string_view kind) = 0;
@@ -44,6 +55,7 @@ class SqliteStateStore final : public StateStore {
   absl::Status Put(absl::string_view kind, absl::string_view key,
                    absl::string_view value) override;
   absl::Status Delete(absl::string_view kind, absl::string_view key) override;
+  absl::Status WriteBatch(const std::vector<StoreWrite>& writes) override;
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> LoadAll(
       absl::string_view kind) override;
   absl::Status TrimToNewest(absl::string_view kind, int keep) override;
@@ -52,6 +64,11 @@ class SqliteStateStore final : public StateStore {
   SqliteStateStore(sqlite3* db, std::string path, int lock_fd)
       : db_(db), path_(std::move(path)), lock_fd_(lock_fd) {}
   absl::Status Execute(const char* sql);
+  absl::Status ExecuteLocked(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PutLocked(absl::string_view kind, absl::string_view key,
+                         absl::string_view value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status DeleteLocked(absl::string_view kind, absl::string_view key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SqliteError(absl::string_view what);
 
   absl::Mutex mu_;

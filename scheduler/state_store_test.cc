@@ -35,6 +35,31 @@ TEST(SqliteStateStoreTest, RecordsSurviveReopen) {
   EXPECT_EQ((*store)->LoadAll("job")->size(), 1u);
 }
 
+TEST(SqliteStateStoreTest, BatchWritesAndDeletesTogether) {
+  const std::string dir = TestDir("batch");
+  {
+    auto store = SqliteStateStore::Open(dir);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->Put("job", "old", "x").ok());
+    ASSERT_TRUE((*store)
+                    ->WriteBatch({{"job", "j1", "record"},
+                                  {"jobtoken", "j1", "token"},
+                                  {"job", "old", std::nullopt}})
+                    .ok());
+  }
+  auto store = SqliteStateStore::Open(dir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto jobs = (*store)->LoadAll("job");
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0], (std::pair<std::string, std::string>{"j1", "record"}));
+  EXPECT_EQ((*store)->LoadAll("jobtoken")->size(), 1u);
+  // A second batch after the first: the transaction was closed.
+  EXPECT_TRUE((*store)->WriteBatch({{"job", "j2", "record"}}).ok());
+  EXPECT_TRUE((*store)->WriteBatch({}).ok());
+  EXPECT_EQ((*store)->LoadAll("job")->size(), 2u);
+}
+
 TEST(SqliteStateStoreTest, SecondOpenOfSameDirectoryIsRefused) {
   const std::string dir = TestDir("locked");
   auto first = SqliteStateStore::Open(dir);

@@ -11,6 +11,7 @@
 #include "glog/logging.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/server_context.h"
+#include "scheduler/list_pages.h"
 #include "scheduler/status_conversion.h"
 #include "scheduler/status_page_html.h"
 
@@ -179,7 +180,9 @@ HttpResponse StatusPageHandler::Status() const {
 }
 
 HttpResponse StatusPageHandler::Nodes() const {
-  return Call(operators_, &OperatorServiceImpl::ListNodes, v1::ListNodesRequest());
+  v1::ListNodesRequest request;
+  request.set_page_size(kMaxPageSize);  // the page shows one page of nodes, the largest
+  return Call(operators_, &OperatorServiceImpl::ListNodes, request);
 }
 
 HttpResponse StatusPageHandler::Jobs(const Params& params) const {

@@ -100,10 +100,20 @@ class FakeJobService final : public v1::JobService::Service {
                         v1::ListJobsResponse* response) override {
     absl::MutexLock lock(&mu_);
     list_requests_.push_back(*request);
+    // One job per page, so every listing exercises the client's paging: the
+    // token is the number of matching jobs already sent.
+    size_t skip = request->page_token().empty() ? 0 : std::stoul(request->page_token());
+    size_t matching = 0;
     for (const auto& [id, job] : jobs_) {
       bool wanted = request->states().empty();
       for (int state : request->states()) wanted = wanted || state == job.state();
-      if (wanted) *response->add_jobs() = job;
+      if (!wanted) continue;
+      if (matching++ < skip) continue;
+      if (response->jobs_size() == 1) {
+        response->set_next_page_token(std::to_string(skip + 1));
+        break;
+      }
+      *response->add_jobs() = job;
     }
     return grpc::Status::OK;
   }
@@ -688,6 +698,8 @@ TEST_F(JobCliTest, JobsListsNewestFirstAndFiltersByState) {
   service_.AddJob("j-1", SmallSpec("old", 2), v1::SUCCEEDED, "", kT0);
   service_.AddJob("j-2", SmallSpec("new", 4), v1::FAILED, "boom", kT0 + 60000);
   const CliResult table = RunCli(With({"jobs"}));
+  // Both jobs, though each page held one: the CLI followed the token.
+  EXPECT_EQ(service_.list_requests().back().page_token(), "1");
   ASSERT_EQ(table.exit_code, 0) << table;
   const std::vector<std::string> lines = table.OutLines();
   ASSERT_EQ(lines.size(), 3) << table;

@@ -32,10 +32,10 @@ int RunJobs(const JobsOptions& options, client::SchedulerClient& client,
   for (const auto& state : options.states) {
     request.add_states(JobStatesByFlag().at(state));
   }
-  absl::StatusOr<v1::ListJobsResponse> response = client.ListJobs(request);
-  if (!response.ok()) return FailRpc(response.status(), target, "ListJobs");
+  absl::StatusOr<std::vector<v1::Job>> listed = client.ListAllJobs(request);
+  if (!listed.ok()) return FailRpc(listed.status(), target, "ListJobs");
 
-  std::vector<v1::Job> jobs(response->jobs().begin(), response->jobs().end());
+  std::vector<v1::Job> jobs = *std::move(listed);
   SortJobsNewestFirst(jobs);
   if (options.json) {
     PrintJson(JobsToJson(jobs));

@@ -41,11 +41,10 @@ int RunNodes(const NodesOptions& options, client::SchedulerClient& client,
   for (const auto& state : options.states) {
     request.add_states(StatesByFlag().at(state));
   }
-  absl::StatusOr<v1::ListNodesResponse> response = client.ListNodes(request);
-  if (!response.ok()) return FailRpc(response.status(), target, "ListNodes");
+  absl::StatusOr<std::vector<v1::NodeInfo>> listed = client.ListAllNodes(request);
+  if (!listed.ok()) return FailRpc(listed.status(), target, "ListNodes");
 
-  std::vector<v1::NodeInfo> nodes(response->nodes().begin(),
-                                  response->nodes().end());
+  std::vector<v1::NodeInfo> nodes = *std::move(listed);
   SortNodesForDisplay(nodes);
   if (options.json) {
     PrintJson(NodesToJson(nodes));
