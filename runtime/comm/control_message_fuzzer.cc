@@ -6,14 +6,9 @@
 #include "absl/strings/string_view.h"
 #include "tools/fuzz/fuzz_target.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto message = corescape::comm::ControlMessage::Parse(
-      absl::string_view(reinterpret_cast<const char*>(data), size));
-  if (message.ok()) corescape::fuzz::NoteAccepted();
-  return 0;
-}
-
 namespace corescape::fuzz {
+
+bool ParseFuzzInput(absl::string_view input) { return comm::ControlMessage::Parse(input).ok(); }
 
 std::vector<std::string> FuzzSeeds() {
   std::vector<std::string> seeds;

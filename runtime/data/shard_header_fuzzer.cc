@@ -6,15 +6,12 @@
 #include "absl/strings/string_view.h"
 #include "tools/fuzz/fuzz_target.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto header = corescape::data::DecodeShardHeader(
-      absl::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
-  if (!header.ok()) return 0;
-  if (corescape::data::LayoutOf(*header).ok()) corescape::fuzz::NoteAccepted();
-  return 0;
-}
-
 namespace corescape::fuzz {
+
+bool ParseFuzzInput(absl::string_view input) {
+  auto header = data::DecodeShardHeader(input, "fuzz");
+  return header.ok() && data::LayoutOf(*header).ok();
+}
 
 std::vector<std::string> FuzzSeeds() {
   std::vector<std::string> seeds;

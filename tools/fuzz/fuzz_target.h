@@ -2,12 +2,13 @@
 #define CORESCAPE_TOOLS_FUZZ_FUZZ_TARGET_H_
 
 // What every fuzz target (a cc_fuzz_target in //bazel:fuzz.bzl) defines:
-//  - LLVMFuzzerTestOneInput, libFuzzer's entry point: parse one input and
-//    never crash, whatever the bytes;
+//  - ParseFuzzInput(input): parse one input and never crash, whatever the
+//    bytes; true when the parser accepted it;
 //  - FuzzSeeds(): well-formed inputs made with the format's own encoder, the
 //    seed corpus (so it follows the format when the format changes).
-// It calls NoteAccepted() when the parser accepted an input, so the seed run
-// can prove the seeds reach past the first check.
+// libFuzzer's entry point, LLVMFuzzerTestOneInput (fuzz_entry.cc), calls
+// ParseFuzzInput and counts the accepted inputs, so the seed run can prove
+// the seeds reach past the first check.
 //
 // Under --config=fuzz the target links libFuzzer's main; otherwise it links
 // seed_driver.cc, which runs the seeds and deterministic mutations of them
@@ -18,10 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace corescape::fuzz {
 
+bool ParseFuzzInput(absl::string_view input);
 std::vector<std::string> FuzzSeeds();
 
 void NoteAccepted();
