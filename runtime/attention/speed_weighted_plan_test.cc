@@ -390,7 +390,7 @@ TEST(SpeedWeightsTest, HeaderCarriesTheCountOnlyWithTheFirstForward) {
   EXPECT_EQ(decoded->num_speed_weights, 5);
   h.num_speed_weights = -1;
   EXPECT_THAT(DecodeHeader(EncodeHeader(h), "peer").status().message(),
-              HasSubstr("speed weight count -1"));
+              HasSubstr("num_speed_weights -1 is not in [0, 65536]"));
   h.num_speed_weights = 2;
   h.num_documents = 0;
   h.layer = 1;
