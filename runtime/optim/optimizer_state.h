@@ -16,6 +16,10 @@ namespace corescape::optim {
 // (name, type, bytes, little-endian data), FNV-1a 64 of all that. Readers
 // check names, types and sizes, so a state from another optimizer or
 // buffer size is refused rather than half-loaded.
+// The checksum that ends a blob: FNV-1a 64 of every byte before it. Public
+// so that a tool which edits a blob on purpose (the fuzzer) can reseal it.
+uint64_t StateChecksum(absl::string_view bytes);
+
 class StateWriter {
  public:
   void AddFloats(const std::string& name, absl::Span<const float> values);
