@@ -78,7 +78,7 @@ inline constexpr int32_t kMaxWireRowWidth = model::kMaxDModel;  // n_heads × he
 inline constexpr int32_t kMaxDocumentsPerMicroBatch = 1 << 24;  // num_documents
 inline constexpr int32_t kMaxSpeedWeights = 1 << 16;  // num_speed_weights (servers per job)
 // One worker's tokens in one micro-batch (the sum of its document lengths).
-inline constexpr int64_t kMaxTokensPerMicroBatch = int64_t{1} << 32;
+inline constexpr int64_t kMaxTokensPerMicroBatch = model::kMaxMicroBatchTokens;
 // payload_bytes of one message (16 GiB).
 inline constexpr int64_t kMaxPayloadBytes = int64_t{1} << 34;
 

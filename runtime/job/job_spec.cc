@@ -217,6 +217,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (data.micro_batch_size() <= 0 || data.micro_batch_size() > 65536) {
     return Invalid("data.micro_batch_size", "must be in [1, 65536]");
   }
+  if (int64_t{data.micro_batch_size()} * data.sequence_length() > model::kMaxMicroBatchTokens) {
+    return Invalid("data.micro_batch_size",
+                   absl::StrCat(data.micro_batch_size(), " sequences of ", data.sequence_length(),
+                                " tokens are more than one micro-batch may hold (",
+                                model::kMaxMicroBatchTokens, " tokens)"));
+  }
   if (data.gradient_accumulation() <= 0 || data.gradient_accumulation() > 65536) {
     return Invalid("data.gradient_accumulation", "must be in [1, 65536]");
   }

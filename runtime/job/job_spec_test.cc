@@ -196,6 +196,20 @@ TEST(ValidateJobSpecTest, ModelSizeIsBounded) {
   EXPECT_NE(refused.message().find("more than any job may train"), std::string::npos) << refused;
 }
 
+TEST(ValidateJobSpecTest, MicroBatchTokensAreBounded) {
+  v1::JobSpec spec = ValidSpec("adamw");
+  spec.mutable_model()->set_max_seq_len(1 << 16);
+  spec.mutable_data()->set_sequence_length(1 << 16);
+  spec.mutable_data()->set_micro_batch_size(64);  // 2^22 tokens: the most
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.mutable_data()->set_micro_batch_size(65);
+  const absl::Status refused = ValidateJobSpec(spec);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("spec.data.micro_batch_size: 65 sequences of 65536 tokens"),
+            std::string::npos)
+      << refused;
+}
+
 TEST(ValidateJobSpecTest, NodeNamesAreUnique) {
   v1::JobSpec spec = ValidSpec("adamw");
   spec.mutable_placement()->set_workers(3);

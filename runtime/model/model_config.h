@@ -21,6 +21,10 @@ inline constexpr int kMaxHeads = 1024;
 inline constexpr int kMaxFeedForward = 1 << 20;
 inline constexpr int kMaxVocabSize = 1 << 22;
 inline constexpr int kMaxSequenceLength = 1 << 22;
+// Tokens in one rank's micro-batch (micro_batch_size × sequence_length):
+// small enough that the planner's causal-pair costs, squares of lengths
+// summed over a thousand ranks, stay inside int64.
+inline constexpr int64_t kMaxMicroBatchTokens = int64_t{1} << 22;
 
 // Shape of a decoder-only Llama-style transformer.
 struct ModelConfig {

@@ -144,6 +144,16 @@ absl::StatusOr<int64_t> StateReader::Int64(const std::string& name) const {
   return (*values)[0];
 }
 
+absl::StatusOr<int64_t> StateReader::Count(const std::string& name) const {
+  auto value = Int64(name);
+  if (!value.ok()) return value.status();
+  if (*value < 0 || *value > kMaxStateCount) {
+    return absl::DataLossError(absl::StrCat("optimizer state: '", name, "' is ", *value,
+                                            ", not a count in [0, ", kMaxStateCount, "]"));
+  }
+  return value;
+}
+
 absl::StatusOr<std::string> StateReader::String(const std::string& name) const {
   auto entry = Find(name, kString);
   if (!entry.ok()) return entry.status();

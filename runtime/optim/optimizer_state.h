@@ -37,6 +37,8 @@ class StateWriter {
   std::map<std::string, Entry> entries_;
 };
 
+inline constexpr int64_t kMaxStateCount = int64_t{1} << 40;
+
 class StateReader {
  public:
   static absl::StatusOr<StateReader> Parse(absl::string_view blob);
@@ -44,6 +46,9 @@ class StateReader {
   absl::StatusOr<std::vector<float>> Floats(const std::string& name) const;
   absl::StatusOr<std::vector<int64_t>> Int64s(const std::string& name) const;
   absl::StatusOr<int64_t> Int64(const std::string& name) const;
+  // An Int64 that counts something (steps): in [0, kMaxStateCount], so
+  // arithmetic on it cannot overflow.
+  absl::StatusOr<int64_t> Count(const std::string& name) const;
   absl::StatusOr<std::vector<double>> Doubles(const std::string& name) const;
   absl::StatusOr<std::string> String(const std::string& name) const;
   // Floats of exactly `size` entries.
