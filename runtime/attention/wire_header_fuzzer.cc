@@ -57,7 +57,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (EncodeHeader(*header) != bytes) std::abort();
   if (header->pass == Pass::kForward && header->layer == 0) {
     std::vector<int64_t> words((size - kHeaderBytes) / sizeof(int64_t));
-    std::memcpy(words.data(), data + kHeaderBytes, words.size() * sizeof(int64_t));
+    if (!words.empty()) {
+      std::memcpy(words.data(), data + kHeaderBytes, words.size() * sizeof(int64_t));
+    }
     if (!ServeDocuments(*header, words)) return 0;
   }
   corescape::fuzz::NoteAccepted();
