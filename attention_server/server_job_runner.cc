@@ -95,6 +95,11 @@ void ServerJobRunner::Serve(Run* run, NodeAgent* agent) {
     observed = now;
     metrics_->ObserveAttention(assignment.job_id(), delta.total_received(), delta.total_sent());
   };
+  if (metrics_ != nullptr) {
+    options.on_queue_depth = [&](int32_t queued) {
+      metrics_->ObserveAttentionQueue(assignment.job_id(), queued);
+    };
+  }
   options.on_micro_batch_timing = [&](const attention::MicroBatchTiming& t) {
     agent->Send(AttentionTimingMessage(assignment, t));
     observe_traffic();

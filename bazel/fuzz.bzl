@@ -4,9 +4,11 @@ Under --config=fuzz (clang, libFuzzer, ASan + UBSan; scripts/fuzz.sh) `name`
 is a libFuzzer binary. In every other build it links //tools/fuzz:seed_driver
 instead, and `name + "_test"` runs its seed corpus and deterministic
 mutations of it, failing on a crash or when a seed no longer parses.
+`regressions`: input files the fuzzer once crashed on, run by the test too
+(under --config=asan they fail again if the fix is undone).
 """
 
-def cc_fuzz_target(name, srcs, deps = [], **kwargs):
+def cc_fuzz_target(name, srcs, deps = [], regressions = [], **kwargs):
     native.cc_binary(
         name = name,
         testonly = True,
@@ -25,7 +27,7 @@ def cc_fuzz_target(name, srcs, deps = [], **kwargs):
         name = name + "_test",
         size = "small",
         srcs = ["//tools/fuzz:run_seeds.sh"],
-        args = ["$(location :%s)" % name],
-        data = [":" + name],
+        args = ["$(location :%s)" % name] + ["$(location %s)" % f for f in regressions],
+        data = [":" + name] + regressions,
         tags = ["fuzz_seeds"],
     )

@@ -75,7 +75,10 @@ NodeMetrics::NodeMetrics(metrics::MetricsEndpoint* endpoint, v1::NodeRole role,
                                          "payload bytes received from the workers")),
       attention_bytes_sent_(Register(prometheus::BuildCounter(), endpoint,
                                      "attention_server_bytes_sent_total",
-                                     "payload bytes sent to the workers")) {}
+                                     "payload bytes sent to the workers")),
+      attention_queue_depth_(Register(prometheus::BuildGauge(), endpoint,
+                                      "attention_server_queue_depth",
+                                      "workers' requests received and not yet answered")) {}
 
 void NodeMetrics::WatchAgent(const NodeAgent* agent) {
   endpoint_->AddCollector([agent, role = role_, name = name_]() {
@@ -144,6 +147,10 @@ void NodeMetrics::ObserveAttention(const std::string& job_id, int64_t bytes_in,
   const std::map<std::string, std::string> job = {{"job_id", job_id}};
   if (bytes_in > 0) attention_bytes_received_.Add(job).Increment(static_cast<double>(bytes_in));
   if (bytes_out > 0) attention_bytes_sent_.Add(job).Increment(static_cast<double>(bytes_out));
+}
+
+void NodeMetrics::ObserveAttentionQueue(const std::string& job_id, int32_t queued_requests) {
+  attention_queue_depth_.Add({{"job_id", job_id}}).Set(queued_requests);
 }
 
 void NodeMetrics::OnAttentionTiming(const v1::AttentionTaskTiming& timing) {

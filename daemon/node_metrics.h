@@ -35,6 +35,7 @@ class NodeMetrics : public RunMetrics {
   void ObserveStep(const v1::StepReport& report, double density, int64_t mask_bytes) override;
   void ObserveCheckpoint(const std::string& job_id, double seconds) override;
   void ObserveAttention(const std::string& job_id, int64_t bytes_in, int64_t bytes_out) override;
+  void ObserveAttentionQueue(const std::string& job_id, int32_t queued_requests) override;
 
  private:
   void OnAttentionTiming(const v1::AttentionTaskTiming& timing);
@@ -61,6 +62,7 @@ class NodeMetrics : public RunMetrics {
   prometheus::Family<prometheus::Counter>& attention_kernel_seconds_;
   prometheus::Family<prometheus::Counter>& attention_bytes_received_;
   prometheus::Family<prometheus::Counter>& attention_bytes_sent_;
+  prometheus::Family<prometheus::Gauge>& attention_queue_depth_;
 };
 
 }  // namespace corescape

@@ -74,5 +74,12 @@ TEST_F(NodeMetricsTest, AttentionTrafficAddsUp) {
   EXPECT_THAT(text, HasSubstr("corescape_attention_server_bytes_sent_total{job_id=\"j\"} 400"));
 }
 
+TEST_F(NodeMetricsTest, AttentionQueueDepthFollowsTheSession) {
+  metrics_->ObserveAttentionQueue("j", 2);
+  EXPECT_THAT(endpoint_->Scrape(), HasSubstr("corescape_attention_server_queue_depth{job_id=\"j\"} 2"));
+  metrics_->ObserveAttentionQueue("j", 0);
+  EXPECT_THAT(endpoint_->Scrape(), HasSubstr("corescape_attention_server_queue_depth{job_id=\"j\"} 0"));
+}
+
 }  // namespace
 }  // namespace corescape

@@ -27,6 +27,10 @@ class RunMetrics {
   // workers since the last call for the job (once per micro-batch served).
   virtual void ObserveAttention(const std::string& job_id, int64_t bytes_in,
                                 int64_t bytes_out) = 0;
+  // An attention server's queue depth for the job: the workers' requests it
+  // has received and not yet answered (AttentionServerSession's
+  // on_queue_depth); 0 once the job's session is over.
+  virtual void ObserveAttentionQueue(const std::string& job_id, int32_t queued_requests) = 0;
 };
 
 }  // namespace corescape

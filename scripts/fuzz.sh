@@ -5,6 +5,7 @@
 # and exits non-zero if any target crashed; crash inputs are kept under the
 # output directory.
 #   scripts/fuzz.sh [--seconds N] [--out DIR] [TARGET ...]
+#   (CORESCAPE_FUZZ_OUTPUT_BASE: the clang build's Bazel output base)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +18,7 @@ while [[ $# -gt 0 ]]; do
     --seconds=*) seconds=${1#*=}; shift ;;
     --out) out=$2; shift 2 ;;
     --out=*) out=${1#*=}; shift ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -27,8 +28,9 @@ clang=$(command -v clang-14 || command -v clang || true)
 [[ -n "$clang" ]] || { echo "fuzz.sh: clang not found (scripts/setup.sh installs clang-14 and libfuzzer-14-dev)" >&2; exit 1; }
 
 # Its own output base: the clang toolchain never replaces the default
-# build's (gcc) configuration or cache.
-bazel_fuzz=(bazel --output_base="$HOME/.cache/corescape-fuzz-bazel")
+# build's (gcc) configuration or cache. CORESCAPE_FUZZ_OUTPUT_BASE gives each
+# checkout on a shared machine its own (one output base serves one checkout).
+bazel_fuzz=(bazel --output_base="${CORESCAPE_FUZZ_OUTPUT_BASE:-$HOME/.cache/corescape-fuzz-bazel}")
 # The project's own folders (a checkout's bazel-<dir> link must not be walked).
 source_dirs="//runtime/... + //daemon/... + //scheduler/... + //worker/... + //attention_server/... + //client/... + //tools/..."
 if [[ ${#targets[@]} -eq 0 ]]; then

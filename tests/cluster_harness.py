@@ -109,6 +109,9 @@ class Cluster:
     def start_node(self, name, binary, extra_args=()):
         if name in self.nodes:
             self.nodes[name].stop()  # reap an earlier (killed) process of that name
+        if binary == WORKER and not any(a.startswith("--checkpoint_root") for a in extra_args):
+            # The tests' checkpoint directories live in the work directory.
+            extra_args = (*extra_args, f"--checkpoint_root={self.workdir}")
         daemon = Daemon(name, [
             binary, f"--scheduler={self.scheduler_address}", f"--name={name}",
             "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1", *extra_args], self.workdir)

@@ -273,6 +273,29 @@ class JobsEndToEndTest(JobClusterTestCase):
         self.assertLess(self.jobs.job(job_id).progress.step - step_at_cancel, 50)
         self.assertIn("stopping job", self.cluster.nodes["worker-0"].log())
 
+    def test_worker_refuses_checkpoints_outside_its_root(self):
+        root = os.path.join(self.cluster.workdir, "root")
+        self.cluster.start_node("worker-0", harness.WORKER,
+                                ["--collective_timeout=5s", "--threads=1",
+                                 f"--checkpoint_root={root}"])
+        self.cluster.wait_for_states({"worker-0": "ALIVE"}, timeout=20)
+        outside = os.path.join(self.cluster.workdir, "elsewhere")
+        job_id = self.jobs.run(spec("outside", steps=20, checkpoint_dir=outside,
+                                    checkpoint_interval=5))
+        reason = "is outside this worker's checkpoint root"
+        harness.wait_for(lambda: reason in self.cluster.nodes["worker-0"].log(), 60,
+                         "the worker's refusal")
+        self.assertEqual(self.jobs.job(job_id).progress.step, 0)
+        self.assertFalse(os.path.exists(outside))
+        self.jobs.cancel(job_pb2.CancelJobRequest(job_id=job_id, reason="test"), timeout=5)
+        # Inside the root the same job trains and checkpoints.
+        inside = os.path.join(root, "ckpt")
+        job_id = self.jobs.run(spec("inside", steps=10, checkpoint_dir=inside,
+                                    checkpoint_interval=5))
+        job = self.jobs.wait_state(job_id, FINAL, timeout=120)
+        self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
+        self.assertTrue(os.path.isdir(os.path.join(inside, job_id)))
+
     def test_job_waits_pending_for_enough_workers(self):
         self.start_worker()
         job_id = self.jobs.run(spec("needs-two", steps=10, workers=2))
@@ -289,6 +312,12 @@ class JobsEndToEndTest(JobClusterTestCase):
             (lambda s: setattr(s.data, "sequence_length", 10**6), "spec.data.sequence_length"),
             (lambda s: s.data.train_shards.__setitem__(0, "/nope"), "spec.data.train_shards[0]"),
             (lambda s: setattr(s.placement, "workers", 100000), "spec.placement.workers"),
+            (lambda s: setattr(s.checkpoint, "directory", "relative/ckpt"),
+             "spec.checkpoint.directory"),
+            (lambda s: setattr(s.checkpoint, "directory", "/tmp/ok/../../etc"),
+             "spec.checkpoint.directory"),
+            (lambda s: s.placement.node_names.extend(["w", "w"]) or
+             setattr(s.placement, "workers", 2), "spec.placement.node_names[1]"),
         ]:
             s = spec("bad", steps=10)
             mutate(s)

@@ -186,6 +186,9 @@ class MetricsPrometheusTest(ops_cluster.OpsClusterTestCase):
         for direction in ("received", "sent"):
             p.wait_value(f'corescape_attention_server_bytes_{direction}_total{{job_id="{job}"}}',
                          lambda v: v > 0, f"attention bytes {direction}")
+        # Requests held unanswered: between none and one per worker.
+        p.wait_value(f'corescape_attention_server_queue_depth{{job_id="{job}"}}',
+                     lambda v: 0 <= v <= 2, "the attention queue depth")
         imbalance = p.wait_value(f'corescape_scheduler_attention_plan_imbalance{{job_id="{job}"}}',
                                  lambda v: v > 0, "an attention plan")
         self.assertGreaterEqual(imbalance, 1.0)

@@ -9,17 +9,19 @@
 #include "runtime/base/crc32c.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "daemon/job_failure_report.h"
+#include "runtime/job/job_spec.h"
 #include "runtime/job/trainer_config.h"
 #include "runtime/model/model_config.h"
 #include "worker/attention_reports.h"
 
 namespace corescape::worker {
 
-JobRunner::JobRunner(GroupFactory group_factory, int threads, AttentionFactory attention_factory,
-                     RunMetrics* metrics)
+JobRunner::JobRunner(GroupFactory group_factory, int threads, std::string checkpoint_root,
+                     AttentionFactory attention_factory, RunMetrics* metrics)
     : group_factory_(std::move(group_factory)),
       attention_factory_(std::move(attention_factory)),
       threads_(threads),
+      checkpoint_root_(std::move(checkpoint_root)),
       metrics_(metrics),
       runs_(mu_, "job", [](Run& run, const std::string& reason) {
         if (run.group != nullptr) run.group->Abort(reason);
@@ -199,6 +201,14 @@ absl::StatusOr<JobRunner::TrainingSetup> JobRunner::SetUpTraining(Run& run,
                                                                   uint64_t& attention_epoch) {
   const v1::JobAssignment& assignment = run.assignment;
   const v1::JobSpec& spec = assignment.spec();
+  // Refused before connecting anything: the scheduler hears why at once.
+  if (!spec.checkpoint().directory().empty()) {
+    if (absl::Status s =
+            job::CheckCheckpointDirectoryUnder(spec.checkpoint().directory(), checkpoint_root_);
+        !s.ok()) {
+      return s;
+    }
+  }
   TrainingSetup setup;
   auto config = TrainerConfigFor(assignment, threads_);
   if (!config.ok()) return config.status();

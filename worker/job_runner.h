@@ -45,11 +45,14 @@ using GroupFactory = std::function<absl::StatusOr<std::unique_ptr<train::DataPar
 // sends the same generation's next attention epoch (FailOverAttention).
 class JobRunner {
  public:
+  // checkpoint_root (absolute): the only tree this worker reads and writes
+  // checkpoints in; an assignment whose checkpoint.directory resolves
+  // outside it fails with the reason (job::CheckCheckpointDirectoryUnder).
   // attention_factory may be null: DISAGGREGATED and IN_PLACE jobs then fail
   // with a clear error. metrics (may be null) sees every rank's steps and
   // checkpoint writes; it must outlive the runner.
-  JobRunner(GroupFactory group_factory, int threads, AttentionFactory attention_factory = nullptr,
-            RunMetrics* metrics = nullptr);
+  JobRunner(GroupFactory group_factory, int threads, std::string checkpoint_root,
+            AttentionFactory attention_factory = nullptr, RunMetrics* metrics = nullptr);
   ~JobRunner();
 
   void Handle(const v1::SchedulerCommand& command, NodeAgent& agent);
@@ -130,6 +133,7 @@ class JobRunner {
   const GroupFactory group_factory_;
   const AttentionFactory attention_factory_;
   const int threads_;
+  const std::string checkpoint_root_;
   RunMetrics* const metrics_;
   absl::Mutex mu_;
   RunSupervisor<Run> runs_;

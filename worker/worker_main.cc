@@ -2,9 +2,14 @@
 // its lease, and trains its rank of the jobs assigned over its session; the
 // ranks of a job talk over the UCX data plane, and DISAGGREGATED jobs send
 // their core attention to the job's attention servers over it too.
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
+#include <string>
+#include <system_error>
 
 #include "absl/flags/flag.h"
+#include "glog/logging.h"
 #include "runtime/comm/transport.h"
 #include "daemon/node_daemon.h"
 #include "runtime/kernels/cpu/blas_threads.h"
@@ -15,6 +20,27 @@
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(30),
           "a data-plane operation waiting longer than this for a peer fails the step");
 ABSL_FLAG(int32_t, threads, 0, "compute threads per job (0: CORESCAPE_NUM_THREADS or all cores)");
+ABSL_FLAG(std::string, checkpoint_root, "",
+          "the directory tree jobs' checkpoint directories must lie in (an assignment "
+          "outside it is refused); empty: the worker's state directory (systemd's "
+          "$STATE_DIRECTORY), or without one the directory the worker was started in");
+
+namespace {
+
+// --checkpoint_root, or its default, as an absolute path.
+std::string CheckpointRoot() {
+  std::string root = absl::GetFlag(FLAGS_checkpoint_root);
+  if (root.empty()) {
+    // systemd lists several directories separated by ':' when a unit has several.
+    const char* state = std::getenv("STATE_DIRECTORY");
+    root = state != nullptr ? std::string(state).substr(0, std::string(state).find(':')) : "";
+  }
+  std::error_code error;
+  if (root.empty()) root = std::filesystem::current_path(error).string();
+  return std::filesystem::absolute(root, error).lexically_normal().string();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   corescape::kernels::StopBlasThreads();
@@ -43,8 +69,10 @@ int main(int argc, char** argv) {
       return corescape::worker::ConnectCoreAttention(
           transport.get(), assignment, config, absl::GetFlag(FLAGS_collective_timeout));
     };
+    const std::string checkpoint_root = CheckpointRoot();
+    LOG(INFO) << "checkpoints only under " << checkpoint_root << " (--checkpoint_root)";
     runner = std::make_unique<corescape::worker::JobRunner>(
-        make_group, absl::GetFlag(FLAGS_threads), make_attention, run_metrics);
+        make_group, absl::GetFlag(FLAGS_threads), checkpoint_root, make_attention, run_metrics);
     return transport->address();
   };
   hooks.on_command = [&](const corescape::v1::SchedulerCommand& command,

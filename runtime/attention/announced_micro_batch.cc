@@ -10,11 +10,15 @@ namespace corescape::attention {
 absl::Status CheckAnnouncedLengths(const std::vector<std::vector<int64_t>>& worker_documents,
                                    absl::string_view who) {
   for (size_t w = 0; w < worker_documents.size(); ++w) {
+    int64_t tokens = 0;
     for (int64_t length : worker_documents[w]) {
-      if (length < 1 || length > (int64_t{1} << 32)) {
-        return absl::DataLossError(
-            absl::StrCat("document length ", length, " from worker ", w, " in ", who));
+      // Checked one by one, so the sum cannot overflow.
+      if (length < 1 || length > kMaxTokensPerMicroBatch - tokens) {
+        return absl::DataLossError(absl::StrCat(
+            "document length ", length, " from worker ", w, " in ", who, " (", tokens,
+            " tokens before it; at most ", kMaxTokensPerMicroBatch, " per micro-batch)"));
       }
+      tokens += length;
     }
   }
   return absl::OkStatus();

@@ -47,9 +47,32 @@ absl::Status AttentionServerSession::Serve() {
   for (bool done = false; !done;) {
     if (absl::Status s = ServeOne(&done); !s.ok()) {
       communicator_->Abort(s.message());
+      SetQueueDepth(0);  // nothing is answered any more
       return s;
     }
   }
+  return absl::OkStatus();
+}
+
+void AttentionServerSession::SetQueueDepth(int32_t queued) {
+  if (queued == queue_depth_) return;
+  queue_depth_ = queued;
+  if (options_.on_queue_depth) options_.on_queue_depth(queued);
+}
+
+absl::Status AttentionServerSession::ReceiveRequestHeaders(Handles& receives) {
+  // In posting order; after each wait, every header that has landed by then
+  // counts, whichever worker's it is.
+  for (size_t i = 0; i < receives.size(); ++i) {
+    if (absl::Status s = receives[i]->Wait(); !s.ok()) {
+      WaitAll(receives).IgnoreError();
+      return s;
+    }
+    int32_t arrived = 0;
+    for (auto& receive : receives) arrived += receive->Test() ? 1 : 0;
+    SetQueueDepth(arrived);
+  }
+  receives.clear();
   return absl::OkStatus();
 }
 
@@ -209,7 +232,7 @@ absl::Status AttentionServerSession::ServeOne(bool* done) {
       return s;
     }
   }
-  if (absl::Status s = WaitAll(receives); !s.ok()) return s;
+  if (absl::Status s = ReceiveRequestHeaders(receives); !s.ok()) return s;
   std::vector<ExchangeHeader> headers;
   for (int32_t w = 0; w < workers; ++w) {
     auto header = DecodeHeader(headers_[w], Describe(w));
@@ -238,6 +261,7 @@ absl::Status AttentionServerSession::ServeOne(bool* done) {
       }
     }
     if (absl::Status s = WaitAll(sends); !s.ok()) return s;
+    SetQueueDepth(0);
     ReportTiming(timing_);
     ReportTiming(parked_.timing);
     *done = true;
@@ -294,6 +318,7 @@ absl::Status AttentionServerSession::ServeOne(bool* done) {
     }
   }
   if (absl::Status s = WaitAll(sends); !s.ok()) return s;
+  SetQueueDepth(0);  // every request of this exchange is answered
   last_ = first;
   ++exchange_;
   ++stats_.exchanges;

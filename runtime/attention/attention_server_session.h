@@ -13,6 +13,7 @@
 #include "runtime/attention/wire_format.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/comm/handle_set.h"
 
 namespace corescape::attention {
 
@@ -37,6 +38,12 @@ struct ServerSessionOptions {
   // Called (on the serving thread) once a micro-batch with work for this
   // server is over; may be empty.
   std::function<void(const MicroBatchTiming&)> on_micro_batch_timing;
+  // Called (on the serving thread) whenever the server's queue depth
+  // changes: the workers' requests of the current exchange whose header has
+  // arrived and that are not answered yet (0..workers; 0 between exchanges
+  // and once Serve returns). Requests still in the transport's buffers
+  // (a ping-pong half B while half A computes) are not counted. May be empty.
+  std::function<void(int32_t queued_requests)> on_queue_depth;
 };
 
 struct ServerSessionStats {
@@ -87,6 +94,10 @@ class AttentionServerSession {
     std::vector<Tensors> layers;
     MicroBatchTiming timing;
   };
+  // Waits for the exchange's request headers (one per worker), reporting
+  // the queue depth as they arrive.
+  absl::Status ReceiveRequestHeaders(comm::HandleSet& receives);
+  void SetQueueDepth(int32_t queued);
   absl::Status CheckOrder(const ExchangeHeader& header) const;
   // A backward's keep_qkv_for_backward agrees with this server's.
   absl::Status CheckKeptTensors(const ExchangeHeader& header) const;
@@ -115,6 +126,7 @@ class AttentionServerSession {
   ServerSessionStats stats_;
   MicroBatchTiming timing_;  // of the current micro-batch
   int current_half_ = 0;
+  int32_t queue_depth_ = 0;  // as last reported to on_queue_depth
   ParkedHalf parked_;
   ParticipantPlanner planner_;
 };

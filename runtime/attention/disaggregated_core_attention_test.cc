@@ -4,11 +4,15 @@
 // for a whole transformer's loss and gradients.
 #include "runtime/attention/disaggregated_core_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "runtime/attention/attention_server_session.h"
 #include "runtime/attention/executor_test_calls.h"
@@ -166,6 +170,48 @@ TEST(DisaggregatedModelTest, OneWorkerOneServer) { ExpectModelEquivalent(1, 1, t
 TEST(DisaggregatedModelTest, TwoWorkersTwoServers) { ExpectModelEquivalent(2, 2, true); }
 TEST(DisaggregatedModelTest, TwoWorkersFourServersResending) {
   ExpectModelEquivalent(2, 4, false);
+}
+
+// The server's queue depth counts the requests it holds unanswered: worker
+// 0's layer-1 request while worker 1 is held back, both once worker 1's
+// arrives, none once they are answered.
+TEST(DisaggregatedQueueDepthTest, CountsRequestsHeldOnTheServerThenReturnsToZero) {
+  const kernels::AttentionShape shape{4, 2, 8, 0.35f};
+  std::mt19937 rng(9);
+  const std::vector<RandomBatch> batches = {MakeBatch(rng, shape, 96), MakeBatch(rng, shape, 96)};
+  absl::Mutex mu;
+  int32_t depth = 0;
+  std::vector<int32_t> changes;
+  ClusterSetup setup;
+  setup.workers = 2;
+  setup.servers = 1;
+  setup.options.n_layers = 2;
+  setup.on_queue_depth = [&](int server, int32_t queued) {
+    EXPECT_EQ(server, 0);
+    absl::MutexLock lock(&mu);
+    depth = queued;
+    changes.push_back(queued);
+  };
+  RunCluster(setup, [&](int w, DisaggregatedCoreAttention& executor) {
+    Outputs out = ZeroOutputs(shape, batches[w].rows);
+    ASSERT_TRUE(executor.Forward(ForwardCall(0, shape, batches[w], out)).ok());
+    if (w == 1) {
+      // Layer 0 is answered, so the server holds only worker 0's layer 1.
+      absl::MutexLock lock(&mu);
+      auto one_queued = [&]() { return depth == 1; };
+      ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&one_queued), absl::Seconds(60)))
+          << "the server never counted worker 0's request alone";
+    }
+    ASSERT_TRUE(executor.Forward(ForwardCall(1, shape, batches[w], out)).ok());
+  });
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(depth, 0);
+  ASSERT_FALSE(changes.empty());
+  EXPECT_EQ(*std::max_element(changes.begin(), changes.end()), 2);
+  // Layer 1: one request held, then both, then none.
+  const std::vector<int32_t> held = {1, 2, 0};
+  EXPECT_NE(std::search(changes.begin(), changes.end(), held.begin(), held.end()), changes.end())
+      << absl::StrJoin(changes, ",");
 }
 
 // A worker whose calls break the order gets a clear error, not garbage.

@@ -93,7 +93,8 @@ absl::StatusOr<DocumentsMessage> DecodeDocumentsMessage(absl::Span<const int64_t
     }
     if (absl::Status s = ValidateSpeedWeights(
             weights.weights, format.weights_per_sender,
-            absl::StrCat("speed weights from ", who, " with ", announce.Describe()));
+            absl::StrCat("speed weights from ", who, " with ", announce.Describe()),
+            format.max_speed_weight);
         !s.ok()) {
       return absl::DataLossError(s.message());
     }

@@ -15,6 +15,7 @@
 // Only worker 0's server weights and plan count, so everyone plans alike.
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -36,11 +37,18 @@ struct DocumentsMessage {
 // Which weights and plans a job's documents messages carry.
 struct DocumentsFormat {
   // DISAGGREGATED over `servers` attention servers.
-  static DocumentsFormat Disaggregated(int32_t servers) { return {servers, false}; }
+  static DocumentsFormat Disaggregated(int32_t servers) {
+    return {servers, false, kMaxRelativeSpeedWeight};
+  }
   // IN_PLACE: every worker announces its own speed, nobody ships plans.
-  static DocumentsFormat InPlace() { return {1, true}; }
+  static DocumentsFormat InPlace() {
+    return {1, true, std::numeric_limits<double>::infinity()};
+  }
   int32_t weights_per_sender = 1;  // from worker 0; in place from each, or none
   bool in_place = false;
+  // Relative weights from the scheduler are bounded; absolute speeds only
+  // finite and > 0 (ValidateSpeedWeights).
+  double max_speed_weight = kMaxRelativeSpeedWeight;
 };
 
 // The words of `message`; sets the counts of `announce` (num_documents,

@@ -42,6 +42,11 @@ absl::StatusOr<std::vector<ServerOutcome>> RunInProcessAttentionCluster(
         options.tolerance = cluster.options.tolerance;
         options.planner = cluster.options.planner;
         options.keep_qkv_for_backward = cluster.options.keep_qkv_for_backward;
+        if (cluster.on_queue_depth) {
+          options.on_queue_depth = [&cluster, server = r - cluster.workers](int32_t queued) {
+            cluster.on_queue_depth(server, queued);
+          };
+        }
         AttentionServerSession session(communicator.get(), options);
         outcomes[r - cluster.workers].served = session.Serve();
         outcomes[r - cluster.workers].stats = session.stats();

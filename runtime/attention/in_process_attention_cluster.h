@@ -23,6 +23,9 @@ struct InProcessAttentionCluster {
   // Each worker's exchange events (DisaggregatedOptions::on_exchange_event),
   // on that worker's thread; may be empty.
   std::function<void(int worker, const ExchangeEvent&)> on_exchange_event;
+  // Each server's queue depth (ServerSessionOptions::on_queue_depth), on
+  // that server's thread; may be empty.
+  std::function<void(int server, int32_t queued_requests)> on_queue_depth;
 };
 
 struct ServerOutcome {

@@ -320,6 +320,7 @@ TEST(SpeedWeightedPlanTest, ServerRefusesMalformedWeightsOnTheWire) {
       {2, {1.0, std::numeric_limits<double>::quiet_NaN()},
        "speed weight [1] is nan; weights must be finite and > 0"},
       {2, {1.0, -2.0}, "speed weight [1] is -2"},
+      {2, {1e304, 0.75}, "speed weight [0] is 1e+304; relative weights must lie in [0.01, 100]"},
       {3, {1.0, 1.0, 1.0}, "announces 3 speed weights with forward layer 0 of micro-batch 0 "
                            "(exchange 0); expected 2 (one per attention server)"},
       {0, {}, "announces 0 speed weights"},
@@ -390,7 +391,7 @@ TEST(SpeedWeightsTest, HeaderCarriesTheCountOnlyWithTheFirstForward) {
   EXPECT_EQ(decoded->num_speed_weights, 5);
   h.num_speed_weights = -1;
   EXPECT_THAT(DecodeHeader(EncodeHeader(h), "peer").status().message(),
-              HasSubstr("speed weight count -1"));
+              HasSubstr("num_speed_weights -1 is not in [0, 65536]"));
   h.num_speed_weights = 2;
   h.num_documents = 0;
   h.layer = 1;

@@ -36,7 +36,7 @@ double WordToDouble(int64_t word) {
 }
 
 absl::Status ValidateSpeedWeights(absl::Span<const double> weights, int32_t servers,
-                                  absl::string_view source) {
+                                  absl::string_view source, double max_weight) {
   if (static_cast<int64_t>(weights.size()) != servers) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", weights.size(),
                                                    " speed weights for ", servers,
@@ -46,6 +46,11 @@ absl::Status ValidateSpeedWeights(absl::Span<const double> weights, int32_t serv
     if (!(std::isfinite(weights[s]) && weights[s] > 0)) {
       return absl::InvalidArgumentError(absl::StrCat(source, ": speed weight [", s, "] is ",
                                                      weights[s], "; weights must be finite and > 0"));
+    }
+    if (weights[s] > max_weight || weights[s] < 1.0 / max_weight) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": speed weight [", s, "] is ", weights[s],
+                       "; relative weights must lie in [", 1.0 / max_weight, ", ", max_weight, "]"));
     }
   }
   return absl::OkStatus();

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "runtime/planner/speed_weights.h"
 
 namespace corescape::attention {
 
@@ -33,10 +34,19 @@ struct SpeedWeights {
 int64_t DoubleToWord(double value);
 double WordToDouble(int64_t word);
 
-// OK if there is one weight per server, each finite and > 0; otherwise
-// InvalidArgument naming `source`, and the count or the bad weight.
+// The widest relative weight (mean 1) planner::NormalisedSpeedWeights can
+// give: clamped to kMaxSpeedWeight around the mean, then renormalised.
+// Beyond it a weight is not one the scheduler made, and the planner's
+// capacities (total work × weight) could overflow to inf − inf.
+inline constexpr double kMaxRelativeSpeedWeight = planner::kMaxSpeedWeight * planner::kMaxSpeedWeight;
+
+// OK if there is one weight per server, each finite, > 0 and in
+// [1/max_weight, max_weight]; otherwise InvalidArgument naming `source`,
+// and the count or the bad weight. In-place workers announce absolute
+// speeds (normalised before planning): they pass max_weight = infinity.
 absl::Status ValidateSpeedWeights(absl::Span<const double> weights, int32_t servers,
-                                  absl::string_view source);
+                                  absl::string_view source,
+                                  double max_weight = kMaxRelativeSpeedWeight);
 
 }  // namespace corescape::attention
 

@@ -129,28 +129,46 @@ absl::StatusOr<ExchangeHeader> DecodeHeader(const HeaderBytes& bytes, absl::stri
   h.num_speed_weights = Get<int32_t>(bytes, kSpeedWeightsField);
   h.payload_bytes = Get<int64_t>(bytes, kPayloadField);
   if (h.pass == Pass::kEnd) return h;
-  if (h.n_layers < 1 || h.layer < 0 || h.layer >= h.n_layers) {
+  if (h.n_layers < 1 || h.n_layers > kMaxWireLayers) {
+    return bad(absl::StrCat("n_layers ", h.n_layers, " is not in [1, ", kMaxWireLayers, "]"));
+  }
+  if (h.layer < 0 || h.layer >= h.n_layers) {
     return bad(absl::StrCat("layer ", h.layer, " of ", h.n_layers));
   }
-  if (h.n_heads < 1 || h.n_kv_heads < 1 || h.n_heads % h.n_kv_heads != 0 || h.head_dim < 1 ||
-      !(std::isfinite(h.softmax_scale) && h.softmax_scale > 0)) {
-    return bad(absl::StrCat("bad attention shape: ", h.n_heads, " heads, ", h.n_kv_heads,
-                            " kv heads, head_dim ", h.head_dim, ", scale ", h.softmax_scale));
+  if (h.n_heads < 1 || h.n_heads > kMaxWireHeads) {
+    return bad(absl::StrCat("bad attention shape: n_heads ", h.n_heads, " is not in [1, ",
+                            kMaxWireHeads, "]"));
+  }
+  if (h.n_kv_heads < 1 || h.n_heads % h.n_kv_heads != 0) {
+    return bad(absl::StrCat("bad attention shape: n_kv_heads ", h.n_kv_heads,
+                            " does not divide n_heads ", h.n_heads));
+  }
+  if (h.head_dim < 1 || int64_t{h.n_heads} * h.head_dim > kMaxWireRowWidth) {
+    return bad(absl::StrCat("bad attention shape: head_dim ", h.head_dim, " with ", h.n_heads,
+                            " heads is not in [1, ", kMaxWireRowWidth, " / n_heads]"));
+  }
+  if (!(std::isfinite(h.softmax_scale) && h.softmax_scale > 0)) {
+    return bad(absl::StrCat("bad attention shape: softmax_scale ", h.softmax_scale,
+                            " is not finite and positive"));
   }
   if (h.num_documents < 0 || h.num_documents > kMaxDocumentsPerMicroBatch) {
-    return bad(absl::StrCat("document count ", h.num_documents));
+    return bad(absl::StrCat("num_documents ", h.num_documents, " is not in [0, ",
+                            kMaxDocumentsPerMicroBatch, "]"));
   }
   if (h.num_documents > 0 && !(h.pass == Pass::kForward && h.layer == 0)) {
     return bad("documents are sent only with the forward of layer 0");
   }
   if (h.num_speed_weights < 0 || h.num_speed_weights > kMaxSpeedWeights) {
-    return bad(absl::StrCat("speed weight count ", h.num_speed_weights));
+    return bad(absl::StrCat("num_speed_weights ", h.num_speed_weights, " is not in [0, ",
+                            kMaxSpeedWeights, "]"));
   }
   if (h.num_speed_weights > 0 && !(h.pass == Pass::kForward && h.layer == 0)) {
     return bad("speed weights are sent only with the forward of layer 0");
   }
-  if (h.payload_bytes < 0 || h.payload_bytes % sizeof(float) != 0) {
-    return bad(absl::StrCat("payload of ", h.payload_bytes, " bytes"));
+  if (h.payload_bytes < 0 || h.payload_bytes > kMaxPayloadBytes ||
+      h.payload_bytes % sizeof(float) != 0) {
+    return bad(absl::StrCat("payload_bytes ", h.payload_bytes,
+                            " is not a whole number of floats in [0, ", kMaxPayloadBytes, "]"));
   }
   return h;
 }

@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "runtime/kernels/core_attention.h"
+#include "runtime/model/model_config.h"
 
 namespace corescape::attention {
 
@@ -66,8 +67,20 @@ inline constexpr uint8_t kCarriesForwardTensors = 1;  // backward request resend
 inline constexpr uint8_t kPingPongHalfA = 2;
 inline constexpr uint8_t kPingPongHalfB = 4;
 
-inline constexpr int32_t kMaxDocumentsPerMicroBatch = 1 << 24;
-inline constexpr int32_t kMaxSpeedWeights = 1 << 16;  // attention servers per job
+// Upper bounds on every count and length a peer announces. DecodeHeader
+// (and, for document lengths, CheckAnnouncedLengths) refuses anything
+// beyond them, naming the field, before a receiver allocates or multiplies
+// anything from it: with these, every row count × row width product stays
+// far inside int64 and no buffer is sized by an unchecked number.
+inline constexpr int32_t kMaxWireLayers = model::kMaxLayers;    // n_layers
+inline constexpr int32_t kMaxWireHeads = model::kMaxHeads;      // n_heads, n_kv_heads
+inline constexpr int32_t kMaxWireRowWidth = model::kMaxDModel;  // n_heads × head_dim
+inline constexpr int32_t kMaxDocumentsPerMicroBatch = 1 << 24;  // num_documents
+inline constexpr int32_t kMaxSpeedWeights = 1 << 16;  // num_speed_weights (servers per job)
+// One worker's tokens in one micro-batch (the sum of its document lengths).
+inline constexpr int64_t kMaxTokensPerMicroBatch = model::kMaxMicroBatchTokens;
+// payload_bytes of one message (16 GiB).
+inline constexpr int64_t kMaxPayloadBytes = int64_t{1} << 34;
 
 struct ExchangeHeader {
   Pass pass = Pass::kForward;
@@ -111,8 +124,8 @@ inline constexpr int64_t kHeaderBytes = 64;
 using HeaderBytes = std::array<char, kHeaderBytes>;
 
 HeaderBytes EncodeHeader(const ExchangeHeader& header);
-// Checks magic, version, pass and ranges; errors say what is wrong and name
-// `peer`.
+// Checks magic, version, pass and every field's range (the bounds above);
+// errors name the field and `peer`.
 absl::StatusOr<ExchangeHeader> DecodeHeader(const HeaderBytes& bytes, absl::string_view peer);
 
 // Checks that `got` is the exchange the receiver expects: same sequence

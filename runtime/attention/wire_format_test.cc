@@ -1,8 +1,14 @@
 #include "runtime/attention/wire_format.h"
 
+#include <cmath>
+#include <functional>
+#include <limits>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/attention/announced_micro_batch.h"
 #include "runtime/attention/micro_batch_plan.h"
 
 namespace corescape::attention {
@@ -91,6 +97,75 @@ TEST(WireFormatTest, RejectsDamagedHeadersNamingThePeer) {
   h = Sample();
   h.payload_bytes = 7;
   expect_error(EncodeHeader(h), "payload");
+}
+
+// Every count and length is bounded from above before a receiver sizes a
+// buffer by it; the error names the field.
+TEST(WireFormatTest, RejectsOversizedFieldsNamingThem) {
+  struct Case {
+    std::function<void(ExchangeHeader&)> damage;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](ExchangeHeader& h) { h.n_layers = kMaxWireLayers + 1; }, "n_layers"},
+      {[](ExchangeHeader& h) { h.n_layers = std::numeric_limits<int32_t>::max(); }, "n_layers"},
+      {[](ExchangeHeader& h) { h.n_heads = kMaxWireHeads * 2; h.n_kv_heads = 2; }, "n_heads"},
+      {[](ExchangeHeader& h) { h.head_dim = kMaxWireRowWidth; }, "head_dim"},
+      {[](ExchangeHeader& h) { h.head_dim = std::numeric_limits<int32_t>::max(); }, "head_dim"},
+      {[](ExchangeHeader& h) { h.n_kv_heads = -2; }, "n_kv_heads"},
+      {[](ExchangeHeader& h) { h.softmax_scale = INFINITY; }, "softmax_scale"},
+      {[](ExchangeHeader& h) { h.payload_bytes = kMaxPayloadBytes + 4; }, "payload_bytes"},
+      {[](ExchangeHeader& h) { h.payload_bytes = std::numeric_limits<int64_t>::max() - 3; },
+       "payload_bytes"},
+      {[](ExchangeHeader& h) { h.payload_bytes = -4; }, "payload_bytes"},
+      {[](ExchangeHeader& h) {
+         h.pass = Pass::kForward;
+         h.layer = 0;
+         h.num_documents = kMaxDocumentsPerMicroBatch + 1;
+       },
+       "num_documents"},
+      {[](ExchangeHeader& h) {
+         h.pass = Pass::kForward;
+         h.layer = 0;
+         h.num_speed_weights = kMaxSpeedWeights + 1;
+       },
+       "num_speed_weights"},
+  };
+  for (const Case& c : cases) {
+    ExchangeHeader h = Sample();
+    c.damage(h);
+    auto decoded = DecodeHeader(EncodeHeader(h), "worker 3");
+    ASSERT_FALSE(decoded.ok()) << c.field;
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(decoded.status().message().find(c.field), std::string::npos) << decoded.status();
+    EXPECT_NE(decoded.status().message().find("worker 3"), std::string::npos) << decoded.status();
+  }
+  // The largest shape a model may have still decodes.
+  ExchangeHeader widest = Sample();
+  widest.n_layers = kMaxWireLayers;
+  widest.n_heads = kMaxWireHeads;
+  widest.n_kv_heads = 1;
+  widest.head_dim = kMaxWireRowWidth / kMaxWireHeads;
+  widest.payload_bytes = kMaxPayloadBytes;
+  EXPECT_TRUE(DecodeHeader(EncodeHeader(widest), "w").ok());
+}
+
+// A worker's document lengths are bounded one by one and in sum, so the
+// planner and the row arithmetic never see more tokens than fit.
+TEST(WireFormatTest, AnnouncedLengthsAreBoundedInSum) {
+  EXPECT_TRUE(CheckAnnouncedLengths({{5, 7}, {kMaxTokensPerMicroBatch}}, "mb 0").ok());
+  absl::Status s = CheckAnnouncedLengths({{kMaxTokensPerMicroBatch + 1}}, "mb 0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("document length"), std::string::npos) << s;
+  s = CheckAnnouncedLengths({{1}, {kMaxTokensPerMicroBatch / 2, kMaxTokensPerMicroBatch / 2, 1}},
+                            "mb 0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("from worker 1"), std::string::npos) << s;
+  EXPECT_FALSE(CheckAnnouncedLengths({{std::numeric_limits<int64_t>::max(),
+                                       std::numeric_limits<int64_t>::max()}},
+                                     "mb 0")
+                   .ok());
+  EXPECT_FALSE(CheckAnnouncedLengths({{0}}, "mb 0").ok());
 }
 
 TEST(WireFormatTest, MismatchSaysWhichSideIsOutOfStep) {

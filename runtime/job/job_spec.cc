@@ -3,6 +3,9 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <filesystem>
+#include <set>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/optim/adam_config.h"
@@ -83,7 +86,60 @@ absl::Status ValidateDataPaths(absl::string_view field,
   return absl::OkStatus();
 }
 
+// Where checkpoints go: an absolute path without `..` components, so what
+// the scheduler accepted is what every worker checks against its root.
+absl::Status ValidateCheckpointDirectory(const std::string& directory) {
+  if (directory.empty()) return absl::OkStatus();
+  if (directory.size() > 4096 || directory.find('\0') != std::string::npos) {
+    return Invalid("checkpoint.directory", "longer than 4096 bytes or holds a NUL byte");
+  }
+  const std::filesystem::path path(directory);
+  if (!path.is_absolute()) {
+    return Invalid("checkpoint.directory",
+                   absl::StrCat("'", directory, "' is not an absolute path"));
+  }
+  for (const std::filesystem::path& part : path) {
+    if (part == "..") {
+      return Invalid("checkpoint.directory",
+                     absl::StrCat("'", directory, "' climbs out with '..'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// `path` with symbolic links resolved as far as it exists, lexically
+// normalised, without a trailing separator.
+std::filesystem::path Resolved(const std::string& path) {
+  std::error_code error;
+  std::filesystem::path resolved = std::filesystem::weakly_canonical(path, error);
+  if (error) resolved = std::filesystem::path(path);
+  resolved = resolved.lexically_normal();
+  if (resolved.has_relative_path() && resolved.filename().empty()) {
+    resolved = resolved.parent_path();
+  }
+  return resolved;
+}
+
 }  // namespace
+
+absl::Status CheckCheckpointDirectoryUnder(const std::string& directory, const std::string& root) {
+  if (root.empty() || !std::filesystem::path(root).is_absolute()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the checkpoint root '", root, "' is not an absolute path"));
+  }
+  const std::filesystem::path dir = Resolved(directory), base = Resolved(root);
+  auto d = dir.begin();
+  for (auto b = base.begin(); b != base.end(); ++b, ++d) {
+    if (d == dir.end() || *d != *b) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "checkpoint.directory ", directory,
+          directory == dir.string() ? "" : absl::StrCat(" (", dir.string(), ")"),
+          " is outside this worker's checkpoint root ", base.string(),
+          " (--checkpoint_root)"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 void ApplyJobDefaults(v1::JobSpec& spec) {
   const JobDefaults& d = kJobDefaults;
@@ -137,6 +193,11 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (absl::Status s = config.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("spec.", s.message()));
   }
+  if (const int64_t parameters = config.ParameterCount(); parameters > kMaxModelParameters) {
+    return Invalid("model", absl::StrCat(config.ToString(), " has ", parameters,
+                                         " parameters, more than any job may train (",
+                                         kMaxModelParameters, ")"));
+  }
 
   const v1::DataSpec& data = spec.data();
   if (absl::Status s = ValidateDataPaths("data.train_shards", data.train_shards(), true); !s.ok()) {
@@ -155,6 +216,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   if (data.micro_batch_size() <= 0 || data.micro_batch_size() > 65536) {
     return Invalid("data.micro_batch_size", "must be in [1, 65536]");
+  }
+  if (int64_t{data.micro_batch_size()} * data.sequence_length() > model::kMaxMicroBatchTokens) {
+    return Invalid("data.micro_batch_size",
+                   absl::StrCat(data.micro_batch_size(), " sequences of ", data.sequence_length(),
+                                " tokens are more than one micro-batch may hold (",
+                                model::kMaxMicroBatchTokens, " tokens)"));
   }
   if (data.gradient_accumulation() <= 0 || data.gradient_accumulation() > 65536) {
     return Invalid("data.gradient_accumulation", "must be in [1, 65536]");
@@ -211,6 +278,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Invalid("checkpoint.directory", "required when checkpoint.interval_steps > 0");
   }
   if (checkpoint.keep() < 0) return Invalid("checkpoint.keep", "must not be negative");
+  if (absl::Status s = ValidateCheckpointDirectory(checkpoint.directory()); !s.ok()) return s;
 
   const v1::PlacementSpec& placement = spec.placement();
   if (placement.workers() <= 0) return Invalid("placement.workers", "must be positive");
@@ -224,6 +292,14 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   if (!placement.node_names().empty() && placement.node_names_size() != placement.workers()) {
     return Invalid("placement.node_names", "must name exactly placement.workers nodes");
+  }
+  std::set<absl::string_view> node_names;
+  for (int i = 0; i < placement.node_names_size(); ++i) {
+    if (!node_names.insert(placement.node_names(i)).second) {
+      return Invalid(absl::StrCat("placement.node_names[", i, "]"),
+                     absl::StrCat("'", placement.node_names(i),
+                                  "' is named twice (one rank per node)"));
+    }
   }
 
   const v1::AttentionSpec& attention = spec.attention();

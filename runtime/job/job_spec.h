@@ -39,6 +39,11 @@ inline constexpr JobDefaults kJobDefaults;
 // ever exist"), far above anything this scheduler has been run with.
 inline constexpr int kMaxJobWorkers = 1024;
 
+// The most parameters a job's model may have (400 GB of fp32 weights): a
+// guard against a spec whose model no worker could ever allocate, far above
+// the paper-scale presets (llama-1.8b).
+inline constexpr int64_t kMaxModelParameters = 100'000'000'000;
+
 // Whether the optimizer named so follows the scheduler's mask epochs (SCAPE
 // and its per-rank global top-k baseline); false for unknown names.
 bool UsesMaskEpochs(const std::string& optimizer);
@@ -49,6 +54,13 @@ void ApplyJobDefaults(v1::JobSpec& spec);
 // INVALID_ARGUMENT naming the field ("spec.data.micro_batch_size: must be
 // positive"). Checks that data paths exist on this machine's filesystem.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+
+// Whether checkpoint directory `directory` (absolute, as ValidateJobSpec
+// requires) lies inside `root` (absolute) once both are resolved: symbolic
+// links followed as far as they exist, `.` and `..` applied. A worker
+// refuses an assignment whose checkpoints would land outside its
+// --checkpoint_root; PERMISSION_DENIED naming both otherwise.
+absl::Status CheckCheckpointDirectoryUnder(const std::string& directory, const std::string& root);
 
 // The model a JobSpec describes: its preset with the spec's non-zero fields
 // overriding it. Not validated: ValidateJobSpec runs ModelConfig::Validate().

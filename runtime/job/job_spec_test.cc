@@ -1,5 +1,6 @@
 #include "runtime/job/job_spec.h"
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -174,6 +175,98 @@ TEST(ValidateJobSpecTest, InPlaceTakesNoAttentionServers) {
 
   spec.mutable_attention()->set_mode(v1::COLOCATED);  // colocated ignores them
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+// A model too large for any worker is refused before anyone allocates it;
+// the paper-scale presets pass.
+TEST(ValidateJobSpecTest, ModelSizeIsBounded) {
+  v1::JobSpec spec = ValidSpec("adamw");
+  spec.mutable_model()->set_preset("llama-1.8b");
+  spec.mutable_data()->set_sequence_length(128);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  // Every size within its own bound, the product far beyond the total's.
+  spec.mutable_model()->set_n_layers(1024);
+  spec.mutable_model()->set_d_model(65536);
+  spec.mutable_model()->set_n_heads(512);
+  spec.mutable_model()->set_n_kv_heads(512);
+  spec.mutable_model()->set_d_ff(1 << 20);
+  const absl::Status refused = ValidateJobSpec(spec);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("spec.model:"), std::string::npos) << refused;
+  EXPECT_NE(refused.message().find("more than any job may train"), std::string::npos) << refused;
+}
+
+TEST(ValidateJobSpecTest, MicroBatchTokensAreBounded) {
+  v1::JobSpec spec = ValidSpec("adamw");
+  spec.mutable_model()->set_max_seq_len(1 << 16);
+  spec.mutable_data()->set_sequence_length(1 << 16);
+  spec.mutable_data()->set_micro_batch_size(64);  // 2^22 tokens: the most
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.mutable_data()->set_micro_batch_size(65);
+  const absl::Status refused = ValidateJobSpec(spec);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("spec.data.micro_batch_size: 65 sequences of 65536 tokens"),
+            std::string::npos)
+      << refused;
+}
+
+TEST(ValidateJobSpecTest, NodeNamesAreUnique) {
+  v1::JobSpec spec = ValidSpec("adamw");
+  spec.mutable_placement()->set_workers(3);
+  spec.mutable_placement()->set_min_workers(3);
+  for (const char* name : {"worker-0", "worker-1", "worker-2"}) {
+    spec.mutable_placement()->add_node_names(name);
+  }
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.mutable_placement()->set_node_names(2, "worker-0");
+  const absl::Status refused = ValidateJobSpec(spec);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("spec.placement.node_names[2]: 'worker-0' is named twice"),
+            std::string::npos)
+      << refused;
+}
+
+TEST(ValidateJobSpecTest, CheckpointDirectoryIsAbsoluteWithoutDotDot) {
+  v1::JobSpec spec = ValidSpec("adamw");
+  spec.mutable_checkpoint()->set_directory("/var/lib/corescape/worker/ckpt");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  for (const char* bad : {"ckpt", "/var/lib/corescape/worker/../../../etc", "/a/..", ".."}) {
+    spec.mutable_checkpoint()->set_directory(bad);
+    const absl::Status refused = ValidateJobSpec(spec);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(refused.message().find("spec.checkpoint.directory"), std::string::npos) << refused;
+  }
+  spec.mutable_checkpoint()->set_directory(std::string("/a\0b", 4));
+  EXPECT_FALSE(ValidateJobSpec(spec).ok());
+}
+
+// The worker's side: the directory must resolve inside its root, whatever
+// `..` or symbolic links it goes through.
+TEST(CheckCheckpointDirectoryUnderTest, InsideTheRootOnly) {
+  namespace fs = std::filesystem;
+  const fs::path tmp = fs::path(::testing::TempDir()) / "checkpoint-root-test";
+  fs::remove_all(tmp);
+  const fs::path root = tmp / "root";
+  fs::create_directories(root / "jobs");
+  fs::create_directories(tmp / "elsewhere");
+  fs::create_directory_symlink(tmp / "elsewhere", root / "escape");
+
+  EXPECT_TRUE(CheckCheckpointDirectoryUnder((root / "jobs").string(), root.string()).ok());
+  EXPECT_TRUE(CheckCheckpointDirectoryUnder(root.string(), root.string() + "/").ok());
+  EXPECT_TRUE(
+      CheckCheckpointDirectoryUnder((root / "not-yet" / "made").string(), root.string()).ok());
+  for (const fs::path& outside :
+       {tmp / "elsewhere", root / "escape" / "ckpt", root / ".." / "elsewhere",
+        fs::path(root.string() + "-sibling"), fs::path("/etc")}) {
+    const absl::Status refused = CheckCheckpointDirectoryUnder(outside.string(), root.string());
+    EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << outside;
+    EXPECT_NE(refused.message().find("outside this worker's checkpoint root"), std::string::npos)
+        << refused;
+    EXPECT_NE(refused.message().find("--checkpoint_root"), std::string::npos) << refused;
+  }
+  EXPECT_EQ(CheckCheckpointDirectoryUnder("/x", "relative/root").code(),
+            absl::StatusCode::kFailedPrecondition);
+  fs::remove_all(tmp);
 }
 
 }  // namespace

@@ -33,13 +33,13 @@ absl::Status ModelConfig::Validate() const {
     if (value > max) return Invalid(field, absl::StrCat("must be at most ", max, ", got ", value));
     return absl::OkStatus();
   };
-  if (auto s = positive("n_layers", n_layers, 1024); !s.ok()) return s;
-  if (auto s = positive("d_model", d_model, 65536); !s.ok()) return s;
-  if (auto s = positive("n_heads", n_heads, 1024); !s.ok()) return s;
-  if (auto s = positive("n_kv_heads", n_kv_heads, 1024); !s.ok()) return s;
-  if (auto s = positive("d_ff", d_ff, 1 << 20); !s.ok()) return s;
-  if (auto s = positive("vocab_size", vocab_size, 1 << 22); !s.ok()) return s;
-  if (auto s = positive("max_seq_len", max_seq_len, 1 << 22); !s.ok()) return s;
+  if (auto s = positive("n_layers", n_layers, kMaxLayers); !s.ok()) return s;
+  if (auto s = positive("d_model", d_model, kMaxDModel); !s.ok()) return s;
+  if (auto s = positive("n_heads", n_heads, kMaxHeads); !s.ok()) return s;
+  if (auto s = positive("n_kv_heads", n_kv_heads, kMaxHeads); !s.ok()) return s;
+  if (auto s = positive("d_ff", d_ff, kMaxFeedForward); !s.ok()) return s;
+  if (auto s = positive("vocab_size", vocab_size, kMaxVocabSize); !s.ok()) return s;
+  if (auto s = positive("max_seq_len", max_seq_len, kMaxSequenceLength); !s.ok()) return s;
   if (d_model % n_heads != 0) {
     return Invalid("n_heads", absl::StrCat("must divide d_model ", d_model, ", got ", n_heads));
   }

@@ -11,6 +11,21 @@
 
 namespace corescape::model {
 
+// The largest model shape anything accepts: Validate() refuses beyond these,
+// and the attention wire format (runtime/attention/wire_format.h) bounds a
+// peer's announced shape by them before allocating from it. Far above the
+// paper-scale presets (llama-1.8b: 24 layers, d_model 2560, 32 heads).
+inline constexpr int kMaxLayers = 1024;
+inline constexpr int kMaxDModel = 65536;  // also the widest attention row (heads × head_dim)
+inline constexpr int kMaxHeads = 1024;
+inline constexpr int kMaxFeedForward = 1 << 20;
+inline constexpr int kMaxVocabSize = 1 << 22;
+inline constexpr int kMaxSequenceLength = 1 << 22;
+// Tokens in one rank's micro-batch (micro_batch_size × sequence_length):
+// small enough that the planner's causal-pair costs, squares of lengths
+// summed over a thousand ranks, stay inside int64.
+inline constexpr int64_t kMaxMicroBatchTokens = int64_t{1} << 22;
+
 // Shape of a decoder-only Llama-style transformer.
 struct ModelConfig {
   int n_layers = 2;

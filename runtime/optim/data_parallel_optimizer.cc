@@ -55,7 +55,7 @@ absl::Status RestoreAdamW(absl::string_view blob, absl::string_view kind, AdamW&
         absl::StrCat("optimizer state is for '", *stored_kind, "', not '", kind, "'"));
   }
   const int64_t n = static_cast<int64_t>(adamw.first_moment().size());
-  auto step = reader->Int64("step");
+  auto step = reader->Count("step");
   auto m = reader->FloatsOfSize("m", n);
   auto v = reader->FloatsOfSize("v", n);
   for (const absl::Status& s : {step.status(), m.status(), v.status()}) {
@@ -137,7 +137,7 @@ absl::Status DenseAdamSDataParallel::RestoreState(absl::string_view state) {
     return absl::FailedPreconditionError(
         absl::StrCat("optimizer state is for '", *kind, "', not '", name(), "'"));
   }
-  auto step = reader->Int64("step");
+  auto step = reader->Count("step");
   if (!step.ok()) return step.status();
   auto m = reader->FloatsOfSize("m", adams_.first_moment().size());
   if (!m.ok()) return m.status();

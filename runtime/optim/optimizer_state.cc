@@ -10,15 +10,6 @@ namespace {
 constexpr char kMagic[] = "CSOPTST1";
 constexpr uint8_t kFloat = 1, kInt64 = 2, kString = 3, kDouble = 4;
 
-uint64_t Fnv1a(absl::string_view bytes) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (char c : bytes) {
-    hash ^= static_cast<uint8_t>(c);
-    hash *= 0x100000001b3ull;
-  }
-  return hash;
-}
-
 template <typename T>
 void Put(std::string& out, T value) {
   out.append(reinterpret_cast<const char*>(&value), sizeof(T));
@@ -33,6 +24,15 @@ bool Get(absl::string_view& in, T& value) {
 }
 
 }  // namespace
+
+uint64_t StateChecksum(absl::string_view bytes) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (char c : bytes) {
+    hash ^= static_cast<uint8_t>(c);
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
 
 void StateWriter::AddFloats(const std::string& name, absl::Span<const float> values) {
   entries_[name] = {kFloat, std::string(reinterpret_cast<const char*>(values.data()),
@@ -63,7 +63,7 @@ std::string StateWriter::Finish() const {
     Put<uint64_t>(out, entry.bytes.size());
     out += entry.bytes;
   }
-  Put<uint64_t>(out, Fnv1a(out));
+  Put<uint64_t>(out, StateChecksum(out));
   return out;
 }
 
@@ -73,7 +73,7 @@ absl::StatusOr<StateReader> StateReader::Parse(absl::string_view blob) {
   }
   uint64_t stored_hash;
   std::memcpy(&stored_hash, blob.data() + blob.size() - 8, 8);
-  if (Fnv1a(blob.substr(0, blob.size() - 8)) != stored_hash) {
+  if (StateChecksum(blob.substr(0, blob.size() - 8)) != stored_hash) {
     return absl::DataLossError("optimizer state: checksum mismatch");
   }
   absl::string_view in = blob.substr(8, blob.size() - 16);
@@ -142,6 +142,16 @@ absl::StatusOr<int64_t> StateReader::Int64(const std::string& name) const {
     return absl::DataLossError(absl::StrCat("optimizer state: '", name, "' is not one integer"));
   }
   return (*values)[0];
+}
+
+absl::StatusOr<int64_t> StateReader::Count(const std::string& name) const {
+  auto value = Int64(name);
+  if (!value.ok()) return value.status();
+  if (*value < 0 || *value > kMaxStateCount) {
+    return absl::DataLossError(absl::StrCat("optimizer state: '", name, "' is ", *value,
+                                            ", not a count in [0, ", kMaxStateCount, "]"));
+  }
+  return value;
 }
 
 absl::StatusOr<std::string> StateReader::String(const std::string& name) const {

@@ -16,6 +16,10 @@ namespace corescape::optim {
 // (name, type, bytes, little-endian data), FNV-1a 64 of all that. Readers
 // check names, types and sizes, so a state from another optimizer or
 // buffer size is refused rather than half-loaded.
+// The checksum that ends a blob: FNV-1a 64 of every byte before it. Public
+// so that a tool which edits a blob on purpose (the fuzzer) can reseal it.
+uint64_t StateChecksum(absl::string_view bytes);
+
 class StateWriter {
  public:
   void AddFloats(const std::string& name, absl::Span<const float> values);
@@ -33,6 +37,8 @@ class StateWriter {
   std::map<std::string, Entry> entries_;
 };
 
+inline constexpr int64_t kMaxStateCount = int64_t{1} << 40;
+
 class StateReader {
  public:
   static absl::StatusOr<StateReader> Parse(absl::string_view blob);
@@ -40,6 +46,9 @@ class StateReader {
   absl::StatusOr<std::vector<float>> Floats(const std::string& name) const;
   absl::StatusOr<std::vector<int64_t>> Int64s(const std::string& name) const;
   absl::StatusOr<int64_t> Int64(const std::string& name) const;
+  // An Int64 that counts something (steps): in [0, kMaxStateCount], so
+  // arithmetic on it cannot overflow.
+  absl::StatusOr<int64_t> Count(const std::string& name) const;
   absl::StatusOr<std::vector<double>> Doubles(const std::string& name) const;
   absl::StatusOr<std::string> String(const std::string& name) const;
   // Floats of exactly `size` entries.

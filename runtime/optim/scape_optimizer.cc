@@ -8,6 +8,19 @@
 #include "runtime/optim/optimizer_state.h"
 
 namespace corescape::optim {
+namespace {
+
+// What every mask (and mask part) is: strictly ascending coordinates of an
+// n-entry buffer.
+bool SortedWithin(const std::vector<int64_t>& indices, int64_t n) {
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const int64_t j = indices[i];
+    if (j < 0 || j >= n || (i > 0 && j <= indices[i - 1])) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 const char* ScapeRuleName(ScapeRule rule) {
   switch (rule) {
@@ -147,12 +160,8 @@ absl::Status ScapeOptimizer::TakeMask(int64_t step) {
         "scape: refusing a mask of mask epoch ", pending_->mask_epoch, " for step ",
         pending_->step, " at step ", step, " of mask epoch ", config_.mask_epoch));
   }
-  const int64_t n = static_cast<int64_t>(m_.size());
-  for (size_t i = 0; i < pending_->indices.size(); ++i) {
-    const int64_t j = pending_->indices[i];
-    if (j < 0 || j >= n || (i > 0 && j <= pending_->indices[i - 1])) {
-      return absl::FailedPreconditionError("scape: mask indices not sorted or out of range");
-    }
+  if (!SortedWithin(pending_->indices, static_cast<int64_t>(m_.size()))) {
+    return absl::FailedPreconditionError("scape: mask indices not sorted or out of range");
   }
   current_ = std::move(*pending_);
   pending_.reset();
@@ -439,7 +448,8 @@ void AddMask(StateWriter& w, const std::string& prefix, const GlobalMask& mask) 
   w.AddInt64s(prefix + ".indices", mask.indices);
 }
 
-absl::StatusOr<GlobalMask> ReadMask(const StateReader& r, const std::string& prefix) {
+// A mask of an n-entry buffer, checked like one received (TakeMask).
+absl::StatusOr<GlobalMask> ReadMask(const StateReader& r, const std::string& prefix, int64_t n) {
   GlobalMask mask;
   auto step = r.Int64(prefix + ".step");
   auto mask_epoch = r.Int64(prefix + ".mask_epoch");
@@ -454,13 +464,21 @@ absl::StatusOr<GlobalMask> ReadMask(const StateReader& r, const std::string& pre
   mask.mask_epoch = static_cast<uint64_t>(*mask_epoch);
   int64_t offset = 0;
   for (int64_t count : *counts) {
-    if (count < 0 || offset + count > static_cast<int64_t>(flat->size())) {
+    if (count < 0 || count > static_cast<int64_t>(flat->size()) - offset) {
       return absl::DataLossError("optimizer state: mask parts do not add up");
     }
     mask.parts.emplace_back(flat->begin() + offset, flat->begin() + offset + count);
     offset += count;
+    if (!SortedWithin(mask.parts.back(), n)) {
+      return absl::DataLossError(absl::StrCat("optimizer state: a part of mask '", prefix,
+                                              "' is not sorted inside the buffer"));
+    }
   }
   mask.indices = std::move(*indices);
+  if (!SortedWithin(mask.indices, n)) {
+    return absl::DataLossError(absl::StrCat("optimizer state: mask '", prefix,
+                                            "' is not sorted inside the buffer"));
+  }
   return mask;
 }
 
@@ -513,12 +531,12 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
         "scape: state from another configuration (", *config, ") than this (", config_.ToString(), ")"));
   }
   const int64_t n = static_cast<int64_t>(m_.size());
-  auto step = r->Int64("step");
+  auto step = r->Count("step");
   auto m = r->FloatsOfSize("m", n);
   auto vbar = r->FloatsOfSize("vbar", n);
   auto residual = r->FloatsOfSize("residual", n);
   auto last_sync = r->Int64s("last_sync");
-  auto current = ReadMask(*r, "current");
+  auto current = ReadMask(*r, "current", n);
   auto has_pending = r->Int64("has_pending");
   auto lr_sum = r->Doubles("lr_sum");
   auto partition = r->Int64s("partition");
@@ -541,9 +559,21 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
   if (static_cast<int64_t>(last_sync->size()) != n) {
     return absl::FailedPreconditionError("scape: state of another buffer size");
   }
+  // One learning-rate sum per step taken; every coordinate last synchronized
+  // before this step (-1: never), so ages and windows index inside them.
+  if (static_cast<int64_t>(lr_sum->size()) != *step) {
+    return absl::DataLossError(absl::StrCat("optimizer state: ", lr_sum->size(),
+                                            " learning-rate sums for step ", *step));
+  }
+  for (int64_t since : *last_sync) {
+    if (since < -1 || since >= *step) {
+      return absl::DataLossError(absl::StrCat("optimizer state: a coordinate last synchronized at step ",
+                                              since, ", state of step ", *step));
+    }
+  }
   std::optional<GlobalMask> pending;
   if (*has_pending) {
-    auto mask = ReadMask(*r, "pending");
+    auto mask = ReadMask(*r, "pending", n);
     if (!mask.ok()) return mask.status();
     pending = std::move(*mask);
   }

@@ -18,6 +18,9 @@ struct ClusterUpOptions {
   int attention_servers = 1;
   std::string state_dir;  // empty: <home>/cluster
   std::string bin_dir;    // empty: search $CORESCAPE_BIN_DIR, then next to us
+  // The workers' --checkpoint_root; empty: the directory `cluster up` runs
+  // in (where `submit` resolves a relative checkpoint directory from).
+  std::string checkpoint_root;
   double lease_ttl_seconds = 10;
   double timeout_seconds = 60;
   bool json = false;

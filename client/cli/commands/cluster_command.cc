@@ -270,6 +270,10 @@ std::vector<Subcommand> AddClusterCommands(CLI::App& parent) {
                  "corescape-attention-server (default: $CORESCAPE_BIN_DIR, "
                  "then next to this executable)")
       ->type_name("DIR");
+  up->add_option("--checkpoint-root", up_options->checkpoint_root,
+                 "The only directory tree the workers keep checkpoints in "
+                 "(default: the current directory)")
+      ->type_name("DIR");
   up->add_flag("--json", up_options->json,
                "Print the cluster (scheduler address, daemons) as JSON");
 

@@ -437,6 +437,13 @@ int RunClusterUp(const ClusterUpOptions& options) {
   }
 
   // 2. The nodes.
+  std::error_code cwd_error;
+  const std::string checkpoint_root =
+      fs::absolute(options.checkpoint_root.empty() ? fs::current_path(cwd_error)
+                                                   : fs::path(options.checkpoint_root),
+                   cwd_error)
+          .lexically_normal()
+          .string();
   for (const auto& name : node_names) {
     const bool is_worker = absl::StartsWith(name, "worker-");
     std::vector<std::string> args = {
@@ -446,6 +453,7 @@ int RunClusterUp(const ClusterUpOptions& options) {
     for (std::string& flag : MetricsFlags(state_dir, name)) {
       args.push_back(std::move(flag));
     }
+    if (is_worker) args.push_back(absl::StrCat("--checkpoint_root=", checkpoint_root));
     absl::StatusOr<pid_t> pid = launcher.Start(
         name, is_worker ? kWorkerRole : kAttentionServerRole,
         is_worker ? binaries->worker : binaries->attention_server, args);

@@ -146,9 +146,18 @@ absl::StatusOr<v1::JobSpec> JobSpecFromJson(const json& value,
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
   options.case_insensitive_enum_parsing = true;
+  // The YAML reader keeps a scalar's bytes as they are; dump() throws on
+  // bytes that are not UTF-8 (the JSON reader refuses those itself).
+  std::string text;
+  try {
+    text = value.dump();
+  } catch (const json::exception& error) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not valid UTF-8 text (", error.what(), ")"));
+  }
   v1::JobSpec spec;
   const auto status =
-      google::protobuf::util::JsonStringToMessage(value.dump(), &spec, options);
+      google::protobuf::util::JsonStringToMessage(text, &spec, options);
   if (!status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": ", DescribeProtoJsonError(std::string(status.message()))));

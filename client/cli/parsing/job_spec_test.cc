@@ -148,6 +148,16 @@ seed: 7
   EXPECT_TRUE(MessageDifferencer::Equals(*yaml, *json)) << yaml->DebugString();
 }
 
+// Bytes that are not UTF-8 are an error naming the file, not a crash.
+TEST(JobSpecYamlTest, InvalidUtf8IsAnError) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpecYaml("name: \xff\xfe\n", "bad.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(spec.status().message(), "bad.yaml: not valid UTF-8"))
+      << spec.status();
+  EXPECT_FALSE(ParseJobSpecJson("{\"name\": \"\xff\"}", "bad.json").ok());
+}
+
 TEST(JobSpecYamlTest, ListsScalarsAndComments) {
   absl::StatusOr<nlohmann::json> doc = ParseYamlSubset(R"(
 a:
