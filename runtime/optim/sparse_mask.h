@@ -23,6 +23,13 @@ class ParameterPartition {
   // non-decreasing offsets from 0 to `total`, every range non-empty.
   static absl::StatusOr<ParameterPartition> FromBounds(std::vector<int64_t> bounds, int64_t total,
                                                        int world_size);
+  // Whole tensors dealt to ranks as contiguous runs balanced by element
+  // count (the owner-rank cut of per-tensor masks): `tensor_bounds` are the
+  // T + 1 tensor offsets from 0 to the buffer's size. Cut r goes to the
+  // tensor boundary nearest r·total/P (the lower on a tie) that leaves every
+  // rank at least one tensor; T < P is refused.
+  static absl::StatusOr<ParameterPartition> TensorAligned(const std::vector<int64_t>& tensor_bounds,
+                                                          int world_size);
 
   int world_size() const { return static_cast<int>(bounds_.size()) - 1; }
   int64_t total() const { return bounds_.back(); }
@@ -39,6 +46,16 @@ class ParameterPartition {
 // Entries a rank selects in a range of `range_size`: ceil(density·range_size),
 // clamped to [0, range_size] (computed so that e.g. 0.1·10 is exactly 1).
 int64_t MaskCountForRange(int64_t range_size, double density);
+
+// Entries a per-tensor mask takes from a tensor of `numel` entries:
+// max(1, floor(density·numel)), at most numel (the authors' count).
+int64_t MaskCountForTensor(int64_t numel, double density);
+
+// OK when every bound of `partition` is one of `tensor_bounds`: each rank
+// then owns whole tensors. FAILED_PRECONDITION naming the first bound that
+// cuts a tensor otherwise.
+absl::Status CheckTensorAligned(const ParameterPartition& partition,
+                                const std::vector<int64_t>& tensor_bounds);
 
 // The k coordinates of [begin, begin + statistic.size()) with the largest
 // statistic, ascending. Ties go to the lower index and NaN counts as −∞, so

@@ -145,7 +145,8 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
       std::fill(decay_mask.begin() + slot.offset, decay_mask.begin() + slot.offset + slot.size, 1);
     }
   }
-  auto optimizer = optim::CreateOptimizer(config.optimizer, group, std::move(decay_mask));
+  auto optimizer = optim::CreateOptimizer(config.optimizer, group, std::move(decay_mask),
+                                          trainer->model_->layout().TensorBounds());
   if (!optimizer.ok()) return optimizer.status();
   trainer->optimizer_ = *std::move(optimizer);
   return trainer;
