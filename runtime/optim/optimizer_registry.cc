@@ -17,8 +17,11 @@ absl::StatusOr<std::unique_ptr<DataParallelOptimizer>> CreateOptimizer(
       if (!(options.scape.density > 0 && options.scape.density <= 1)) {
         return absl::InvalidArgumentError("topk-adamw: density must be in (0, 1]");
       }
+      if (absl::Status s = options.scape.density_schedule.Validate(); !s.ok()) return s;
       return std::make_unique<TopKGradientAdamW>(group, options.adam, std::move(decay_mask),
-                                                 options.scape.density);
+                                                 options.scape.density,
+                                                 options.scape.density_schedule,
+                                                 options.scape.dense_warmup_steps);
     case OptimizerKind::kScape:
     case OptimizerKind::kScapeGlobal: {
       ScapeConfig scape = options.scape;

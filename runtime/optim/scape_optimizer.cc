@@ -59,7 +59,7 @@ absl::Status ScapeConfig::Validate() const {
   if (dense_warmup_steps < 0) return absl::InvalidArgumentError("scape: dense_warmup_steps < 0");
   if (dense_refresh_interval < 0) return absl::InvalidArgumentError("scape: dense_refresh_interval < 0");
   if (residual_sync_period < 0) return absl::InvalidArgumentError("scape: residual_sync_period < 0");
-  if (density_ramp_steps < 0) return absl::InvalidArgumentError("scape: density_ramp_steps < 0");
+  if (absl::Status s = density_schedule.Validate(); !s.ok()) return s;
   if (!(exploration >= 0 && exploration <= 1)) {
     return absl::InvalidArgumentError("scape: exploration must be in [0, 1]");
   }
@@ -88,13 +88,13 @@ absl::Status ScapeConfig::Validate() const {
 
 std::string ScapeConfig::ToString() const {
   return absl::StrFormat(
-      "b1=%.17g b2=%.17g eps=%.17g wd=%.17g d=%.17g warmup=%d refresh_every=%d ramp=%d scope=%d rule=%s off=%d stat=%d "
-      "explore=%.17g forecast=%.17g rho=%.17g refresh=%d lrw=%d catchup=%.17g/%.17g decayed=%d residual_sync_period=%d "
+      "b1=%.17g b2=%.17g eps=%.17g wd=%.17g d=%.17g warmup=%d refresh_every=%d scope=%d rule=%s off=%d stat=%d "
+      "schedule={%s} explore=%.17g forecast=%.17g rho=%.17g refresh=%d lrw=%d catchup=%.17g/%.17g decayed=%d residual_sync_period=%d "
       "per_tensor=%d dense_small=%d clip=%.17g",
       adams.beta1, adams.beta2, adams.epsilon, adams.weight_decay, density, dense_warmup_steps,
-      dense_refresh_interval, density_ramp_steps,
+      dense_refresh_interval,
       static_cast<int>(scope), ScapeRuleName(rule), static_cast<int>(off_mask),
-      static_cast<int>(statistic), exploration, forecast, normalizer_beta,
+      static_cast<int>(statistic), density_schedule.ToString(), exploration, forecast, normalizer_beta,
       static_cast<int>(refresh), lr_weighted ? 1 : 0, catch_up_exponent,
       catch_up_exponent_consistent, decayed_residual ? 1 : 0, residual_sync_period,
       PerTensor() ? 1 : 0, dense_small_tensors ? 1 : 0, grad_clip);
@@ -164,12 +164,7 @@ bool ScapeOptimizer::ResidualSyncAfter(int64_t step) const {
 }
 
 double ScapeOptimizer::DensityAt(int64_t step) const {
-  const int64_t warmup = std::max<int64_t>(1, config_.dense_warmup_steps);
-  if (config_.density_ramp_steps <= 0 || step - warmup + 1 >= config_.density_ramp_steps) {
-    return config_.density;
-  }
-  const double progress = static_cast<double>(step - warmup + 1) / config_.density_ramp_steps;
-  return std::pow(config_.density, progress);
+  return config_.density_schedule.At(step, config_.density);
 }
 
 absl::Status ScapeOptimizer::TakeMask(int64_t step) {

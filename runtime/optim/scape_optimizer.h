@@ -84,11 +84,10 @@ struct ScapeConfig {
   // everything (flushing all residuals); 0: never. The scheduler's forced
   // dense refresh steps, made periodic.
   int64_t dense_refresh_interval = 0;
-  // After the warm-up the density falls geometrically from 1 to `density`
-  // over this many steps (d_t = density^((t − warm-up + 1)/ramp)), so the
-  // fast-learning phase right after the warm-up is not cut off at once;
-  // 0: straight to `density`.
-  int64_t density_ramp_steps = 0;
+  // The density at each step on the way to `density` (the paper's ramp, so
+  // the fast-learning phase is not cut off at once). Steps at density 1 are
+  // dense.
+  DensitySchedule density_schedule;
   // Masks are chosen per parameter tensor: each rank owns whole tensors
   // (ParameterPartition::TensorAligned) and takes MaskCountForTensor of each
   // of its tensors by the statistic. Always on for kReference.

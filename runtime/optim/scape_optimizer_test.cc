@@ -493,9 +493,10 @@ TEST(ScapeOptimizerTest, PeriodicDenseRefreshFlushesEveryResidual) {
   }
 }
 
-TEST(ScapeOptimizerTest, DensityRampFallsGeometricallyToTheTarget) {
+TEST(ScapeOptimizerTest, DensityScheduleFallsGeometricallyToTheTarget) {
   ScapeConfig c = Sparse(0.01);
-  c.density_ramp_steps = 4;  // warm-up 0, 1; then d^(1/4), d^(2/4), d^(3/4), d, d, ...
+  // Warm-up 0, 1; then d^(1/4), d^(2/4), d^(3/4), d, d, ...
+  c.density_schedule = {1.0, 4, 1, DensityShape::kGeometric};
   std::vector<RankTrace> t;
   ASSERT_TRUE(RunRanks(Scape(c), {}, t).ok());
   auto partition = ParameterPartition::Balanced(kSize, kRanks);
@@ -506,6 +507,33 @@ TEST(ScapeOptimizerTest, DensityRampFallsGeometricallyToTheTarget) {
                 MaskCountForRange(partition->size(r), density)) << "step " << s;
     }
   }
+}
+
+TEST(ScapeOptimizerTest, LinearDensityScheduleFromOneMakesItsFirstStepsDense) {
+  ScapeConfig c = Sparse(0.1);
+  c.dense_warmup_steps = 1;
+  // From step 2: 0.5 (held before), then 0.5 − 0.4·p over 5 steps, then 0.1.
+  c.density_schedule = {0.5, 5, 2, DensityShape::kLinear};
+  EXPECT_DOUBLE_EQ(c.density_schedule.At(0, 0.1), 0.5);
+  EXPECT_DOUBLE_EQ(c.density_schedule.At(4, 0.1), 0.5 - 0.4 * 2 / 5);
+  EXPECT_DOUBLE_EQ(c.density_schedule.At(7, 0.1), 0.1);
+  std::vector<RankTrace> t;
+  ASSERT_TRUE(RunRanks(Scape(c), {}, t).ok());
+  auto partition = ParameterPartition::Balanced(kSize, kRanks);
+  for (size_t s = 1; s < t[0].masks.size(); ++s) {
+    const double density = c.density_schedule.At(s, 0.1);
+    EXPECT_EQ(static_cast<int64_t>(t[0].masks[s].parts[0].size()),
+              MaskCountForRange(partition->size(0), density)) << "step " << s;
+  }
+  // A schedule starting at 1 synchronizes everything while the density is 1.
+  ScapeConfig from_one = Sparse(0.1);
+  from_one.dense_warmup_steps = 0;
+  from_one.density_schedule = {1.0, 4, 3, DensityShape::kLinear};
+  ASSERT_TRUE(RunRanks(Scape(from_one), {}, t).ok());
+  for (size_t s = 0; s < t[0].stats.size(); ++s) EXPECT_EQ(t[0].stats[s].dense, s <= 3) << s;
+  ScapeConfig bad = Sparse(0.1);
+  bad.density_schedule.start = 0;
+  EXPECT_FALSE(bad.Validate().ok());
 }
 
 TEST(ScapeOptimizerTest, PerRankGlobalTopKFillsIn) {

@@ -104,6 +104,41 @@ int64_t MaskCountForRange(int64_t range_size, double density) {
   return std::clamp<int64_t>(k, 0, range_size);
 }
 
+absl::Status DensitySchedule::Validate() const {
+  if (!(start > 0 && start <= 1)) {
+    return absl::InvalidArgumentError("density_schedule.start: must be in (0, 1]");
+  }
+  if (warmup_steps < 0) return absl::InvalidArgumentError("density_schedule.warmup_steps: must not be negative");
+  if (start_step < 0) return absl::InvalidArgumentError("density_schedule.start_step: must not be negative");
+  return absl::OkStatus();
+}
+
+std::string DensitySchedule::ToString() const {
+  return absl::StrCat("start=", start, " warmup=", warmup_steps, " from=", start_step, " shape=",
+                      DensityShapeName(shape));
+}
+
+double DensitySchedule::At(int64_t step, double target) const {
+  if (warmup_steps <= 0) return target;
+  if (step < start_step) return start;
+  const double progress = static_cast<double>(step - start_step) / warmup_steps;
+  if (progress >= 1.0) return target;
+  return shape == DensityShape::kLinear ? start + (target - start) * progress
+                                        : start * std::pow(target / start, progress);
+}
+
+const char* DensityShapeName(DensityShape shape) {
+  return shape == DensityShape::kLinear ? "linear" : "geometric";
+}
+
+absl::StatusOr<DensityShape> ParseDensityShape(absl::string_view name) {
+  for (DensityShape shape : {DensityShape::kLinear, DensityShape::kGeometric}) {
+    if (name == DensityShapeName(shape)) return shape;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown density shape '", name, "' (linear, geometric)"));
+}
+
 int64_t MaskCountForTensor(int64_t numel, double density) {
   if (numel <= 0) return 0;
   // The same slack as MaskCountForRange, the other way: 0.1·10 is 1, not 0.

@@ -26,8 +26,13 @@ ABSL_FLAG(double, density, corescape::optim::kDefaultDensity,
           "SCAPE / top-k density d = 1 − sparsity");
 ABSL_FLAG(int64_t, dense_warmup, 0, "SCAPE: dense steps before the first mask");
 ABSL_FLAG(int64_t, dense_refresh, 0, "SCAPE: a dense step every N steps after the warm-up (0: never)");
-ABSL_FLAG(int64_t, density_ramp, 0, "SCAPE: density falls geometrically from 1 over N steps after the warm-up");
-ABSL_FLAG(std::string, rule, "catch-up", "SCAPE: reconstructed | catch-up | linearized");
+ABSL_FLAG(double, density_start, 1.0, "density schedule: density before and at --density_start_step");
+ABSL_FLAG(int64_t, density_warmup, 0, "density schedule: steps from --density_start to --density (0: no schedule)");
+ABSL_FLAG(int64_t, density_start_step, 0, "density schedule: the step the density starts to fall");
+ABSL_FLAG(std::string, density_shape, "linear", "density schedule: linear | geometric");
+ABSL_FLAG(std::string, rule, "catch-up", "SCAPE: reconstructed | catch-up | linearized | reference");
+ABSL_FLAG(bool, per_tensor_masks, false, "SCAPE: masks per parameter tensor, whole tensors per rank");
+ABSL_FLAG(bool, dense_small_tensors, false, "SCAPE per-tensor masks: norm gains sent whole");
 ABSL_FLAG(std::string, off_mask, "decay", "SCAPE reconstructed: decay | frozen | momentum");
 ABSL_FLAG(std::string, statistic, "momentum-plus-scaled-residual",
           "SCAPE mask statistic: momentum-plus-scaled-residual | momentum-plus-residual | residual | "
@@ -104,7 +109,12 @@ absl::StatusOr<DriverConfig> DriverConfigFromFlags() {
   s.dense_warmup_steps = absl::GetFlag(FLAGS_dense_warmup);
   s.exploration = absl::GetFlag(FLAGS_exploration);
   s.dense_refresh_interval = absl::GetFlag(FLAGS_dense_refresh);
-  s.density_ramp_steps = absl::GetFlag(FLAGS_density_ramp);
+  auto shape = optim::ParseDensityShape(absl::GetFlag(FLAGS_density_shape));
+  if (!shape.ok()) return Unknown("density_shape", absl::GetFlag(FLAGS_density_shape));
+  s.density_schedule = {absl::GetFlag(FLAGS_density_start), absl::GetFlag(FLAGS_density_warmup),
+                        absl::GetFlag(FLAGS_density_start_step), *shape};
+  s.per_tensor_masks = absl::GetFlag(FLAGS_per_tensor_masks);
+  s.dense_small_tensors = absl::GetFlag(FLAGS_dense_small_tensors);
   s.forecast = absl::GetFlag(FLAGS_forecast);
   s.normalizer_beta = absl::GetFlag(FLAGS_normalizer_beta);
   s.lr_weighted = absl::GetFlag(FLAGS_lr_weighted);
