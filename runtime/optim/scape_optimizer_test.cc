@@ -3,6 +3,7 @@
 // step), so runs can be repeated and compared bitwise.
 #include "runtime/optim/scape_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -534,6 +535,53 @@ TEST(ScapeOptimizerTest, LinearDensityScheduleFromOneMakesItsFirstStepsDense) {
   ScapeConfig bad = Sparse(0.1);
   bad.density_schedule.start = 0;
   EXPECT_FALSE(bad.Validate().ok());
+}
+
+TEST(ScapeOptimizerTest, PerTensorMasksAndDenseSmallTensorsForOurRules) {
+  // Five tensors, two of them 3-entry "norm gains" without weight decay.
+  const std::vector<int64_t> bounds = {0, 200, 203, 600, 603, kSize};
+  DecayMask decay(kSize, 1);
+  for (int64_t j : {200, 600}) std::fill(decay.begin() + j, decay.begin() + j + 3, 0);
+  auto partition = ParameterPartition::TensorAligned(bounds, kRanks);
+  ASSERT_TRUE(partition.ok());
+  for (ScapeRule rule : {ScapeRule::kReconstructed, ScapeRule::kCatchUp, ScapeRule::kLinearized}) {
+    ScapeConfig c = Sparse(0.05, rule);
+    c.per_tensor_masks = true;
+    c.dense_small_tensors = true;
+    std::vector<RankTrace> t;
+    ASSERT_TRUE(RunRanks([&](RankGroup* g) -> std::unique_ptr<DataParallelOptimizer> {
+                  auto opt = ScapeOptimizer::Create(g, c, decay, bounds);
+                  EXPECT_TRUE(opt.ok()) << opt.status();
+                  return std::move(*opt);
+                }, {}, t).ok());
+    for (size_t s = 2; s < t[0].masks.size(); ++s) {
+      const GlobalMask& mask = t[0].masks[s];
+      for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+        const int64_t lo = bounds[i], hi = bounds[i + 1];
+        const int64_t taken = std::count_if(mask.indices.begin(), mask.indices.end(),
+                                            [&](int64_t j) { return j >= lo && j < hi; });
+        EXPECT_EQ(taken, decay[lo] ? MaskCountForTensor(hi - lo, 0.05) : hi - lo)
+            << ScapeRuleName(rule) << " step " << s << " tensor " << i;
+      }
+      for (int r = 0; r < kRanks; ++r) {
+        for (int64_t j : mask.parts[r]) {
+          EXPECT_GE(j, partition->begin(r));
+          EXPECT_LT(j, partition->end(r));
+        }
+        ASSERT_TRUE(BitwiseEqual(t[r].params[s], t[0].params[s])) << "rank " << r;
+        ASSERT_TRUE(BitwiseEqual(t[r].m[s], t[0].m[s])) << "rank " << r;
+      }
+    }
+  }
+  // Per-tensor masks are partitioned masks; exploration needs range masks.
+  ScapeConfig global = Sparse(0.05);
+  global.per_tensor_masks = true;
+  global.scope = MaskScope::kWholeBuffer;
+  EXPECT_FALSE(global.Validate().ok());
+  ScapeConfig explore = Sparse(0.05);
+  explore.per_tensor_masks = true;
+  explore.exploration = 0.1;
+  EXPECT_FALSE(explore.Validate().ok());
 }
 
 TEST(ScapeOptimizerTest, PerRankGlobalTopKFillsIn) {
