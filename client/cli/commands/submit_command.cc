@@ -10,11 +10,13 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/cli/common.h"
 #include "client/cli/rendering/job_output.h"
 #include "client/cli/parsing/job_spec_file.h"
 #include "client/cli/commands/watch.h"
+#include "runtime/model/model_config.h"
 #include "runtime/optim/optimizer_registry.h"
 
 namespace corescape::cli {
@@ -162,7 +164,7 @@ Subcommand AddSubmitCommand(CLI::App& parent, GlobalOptions& globals) {
   const std::string spec_group = "Job spec (override the file)";
   AddOverride(*command, "--name", o.name, "Job name", "NAME")->group(spec_group);
   AddOverride(*command, "--model", o.model,
-              "Model preset: tiny, small, gpt-345m, llama-500m, llama-1.8b",
+              absl::StrCat("Model preset: ", absl::StrJoin(model::PresetNames(), ", ")),
               "PRESET")
       ->group(spec_group);
   command
