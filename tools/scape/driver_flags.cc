@@ -19,6 +19,8 @@ ABSL_FLAG(double, lr, 1e-3, "peak learning rate");
 ABSL_FLAG(double, min_lr, 0.0, "final learning rate");
 ABSL_FLAG(int64_t, lr_warmup, 40, "linear learning-rate warm-up steps");
 ABSL_FLAG(std::string, schedule, "cosine", "constant | linear | cosine");
+ABSL_FLAG(double, grad_clip, corescape::optim::kDefaultGradClip,
+          "global-norm clip where the optimizer clips (adamw, SCAPE's reference rule); 0: off");
 ABSL_FLAG(double, beta1, 0.9, "β1");
 ABSL_FLAG(double, beta2, 0.95, "β2");
 ABSL_FLAG(double, weight_decay, 0.1, "decoupled weight decay (matrices)");
@@ -101,6 +103,7 @@ absl::StatusOr<DriverConfig> DriverConfigFromFlags() {
   config.eval_interval = absl::GetFlag(FLAGS_eval_interval);
   config.seed = absl::GetFlag(FLAGS_seed);
   config.csv = absl::GetFlag(FLAGS_csv);
+  config.grad_clip = absl::GetFlag(FLAGS_grad_clip);
   optim::ScapeConfig& s = config.scape;
   s.adams.beta1 = absl::GetFlag(FLAGS_beta1);
   s.adams.beta2 = absl::GetFlag(FLAGS_beta2);
