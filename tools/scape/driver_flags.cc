@@ -105,6 +105,7 @@ absl::StatusOr<DriverConfig> DriverConfigFromFlags() {
   config.csv = absl::GetFlag(FLAGS_csv);
   config.grad_clip = absl::GetFlag(FLAGS_grad_clip);
   optim::ScapeConfig& s = config.scape;
+  s.grad_clip = config.grad_clip;  // what the optimizer is built with (CreateOptimizer sets it too)
   s.adams.beta1 = absl::GetFlag(FLAGS_beta1);
   s.adams.beta2 = absl::GetFlag(FLAGS_beta2);
   s.adams.weight_decay = absl::GetFlag(FLAGS_weight_decay);
