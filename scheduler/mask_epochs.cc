@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/model/parameter_layout.h"
+#include "runtime/optim/scape_optimizer.h"
 #include "runtime/optim/sparse_mask.h"
 
 namespace corescape::scheduler {
@@ -17,8 +18,12 @@ absl::StatusOr<v1::MaskEpochCommand> NextMaskEpoch(const v1::Job& job, int world
   }
   auto model = job::ModelConfigFromSpec(spec.model());
   if (!model.ok()) return model.status();
-  const int64_t parameters = model::ParameterLayout(*model).total_size();
-  auto partition = optim::ParameterPartition::Balanced(parameters, world_size);
+  const model::ParameterLayout layout(*model);
+  const int64_t parameters = layout.total_size();
+  auto scape = job::ScapeConfigFromSpec(spec.optimizer());
+  if (!scape.ok()) return scape.status();
+  // Whole tensors per rank for per-tensor masks, else the balanced cut.
+  auto partition = optim::ScapePartition(*scape, layout.TensorBounds(), world_size);
   if (!partition.ok()) return partition.status();
 
   v1::MaskEpochCommand epoch;

@@ -1,5 +1,7 @@
 #include "scheduler/mask_epochs.h"
 
+#include <algorithm>
+
 #include "gtest/gtest.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/model/parameter_layout.h"
@@ -38,6 +40,26 @@ TEST(MaskEpochsTest, FirstEpochPartitionsTheModelsBufferEvenly) {
   }
   EXPECT_EQ(epoch->residual_sync_period(), 25);
   EXPECT_EQ(epoch->forced_dense_steps_size(), 0);
+}
+
+TEST(MaskEpochsTest, PerTensorMasksGetWholeTensorsPerRank) {
+  // The reference rule's owner ranks: the map the optimizer checks
+  // (CheckTensorAligned), dealt by element count.
+  v1::Job job = ScapeJob();
+  job.mutable_spec()->mutable_optimizer()->mutable_scape()->set_rule("reference");
+  auto epoch = NextMaskEpoch(job, 3);
+  ASSERT_TRUE(epoch.ok()) << epoch.status();
+  const model::ParameterLayout layout(*job::ModelConfigFromSpec(job.spec().model()));
+  const std::vector<int64_t> tensors = layout.TensorBounds();
+  ASSERT_EQ(epoch->partition_bounds_size(), 4);
+  for (int64_t bound : epoch->partition_bounds()) {
+    EXPECT_TRUE(std::binary_search(tensors.begin(), tensors.end(), bound)) << bound;
+  }
+  const int64_t n = layout.total_size();
+  for (int r = 0; r < 3; ++r) {
+    const int64_t size = epoch->partition_bounds(r + 1) - epoch->partition_bounds(r);
+    EXPECT_LT(std::abs(size - n / 3), n / 6) << "rank " << r;
+  }
 }
 
 TEST(MaskEpochsTest, ResumingUnderTheSameMembershipContinuesWithoutADenseStep) {

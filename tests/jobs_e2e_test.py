@@ -9,6 +9,7 @@ import time
 import unittest
 
 import grpc
+from google.protobuf import json_format
 
 import cluster_harness as harness
 from corescape.v1 import job_pb2
@@ -160,33 +161,65 @@ class JobsEndToEndTest(JobClusterTestCase):
 
     def test_scape_job_resumes_exactly_in_a_new_mask_epoch_after_kill(self):
         # Checkpoints follow residual syncs, so rank 0's checkpoint resumes
-        # every rank, and the replacement continues the uninterrupted run.
+        # every rank, and the replacement continues the uninterrupted run:
+        # for our rule, and for the authors' reference rule on a density
+        # schedule, submitted from the CLI (killed inside the ramp).
         self.start_worker("worker-0")
         self.start_worker("worker-1")
         checkpoints = os.path.join(self.cluster.workdir, "ckpt")
 
-        def scape_spec(name):
-            s = spec(name, steps=40, checkpoint_dir=checkpoints, checkpoint_interval=10)
+        def scape_spec(name, rule):
+            s = spec(name, steps=40, checkpoint_dir=os.path.join(checkpoints, rule),
+                     checkpoint_interval=10)
             s.placement.workers = 2
             s.optimizer.name = "scape"
             s.optimizer.learning_rate = 1e-3
             s.optimizer.scape.density = 0.1
-            s.optimizer.scape.dense_warmup_steps = 3
+            if rule == "reference":
+                s.optimizer.scape.rule = "reference"
+                s.optimizer.scape.dense_small_tensors = True
+                s.optimizer.scape.density_schedule.warmup_steps = 20
+                s.optimizer.scape.density_schedule.shape = "linear"
+            else:
+                s.optimizer.scape.dense_warmup_steps = 3
             return s
 
-        reference = self.jobs.wait_state(self.jobs.run(scape_spec("scape-reference")), FINAL,
-                                         timeout=120)
-        self.assertEqual(reference.state, job_pb2.SUCCEEDED, reference.state_reason)
-        self.assertEqual(reference.mask_epoch, 1)
-        job_id = self.jobs.run(scape_spec("scape-recovered"))
-        job = self.kill_worker_1_after_checkpoint(job_id, 10)
-        self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
-        self.assertGreaterEqual(job.recoveries, 1)
-        self.assertEqual(job.mask_epoch, 1 + job.recoveries)
-        self.assertEqual(job.mask_epoch_world_size, 2)
-        self.assertEqual(self.final_crc("worker-0", job_id), self.final_crc("worker-2", job_id))
-        self.assertAlmostEqual(job.progress.loss, reference.progress.loss,
-                               delta=1e-5 * reference.progress.loss)
+        def submit_from_cli(s):
+            path = os.path.join(self.cluster.workdir, f"{s.name}.json")
+            with open(path, "w") as f:
+                f.write(json_format.MessageToJson(s, preserving_proto_field_name=True))
+            result = self.cluster.cli("submit", path, "--optimizer", "scape",
+                                      "--scheduler", self.address)
+            return result.stdout.strip().splitlines()[-1].rsplit(" ", 1)[-1]
+
+        for rule in ("catch-up", "reference"):
+            with self.subTest(rule=rule):
+                uninterrupted = self.jobs.wait_state(
+                    self.jobs.run(scape_spec(f"{rule}-uninterrupted", rule)), FINAL, timeout=120)
+                self.assertEqual(uninterrupted.state, job_pb2.SUCCEEDED,
+                                 uninterrupted.state_reason)
+                self.assertEqual(uninterrupted.mask_epoch, 1)
+                recovered = scape_spec(f"{rule}-recovered", rule)
+                job_id = (submit_from_cli(recovered) if rule == "reference"
+                          else self.jobs.run(recovered))
+                job = self.kill_worker_1_after_checkpoint(job_id, 10)
+                self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
+                self.assertEqual(job.spec.optimizer.scape.rule,
+                                 "reference" if rule == "reference" else "")
+                self.assertGreaterEqual(job.recoveries, 1)
+                self.assertEqual(job.mask_epoch, 1 + job.recoveries)
+                self.assertEqual(job.mask_epoch_world_size, 2)
+                self.assertEqual(self.final_crc("worker-0", job_id),
+                                 self.final_crc("worker-2", job_id))
+                # Bitwise: the parameters of the run that never stopped.
+                self.assertEqual(self.final_crc("worker-0", job_id),
+                                 self.final_crc("worker-0", uninterrupted.job_id))
+                self.assertAlmostEqual(job.progress.loss, uninterrupted.progress.loss,
+                                       delta=1e-5 * uninterrupted.progress.loss)
+                # The next formulation starts again on worker-0 and worker-1.
+                self.cluster.nodes["worker-2"].kill(signal.SIGKILL)
+                self.cluster.wait_for_states({"worker-2": "DEAD"}, timeout=30)
+                self.start_worker("worker-1")
 
     def test_kill_one_of_two_workers_recovers_on_a_replacement(self):
         self.start_worker("worker-0")

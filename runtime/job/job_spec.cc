@@ -29,6 +29,36 @@ bool IsSparse(const std::string& optimizer) {
 
 }  // namespace
 
+absl::StatusOr<optim::ScapeConfig> ScapeConfigFromSpec(const v1::OptimizerSpec& opt) {
+  const v1::ScapeSpec& scape = opt.scape();
+  optim::ScapeConfig config;
+  config.density = scape.density();
+  if (!scape.rule().empty()) {
+    auto rule = optim::ParseScapeRule(scape.rule());
+    if (!rule.ok()) return rule.status();
+    config.rule = *rule;
+  }
+  // The reference rule may start sparse (its first mask synchronous).
+  config.dense_warmup_steps = config.rule == optim::ScapeRule::kReference
+                                   ? scape.dense_warmup_steps()
+                                   : std::max<int64_t>(1, scape.dense_warmup_steps());
+  if (!scape.mask_statistic().empty()) {
+    auto statistic = optim::ParseMaskStatistic(scape.mask_statistic());
+    if (!statistic.ok()) return statistic.status();
+    config.statistic = *statistic;
+  }
+  config.per_tensor_masks = scape.per_tensor_masks();
+  config.dense_small_tensors = scape.dense_small_tensors();
+  const v1::DensitySchedule& schedule = scape.density_schedule();
+  if (schedule.warmup_steps() > 0) {
+    auto shape = optim::ParseDensityShape(schedule.shape());
+    if (!shape.ok()) return shape.status();
+    config.density_schedule = {schedule.start(), schedule.warmup_steps(), schedule.start_step(),
+                                *shape};
+  }
+  return config;
+}
+
 absl::StatusOr<model::ModelConfig> ModelConfigFromSpec(const v1::ModelSpec& m) {
   auto preset = model::PresetConfig(m.preset());
   if (!preset.ok()) return preset.status();
@@ -161,6 +191,12 @@ void ApplyJobDefaults(v1::JobSpec& spec) {
   if (IsSparse(opt.name()) && opt.scape().density() == 0) {
     opt.mutable_scape()->set_density(optim::kDefaultDensity);
   }
+  if (IsSparse(opt.name()) && opt.scape().density_schedule().warmup_steps() > 0) {
+    v1::DensitySchedule& schedule = *opt.mutable_scape()->mutable_density_schedule();
+    const optim::DensitySchedule defaults;
+    if (schedule.start() == 0) schedule.set_start(defaults.start);
+    if (schedule.shape().empty()) schedule.set_shape(optim::DensityShapeName(defaults.shape));
+  }
   v1::PlacementSpec& placement = *spec.mutable_placement();
   if (placement.workers() == 0) placement.set_workers(d.workers);
   if (placement.min_workers() == 0) placement.set_min_workers(placement.workers());
@@ -264,6 +300,41 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     }
     if (opt.scape().dense_warmup_steps() < 0) {
       return Invalid("optimizer.scape.dense_warmup_steps", "must not be negative");
+    }
+    const bool scape = opt.name() == optim::OptimizerName(optim::OptimizerKind::kScape);
+    bool reference = false;
+    if (!opt.scape().rule().empty()) {
+      if (!UsesMaskEpochs(opt.name())) {
+        return Invalid("optimizer.scape.rule", absl::StrCat("'", opt.name(), "' has no SCAPE rule"));
+      }
+      auto rule = optim::ParseScapeRule(opt.scape().rule());
+      if (!rule.ok()) return Invalid("optimizer.scape.rule", rule.status().message());
+      reference = *rule == optim::ScapeRule::kReference;
+      if (reference && !scape) {
+        return Invalid("optimizer.scape.rule", "reference needs per-tensor masks: optimizer scape");
+      }
+    }
+    if (opt.scape().per_tensor_masks() && !scape) {
+      return Invalid("optimizer.scape.per_tensor_masks", "only optimizer scape has per-tensor masks");
+    }
+    if (opt.scape().dense_small_tensors() && !(opt.scape().per_tensor_masks() || reference)) {
+      return Invalid("optimizer.scape.dense_small_tensors",
+                     "needs per_tensor_masks (or rule reference)");
+    }
+    const v1::DensitySchedule& schedule = opt.scape().density_schedule();
+    if (schedule.warmup_steps() < 0) {
+      return Invalid("optimizer.scape.density_schedule.warmup_steps", "must not be negative");
+    }
+    if (schedule.start_step() < 0) {
+      return Invalid("optimizer.scape.density_schedule.start_step", "must not be negative");
+    }
+    if (schedule.warmup_steps() > 0) {
+      if (!(schedule.start() > 0 && schedule.start() <= 1)) {
+        return Invalid("optimizer.scape.density_schedule.start", "must be in (0, 1]");
+      }
+      if (auto shape = optim::ParseDensityShape(schedule.shape()); !shape.ok()) {
+        return Invalid("optimizer.scape.density_schedule.shape", shape.status().message());
+      }
     }
   }
 

@@ -62,6 +62,13 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 // --checkpoint_root; PERMISSION_DENIED naming both otherwise.
 absl::Status CheckCheckpointDirectoryUnder(const std::string& directory, const std::string& root);
 
+// The sparse optimizers' settings an OptimizerSpec (defaults applied)
+// describes: density, schedule, warm-up, rule, statistic, mask shape. The
+// rest of the formulation (exponents) stays at ScapeConfig's defaults, the
+// best measured (docs/scape.md); the mask epoch's fields come from the
+// scheduler. The worker's trainer and the scheduler's mask epochs read it.
+absl::StatusOr<optim::ScapeConfig> ScapeConfigFromSpec(const v1::OptimizerSpec& spec);
+
 // The model a JobSpec describes: its preset with the spec's non-zero fields
 // overriding it. Not validated: ValidateJobSpec runs ModelConfig::Validate().
 absl::StatusOr<model::ModelConfig> ModelConfigFromSpec(const v1::ModelSpec& spec);

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/optim/optimizer_registry.h"
 
@@ -107,6 +108,45 @@ TEST(ValidateJobSpecTest, ScapeMaskStatisticAndOffloadAreChecked) {
   spec.mutable_optimizer()->mutable_scape()->set_offload_residuals(true);
   EXPECT_NE(ValidateJobSpec(spec).message().find("spec.optimizer.scape.offload_residuals"),
             std::string::npos);
+}
+
+TEST(ValidateJobSpecTest, ScapeRuleMaskShapeAndDensityScheduleAreChecked) {
+  v1::JobSpec spec = ValidSpec("scape");
+  v1::ScapeSpec& scape = *spec.mutable_optimizer()->mutable_scape();
+  scape.set_rule("reference");
+  scape.set_dense_small_tensors(true);
+  scape.mutable_density_schedule()->set_warmup_steps(200);
+  ApplyJobDefaults(spec);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  EXPECT_DOUBLE_EQ(spec.optimizer().scape().density_schedule().start(), 1.0);
+  EXPECT_EQ(spec.optimizer().scape().density_schedule().shape(), "linear");
+  auto refused = [](v1::JobSpec bad, absl::string_view field) {
+    const absl::Status status = ValidateJobSpec(bad);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_NE(status.message().find(absl::StrCat("spec.optimizer.scape.", field)), std::string::npos)
+        << status;
+  };
+  v1::JobSpec bad = spec;
+  bad.mutable_optimizer()->mutable_scape()->set_rule("squash");
+  refused(bad, "rule: unknown SCAPE rule 'squash'");
+  bad = spec;
+  bad.mutable_optimizer()->mutable_scape()->mutable_density_schedule()->set_shape("cubic");
+  refused(bad, "density_schedule.shape");
+  bad = spec;
+  bad.mutable_optimizer()->mutable_scape()->mutable_density_schedule()->set_start(1.5);
+  refused(bad, "density_schedule.start");
+  bad = spec;
+  bad.mutable_optimizer()->mutable_scape()->mutable_density_schedule()->set_start_step(-1);
+  refused(bad, "density_schedule.start_step");
+  bad = spec;
+  bad.mutable_optimizer()->mutable_scape()->set_rule("catch-up");
+  refused(bad, "dense_small_tensors");
+  bad = ValidSpec("scape-global");
+  bad.mutable_optimizer()->mutable_scape()->set_per_tensor_masks(true);
+  refused(bad, "per_tensor_masks");
+  bad = ValidSpec("topk-adamw");
+  bad.mutable_optimizer()->mutable_scape()->set_rule("reference");
+  refused(bad, "rule");
 }
 
 // A job without grad_clip (from flags, or a file that leaves it out) is

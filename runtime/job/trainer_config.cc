@@ -34,17 +34,9 @@ absl::StatusOr<train::TrainerConfig> TrainerConfigFromSpec(const v1::JobSpec& un
   o.adam = {opt.beta1(), opt.beta2(), opt.epsilon(), opt.weight_decay()};
   o.grad_clip = opt.grad_clip();
   if ((*traits)->sparse) {
-    // The SCAPE formulation (rule, exponents) stays at ScapeConfig's
-    // defaults, the best measured (docs/scape.md); so does the statistic
-    // unless the spec names one.
-    const v1::ScapeSpec& scape = opt.scape();
-    o.scape.density = scape.density();
-    o.scape.dense_warmup_steps = std::max<int64_t>(1, scape.dense_warmup_steps());
-    if (!scape.mask_statistic().empty()) {
-      auto statistic = optim::ParseMaskStatistic(scape.mask_statistic());
-      if (!statistic.ok()) return statistic.status();
-      o.scape.statistic = *statistic;
-    }
+    auto scape = ScapeConfigFromSpec(opt);
+    if (!scape.ok()) return scape.status();
+    o.scape = *std::move(scape);
   }
   auto kind = optim::LrSchedule::ParseKind(opt.schedule());
   if (!kind.ok()) return kind.status();
@@ -104,17 +96,31 @@ std::string DescribeTrainerConfig(const train::TrainerConfig& config) {
       {"weight_decay", o.adam.weight_decay},
   };
   auto traits = optim::FindOptimizer(o.name);
-  if (traits.ok() && (*traits)->clips_gradients) optimizer["grad_clip"] = o.grad_clip;
+  // The reference rule clips its reconstructed gradient itself.
+  if (traits.ok() && ((*traits)->clips_gradients ||
+                      ((*traits)->uses_mask_epochs && o.scape.rule == optim::ScapeRule::kReference))) {
+    optimizer["grad_clip"] = o.grad_clip;
+  }
+  const optim::DensitySchedule& schedule = o.scape.density_schedule;
+  const nlohmann::json density_schedule = {{"start", schedule.start},
+                                           {"warmup_steps", schedule.warmup_steps},
+                                           {"start_step", schedule.start_step},
+                                           {"shape", optim::DensityShapeName(schedule.shape)}};
   if (traits.ok() && (*traits)->sparse && !(*traits)->uses_mask_epochs) {
-    optimizer["scape"] = {{"density", o.scape.density}};  // topk-adamw: density only
+    // topk-adamw: density, schedule and dense warm-up only.
+    optimizer["scape"] = {{"density", o.scape.density},
+                          {"dense_warmup_steps", o.scape.dense_warmup_steps},
+                          {"density_schedule", density_schedule}};
   } else if (traits.ok() && (*traits)->sparse) {
     // The settings a job spec can reach, and the formulation it trains with.
     optimizer["scape"] = {
         {"density", o.scape.density},
         {"dense_warmup_steps", o.scape.dense_warmup_steps},
         {"dense_refresh_interval", o.scape.dense_refresh_interval},
-        {"density_ramp_steps", o.scape.density_ramp_steps},
+        {"density_schedule", density_schedule},
         {"rule", optim::ScapeRuleName(o.scape.rule)},
+        {"per_tensor_masks", o.scape.PerTensor()},
+        {"dense_small_tensors", o.scape.dense_small_tensors},
         {"catch_up_exponent", o.scape.catch_up_exponent},
         {"exploration", o.scape.exploration},
         {"mask_statistic", optim::MaskStatisticName(o.scape.statistic)},

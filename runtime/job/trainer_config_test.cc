@@ -133,6 +133,32 @@ TEST(TrainerConfigTest, UnknownNamesAreRefused) {
   EXPECT_FALSE(TrainerConfigFromSpec(spec).ok());
 }
 
+TEST(TrainerConfigTest, ReferenceRuleAndDensityScheduleReachTheOptimizer) {
+  v1::JobSpec spec = Spec("scape");
+  v1::ScapeSpec& scape = *spec.mutable_optimizer()->mutable_scape();
+  scape.set_rule("reference");
+  scape.set_dense_small_tensors(true);
+  scape.set_density(0.01);
+  scape.mutable_density_schedule()->set_warmup_steps(200);
+  scape.mutable_density_schedule()->set_start_step(5);
+  scape.mutable_density_schedule()->set_shape("geometric");
+  auto config = TrainerConfigFromSpec(spec);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const optim::ScapeConfig& c = config->optimizer.scape;
+  EXPECT_EQ(c.rule, optim::ScapeRule::kReference);
+  EXPECT_TRUE(c.PerTensor());
+  EXPECT_TRUE(c.dense_small_tensors);
+  EXPECT_EQ(c.dense_warmup_steps, 0);  // the reference rule's first mask is synchronous
+  EXPECT_DOUBLE_EQ(c.density_schedule.start, 1.0);
+  EXPECT_EQ(c.density_schedule.warmup_steps, 200);
+  EXPECT_EQ(c.density_schedule.start_step, 5);
+  EXPECT_EQ(c.density_schedule.shape, optim::DensityShape::kGeometric);
+  const nlohmann::json d = nlohmann::json::parse(DescribeTrainerConfig(*config));
+  EXPECT_EQ(d["optimizer"]["scape"]["rule"], "reference");
+  EXPECT_EQ(d["optimizer"]["grad_clip"], 1.0);  // the reference rule clips ĝ
+  EXPECT_EQ(d["optimizer"]["scape"]["density_schedule"]["shape"], "geometric");
+}
+
 TEST(TrainerConfigTest, DescriptionIsJsonWithTheOptimizersSettings) {
   auto dense = TrainerConfigFromSpec(Spec("adamw"));
   auto sparse = TrainerConfigFromSpec(Spec("scape"));
@@ -146,7 +172,8 @@ TEST(TrainerConfigTest, DescriptionIsJsonWithTheOptimizersSettings) {
   auto topk = TrainerConfigFromSpec(Spec("topk-adamw"));
   ASSERT_TRUE(topk.ok());
   const nlohmann::json t = nlohmann::json::parse(DescribeTrainerConfig(*topk));
-  EXPECT_EQ(t["optimizer"]["scape"], nlohmann::json({{"density", 0.1}}));
+  EXPECT_EQ(t["optimizer"]["scape"]["density"], 0.1);
+  EXPECT_EQ(t["optimizer"]["scape"]["density_schedule"]["warmup_steps"], 0);
   EXPECT_EQ(d["schedule"]["kind"], "cosine");
   EXPECT_EQ(d["steps"], 40);
 }

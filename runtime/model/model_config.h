@@ -49,8 +49,9 @@ struct ModelConfig {
   std::string ToString() const;
 };
 
-// Named presets: tiny (tests), small (~20M, benchmarks), and the paper-scale
-// shapes gpt-345m, llama-500m, llama-1.8b (shape only).
+// Named presets: tiny (tests), mini (~3M, CPU studies), small (~20M,
+// benchmarks), and the SCAPE authors' shapes gpt-345m, llama-500m,
+// llama-1.8b (too big to train on a CPU). docs/model.md has the table.
 absl::StatusOr<ModelConfig> PresetConfig(absl::string_view name);
 std::vector<std::string> PresetNames();
 

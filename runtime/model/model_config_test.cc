@@ -19,7 +19,36 @@ TEST(ModelConfigTest, PresetsAreValidAndSized) {
   const int64_t small = PresetConfig("small")->ParameterCount();
   EXPECT_GT(small, 15'000'000);
   EXPECT_LT(small, 30'000'000);
-  EXPECT_NEAR(PresetConfig("llama-1.8b")->ParameterCount(), 1.8e9, 0.25e9);
+  const int64_t mini = PresetConfig("mini")->ParameterCount();
+  EXPECT_GT(mini, 2'500'000);
+  EXPECT_LT(mini, 3'500'000);
+  EXPECT_GT(mini, 5 * tiny);
+  EXPECT_LT(mini, small / 5);
+}
+
+// The authors' script shapes, counted by hand: embeddings, then per layer two
+// norms, wq, wk, wv, wo and the three SwiGLU matrices, then the final norm.
+int64_t Count(int64_t layers, int64_t d, int64_t heads, int64_t kv_heads, int64_t ffn,
+              int64_t vocab, bool tied) {
+  const int64_t kv = d / heads * kv_heads;
+  return vocab * d * (tied ? 1 : 2) + layers * (2 * d + 2 * d * d + 2 * d * kv + 3 * d * ffn) + d;
+}
+
+TEST(ModelConfigTest, PaperPresetsHaveTheAuthorsShapes) {
+  auto llama500 = PresetConfig("llama-500m");
+  EXPECT_EQ(llama500->n_layers, 16);
+  EXPECT_EQ(llama500->max_seq_len, 4096);
+  EXPECT_EQ(llama500->ParameterCount(), Count(16, 1536, 16, 8, 4096, 32000, false));
+  EXPECT_EQ(llama500->ParameterCount(), 513'590'784);
+  auto llama18 = PresetConfig("llama-1.8b");
+  EXPECT_EQ(llama18->max_seq_len, 2048);
+  EXPECT_EQ(llama18->ParameterCount(), Count(24, 2560, 32, 8, 6912, 128256, false));
+  EXPECT_EQ(llama18->ParameterCount(), 2'324'032'000);
+  auto gpt = PresetConfig("gpt-345m");
+  EXPECT_EQ(gpt->vocab_size, 50257);  // GPT-2 BPE
+  EXPECT_TRUE(gpt->tie_embeddings);
+  EXPECT_EQ(gpt->ParameterCount(), Count(24, 1024, 16, 16, 2752, 50257, true));
+  EXPECT_NEAR(gpt->ParameterCount(), 355e6, 5e6);
 }
 
 TEST(ModelConfigTest, UnknownPresetNamesTheKnownOnes) {

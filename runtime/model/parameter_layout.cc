@@ -39,4 +39,11 @@ ParameterLayout::ParameterLayout(const ModelConfig& config) {
                                    : Add("output.weight", {config.vocab_size, d});
 }
 
+std::vector<int64_t> ParameterLayout::TensorBounds() const {
+  std::vector<int64_t> bounds;
+  for (const TensorSlot& slot : tensors_) bounds.push_back(slot.offset);
+  bounds.push_back(total_size_);
+  return bounds;
+}
+
 }  // namespace corescape::model

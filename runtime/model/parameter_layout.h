@@ -31,6 +31,9 @@ class ParameterLayout {
 
   int64_t total_size() const { return total_size_; }
   const std::vector<TensorSlot>& tensors() const { return tensors_; }
+  // The T + 1 offsets of the tensors in the buffer, 0 to total_size(): what
+  // per-tensor optimizer masks are cut along.
+  std::vector<int64_t> TensorBounds() const;
   int64_t token_embedding() const { return token_embedding_; }
   int64_t final_norm() const { return final_norm_; }
   // Equals token_embedding() when embeddings are tied.

@@ -147,10 +147,13 @@ absl::Status DenseAdamSDataParallel::RestoreState(absl::string_view state) {
 }
 
 TopKGradientAdamW::TopKGradientAdamW(RankGroup* group, AdamWConfig config, DecayMask decay_mask,
-                                     double density)
+                                     double density, DensitySchedule schedule,
+                                     int64_t dense_warmup_steps)
     : group_(group),
       adamw_(config, std::move(decay_mask)),
       density_(density),
+      schedule_(schedule),
+      dense_warmup_steps_(dense_warmup_steps),
       residual_(adamw_.first_moment().size(), 0.0f) {}
 
 const std::vector<float>& TopKGradientAdamW::first_moment() const {
@@ -160,12 +163,25 @@ const std::vector<float>& TopKGradientAdamW::first_moment() const {
 absl::Status TopKGradientAdamW::Step(float* params, float* grads, int64_t size, double lr) {
   if (absl::Status s = CheckSize(size, residual_.size(), name()); !s.ok()) return s;
   StepBytes bytes(*group_);
+  const int64_t t = adamw_.step_count();
+  const double density = schedule_.At(t, density_);
+  if (t < dense_warmup_steps_ || density >= 1.0) {
+    for (int64_t i = 0; i < size; ++i) residual_[i] += grads[i];
+    if (absl::Status s = group_->AllReduceSum(residual_.data(), size); !s.ok()) return s;
+    if (absl::Status s = adamw_.Step(params, residual_.data(), size, lr); !s.ok()) return s;
+    std::fill(residual_.begin(), residual_.end(), 0.0f);
+    last_step_ = {};
+    last_step_.step = adamw_.step_count();
+    last_step_.synced_values = size;
+    bytes.Record(last_step_);
+    return absl::OkStatus();
+  }
   magnitude_.resize(size);
   for (int64_t i = 0; i < size; ++i) {
     residual_[i] += grads[i];
     magnitude_[i] = std::fabs(residual_[i]);
   }
-  const int64_t k = MaskCountForRange(size, density_);
+  const int64_t k = MaskCountForRange(size, density);
   const std::vector<int64_t> picked = SelectTopK(magnitude_, 0, k);
   // (index, value) pairs, 8 bytes each; every rank sends exactly k.
   std::vector<char> send(k * 8);

@@ -14,6 +14,7 @@
 #include "runtime/optim/mask_codec.h"
 #include "runtime/optim/optimizer_names.h"
 #include "runtime/optim/rank_group.h"
+#include "runtime/optim/sparse_mask.h"
 
 namespace corescape::optim {
 
@@ -104,10 +105,13 @@ class DenseAdamSDataParallel final : public DataParallelOptimizer {
 // the ceil(density·N) largest |residual| entries of the WHOLE buffer as
 // (uint32 index, float value) pairs through an all-gather-v, zeroes what it
 // sent, and every rank runs AdamW on the sum of what everyone sent. The
-// union of the ranks' picks grows with P (fill-in).
+// union of the ranks' picks grows with P (fill-in). Steps before
+// `dense_warmup_steps` and steps where `schedule` puts the density at 1
+// all-reduce the whole residual instead.
 class TopKGradientAdamW final : public DataParallelOptimizer {
  public:
-  TopKGradientAdamW(RankGroup* group, AdamWConfig config, DecayMask decay_mask, double density);
+  TopKGradientAdamW(RankGroup* group, AdamWConfig config, DecayMask decay_mask, double density,
+                    DensitySchedule schedule = {}, int64_t dense_warmup_steps = 0);
   std::string name() const override { return OptimizerName(OptimizerKind::kTopKAdamW); }
   absl::Status Step(float* params, float* grads, int64_t size, double lr) override;
   absl::StatusOr<std::string> SaveState() override;
@@ -120,6 +124,8 @@ class TopKGradientAdamW final : public DataParallelOptimizer {
   RankGroup* group_;
   AdamW adamw_;
   double density_;
+  DensitySchedule schedule_;
+  int64_t dense_warmup_steps_;
   std::vector<float> residual_, summed_, magnitude_;
   int64_t last_union_size_ = 0;
 };

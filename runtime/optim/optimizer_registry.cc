@@ -3,7 +3,8 @@
 
 namespace corescape::optim {
 absl::StatusOr<std::unique_ptr<DataParallelOptimizer>> CreateOptimizer(
-    const OptimizerOptions& options, RankGroup* group, DecayMask decay_mask) {
+    const OptimizerOptions& options, RankGroup* group, DecayMask decay_mask,
+    std::vector<int64_t> tensor_bounds) {
   auto traits = FindOptimizer(options.name);
   if (!traits.ok()) return traits.status();
   switch ((*traits)->kind) {
@@ -16,15 +17,20 @@ absl::StatusOr<std::unique_ptr<DataParallelOptimizer>> CreateOptimizer(
       if (!(options.scape.density > 0 && options.scape.density <= 1)) {
         return absl::InvalidArgumentError("topk-adamw: density must be in (0, 1]");
       }
+      if (absl::Status s = options.scape.density_schedule.Validate(); !s.ok()) return s;
       return std::make_unique<TopKGradientAdamW>(group, options.adam, std::move(decay_mask),
-                                                 options.scape.density);
+                                                 options.scape.density,
+                                                 options.scape.density_schedule,
+                                                 options.scape.dense_warmup_steps);
     case OptimizerKind::kScape:
     case OptimizerKind::kScapeGlobal: {
       ScapeConfig scape = options.scape;
       scape.adams = options.adam;
+      scape.grad_clip = options.grad_clip;
       scape.scope = (*traits)->kind == OptimizerKind::kScape ? MaskScope::kPartitioned
                                                              : MaskScope::kWholeBuffer;
-      auto optimizer = ScapeOptimizer::Create(group, scape, std::move(decay_mask));
+      auto optimizer = ScapeOptimizer::Create(group, scape, std::move(decay_mask),
+                                             std::move(tensor_bounds));
       if (!optimizer.ok()) return optimizer.status();
       return std::unique_ptr<DataParallelOptimizer>(*std::move(optimizer));
     }

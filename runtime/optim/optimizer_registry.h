@@ -24,14 +24,18 @@ struct OptimizerOptions {
   double grad_clip = kDefaultGradClip;  // where traits.clips_gradients; <= 0: off
   // Sparse optimizers: density (scape, scape-global, topk-adamw) and the
   // SCAPE formulation, mask statistic and mask epoch (scape, scape-global).
-  // Its `adams` and `scope` are set from `adam` and `name`.
+  // Its `adams`, `scope` and `grad_clip` (the reference rule clips ĝ
+  // itself) are set from `adam`, `name` and `grad_clip`.
   ScapeConfig scape;
 };
 
-// The optimizer `options.name` names, over `group`. INVALID_ARGUMENT for an
-// unknown name or a configuration the optimizer refuses.
+// The optimizer `options.name` names, over `group`. `tensor_bounds` are the
+// T + 1 offsets of the buffer's tensors (empty: one tensor), for per-tensor
+// masks. INVALID_ARGUMENT for an unknown name or a configuration the
+// optimizer refuses.
 absl::StatusOr<std::unique_ptr<DataParallelOptimizer>> CreateOptimizer(
-    const OptimizerOptions& options, RankGroup* group, DecayMask decay_mask);
+    const OptimizerOptions& options, RankGroup* group, DecayMask decay_mask,
+    std::vector<int64_t> tensor_bounds = {});
 
 }  // namespace corescape::optim
 

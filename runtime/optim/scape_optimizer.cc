@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/optim/adamw.h"
 #include "runtime/optim/optimizer_state.h"
 
 namespace corescape::optim {
@@ -27,16 +28,20 @@ const char* ScapeRuleName(ScapeRule rule) {
     case ScapeRule::kReconstructed: return "reconstructed";
     case ScapeRule::kCatchUp: return "catch-up";
     case ScapeRule::kLinearized: return "linearized";
+    case ScapeRule::kReference: return "reference";
   }
   return "?";
 }
 
 absl::StatusOr<ScapeRule> ParseScapeRule(absl::string_view name) {
-  for (ScapeRule rule : {ScapeRule::kReconstructed, ScapeRule::kCatchUp, ScapeRule::kLinearized}) {
+  constexpr ScapeRule kRules[] = {ScapeRule::kReconstructed, ScapeRule::kCatchUp,
+                                  ScapeRule::kLinearized, ScapeRule::kReference};
+  for (ScapeRule rule : kRules) {
     if (name == ScapeRuleName(rule)) return rule;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown SCAPE rule '", name, "' (reconstructed, catch-up, linearized)"));
+  std::string known;
+  for (ScapeRule rule : kRules) absl::StrAppend(&known, known.empty() ? "" : ", ", ScapeRuleName(rule));
+  return absl::InvalidArgumentError(absl::StrCat("unknown SCAPE rule '", name, "' (", known, ")"));
 }
 
 const char* MaskStatisticName(MaskStatistic statistic) {
@@ -67,12 +72,21 @@ absl::Status ScapeConfig::Validate() const {
   if (dense_warmup_steps < 0) return absl::InvalidArgumentError("scape: dense_warmup_steps < 0");
   if (dense_refresh_interval < 0) return absl::InvalidArgumentError("scape: dense_refresh_interval < 0");
   if (residual_sync_period < 0) return absl::InvalidArgumentError("scape: residual_sync_period < 0");
-  if (density_ramp_steps < 0) return absl::InvalidArgumentError("scape: density_ramp_steps < 0");
+  if (absl::Status s = density_schedule.Validate(); !s.ok()) return s;
   if (!(exploration >= 0 && exploration <= 1)) {
     return absl::InvalidArgumentError("scape: exploration must be in [0, 1]");
   }
   if (!(catch_up_exponent >= 0 && catch_up_exponent <= 1) || catch_up_exponent_consistent > 1) {
     return absl::InvalidArgumentError("scape: catch_up_exponent must be in [0, 1]");
+  }
+  if (PerTensor() && exploration > 0) {
+    return absl::InvalidArgumentError("scape: exploration needs range masks, not per-tensor masks");
+  }
+  if (PerTensor() && scope == MaskScope::kWholeBuffer) {
+    return absl::InvalidArgumentError("scape: per-tensor masks need partitioned masks (scape, not scape-global)");
+  }
+  if (dense_small_tensors && !PerTensor()) {
+    return absl::InvalidArgumentError("scape: dense_small_tensors needs per-tensor masks");
   }
   if (!(forecast >= 0 && forecast <= 1)) return absl::InvalidArgumentError("scape: forecast must be in [0, 1]");
   if (!(normalizer_beta >= 0 && normalizer_beta < 1)) {
@@ -87,35 +101,54 @@ absl::Status ScapeConfig::Validate() const {
 
 std::string ScapeConfig::ToString() const {
   return absl::StrFormat(
-      "b1=%.17g b2=%.17g eps=%.17g wd=%.17g d=%.17g warmup=%d refresh_every=%d ramp=%d scope=%d rule=%s off=%d stat=%d "
-      "explore=%.17g forecast=%.17g rho=%.17g refresh=%d lrw=%d catchup=%.17g/%.17g decayed=%d residual_sync_period=%d",
+      "b1=%.17g b2=%.17g eps=%.17g wd=%.17g d=%.17g warmup=%d refresh_every=%d scope=%d rule=%s off=%d stat=%d "
+      "schedule={%s} explore=%.17g forecast=%.17g rho=%.17g refresh=%d lrw=%d catchup=%.17g/%.17g decayed=%d residual_sync_period=%d "
+      "per_tensor=%d dense_small=%d clip=%.17g",
       adams.beta1, adams.beta2, adams.epsilon, adams.weight_decay, density, dense_warmup_steps,
-      dense_refresh_interval, density_ramp_steps,
+      dense_refresh_interval,
       static_cast<int>(scope), ScapeRuleName(rule), static_cast<int>(off_mask),
-      static_cast<int>(statistic), exploration, forecast, normalizer_beta,
+      static_cast<int>(statistic), density_schedule.ToString(), exploration, forecast, normalizer_beta,
       static_cast<int>(refresh), lr_weighted ? 1 : 0, catch_up_exponent,
-      catch_up_exponent_consistent, decayed_residual ? 1 : 0, residual_sync_period);
+      catch_up_exponent_consistent, decayed_residual ? 1 : 0, residual_sync_period,
+      PerTensor() ? 1 : 0, dense_small_tensors ? 1 : 0, grad_clip);
 }
 
-absl::StatusOr<std::unique_ptr<ScapeOptimizer>> ScapeOptimizer::Create(RankGroup* group,
-                                                                        ScapeConfig config,
-                                                                        DecayMask decay_mask) {
+absl::StatusOr<ParameterPartition> ScapePartition(const ScapeConfig& config,
+                                                  const std::vector<int64_t>& tensor_bounds,
+                                                  int world_size) {
+  if (config.PerTensor()) return ParameterPartition::TensorAligned(tensor_bounds, world_size);
+  if (tensor_bounds.empty()) return absl::InvalidArgumentError("partition: no tensor bounds");
+  return ParameterPartition::Balanced(tensor_bounds.back(), world_size);
+}
+
+absl::StatusOr<std::unique_ptr<ScapeOptimizer>> ScapeOptimizer::Create(
+    RankGroup* group, ScapeConfig config, DecayMask decay_mask, std::vector<int64_t> tensor_bounds) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
   const int64_t total = static_cast<int64_t>(decay_mask.size());
+  if (tensor_bounds.empty()) tensor_bounds = {0, total};
+  if (tensor_bounds.front() != 0 || tensor_bounds.back() != total ||
+      !std::is_sorted(tensor_bounds.begin(), tensor_bounds.end())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scape: tensor bounds must rise from 0 to the buffer's ", total, " entries"));
+  }
   auto partition = config.partition_bounds.empty()
-                       ? ParameterPartition::Balanced(total, group->world_size())
+                       ? ScapePartition(config, tensor_bounds, group->world_size())
                        : ParameterPartition::FromBounds(config.partition_bounds, total,
                                                         group->world_size());
   if (!partition.ok()) return partition.status();
-  return std::unique_ptr<ScapeOptimizer>(
-      new ScapeOptimizer(group, config, std::move(decay_mask), std::move(*partition)));
+  if (config.PerTensor()) {
+    if (absl::Status s = CheckTensorAligned(*partition, tensor_bounds); !s.ok()) return s;
+  }
+  return std::unique_ptr<ScapeOptimizer>(new ScapeOptimizer(
+      group, config, std::move(decay_mask), std::move(tensor_bounds), std::move(*partition)));
 }
 
 ScapeOptimizer::ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask decay_mask,
-                               ParameterPartition partition)
+                               std::vector<int64_t> tensor_bounds, ParameterPartition partition)
     : group_(group),
       config_(config),
       decay_mask_(std::move(decay_mask)),
+      tensor_bounds_(std::move(tensor_bounds)),
       partition_(std::move(partition)),
       exchange_(&partition_, config.scope),
       m_(decay_mask_.size(), 0.0f),
@@ -124,8 +157,12 @@ ScapeOptimizer::ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask d
       last_sync_(decay_mask_.size(), -1) {}
 
 bool ScapeOptimizer::DenseAt(int64_t step) const {
-  const int64_t warmup = std::max<int64_t>(1, config_.dense_warmup_steps);
-  if (config_.density >= 1.0 || step < warmup) return true;
+  // The reference rule may start sparse: its first mask is then chosen
+  // synchronously from step 0's payload.
+  const int64_t warmup = config_.rule == ScapeRule::kReference
+                             ? config_.dense_warmup_steps
+                             : std::max<int64_t>(1, config_.dense_warmup_steps);
+  if (config_.density >= 1.0 || step < warmup || DensityAt(step) >= 1.0) return true;
   if (step == dense_after_restore_) return true;
   if (std::find(config_.forced_dense_steps.begin(), config_.forced_dense_steps.end(), step) !=
       config_.forced_dense_steps.end()) {
@@ -140,12 +177,7 @@ bool ScapeOptimizer::ResidualSyncAfter(int64_t step) const {
 }
 
 double ScapeOptimizer::DensityAt(int64_t step) const {
-  const int64_t warmup = std::max<int64_t>(1, config_.dense_warmup_steps);
-  if (config_.density_ramp_steps <= 0 || step - warmup + 1 >= config_.density_ramp_steps) {
-    return config_.density;
-  }
-  const double progress = static_cast<double>(step - warmup + 1) / config_.density_ramp_steps;
-  return std::pow(config_.density, progress);
+  return config_.density_schedule.At(step, config_.density);
 }
 
 absl::Status ScapeOptimizer::TakeMask(int64_t step) {
@@ -177,11 +209,15 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   const int64_t sent_before = group_->bytes_sent(), received_before = group_->bytes_received();
   const int64_t t = step_;
   const bool dense = DenseAt(t);
+  const bool reference = config_.rule == ScapeRule::kReference;
+  const bool first_mask_now = reference && !dense && !exchange_.in_flight() && !pending_;
   if (dense) {
     if (exchange_.in_flight() || pending_) {
       return absl::FailedPreconditionError("scape: a mask is pending at a dense step");
     }
     current_ = GlobalMask{config_.mask_epoch, t, {}, {}};
+  } else if (reference && !exchange_.in_flight() && !pending_) {
+    // kReference's first mask: chosen below from this step's payload.
   } else if (absl::Status s = TakeMask(t); !s.ok()) {
     return s;
   }
@@ -201,7 +237,25 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
                                (lr_weighted ? lr : 1.0) / group_->world_size())
           : 0.0f;
   const bool decayed = config_.decayed_residual && config_.rule == ScapeRule::kCatchUp;
-  if (forecast_share != 0.0f) {
+  if (reference) {
+    // c^r = β1·m + (1−β1)·g^r_local + e^r, with g^r_local = P·g^r (our g^r
+    // sums to the global mean gradient over ranks; the mean of P·g^r is it).
+    const float b1 = static_cast<float>(config_.adams.beta1);
+    const float world = static_cast<float>(group_->world_size());
+    for (int64_t j = 0; j < n; ++j) {
+      residual_[j] = b1 * m_[j] + one_minus_b1 * (world * grads[j]) + residual_[j];
+    }
+    const int64_t begin = exchange_.RangeBegin(group_->rank()), end = exchange_.RangeEnd(group_->rank());
+    reference_statistic_.resize(end - begin);
+    for (int64_t j = begin; j < end; ++j) reference_statistic_[j - begin] = std::fabs(residual_[j]);
+    if (first_mask_now) {
+      if (absl::Status s = exchange_.Start(*group_, config_.mask_epoch, t, SelectOwnPart(t), &current_);
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = TakeMask(t); !s.ok()) return s;
+    }
+  } else if (forecast_share != 0.0f) {
     for (int64_t j = 0; j < n; ++j) residual_[j] += one_minus_b1 * grads[j] - forecast_share * m_[j];
   } else if (decayed) {
     const float b1 = static_cast<float>(config_.adams.beta1);
@@ -225,7 +279,11 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   }
   if (absl::Status s = group_->AllReduceSum(values_.data(), synced); !s.ok()) return s;
 
-  Apply(params, n, lr, dense);
+  if (reference) {
+    ApplyReference(params, n, lr, dense);
+  } else {
+    Apply(params, n, lr, dense);
+  }
   if (!dense && ResidualSyncAfter(t)) {
     // Every rank takes the ranks' mean residual (a dense step has none left).
     if (absl::Status s = group_->AllReduceSum(residual_.data(), n); !s.ok()) return s;
@@ -236,7 +294,7 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
 
   int64_t part_bytes = 0;
   if (!DenseAt(step_)) {
-    const std::vector<int64_t> own = SelectOwnPart();
+    const std::vector<int64_t> own = SelectOwnPart(step_);
     if (absl::Status s = exchange_.Start(*group_, config_.mask_epoch, step_, own, &current_);
         !s.ok()) {
       return s;
@@ -252,7 +310,49 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   last_step_.bytes_received = group_->bytes_received() - received_before;
   last_step_.mask_part_bytes = part_bytes;
   last_step_.mask_encoding = exchange_.last_encoding();
+  last_step_.grad_norm = reference ? last_grad_norm_ : 0.0;
   return absl::OkStatus();
+}
+
+void ScapeOptimizer::ApplyReference(float* params, int64_t n, double lr, bool dense) {
+  const ScapeConfig& c = config_;
+  const float b1 = static_cast<float>(c.adams.beta1), b2 = static_cast<float>(c.adams.beta2);
+  const float eps = static_cast<float>(c.adams.epsilon), flr = static_cast<float>(lr);
+  const float decay = static_cast<float>(1.0 - lr * c.adams.weight_decay);
+  const float inverse_ranks = 1.0f / static_cast<float>(group_->world_size());
+  const std::vector<int64_t>& mask = current_.indices;
+  const int64_t synced = dense ? n : static_cast<int64_t>(mask.size());
+  auto index = [&](int64_t p) { return dense ? p : mask[p]; };
+  // b = mean_r c^r; ĝ = (b − β1·m_prev)/(1−β1), in place in values_ (0 off
+  // the mask, so the packed values' norm is ĝ's global norm).
+  for (int64_t p = 0; p < synced; ++p) {
+    const float b = values_[p] * inverse_ranks;
+    values_[p] = (b - b1 * m_[index(p)]) / (1.0f - b1);
+  }
+  // ĝ is identical on every rank, so is its clipping.
+  last_grad_norm_ = ClipGradientNorm(values_.data(), synced, c.grad_clip);
+  const int64_t t = step_ + 1;  // bias correction counts steps from 1
+  const float correction1 = static_cast<float>(1.0 - std::pow(c.adams.beta1, static_cast<double>(t)));
+  const float sqrt_correction2 =
+      static_cast<float>(std::sqrt(1.0 - std::pow(c.adams.beta2, static_cast<double>(t))));
+  int64_t p = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const float d = decay_mask_[j] ? decay : 1.0f;
+    float& theta = params[j];
+    float& m = m_[j];
+    if (p < synced && index(p) == j) {
+      const float g_hat = values_[p++];
+      const float v = b2 * m * m + (1.0f - b2) * g_hat * g_hat;  // m is still m_prev
+      m = b1 * m + (1.0f - b1) * g_hat;
+      last_sync_[j] = step_;
+      theta *= d;
+      theta -= flr * (m / correction1) / (std::sqrt(v) / sqrt_correction2 + eps);
+    } else {
+      // Off the mask the first moment lives only in the residual.
+      m = 0.0f;
+      theta *= d;
+    }
+  }
 }
 
 void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
@@ -390,6 +490,7 @@ void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
 }
 
 std::vector<float> ScapeOptimizer::MaskStatisticValues() const {
+  if (config_.rule == ScapeRule::kReference) return reference_statistic_;
   const int rank = group_->rank();
   const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
   const float b1 = static_cast<float>(config_.adams.beta1);
@@ -414,16 +515,37 @@ std::vector<float> ScapeOptimizer::MaskStatisticValues() const {
   return out;
 }
 
-std::vector<int64_t> ScapeOptimizer::SelectOwnPart() const {
+std::vector<int64_t> ScapeOptimizer::SelectPerTensor(const std::vector<float>& statistic,
+                                                      int64_t begin, double density) const {
+  const int64_t end = begin + static_cast<int64_t>(statistic.size());
+  std::vector<int64_t> chosen;
+  // The rank owns whole tensors (CheckTensorAligned at construction).
+  auto first = std::lower_bound(tensor_bounds_.begin(), tensor_bounds_.end(), begin);
+  for (auto it = first; it + 1 != tensor_bounds_.end() && *it < end; ++it) {
+    const int64_t offset = *it, numel = *(it + 1) - *it;
+    if (config_.dense_small_tensors && !decay_mask_[offset]) {
+      for (int64_t j = offset; j < offset + numel; ++j) chosen.push_back(j);
+      continue;
+    }
+    const std::vector<int64_t> top =
+        SelectTopK(absl::MakeConstSpan(statistic).subspan(offset - begin, numel), offset,
+                   MaskCountForTensor(numel, density));
+    chosen.insert(chosen.end(), top.begin(), top.end());
+  }
+  return chosen;
+}
+
+std::vector<int64_t> ScapeOptimizer::SelectOwnPart(int64_t step) const {
   const int rank = group_->rank();
   const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
-  const int64_t k = MaskCountForRange(end - begin, DensityAt(step_));
+  if (config_.PerTensor()) return SelectPerTensor(MaskStatisticValues(), begin, DensityAt(step));
+  const int64_t k = MaskCountForRange(end - begin, DensityAt(step));
   const int64_t k_explore = static_cast<int64_t>(std::floor(config_.exploration * k));
   std::vector<int64_t> chosen = SelectTopK(MaskStatisticValues(), begin, k - k_explore);
   if (k_explore == 0) return chosen;
   // The rest: the least recently synchronized coordinates not chosen yet.
   std::vector<float> age(end - begin);
-  for (int64_t j = begin; j < end; ++j) age[j - begin] = static_cast<float>(step_ - last_sync_[j]);
+  for (int64_t j = begin; j < end; ++j) age[j - begin] = static_cast<float>(step - last_sync_[j]);
   for (int64_t j : chosen) age[j - begin] = -1.0f;
   std::vector<int64_t> explored = SelectTopK(age, begin, k_explore);
   std::vector<int64_t> merged;

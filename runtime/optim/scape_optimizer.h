@@ -30,10 +30,17 @@ enum class ScapeRule {
   // turns into K steps' worth of movement and off-mask coordinates keep
   // moving on their decaying momentum. With K = 1 (dense) D = √v + ε: AdamS.
   kLinearized,
+  // The authors' formulation (docs/scape.md, "The reference rule"): the
+  // payload is the error-compensated LOCAL first moment
+  // c^r = β1·m + (1−β1)·g^r_local + e^r, averaged at the mask; off the mask
+  // m = 0 and e^r = c^r; ĝ = (b − β1·m_prev)/(1−β1), clipped to a global
+  // norm; bias-corrected AdamS on the mask, decay only off it; per-tensor
+  // masks chosen by |c^owner|. Residual and decay are applied once each.
+  kReference,
 };
 
-// "reconstructed", "catch-up", "linearized": the rules' names in flags (and
-// in a job spec, once it can choose one).
+// "reconstructed", "catch-up", "linearized", "reference": the rules' names in
+// flags and job specs.
 const char* ScapeRuleName(ScapeRule rule);
 absl::StatusOr<ScapeRule> ParseScapeRule(absl::string_view name);
 
@@ -77,11 +84,20 @@ struct ScapeConfig {
   // everything (flushing all residuals); 0: never. The scheduler's forced
   // dense refresh steps, made periodic.
   int64_t dense_refresh_interval = 0;
-  // After the warm-up the density falls geometrically from 1 to `density`
-  // over this many steps (d_t = density^((t − warm-up + 1)/ramp)), so the
-  // fast-learning phase right after the warm-up is not cut off at once;
-  // 0: straight to `density`.
-  int64_t density_ramp_steps = 0;
+  // The density at each step on the way to `density` (the paper's ramp, so
+  // the fast-learning phase is not cut off at once). Steps at density 1 are
+  // dense.
+  DensitySchedule density_schedule;
+  // Masks are chosen per parameter tensor: each rank owns whole tensors
+  // (ParameterPartition::TensorAligned) and takes MaskCountForTensor of each
+  // of its tensors by the statistic. Always on for kReference.
+  bool per_tensor_masks = false;
+  // With per-tensor masks: tensors that take no weight decay (norm gains,
+  // biases) are sent whole every step.
+  bool dense_small_tensors = false;
+  // kReference: the global L2 norm ĝ is clipped to (the optimizer options'
+  // grad_clip); <= 0: no clipping.
+  double grad_clip = 0;
   MaskScope scope = MaskScope::kPartitioned;  // kWholeBuffer: per-rank global top-k baseline
   ScapeRule rule = ScapeRule::kCatchUp;
   OffMaskRule off_mask = OffMaskRule::kDecayOnly;
@@ -131,7 +147,16 @@ struct ScapeConfig {
 
   absl::Status Validate() const;
   std::string ToString() const;     // every field; stored in checkpoints
+  bool PerTensor() const { return per_tensor_masks || rule == ScapeRule::kReference; }
 };
+
+// The partition map SCAPE uses for `config` over a buffer whose tensors are
+// `tensor_bounds` (T + 1 offsets): whole tensors per rank with per-tensor
+// masks, else the element-balanced cut. The scheduler's mask epochs and the
+// optimizer (when no map is given) both take it from here.
+absl::StatusOr<ParameterPartition> ScapePartition(const ScapeConfig& config,
+                                                  const std::vector<int64_t>& tensor_bounds,
+                                                  int world_size);
 
 // SCAPE (arXiv 2607.01678) as one rank runs it, over a RankGroup:
 //  - the mask for step t+1 is selected at the end of step t from first-moment
@@ -147,9 +172,11 @@ struct ScapeConfig {
 // every coordinate with the same code path.
 class ScapeOptimizer final : public DataParallelOptimizer {
  public:
-  static absl::StatusOr<std::unique_ptr<ScapeOptimizer>> Create(RankGroup* group,
-                                                                ScapeConfig config,
-                                                                DecayMask decay_mask);
+  // `tensor_bounds`: the T + 1 offsets of the buffer's tensors (empty: one
+  // tensor, the whole buffer); per-tensor masks use them.
+  static absl::StatusOr<std::unique_ptr<ScapeOptimizer>> Create(
+      RankGroup* group, ScapeConfig config, DecayMask decay_mask,
+      std::vector<int64_t> tensor_bounds = {});
 
   // scape-global too: the same optimizer and state with whole-buffer masks.
   std::string name() const override { return OptimizerName(OptimizerKind::kScape); }
@@ -178,16 +205,22 @@ class ScapeOptimizer final : public DataParallelOptimizer {
 
  private:
   ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask decay_mask,
-                 ParameterPartition partition);
+                 std::vector<int64_t> tensor_bounds, ParameterPartition partition);
   bool DenseAt(int64_t step) const;
   double DensityAt(int64_t step) const;
   absl::Status TakeMask(int64_t step);
   void Apply(float* params, int64_t size, double lr, bool dense);
-  std::vector<int64_t> SelectOwnPart() const;
+  // kReference's update from the averaged payload b (values_).
+  void ApplyReference(float* params, int64_t size, double lr, bool dense);
+  // This rank's part of the mask for step `step`.
+  std::vector<int64_t> SelectOwnPart(int64_t step) const;
+  std::vector<int64_t> SelectPerTensor(const std::vector<float>& statistic, int64_t begin,
+                                       double density) const;
 
   RankGroup* group_;
   ScapeConfig config_;
   DecayMask decay_mask_;
+  std::vector<int64_t> tensor_bounds_;  // T + 1 offsets
   ParameterPartition partition_;
   MaskExchange exchange_;
   int64_t step_ = 0;
@@ -197,6 +230,10 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   std::vector<int64_t> last_sync_;  // step each coordinate was last synchronized (−1: never)
   std::vector<double> lr_sum_;      // Σ η up to and including each step
   std::vector<float> values_;     // packed buffer of the all-reduce
+  // kReference: |c^r| over this rank's range at the last step, what the next
+  // mask is chosen from.
+  std::vector<float> reference_statistic_;
+  double last_grad_norm_ = 0;  // kReference: ‖ĝ‖ of the last step, before clipping
   GlobalMask current_;
   // A step forced dense because the restored pending mask was cut for another
   // partition map (−1: none).

@@ -3,6 +3,7 @@
 // step), so runs can be repeated and compared bitwise.
 #include "runtime/optim/scape_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -493,9 +494,10 @@ TEST(ScapeOptimizerTest, PeriodicDenseRefreshFlushesEveryResidual) {
   }
 }
 
-TEST(ScapeOptimizerTest, DensityRampFallsGeometricallyToTheTarget) {
+TEST(ScapeOptimizerTest, DensityScheduleFallsGeometricallyToTheTarget) {
   ScapeConfig c = Sparse(0.01);
-  c.density_ramp_steps = 4;  // warm-up 0, 1; then d^(1/4), d^(2/4), d^(3/4), d, d, ...
+  // Warm-up 0, 1; then d^(1/4), d^(2/4), d^(3/4), d, d, ...
+  c.density_schedule = {1.0, 4, 1, DensityShape::kGeometric};
   std::vector<RankTrace> t;
   ASSERT_TRUE(RunRanks(Scape(c), {}, t).ok());
   auto partition = ParameterPartition::Balanced(kSize, kRanks);
@@ -506,6 +508,80 @@ TEST(ScapeOptimizerTest, DensityRampFallsGeometricallyToTheTarget) {
                 MaskCountForRange(partition->size(r), density)) << "step " << s;
     }
   }
+}
+
+TEST(ScapeOptimizerTest, LinearDensityScheduleFromOneMakesItsFirstStepsDense) {
+  ScapeConfig c = Sparse(0.1);
+  c.dense_warmup_steps = 1;
+  // From step 2: 0.5 (held before), then 0.5 − 0.4·p over 5 steps, then 0.1.
+  c.density_schedule = {0.5, 5, 2, DensityShape::kLinear};
+  EXPECT_DOUBLE_EQ(c.density_schedule.At(0, 0.1), 0.5);
+  EXPECT_DOUBLE_EQ(c.density_schedule.At(4, 0.1), 0.5 - 0.4 * 2 / 5);
+  EXPECT_DOUBLE_EQ(c.density_schedule.At(7, 0.1), 0.1);
+  std::vector<RankTrace> t;
+  ASSERT_TRUE(RunRanks(Scape(c), {}, t).ok());
+  auto partition = ParameterPartition::Balanced(kSize, kRanks);
+  for (size_t s = 1; s < t[0].masks.size(); ++s) {
+    const double density = c.density_schedule.At(s, 0.1);
+    EXPECT_EQ(static_cast<int64_t>(t[0].masks[s].parts[0].size()),
+              MaskCountForRange(partition->size(0), density)) << "step " << s;
+  }
+  // A schedule starting at 1 synchronizes everything while the density is 1.
+  ScapeConfig from_one = Sparse(0.1);
+  from_one.dense_warmup_steps = 0;
+  from_one.density_schedule = {1.0, 4, 3, DensityShape::kLinear};
+  ASSERT_TRUE(RunRanks(Scape(from_one), {}, t).ok());
+  for (size_t s = 0; s < t[0].stats.size(); ++s) EXPECT_EQ(t[0].stats[s].dense, s <= 3) << s;
+  ScapeConfig bad = Sparse(0.1);
+  bad.density_schedule.start = 0;
+  EXPECT_FALSE(bad.Validate().ok());
+}
+
+TEST(ScapeOptimizerTest, PerTensorMasksAndDenseSmallTensorsForOurRules) {
+  // Five tensors, two of them 3-entry "norm gains" without weight decay.
+  const std::vector<int64_t> bounds = {0, 200, 203, 600, 603, kSize};
+  DecayMask decay(kSize, 1);
+  for (int64_t j : {200, 600}) std::fill(decay.begin() + j, decay.begin() + j + 3, 0);
+  auto partition = ParameterPartition::TensorAligned(bounds, kRanks);
+  ASSERT_TRUE(partition.ok());
+  for (ScapeRule rule : {ScapeRule::kReconstructed, ScapeRule::kCatchUp, ScapeRule::kLinearized}) {
+    ScapeConfig c = Sparse(0.05, rule);
+    c.per_tensor_masks = true;
+    c.dense_small_tensors = true;
+    std::vector<RankTrace> t;
+    ASSERT_TRUE(RunRanks([&](RankGroup* g) -> std::unique_ptr<DataParallelOptimizer> {
+                  auto opt = ScapeOptimizer::Create(g, c, decay, bounds);
+                  EXPECT_TRUE(opt.ok()) << opt.status();
+                  return std::move(*opt);
+                }, {}, t).ok());
+    for (size_t s = 2; s < t[0].masks.size(); ++s) {
+      const GlobalMask& mask = t[0].masks[s];
+      for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+        const int64_t lo = bounds[i], hi = bounds[i + 1];
+        const int64_t taken = std::count_if(mask.indices.begin(), mask.indices.end(),
+                                            [&](int64_t j) { return j >= lo && j < hi; });
+        EXPECT_EQ(taken, decay[lo] ? MaskCountForTensor(hi - lo, 0.05) : hi - lo)
+            << ScapeRuleName(rule) << " step " << s << " tensor " << i;
+      }
+      for (int r = 0; r < kRanks; ++r) {
+        for (int64_t j : mask.parts[r]) {
+          EXPECT_GE(j, partition->begin(r));
+          EXPECT_LT(j, partition->end(r));
+        }
+        ASSERT_TRUE(BitwiseEqual(t[r].params[s], t[0].params[s])) << "rank " << r;
+        ASSERT_TRUE(BitwiseEqual(t[r].m[s], t[0].m[s])) << "rank " << r;
+      }
+    }
+  }
+  // Per-tensor masks are partitioned masks; exploration needs range masks.
+  ScapeConfig global = Sparse(0.05);
+  global.per_tensor_masks = true;
+  global.scope = MaskScope::kWholeBuffer;
+  EXPECT_FALSE(global.Validate().ok());
+  ScapeConfig explore = Sparse(0.05);
+  explore.per_tensor_masks = true;
+  explore.exploration = 0.1;
+  EXPECT_FALSE(explore.Validate().ok());
 }
 
 TEST(ScapeOptimizerTest, PerRankGlobalTopKFillsIn) {

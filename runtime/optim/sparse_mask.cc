@@ -44,6 +44,52 @@ absl::StatusOr<ParameterPartition> ParameterPartition::FromBounds(std::vector<in
   return p;
 }
 
+absl::StatusOr<ParameterPartition> ParameterPartition::TensorAligned(
+    const std::vector<int64_t>& tensor_bounds, int world_size) {
+  if (world_size < 1) return absl::InvalidArgumentError("partition: world_size must be positive");
+  const int64_t tensors = static_cast<int64_t>(tensor_bounds.size()) - 1;
+  if (tensors < world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "partition: ", std::max<int64_t>(0, tensors), " tensors cannot give ", world_size,
+        " ranks one each"));
+  }
+  for (int64_t i = 0; i < tensors; ++i) {
+    if (tensor_bounds[i + 1] <= tensor_bounds[i] || tensor_bounds[0] != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("partition: tensor ", i, " is empty or the tensor bounds do not start at 0"));
+    }
+  }
+  const int64_t total = tensor_bounds.back();
+  ParameterPartition p;
+  p.bounds_.assign(1, 0);
+  int64_t previous = 0;  // index into tensor_bounds of the last cut
+  for (int r = 1; r < world_size; ++r) {
+    const long double target = static_cast<long double>(total) * r / world_size;
+    // Leave at least one tensor to this rank and to each rank after it.
+    const int64_t lowest = previous + 1, highest = tensors - (world_size - r);
+    int64_t best = lowest;
+    for (int64_t i = lowest; i <= highest; ++i) {
+      if (std::fabs(tensor_bounds[i] - target) < std::fabs(tensor_bounds[best] - target)) best = i;
+    }
+    p.bounds_.push_back(tensor_bounds[best]);
+    previous = best;
+  }
+  p.bounds_.push_back(total);
+  return p;
+}
+
+absl::Status CheckTensorAligned(const ParameterPartition& partition,
+                                const std::vector<int64_t>& tensor_bounds) {
+  for (int64_t bound : partition.bounds()) {
+    if (!std::binary_search(tensor_bounds.begin(), tensor_bounds.end(), bound)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "partition map bound ", bound, " cuts a tensor: per-tensor masks need each rank to own "
+          "whole tensors"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 int ParameterPartition::OwnerOf(int64_t index) const {
   return static_cast<int>(std::upper_bound(bounds_.begin(), bounds_.end(), index) -
                           bounds_.begin()) - 1;
@@ -56,6 +102,49 @@ int64_t MaskCountForRange(int64_t range_size, double density) {
   const long double exact = static_cast<long double>(density) * range_size;
   const int64_t k = static_cast<int64_t>(std::ceil(exact - exact * 1e-12L));
   return std::clamp<int64_t>(k, 0, range_size);
+}
+
+absl::Status DensitySchedule::Validate() const {
+  if (!(start > 0 && start <= 1)) {
+    return absl::InvalidArgumentError("density_schedule.start: must be in (0, 1]");
+  }
+  if (warmup_steps < 0) return absl::InvalidArgumentError("density_schedule.warmup_steps: must not be negative");
+  if (start_step < 0) return absl::InvalidArgumentError("density_schedule.start_step: must not be negative");
+  return absl::OkStatus();
+}
+
+std::string DensitySchedule::ToString() const {
+  return absl::StrCat("start=", start, " warmup=", warmup_steps, " from=", start_step, " shape=",
+                      DensityShapeName(shape));
+}
+
+double DensitySchedule::At(int64_t step, double target) const {
+  if (warmup_steps <= 0) return target;
+  if (step < start_step) return start;
+  const double progress = static_cast<double>(step - start_step) / warmup_steps;
+  if (progress >= 1.0) return target;
+  return shape == DensityShape::kLinear ? start + (target - start) * progress
+                                        : start * std::pow(target / start, progress);
+}
+
+const char* DensityShapeName(DensityShape shape) {
+  return shape == DensityShape::kLinear ? "linear" : "geometric";
+}
+
+absl::StatusOr<DensityShape> ParseDensityShape(absl::string_view name) {
+  for (DensityShape shape : {DensityShape::kLinear, DensityShape::kGeometric}) {
+    if (name == DensityShapeName(shape)) return shape;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown density shape '", name, "' (linear, geometric)"));
+}
+
+int64_t MaskCountForTensor(int64_t numel, double density) {
+  if (numel <= 0) return 0;
+  // The same slack as MaskCountForRange, the other way: 0.1·10 is 1, not 0.
+  const long double exact = static_cast<long double>(density) * numel;
+  const int64_t k = static_cast<int64_t>(std::floor(exact + exact * 1e-12L));
+  return std::clamp<int64_t>(k, 1, numel);
 }
 
 std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin, int64_t k) {

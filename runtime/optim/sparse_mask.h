@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "runtime/optim/mask_codec.h"
 #include "runtime/optim/rank_group.h"
@@ -23,6 +24,13 @@ class ParameterPartition {
   // non-decreasing offsets from 0 to `total`, every range non-empty.
   static absl::StatusOr<ParameterPartition> FromBounds(std::vector<int64_t> bounds, int64_t total,
                                                        int world_size);
+  // Whole tensors dealt to ranks as contiguous runs balanced by element
+  // count (the owner-rank cut of per-tensor masks): `tensor_bounds` are the
+  // T + 1 tensor offsets from 0 to the buffer's size. Cut r goes to the
+  // tensor boundary nearest r·total/P (the lower on a tie) that leaves every
+  // rank at least one tensor; T < P is refused.
+  static absl::StatusOr<ParameterPartition> TensorAligned(const std::vector<int64_t>& tensor_bounds,
+                                                          int world_size);
 
   int world_size() const { return static_cast<int>(bounds_.size()) - 1; }
   int64_t total() const { return bounds_.back(); }
@@ -39,6 +47,37 @@ class ParameterPartition {
 // Entries a rank selects in a range of `range_size`: ceil(density·range_size),
 // clamped to [0, range_size] (computed so that e.g. 0.1·10 is exactly 1).
 int64_t MaskCountForRange(int64_t range_size, double density);
+
+// How the density moves from `start` to a sparse optimizer's target over
+// the first steps of a run (the authors ramp from 1 over 8–10% of it):
+// d_t = start for t < start_step; then over warmup_steps steps linearly
+// (start + (target − start)·p) or geometrically (start·(target/start)^p),
+// p = (t − start_step)/warmup_steps; the target from then on. warmup_steps
+// 0: the target at every step. A step whose density is 1 is dense.
+enum class DensityShape { kLinear, kGeometric };
+struct DensitySchedule {
+  double start = 1.0;
+  int64_t warmup_steps = 0;
+  int64_t start_step = 0;
+  DensityShape shape = DensityShape::kLinear;
+
+  absl::Status Validate() const;
+  std::string ToString() const;
+  double At(int64_t step, double target) const;
+};
+// "linear", "geometric".
+const char* DensityShapeName(DensityShape shape);
+absl::StatusOr<DensityShape> ParseDensityShape(absl::string_view name);
+
+// Entries a per-tensor mask takes from a tensor of `numel` entries:
+// max(1, floor(density·numel)), at most numel (the authors' count).
+int64_t MaskCountForTensor(int64_t numel, double density);
+
+// OK when every bound of `partition` is one of `tensor_bounds`: each rank
+// then owns whole tensors. FAILED_PRECONDITION naming the first bound that
+// cuts a tensor otherwise.
+absl::Status CheckTensorAligned(const ParameterPartition& partition,
+                                const std::vector<int64_t>& tensor_bounds);
 
 // The k coordinates of [begin, begin + statistic.size()) with the largest
 // statistic, ascending. Ties go to the lower index and NaN counts as −∞, so

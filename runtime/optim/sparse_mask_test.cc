@@ -135,5 +135,37 @@ TEST(MaskExchangeTest, WholeBufferPartsFillIn) {
   EXPECT_LE(union_size[0], 40 * kRanks);
 }
 
+TEST(ParameterPartitionTest, TensorAlignedDealsWholeTensorsBalancedByElements) {
+  // Tensors of 100, 10, 300, 10, 100, 10, 270 (800 entries): the cut nearest
+  // 400 is 410 (|410−400| < |110−400|), then the ranks' runs.
+  const std::vector<int64_t> bounds = {0, 100, 110, 410, 420, 520, 530, 800};
+  auto two = ParameterPartition::TensorAligned(bounds, 2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->bounds(), (std::vector<int64_t>{0, 410, 800}));
+  auto four = ParameterPartition::TensorAligned(bounds, 4);
+  ASSERT_TRUE(four.ok());
+  EXPECT_EQ(four->bounds(), (std::vector<int64_t>{0, 110, 410, 530, 800}));
+  EXPECT_TRUE(CheckTensorAligned(*four, bounds).ok());
+  // Every rank keeps at least one tensor, even when one tensor dominates.
+  auto seven = ParameterPartition::TensorAligned(bounds, 7);
+  ASSERT_TRUE(seven.ok());
+  EXPECT_EQ(seven->bounds(), bounds);
+  EXPECT_EQ(ParameterPartition::TensorAligned(bounds, 8).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParameterPartition::TensorAligned({0, 5, 5, 9}, 2).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto balanced = ParameterPartition::Balanced(800, 2);
+  EXPECT_EQ(CheckTensorAligned(*balanced, bounds).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(MaskCountTest, PerTensorCountIsFloorWithAtLeastOne) {
+  EXPECT_EQ(MaskCountForTensor(10, 0.1), 1);      // exactly 1, not rounded down to 0
+  EXPECT_EQ(MaskCountForTensor(1000, 0.01), 10);
+  EXPECT_EQ(MaskCountForTensor(199, 0.01), 1);    // floor(1.99)
+  EXPECT_EQ(MaskCountForTensor(16, 0.01), 1);     // at least one
+  EXPECT_EQ(MaskCountForTensor(16, 1.0), 16);
+  EXPECT_EQ(MaskCountForTensor(0, 0.5), 0);
+}
+
 }  // namespace
 }  // namespace corescape::optim

@@ -88,13 +88,18 @@ std::vector<int64_t> QueryEnds(const model::ModelBatch& batch) {
 
 }  // namespace
 
-DataParallelTrainer::DataParallelTrainer(const TrainerConfig& config, DataParallelGroup* group)
-    : config_(config), group_(group) {}
+DataParallelTrainer::DataParallelTrainer(const TrainerConfig& config, DataParallelGroup* group,
+                                         DataParallelGroup* control)
+    : config_(config), group_(group), control_(control != nullptr ? control : group) {}
 
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create(
-    const TrainerConfig& config, DataParallelGroup* group) {
+    const TrainerConfig& config, DataParallelGroup* group, DataParallelGroup* control) {
   if (config.train_data.empty()) return absl::InvalidArgumentError("train_data: required");
-  std::unique_ptr<DataParallelTrainer> trainer(new DataParallelTrainer(config, group));
+  if (control != nullptr &&
+      (control->rank() != group->rank() || control->world_size() != group->world_size())) {
+    return absl::InvalidArgumentError("the optimizer and control groups disagree on rank/size");
+  }
+  std::unique_ptr<DataParallelTrainer> trainer(new DataParallelTrainer(config, group, control));
   auto train = OpenData(config.train_data, "train");
   if (!train.ok()) return train.status();
   if (train->manifest.vocab_size > config.model.vocab_size) {
@@ -145,7 +150,8 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
       std::fill(decay_mask.begin() + slot.offset, decay_mask.begin() + slot.offset + slot.size, 1);
     }
   }
-  auto optimizer = optim::CreateOptimizer(config.optimizer, group, std::move(decay_mask));
+  auto optimizer = optim::CreateOptimizer(config.optimizer, group, std::move(decay_mask),
+                                          trainer->model_->layout().TensorBounds());
   if (!optimizer.ok()) return optimizer.status();
   trainer->optimizer_ = *std::move(optimizer);
   return trainer;
@@ -169,7 +175,7 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
   // The loss is the mean over the GLOBAL batch: every rank needs its size
   // before backward to scale its share of the gradient.
   absl::Time comm_start = absl::Now();
-  if (absl::Status s = group_->AllReduceSum(counts, 1); !s.ok()) return s;
+  if (absl::Status s = control_->AllReduceSum(counts, 1); !s.ok()) return s;
   communication += absl::Now() - comm_start;
   const int64_t global_tokens = static_cast<int64_t>(counts[0]);
   const float grad_scale = 1.0f / std::max<int64_t>(1, global_tokens);
@@ -197,7 +203,7 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
   StepResult result;
   result.learning_rate = config_.schedule.At(step_);
   comm_start = absl::Now();
-  if (absl::Status s = group_->AllReduceSum(loss_sum, 2); !s.ok()) return s;
+  if (absl::Status s = control_->AllReduceSum(loss_sum, 2); !s.ok()) return s;
   if (loss_sum[1] > 0) {
     model_->ZeroGradients();
     if (absl::Status s = train_loader_->Restore(loader_before); !s.ok()) return s;
@@ -256,7 +262,7 @@ absl::StatusOr<double> DataParallelTrainer::Validate(int64_t max_batches) {
   }
   float totals[3] = {static_cast<float>(loss_sum), static_cast<float>(tokens),
                      attention.failed() ? 1.0f : 0.0f};
-  if (absl::Status s = group_->AllReduceSum(totals, 3); !s.ok()) return s;
+  if (absl::Status s = control_->AllReduceSum(totals, 3); !s.ok()) return s;
   if (totals[2] > 0) {
     return AttentionDiscardedError(absl::StrCat(
         "validation dropped on every rank: core attention failed ",

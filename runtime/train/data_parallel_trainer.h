@@ -69,8 +69,11 @@ struct StepResult {
 // micro-batch b train exactly like 1 rank of W·b.
 class DataParallelTrainer {
  public:
+  // `control` (optional) carries the token counts, losses and validation
+  // sums instead of `group`, so `group`'s counters hold only the
+  // optimizer's traffic (the SCAPE study measures it); the worker uses one.
   static absl::StatusOr<std::unique_ptr<DataParallelTrainer>> Create(
-      const TrainerConfig& config, DataParallelGroup* group);
+      const TrainerConfig& config, DataParallelGroup* group, DataParallelGroup* control = nullptr);
 
   // One optimizer step. When core attention fails on any rank, every rank
   // drops the step instead (IsDiscardedForAttention: no update, loader
@@ -103,11 +106,14 @@ class DataParallelTrainer {
 
   int64_t step() const { return step_; }
   const model::Transformer& model() const { return *model_; }
+  // The optimizer the trainer built (CreateOptimizer, like every job).
+  optim::DataParallelOptimizer& optimizer() { return *optimizer_; }
   double unigram_entropy() const { return unigram_entropy_; }
   const TrainerConfig& config() const { return config_; }
 
  private:
-  DataParallelTrainer(const TrainerConfig& config, DataParallelGroup* group);
+  DataParallelTrainer(const TrainerConfig& config, DataParallelGroup* group,
+                      DataParallelGroup* control);
   // Whether `batch` runs as ping-pong halves (PingPongSchedule::Split)
   // rather than whole: the one decision the forward, the backward and
   // UpcomingAttentionDocuments share, so what is announced is what runs.
@@ -128,6 +134,7 @@ class DataParallelTrainer {
 
   TrainerConfig config_;
   DataParallelGroup* group_;
+  DataParallelGroup* control_;  // group_ unless Create was given another
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<model::CoreAttentionExecutor> attention_;
   std::unique_ptr<model::Transformer> model_;

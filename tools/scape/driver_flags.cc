@@ -19,6 +19,8 @@ ABSL_FLAG(double, lr, 1e-3, "peak learning rate");
 ABSL_FLAG(double, min_lr, 0.0, "final learning rate");
 ABSL_FLAG(int64_t, lr_warmup, 40, "linear learning-rate warm-up steps");
 ABSL_FLAG(std::string, schedule, "cosine", "constant | linear | cosine");
+ABSL_FLAG(double, grad_clip, corescape::optim::kDefaultGradClip,
+          "global-norm clip where the optimizer clips (adamw, SCAPE's reference rule); 0: off");
 ABSL_FLAG(double, beta1, 0.9, "β1");
 ABSL_FLAG(double, beta2, 0.95, "β2");
 ABSL_FLAG(double, weight_decay, 0.1, "decoupled weight decay (matrices)");
@@ -26,8 +28,13 @@ ABSL_FLAG(double, density, corescape::optim::kDefaultDensity,
           "SCAPE / top-k density d = 1 − sparsity");
 ABSL_FLAG(int64_t, dense_warmup, 0, "SCAPE: dense steps before the first mask");
 ABSL_FLAG(int64_t, dense_refresh, 0, "SCAPE: a dense step every N steps after the warm-up (0: never)");
-ABSL_FLAG(int64_t, density_ramp, 0, "SCAPE: density falls geometrically from 1 over N steps after the warm-up");
-ABSL_FLAG(std::string, rule, "catch-up", "SCAPE: reconstructed | catch-up | linearized");
+ABSL_FLAG(double, density_start, 1.0, "density schedule: density before and at --density_start_step");
+ABSL_FLAG(int64_t, density_warmup, 0, "density schedule: steps from --density_start to --density (0: no schedule)");
+ABSL_FLAG(int64_t, density_start_step, 0, "density schedule: the step the density starts to fall");
+ABSL_FLAG(std::string, density_shape, "linear", "density schedule: linear | geometric");
+ABSL_FLAG(std::string, rule, "catch-up", "SCAPE: reconstructed | catch-up | linearized | reference");
+ABSL_FLAG(bool, per_tensor_masks, false, "SCAPE: masks per parameter tensor, whole tensors per rank");
+ABSL_FLAG(bool, dense_small_tensors, false, "SCAPE per-tensor masks: norm gains sent whole");
 ABSL_FLAG(std::string, off_mask, "decay", "SCAPE reconstructed: decay | frozen | momentum");
 ABSL_FLAG(std::string, statistic, "momentum-plus-scaled-residual",
           "SCAPE mask statistic: momentum-plus-scaled-residual | momentum-plus-residual | residual | "
@@ -96,7 +103,9 @@ absl::StatusOr<DriverConfig> DriverConfigFromFlags() {
   config.eval_interval = absl::GetFlag(FLAGS_eval_interval);
   config.seed = absl::GetFlag(FLAGS_seed);
   config.csv = absl::GetFlag(FLAGS_csv);
+  config.grad_clip = absl::GetFlag(FLAGS_grad_clip);
   optim::ScapeConfig& s = config.scape;
+  s.grad_clip = config.grad_clip;  // what the optimizer is built with (CreateOptimizer sets it too)
   s.adams.beta1 = absl::GetFlag(FLAGS_beta1);
   s.adams.beta2 = absl::GetFlag(FLAGS_beta2);
   s.adams.weight_decay = absl::GetFlag(FLAGS_weight_decay);
@@ -104,7 +113,12 @@ absl::StatusOr<DriverConfig> DriverConfigFromFlags() {
   s.dense_warmup_steps = absl::GetFlag(FLAGS_dense_warmup);
   s.exploration = absl::GetFlag(FLAGS_exploration);
   s.dense_refresh_interval = absl::GetFlag(FLAGS_dense_refresh);
-  s.density_ramp_steps = absl::GetFlag(FLAGS_density_ramp);
+  auto shape = optim::ParseDensityShape(absl::GetFlag(FLAGS_density_shape));
+  if (!shape.ok()) return Unknown("density_shape", absl::GetFlag(FLAGS_density_shape));
+  s.density_schedule = {absl::GetFlag(FLAGS_density_start), absl::GetFlag(FLAGS_density_warmup),
+                        absl::GetFlag(FLAGS_density_start_step), *shape};
+  s.per_tensor_masks = absl::GetFlag(FLAGS_per_tensor_masks);
+  s.dense_small_tensors = absl::GetFlag(FLAGS_dense_small_tensors);
   s.forecast = absl::GetFlag(FLAGS_forecast);
   s.normalizer_beta = absl::GetFlag(FLAGS_normalizer_beta);
   s.lr_weighted = absl::GetFlag(FLAGS_lr_weighted);

@@ -32,8 +32,6 @@ void WriteCsvRow(std::ofstream& csv, const StepRecord& r) {
 absl::StatusOr<DriverSummary> RunDataParallelTraining(
     const DriverConfig& config, const std::function<void(const StepRecord&)>& on_step) {
   if (config.ranks < 1) return absl::InvalidArgumentError("ranks must be positive");
-  auto data = OpenTrainingData(config.data);
-  if (!data.ok()) return data.status();
   const int P = config.ranks;
   optim::InProcessHub optimizer_hub(P);  // what the optimizer sends: the measured bytes
   optim::InProcessHub control_hub(P);    // token counts, losses: same for every method
@@ -57,7 +55,7 @@ absl::StatusOr<DriverSummary> RunDataParallelTraining(
     optim::InProcessRankGroup group(&optimizer_hub, rank);
     optim::InProcessRankGroup control(&control_hub, rank);
     return RunTrainingRank(
-        config, *data, group, control, [&](const StepTrace& trace) -> absl::Status {
+        config, group, control, [&](const StepTrace& trace) -> absl::Status {
           const int64_t step = trace.step - 1;
           bytes[rank][step] = static_cast<double>(trace.bytes_sent);
           // Every rank has now issued this step's collectives: rank 0 may report.

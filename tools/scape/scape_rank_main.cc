@@ -71,8 +71,6 @@ int Main() {
   if (absl::GetFlag(FLAGS_rendezvous_dir).empty()) {
     return Fail(2, absl::InvalidArgumentError("--rendezvous_dir is required"));
   }
-  auto data = OpenTrainingData(config.data);
-  if (!data.ok()) return Fail(2, data.status());
 
   const absl::Duration timeout = absl::Milliseconds(absl::GetFlag(FLAGS_timeout_ms));
   comm::TransportOptions transport_options;
@@ -93,7 +91,7 @@ int Main() {
 
   const int64_t progress_every = absl::GetFlag(FLAGS_progress_every);
   auto outcome = RunTrainingRank(
-      config, *data, **optimizer_group, **control_group,
+      config, **optimizer_group, **control_group,
       [&](const StepTrace& t) -> absl::Status {
         if (progress_every > 0 && (t.step % progress_every == 0 || t.step == config.steps)) {
           std::fprintf(stderr,

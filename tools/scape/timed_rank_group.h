@@ -6,6 +6,7 @@
 
 #include "absl/time/time.h"
 #include "runtime/optim/rank_group.h"
+#include "runtime/train/data_parallel_group.h"
 
 namespace corescape::scape_tool {
 
@@ -13,7 +14,8 @@ namespace corescape::scape_tool {
 // spends blocked in collectives: blocking calls whole, asynchronous ones
 // from the start call and from Wait(). This is the communication time a step
 // could not hide behind compute. Not thread-safe (one rank's thread).
-class TimedRankGroup final : public optim::RankGroup {
+// A DataParallelGroup, so the trainer can run on it.
+class TimedRankGroup final : public train::DataParallelGroup {
  public:
   explicit TimedRankGroup(optim::RankGroup* inner) : inner_(inner) {}
 

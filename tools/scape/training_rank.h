@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/data/dataset_manifest.h"
-#include "runtime/data/shard_set.h"
 #include "runtime/optim/rank_group.h"
+#include "runtime/optim/optimizer_registry.h"
 #include "runtime/optim/scape_optimizer.h"
+#include "runtime/train/data_parallel_trainer.h"
 
 namespace corescape::scape_tool {
 
@@ -37,15 +37,12 @@ struct DriverConfig {
   int64_t eval_interval = 100;      // <= 0: only before and at the end
   uint64_t seed = 1;
   std::string csv;                  // per-step curve, if set (in-process driver)
+  double grad_clip = optim::kDefaultGradClip;  // where the optimizer clips (as in a job)
 };
 
-// The dataset, opened once (ranks on threads share it).
-struct TrainingData {
-  data::DatasetManifest manifest;
-  std::shared_ptr<const data::ShardSet> train;
-  std::shared_ptr<const data::ShardSet> validation;
-};
-absl::StatusOr<TrainingData> OpenTrainingData(const std::string& dataset_dir);
+// The trainer configuration of one rank: what a job with these settings
+// would resolve to (one micro-batch per step, one thread).
+absl::StatusOr<train::TrainerConfig> TrainerConfigFor(const DriverConfig& config);
 
 // One step as one rank saw it.
 struct StepTrace {
@@ -94,14 +91,15 @@ struct RankOutcome {
   double seconds = 0;                // training steps only
 };
 
-// Runs rank `optimizer_group.rank()` of the training: the optimizer talks
+// Runs rank `optimizer_group.rank()` of the training on the production
+// DataParallelTrainer (the worker's optimizer construction, clipping and
+// validation): the optimizer talks
 // through `optimizer_group` (its bytes are the measured traffic), token
 // counts and losses through `control`. `after_step` (optional) runs after
 // every step on the calling thread; an error from it stops the run.
 // A non-finite training loss stops the run with "diverged at step N".
 absl::StatusOr<RankOutcome> RunTrainingRank(
-    const DriverConfig& config, const TrainingData& data, optim::RankGroup& optimizer_group,
-    optim::RankGroup& control, const std::function<absl::Status(const StepTrace&)>& after_step);
+    const DriverConfig& config, optim::RankGroup& optimizer_group, optim::RankGroup& control, const std::function<absl::Status(const StepTrace&)>& after_step);
 
 }  // namespace corescape::scape_tool
 

@@ -7,8 +7,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "runtime/base/atomic_file.h"
+#include "runtime/model/model_config.h"
 #include "runtime/train/local_trainer.h"
 
 namespace {
@@ -16,7 +19,8 @@ const corescape::train::LocalTrainConfig kDefaults;
 }  // namespace
 
 ABSL_FLAG(std::string, config, "", "JSON file of settings (keys = flag names); flags given too override it");
-ABSL_FLAG(std::string, model, kDefaults.model, "model preset: tiny, small, gpt-345m, llama-500m, llama-1.8b");
+ABSL_FLAG(std::string, model, kDefaults.model,
+          absl::StrCat("model preset: ", absl::StrJoin(corescape::model::PresetNames(), ", ")));
 ABSL_FLAG(std::string, data, kDefaults.data, "dataset directory from `corescape data prepare`");
 ABSL_FLAG(int32_t, seq_len, kDefaults.seq_len, "tokens per row");
 ABSL_FLAG(int32_t, micro_batch, kDefaults.micro_batch, "rows per micro-batch");

@@ -10,11 +10,13 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/cli/common.h"
 #include "client/cli/rendering/job_output.h"
 #include "client/cli/parsing/job_spec_file.h"
 #include "client/cli/commands/watch.h"
+#include "runtime/model/model_config.h"
 #include "runtime/optim/optimizer_registry.h"
 
 namespace corescape::cli {
@@ -165,7 +167,7 @@ Subcommand AddSubmitCommand(CLI::App& parent, GlobalOptions& globals) {
 
   AddOverride(*command, "--name", o.name, "Job name", "NAME");
   AddOverride(*command, "--model", o.model,
-              "Model preset: tiny, small, gpt-345m, llama-500m, llama-1.8b",
+              absl::StrCat("Model preset: ", absl::StrJoin(model::PresetNames(), ", ")),
               "PRESET");
   command
       ->add_option("--train-data", o.train_data,
