@@ -54,7 +54,9 @@ class JobManager : public NodeReportSink {
 
   absl::Status Load();
 
-  absl::StatusOr<v1::Job> Submit(const v1::SubmitJobRequest& request);
+  // `submitted_by`: the submitter's identity, recorded on the job.
+  absl::StatusOr<v1::Job> Submit(const v1::SubmitJobRequest& request,
+                                 const std::string& submitted_by = "");
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
   std::vector<v1::Job> List(const std::vector<v1::JobState>& states, int limit) const;
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id, const std::string& reason);

@@ -13,7 +13,9 @@
 #include "grpcpp/server.h"
 #include "runtime/base/clock.h"
 #include "runtime/metrics/metrics_endpoint.h"
+#include "runtime/security/transport_security.h"
 #include "scheduler/attention_planning.h"
+#include "scheduler/authorization.h"
 #include "scheduler/event_log.h"
 #include "scheduler/job_manager.h"
 #include "scheduler/job_service.h"
@@ -34,10 +36,14 @@ struct SchedulerConfig {
   std::string version;
   // HOST:PORT of the read-only status page (port 0: pick one); empty: none.
   std::string http_listen;
+  // Mutual TLS (and every RPC authorized by the caller's certificate), or
+  // plaintext with everything allowed.
+  security::TransportSecurity security = security::TransportSecurity::Insecure();
+  bool grpc_reflection = false;
 };
 
 // The scheduler daemon minus main(): opens the durable store, restores
-// state, serves corescape.v1 (plus grpc.health.v1 and reflection) and runs
+// state, serves corescape.v1 (plus grpc.health.v1, and reflection if asked) and runs
 // the lease reaper; with `metrics`, its Prometheus metrics there, and with
 // config.http_listen, the status page.
 class SchedulerServer {
@@ -66,6 +72,7 @@ class SchedulerServer {
   std::unique_ptr<SqliteStateStore> store_;
   std::unique_ptr<EventLog> events_;
   std::unique_ptr<NodeRegistry> registry_;
+  std::unique_ptr<Authorizer> authorizer_;
   std::unique_ptr<NodeServiceImpl> node_service_;
   std::unique_ptr<OperatorServiceImpl> operator_service_;
   std::unique_ptr<JobManager> jobs_;

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "runtime/base/atomic_file.h"
 #include "runtime/base/host_port.h"
 
@@ -89,6 +90,29 @@ std::shared_ptr<grpc::Channel> TransportSecurity::CreateChannel(
   options.pem_private_key = material_->key_pem;
   options.pem_cert_chain = material_->certificate_pem;
   return grpc::CreateCustomChannel(address, grpc::SslCredentials(options), args);
+}
+
+namespace {
+
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins, [](const std::unique_ptr<grpc::ServerBuilderPlugin>& plugin) {
+      return dynamic_cast<grpc::reflection::ProtoServerReflectionPlugin*>(plugin.get()) !=
+             nullptr;
+    });
+  }
+};
+
+}  // namespace
+
+void SetServerReflection(grpc::ServerBuilder& builder, bool enabled) {
+  if (enabled) {
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  } else {
+    builder.SetOption(std::make_unique<WithoutReflection>());
+  }
 }
 
 absl::StatusOr<Identity> PeerIdentity(const grpc::ServerContext& context) {

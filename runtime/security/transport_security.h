@@ -14,6 +14,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "runtime/security/certificates.h"
@@ -57,6 +58,11 @@ class TransportSecurity {
   std::shared_ptr<const TlsMaterial> material_;
   std::string tls_dir_;
 };
+
+// Serves gRPC server reflection from `builder`'s server only when `enabled`
+// (off, it does not list every method to whoever connects). Linking gRPC's
+// reflection library registers it for every server; this takes it out.
+void SetServerReflection(grpc::ServerBuilder& builder, bool enabled);
 
 // The identity of the peer of a call, from its verified client certificate.
 // UNAUTHENTICATED when it presented none (or the server is plaintext).
