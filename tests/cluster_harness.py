@@ -85,6 +85,16 @@ class Daemon:
                 self.process.wait()
 
 
+def register_request(name):
+    """A RegisterRequest that passes validation, for a worker named `name`."""
+    from corescape.v1 import common_pb2, node_pb2
+    request = node_pb2.RegisterRequest(
+        name=name, role=common_pb2.WORKER, host="127.0.0.1", pid=4242,
+        grpc_address="127.0.0.1:7071", instance_id=7)
+    request.resources.cpu_cores = 2
+    return request
+
+
 def make_certificates(tls_dir, *nodes):
     """`corescape certs init tls_dir --node ...` (reruns add nodes, keep the CA)."""
     args = [CLI, "certs", "init", tls_dir]

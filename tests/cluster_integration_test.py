@@ -25,11 +25,7 @@ def unary(channel, method, request_type, response_type):
 
 
 def valid_register_request(name="probe"):
-    request = node_pb2.RegisterRequest(
-        name=name, role=common_pb2.WORKER, host="127.0.0.1", pid=4242,
-        grpc_address="127.0.0.1:7071", instance_id=7)
-    request.resources.cpu_cores = 2
-    return request
+    return harness.register_request(name)
 
 
 class ClusterIntegrationTest(harness.ClusterTestCase):

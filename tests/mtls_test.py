@@ -39,14 +39,6 @@ def call(channel, service, method, request, timeout=5):
     return channel.unary_unary(full, **kwargs)(request, timeout=timeout)
 
 
-def register_request(name):
-    request = node_pb2.RegisterRequest(
-        name=name, role=common_pb2.WORKER, host="127.0.0.1", pid=4242,
-        grpc_address="127.0.0.1:7071", instance_id=7)
-    request.resources.cpu_cores = 2
-    return request
-
-
 class MutualTlsTest(harness.ClusterTestCase):
 
     def setUp(self):
@@ -98,9 +90,9 @@ class MutualTlsTest(harness.ClusterTestCase):
         with c.channel(identity="node-node-x") as as_x:
             self.assertRefused(grpc.StatusCode.PERMISSION_DENIED,
                                "the certificate is for node 'node-x', not 'node-y'",
-                               call, as_x, service, register, register_request("node-y"))
+                               call, as_x, service, register, harness.register_request("node-y"))
             with c.channel(identity="node-node-y") as as_y:
-                incarnation = call(as_y, service, register, register_request("node-y")).incarnation
+                incarnation = call(as_y, service, register, harness.register_request("node-y")).incarnation
             hijack = node_pb2.NodeMessage()
             hijack.open.name = "node-y"
             hijack.open.incarnation = incarnation
@@ -109,11 +101,11 @@ class MutualTlsTest(harness.ClusterTestCase):
             deregister = node_pb2.DeregisterRequest(name="node-y", incarnation=incarnation)
             self.assertRefused(grpc.StatusCode.PERMISSION_DENIED, "not 'node-y'", call, as_x,
                                service, service.methods_by_name["Deregister"], deregister)
-            self.assertEqual(call(as_x, service, register, register_request("node-x")).incarnation,
+            self.assertEqual(call(as_x, service, register, harness.register_request("node-x")).incarnation,
                              1)
         with c.channel(identity="operator") as as_operator:
             self.assertRefused(grpc.StatusCode.PERMISSION_DENIED, "is not a node",
-                               call, as_operator, service, register, register_request("node-z"))
+                               call, as_operator, service, register, harness.register_request("node-z"))
         # The hijacker's Deregister did nothing.
         self.assertNotEqual(c.nodes_json()["node-y"]["state"], "DEREGISTERED")
 

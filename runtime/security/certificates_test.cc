@@ -13,16 +13,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/base/atomic_file.h"
+#include "runtime/data/test_util.h"
 
 namespace corescape::security {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(base != nullptr ? base : "/tmp", "/", name);
-}
+using ::corescape::data::testing::MakeTestDir;
 
 std::string Read(const std::string& path) {
   auto contents = ReadFileToString(path);
@@ -51,7 +49,7 @@ TEST(RoleTest, NamesRoundTripAndUnknownRolesAreRefused) {
 }
 
 TEST(CertificatesTest, InitMakesACaAndCertificatesThatVerifyAndNameTheirHolder) {
-  const std::string dir = TempDir("init");
+  const std::string dir = MakeTestDir("init");
   CertificateDirectoryOptions options;
   options.directory = dir;
   options.nodes = {"worker-0", "attn-0"};
@@ -98,7 +96,7 @@ TEST(CertificatesTest, InitMakesACaAndCertificatesThatVerifyAndNameTheirHolder) 
 }
 
 TEST(CertificatesTest, RerunKeepsTheCaAndExistingCertificatesAndAddsNodes) {
-  const std::string dir = TempDir("rerun");
+  const std::string dir = MakeTestDir("rerun");
   CertificateDirectoryOptions options;
   options.directory = dir;
   options.nodes = {"worker-0"};
@@ -118,8 +116,8 @@ TEST(CertificatesTest, RerunKeepsTheCaAndExistingCertificatesAndAddsNodes) {
 
 TEST(CertificatesTest, ACertificateFromAnotherCaDoesNotVerify) {
   CertificateDirectoryOptions a, b;
-  a.directory = TempDir("ca-a");
-  b.directory = TempDir("ca-b");
+  a.directory = MakeTestDir("ca-a");
+  b.directory = MakeTestDir("ca-b");
   ASSERT_TRUE(InitCertificateDirectory(a).ok());
   ASSERT_TRUE(InitCertificateDirectory(b).ok());
   absl::Status status =
@@ -130,7 +128,7 @@ TEST(CertificatesTest, ACertificateFromAnotherCaDoesNotVerify) {
 
 TEST(CertificatesTest, BadInputIsRefusedNamingIt) {
   CertificateDirectoryOptions options;
-  options.directory = TempDir("bad");
+  options.directory = MakeTestDir("bad");
   options.nodes = {"../evil"};
   EXPECT_THAT(InitCertificateDirectory(options).status().message(), HasSubstr("--node"));
   options.nodes = {};
@@ -144,8 +142,8 @@ TEST(CertificatesTest, BadInputIsRefusedNamingIt) {
 
 TEST(CertificatesTest, ACaKeyThatDoesNotMatchItsCertificateIsRefused) {
   CertificateDirectoryOptions a, b;
-  a.directory = TempDir("mismatch-a");
-  b.directory = TempDir("mismatch-b");
+  a.directory = MakeTestDir("mismatch-a");
+  b.directory = MakeTestDir("mismatch-b");
   ASSERT_TRUE(InitCertificateDirectory(a).ok());
   ASSERT_TRUE(InitCertificateDirectory(b).ok());
   ASSERT_TRUE(WriteFileAtomically(a.directory + "/ca.key", Read(b.directory + "/ca.key")).ok());

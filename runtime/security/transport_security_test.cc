@@ -14,6 +14,7 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "runtime/base/atomic_file.h"
+#include "runtime/data/test_util.h"
 #include "runtime/security/certificates.h"
 
 namespace corescape::security {
@@ -21,10 +22,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(base != nullptr ? base : "/tmp", "/", name);
-}
+using ::corescape::data::testing::MakeTestDir;
 
 // Answers with who the caller is: "NAME/ROLE", or the PeerIdentity error.
 class WhoAmI final : public v1::OperatorService::Service {
@@ -44,7 +42,7 @@ class WhoAmI final : public v1::OperatorService::Service {
 class TransportSecurityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = TempDir("tls");
+    dir_ = MakeTestDir("tls");
     CertificateDirectoryOptions options;
     options.directory = dir_;
     options.nodes = {"worker-0"};
@@ -106,7 +104,7 @@ TEST_F(TransportSecurityTest, PlaintextAndForeignCertificatesCannotConnect) {
   EXPECT_EQ(Call(TransportSecurity::Insecure().CreateChannel(address_)).error_code(),
             grpc::StatusCode::UNAVAILABLE);
   CertificateDirectoryOptions other;
-  other.directory = TempDir("other-ca");
+  other.directory = MakeTestDir("other-ca");
   ASSERT_TRUE(InitCertificateDirectory(other).ok());
   auto foreign = TransportSecurity::FromTlsDir(other.directory, "operator");
   ASSERT_TRUE(foreign.ok());
