@@ -30,9 +30,7 @@ namespace {
 std::shared_ptr<grpc::Channel> CreateSchedulerChannel(
     const std::string& address, const security::TransportSecurity& security) {
   grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  security::SetReconnectBackoff(args, absl::Milliseconds(100), absl::Seconds(1));
   return security.CreateChannel(address, args);
 }
 

@@ -27,7 +27,7 @@ absl::StatusOr<Identity> Authorizer::Caller(const grpc::ServerContext& context) 
   return security::PeerIdentity(context);
 }
 
-absl::Status Authorizer::AllowRead(const grpc::ServerContext& context) const {
+absl::Status Authorizer::RequireCertificate(const grpc::ServerContext& context) const {
   if (!enforce_) return absl::OkStatus();
   // A context without a call is the scheduler's own status page reading
   // in-process (it serves only reads); every RPC has one.

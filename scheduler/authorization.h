@@ -28,8 +28,9 @@ class Authorizer {
 
   bool enforcing() const { return enforce_; }
 
-  // Any valid certificate. UNAUTHENTICATED without one.
-  absl::Status AllowRead(const grpc::ServerContext& context) const;
+  // Any valid certificate: what reads need, and the first check of every
+  // other RPC. UNAUTHENTICATED without one.
+  absl::Status RequireCertificate(const grpc::ServerContext& context) const;
 
   // A node certificate for exactly `node_name`: PERMISSION_DENIED naming
   // both names otherwise.

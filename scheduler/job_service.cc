@@ -30,7 +30,7 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
                                     const v1::GetJobRequest* request,
                                     v1::GetJobResponse* response) {
-  if (absl::Status s = authorizer_.AllowRead(*context); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (absl::Status s = ValidateJobId(request->job_id()); !s.ok()) return ToGrpcStatus(s);
   auto job = jobs_->Get(request->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
@@ -41,7 +41,7 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
                                       const v1::ListJobsRequest* request,
                                       v1::ListJobsResponse* response) {
-  if (absl::Status s = authorizer_.AllowRead(*context); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   std::vector<v1::JobState> states;
   for (int state : request->states()) {
     if (!v1::JobState_IsValid(state) || state == v1::JOB_STATE_UNSPECIFIED) {
@@ -62,7 +62,7 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
                                       const v1::WatchJobRequest* request,
                                       grpc::ServerWriter<v1::JobEvent>* writer) {
-  if (absl::Status s = authorizer_.AllowRead(*context); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (absl::Status s = ValidateJobId(request->job_id()); !s.ok()) return ToGrpcStatus(s);
   uint64_t after = request->after_sequence();
   while (!context->IsCancelled()) {
@@ -91,7 +91,7 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
                                        const v1::CancelJobRequest* request,
                                        v1::CancelJobResponse* response) {
-  if (absl::Status s = authorizer_.AllowRead(*context); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (absl::Status s = ValidateJobId(request->job_id()); !s.ok()) return ToGrpcStatus(s);
   if (request->reason().size() > 1024) {
     return ToGrpcStatus(absl::InvalidArgumentError("reason: longer than 1024 bytes"));

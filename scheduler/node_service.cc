@@ -34,7 +34,7 @@ grpc::Status NodeServiceImpl::Register(grpc::ServerContext* context,
                                        v1::RegisterResponse* response) {
   // Authenticated first, then validated (naming the bad field), then
   // authorized for the name it asks for.
-  if (absl::Status s = authorizer_.AllowRead(*context); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (absl::Status s = ValidateRegisterRequest(*request); !s.ok()) {
     LOG(WARNING) << "rejected Register from " << context->peer() << ": " << s;
     return ToGrpcStatus(s);
@@ -52,7 +52,7 @@ grpc::Status NodeServiceImpl::Register(grpc::ServerContext* context,
 grpc::Status NodeServiceImpl::Session(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::SchedulerCommand, v1::NodeMessage>* stream) {
-  if (absl::Status s = authorizer_.AllowRead(*context); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   v1::NodeMessage first;
   if (!stream->Read(&first)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -142,7 +142,7 @@ grpc::Status NodeServiceImpl::Session(
 grpc::Status NodeServiceImpl::Deregister(grpc::ServerContext* context,
                                          const v1::DeregisterRequest* request,
                                          v1::DeregisterResponse* response) {
-  if (absl::Status s = authorizer_.AllowRead(*context); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (absl::Status s = ValidateDeregisterRequest(*request); !s.ok()) {
     return ToGrpcStatus(s);
   }

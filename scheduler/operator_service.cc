@@ -11,7 +11,7 @@ namespace corescape::scheduler {
 grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext* context,
                                             const v1::ListNodesRequest* request,
                                             v1::ListNodesResponse* response) {
-  if (absl::Status s = authorizer_.AllowRead(*context); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (absl::Status s = ValidateListNodesRequest(*request); !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -47,7 +47,7 @@ grpc::Status OperatorServiceImpl::DrainNode(grpc::ServerContext* context,
 grpc::Status OperatorServiceImpl::GetClusterStatus(
     grpc::ServerContext* context, const v1::GetClusterStatusRequest* request,
     v1::GetClusterStatusResponse* response) {
-  if (absl::Status s = authorizer_.AllowRead(*context); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   const NodeRegistryOptions& options = registry_->options();
   response->set_scheduler_id(options.scheduler_id);
   response->set_version(version_);
@@ -84,7 +84,7 @@ grpc::Status OperatorServiceImpl::GetClusterStatus(
 grpc::Status OperatorServiceImpl::WatchEvents(
     grpc::ServerContext* context, const v1::WatchEventsRequest* request,
     grpc::ServerWriter<v1::ClusterEvent>* writer) {
-  if (absl::Status s = authorizer_.AllowRead(*context); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   uint64_t after = request->after_sequence();
   while (!context->IsCancelled()) {
     for (const v1::ClusterEvent& event : events_->After(after)) {
@@ -122,7 +122,7 @@ grpc::Status OperatorServiceImpl::Rebalance(grpc::ServerContext* context,
 grpc::Status OperatorServiceImpl::GetAttentionPlan(
     grpc::ServerContext* context, const v1::GetAttentionPlanRequest* request,
     v1::GetAttentionPlanResponse* response) {
-  if (absl::Status s = authorizer_.AllowRead(*context); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (attention_planning_ == nullptr) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                         "GetAttentionPlan: this scheduler does no core-attention planning");

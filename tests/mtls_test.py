@@ -144,6 +144,21 @@ class MutualTlsTest(harness.ClusterTestCase):
             self.assertRefused(grpc.StatusCode.PERMISSION_DENIED,
                                "submitting a job needs the submitter or operator role",
                                call, as_node, jobs, submit, job_pb2.SubmitJobRequest(spec=pending))
+        # A second submitter, its own identity.
+        subprocess.run([harness.CLI, "certs", "init", c.tls_dir, "--submitter", "alice"],
+                       check=True, capture_output=True, timeout=60)
+        with c.channel(identity="submitter-alice") as as_alice, \
+                c.channel(identity="submitter") as as_submitter:
+            alices = call(as_alice, jobs, submit, job_pb2.SubmitJobRequest(spec=pending)).job
+            self.assertEqual(alices.submitted_by, "alice")
+            # Another submitter's job is not theirs to cancel.
+            self.assertRefused(grpc.StatusCode.PERMISSION_DENIED,
+                               "cancelling a job submitted by 'alice' needs the operator role",
+                               call, as_submitter, jobs, cancel,
+                               job_pb2.CancelJobRequest(job_id=alices.job_id))
+            self.assertEqual(call(as_alice, jobs, cancel,
+                                  job_pb2.CancelJobRequest(job_id=alices.job_id)).job.state,
+                             job_pb2.CANCELLED)
         with c.channel(identity="submitter") as as_submitter, \
                 c.channel(identity="operator") as as_operator:
             own = call(as_submitter, jobs, submit, job_pb2.SubmitJobRequest(spec=pending)).job

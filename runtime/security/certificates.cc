@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <memory>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -340,8 +341,10 @@ absl::StatusOr<Role> ParseRole(absl::string_view name) {
 std::string RoleUri(Role role) { return absl::StrCat(kRoleUriPrefix, RoleName(role)); }
 
 std::string CertificateStem(const Identity& identity) {
-  if (identity.role == Role::kNode) return absl::StrCat("node-", identity.name);
-  return std::string(RoleName(identity.role));
+  if (identity.role != Role::kNode && identity.name == RoleName(identity.role)) {
+    return std::string(identity.name);
+  }
+  return absl::StrCat(RoleName(identity.role), "-", identity.name);
 }
 
 absl::StatusOr<Identity> IdentityFromCertificatePem(absl::string_view pem) {
@@ -393,9 +396,14 @@ absl::StatusOr<CertificateDirectoryResult> InitCertificateDirectory(
   std::vector<Identity> identities = {{"scheduler", Role::kScheduler},
                                       {"operator", Role::kOperator},
                                       {"submitter", Role::kSubmitter}};
-  for (const std::string& node : options.nodes) {
-    if (absl::Status s = ValidateNodeName("--node", node); !s.ok()) return s;
-    identities.push_back({node, Role::kNode});
+  for (auto [flag, names, role] : {std::tuple{"--node", &options.nodes, Role::kNode},
+                                   std::tuple{"--submitter", &options.submitters, Role::kSubmitter},
+                                   std::tuple{"--operator", &options.operators, Role::kOperator}}) {
+    for (const std::string& name : *names) {
+      // Names become file names and CNs: the node-name rules for all.
+      if (absl::Status s = ValidateNodeName(flag, name); !s.ok()) return s;
+      identities.push_back({name, role});
+    }
   }
   for (const std::string& host : options.hosts) {
     if (absl::Status s = ValidateHost(host); !s.ok()) return s;

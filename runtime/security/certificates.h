@@ -46,12 +46,16 @@ absl::StatusOr<Identity> IdentityFromCertificatePem(absl::string_view pem);
 // File names inside a TLS directory.
 inline constexpr char kCaCertificateFile[] = "ca.crt";
 inline constexpr char kCaKeyFile[] = "ca.key";
-// "<stem>.crt" / "<stem>.key": "node-NAME" for nodes, else the role's name.
+// "<stem>.crt" / "<stem>.key": "node-NAME" for nodes; the role's name for
+// the one operator, submitter and scheduler named after their role;
+// "ROLE-NAME" for other named operators and submitters.
 std::string CertificateStem(const Identity& identity);
 
 struct CertificateDirectoryOptions {
   std::string directory;
-  std::vector<std::string> nodes;  // node certificates to make (names)
+  std::vector<std::string> nodes;       // node certificates to make (names)
+  std::vector<std::string> submitters;  // more submitters, each its own identity
+  std::vector<std::string> operators;   // more operators
   std::vector<std::string> hosts;  // extra DNS names / IP addresses in every SAN
   int ca_days = 3650;
   int leaf_days = 365;

@@ -46,6 +46,8 @@ TEST(RoleTest, NamesRoundTripAndUnknownRolesAreRefused) {
   EXPECT_THAT(unknown.status().message(), HasSubstr("'admin'"));
   EXPECT_EQ(CertificateStem({"worker-0", Role::kNode}), "node-worker-0");
   EXPECT_EQ(CertificateStem({"operator", Role::kOperator}), "operator");
+  EXPECT_EQ(CertificateStem({"alice", Role::kSubmitter}), "submitter-alice");
+  EXPECT_EQ(CertificateStem({"scheduler", Role::kScheduler}), "scheduler");
 }
 
 TEST(CertificatesTest, InitMakesACaAndCertificatesThatVerifyAndNameTheirHolder) {
@@ -53,11 +55,12 @@ TEST(CertificatesTest, InitMakesACaAndCertificatesThatVerifyAndNameTheirHolder) 
   CertificateDirectoryOptions options;
   options.directory = dir;
   options.nodes = {"worker-0", "attn-0"};
+  options.submitters = {"alice"};
   options.hosts = {"scheduler.example", "10.1.2.3"};
   auto result = InitCertificateDirectory(options);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_TRUE(result->created_ca);
-  EXPECT_EQ(result->created.size(), 5u);
+  EXPECT_EQ(result->created.size(), 6u);
 
   const std::string ca = Read(dir + "/ca.crt");
   EXPECT_EQ(Mode(dir + "/ca.key"), 0600);
@@ -69,7 +72,8 @@ TEST(CertificatesTest, InitMakesACaAndCertificatesThatVerifyAndNameTheirHolder) 
                             Expected{"operator", "operator", Role::kOperator},
                             Expected{"submitter", "submitter", Role::kSubmitter},
                             Expected{"node-worker-0", "worker-0", Role::kNode},
-                            Expected{"node-attn-0", "attn-0", Role::kNode}}) {
+                            Expected{"node-attn-0", "attn-0", Role::kNode},
+                            Expected{"submitter-alice", "alice", Role::kSubmitter}}) {
     SCOPED_TRACE(e.stem);
     const std::string pem = Read(absl::StrCat(dir, "/", e.stem, ".crt"));
     EXPECT_TRUE(VerifyCertificateChain(ca, pem).ok()) << VerifyCertificateChain(ca, pem);

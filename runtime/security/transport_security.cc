@@ -107,6 +107,15 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
 
 }  // namespace
 
+void SetReconnectBackoff(grpc::ChannelArguments& args, absl::Duration initial,
+                         absl::Duration max, absl::Duration connect_timeout) {
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(initial)));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(absl::ToInt64Milliseconds(max)));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(connect_timeout)));
+}
+
 void SetServerReflection(grpc::ServerBuilder& builder, bool enabled) {
   if (enabled) {
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
@@ -58,6 +59,13 @@ class TransportSecurity {
   std::shared_ptr<const TlsMaterial> material_;
   std::string tls_dir_;
 };
+
+// Reconnect attempts `initial` apart, doubling up to `max`, each allowed
+// `connect_timeout` to finish its TCP and TLS handshakes. (gRPC takes the
+// attempt's timeout from GRPC_ARG_MIN_RECONNECT_BACKOFF_MS; a small one
+// makes a TLS handshake on a loaded machine fail over and over.)
+void SetReconnectBackoff(grpc::ChannelArguments& args, absl::Duration initial,
+                         absl::Duration max, absl::Duration connect_timeout = absl::Seconds(5));
 
 // Serves gRPC server reflection from `builder`'s server only when `enabled`
 // (off, it does not list every method to whoever connects). Linking gRPC's

@@ -45,7 +45,8 @@ Subcommand AddCertsCommand(CLI::App& parent) {
   CLI::App* init = certs->add_subcommand(
       "init",
       "Make a cluster CA in DIR (or reuse the one there) and sign certificates for the "
-      "scheduler, an operator, a submitter and each --node; existing certificates are kept, "
+      "scheduler, an operator, a submitter, each --node and any more --submitter/--operator; "
+      "existing certificates are kept, "
       "so rerun it to add nodes");
   init->add_option("dir", options->directory, "Directory to write (created 0700)")
       ->type_name("DIR")
@@ -53,6 +54,13 @@ Subcommand AddCertsCommand(CLI::App& parent) {
   init->add_option("--node", options->nodes,
                    "A node certificate for NAME (repeatable): a worker or attention server "
                    "started with --name=NAME")
+      ->type_name("NAME");
+  init->add_option("--submitter", options->submitters,
+                   "Another submitter, its own identity (submitter-NAME.crt; it may cancel only "
+                   "the jobs it submitted; repeatable)")
+      ->type_name("NAME");
+  init->add_option("--operator", options->operators,
+                   "Another operator (operator-NAME.crt; repeatable)")
       ->type_name("NAME");
   init->add_option("--host", options->hosts,
                    "Another DNS name or IP address the daemons are reached by, added to every "
