@@ -4,8 +4,6 @@
 #include <utility>
 
 #include "grpc/grpc.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 
 namespace corescape::client {
@@ -30,20 +28,18 @@ namespace {
 // restarts would stay "unavailable" to a long-lived client (a watch) for
 // minutes after it is back. A CLI talks to one scheduler: retry within 1 s.
 std::shared_ptr<grpc::Channel> CreateSchedulerChannel(
-    const std::string& address) {
+    const std::string& address, const security::TransportSecurity& security) {
   grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   args);
+  security::SetReconnectBackoff(args, absl::Milliseconds(100), absl::Seconds(1));
+  return security.CreateChannel(address, args);
 }
 
 }  // namespace
 
 SchedulerClient::SchedulerClient(std::string address,
+                                 const security::TransportSecurity& security,
                                  absl::Duration rpc_timeout)
-    : SchedulerClient(address, CreateSchedulerChannel(address), rpc_timeout) {}
+    : SchedulerClient(address, CreateSchedulerChannel(address, security), rpc_timeout) {}
 
 SchedulerClient::SchedulerClient(std::string address,
                                  std::shared_ptr<grpc::Channel> channel,

@@ -18,6 +18,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
 #include "grpcpp/support/status.h"
+#include "runtime/security/transport_security.h"
 
 namespace corescape::client {
 
@@ -32,11 +33,11 @@ absl::Status ToAbslStatus(const grpc::Status& status);
 
 class SchedulerClient {
  public:
-  // Uses one insecure channel to `address` ("host:port"). gRPC connects
-  // lazily, so this never fails; an unreachable scheduler shows up as
-  // UNAVAILABLE or DEADLINE_EXCEEDED on the first call.
-  explicit SchedulerClient(std::string address,
-                           absl::Duration rpc_timeout = kDefaultRpcTimeout);
+  // Uses one channel to `address` ("host:port"), secured as `security`
+  // says. gRPC connects lazily, so this never fails; an unreachable
+  // scheduler shows up as UNAVAILABLE or DEADLINE_EXCEEDED on the first call.
+  SchedulerClient(std::string address, const security::TransportSecurity& security,
+                  absl::Duration rpc_timeout = kDefaultRpcTimeout);
 
   // For tests and callers that configure their own channel.
   SchedulerClient(std::string address, std::shared_ptr<grpc::Channel> channel,

@@ -82,7 +82,7 @@ class SchedulerClientTest : public ::testing::Test {
 };
 
 TEST_F(SchedulerClientTest, ListNodesPassesRequestAndResponse) {
-  SchedulerClient client(address_);
+  SchedulerClient client(address_, security::TransportSecurity::Insecure());
   EXPECT_EQ(client.address(), address_);
   v1::ListNodesRequest request;
   request.set_role(v1::ATTENTION_SERVER);
@@ -94,7 +94,7 @@ TEST_F(SchedulerClientTest, ListNodesPassesRequestAndResponse) {
 }
 
 TEST_F(SchedulerClientTest, ServerErrorsKeepCodeAndMessage) {
-  SchedulerClient client(address_);
+  SchedulerClient client(address_, security::TransportSecurity::Insecure());
   v1::DrainNodeRequest request;
   request.set_name("nope");
   absl::StatusOr<v1::DrainNodeResponse> missing = client.DrainNode(request);
@@ -114,7 +114,7 @@ TEST_F(SchedulerClientTest, ServerErrorsKeepCodeAndMessage) {
 }
 
 TEST_F(SchedulerClientTest, SlowAnswerHitsTheDeadline) {
-  SchedulerClient client(address_, absl::Milliseconds(200));
+  SchedulerClient client(address_, security::TransportSecurity::Insecure(), absl::Milliseconds(200));
   const absl::Time start = absl::Now();
   absl::StatusOr<v1::GetClusterStatusResponse> status =
       client.GetClusterStatus();
@@ -126,7 +126,7 @@ TEST_F(SchedulerClientTest, SlowAnswerHitsTheDeadline) {
 }
 
 TEST_F(SchedulerClientTest, ServiceNotRegisteredIsUnimplemented) {
-  SchedulerClient client(address_);
+  SchedulerClient client(address_, security::TransportSecurity::Insecure());
   v1::GetJobRequest request;
   request.set_job_id("j-1");
   absl::StatusOr<v1::GetJobResponse> job = client.GetJob(request);
@@ -138,7 +138,7 @@ TEST_F(SchedulerClientTest, ServiceNotRegisteredIsUnimplemented) {
 
 TEST(SchedulerClientUnreachableTest, RefusedConnectionIsUnavailableAndFast) {
   // Port 1 on loopback: nothing listens, the connection is refused.
-  SchedulerClient client("127.0.0.1:1", absl::Seconds(5));
+  SchedulerClient client("127.0.0.1:1", security::TransportSecurity::Insecure(), absl::Seconds(5));
   const absl::Time start = absl::Now();
   absl::StatusOr<v1::ListNodesResponse> response = client.ListNodes();
   ASSERT_FALSE(response.ok());

@@ -5,8 +5,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 
 namespace corescape {
@@ -32,12 +30,8 @@ NodeAgent::NodeAgent(NodeAgentOptions options, CommandHandler handler)
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Reconnect promptly after a scheduler restart.
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-              static_cast<int>(absl::ToInt64Milliseconds(options_.max_backoff)));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  channel_ = grpc::CreateCustomChannel(options_.scheduler_address,
-                                       grpc::InsecureChannelCredentials(), args);
+  security::SetReconnectBackoff(args, absl::Milliseconds(100), options_.max_backoff);
+  channel_ = options_.security.CreateChannel(options_.scheduler_address, args);
   stub_ = v1::NodeService::NewStub(channel_);
 }
 

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "corescape/v1/node.grpc.pb.h"
+#include "runtime/security/transport_security.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 
@@ -20,6 +21,8 @@ namespace corescape {
 
 struct NodeAgentOptions {
   std::string scheduler_address;
+  // How the channel to the scheduler is secured (the node's certificate).
+  security::TransportSecurity security = security::TransportSecurity::Insecure();
   // Sent as is on every (re-)registration.
   v1::RegisterRequest registration;
   absl::Duration rpc_timeout = absl::Seconds(5);

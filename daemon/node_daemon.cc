@@ -12,9 +12,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/server.h"
 #include "runtime/base/atomic_file.h"
 #include "runtime/base/daemon_init.h"
@@ -27,6 +26,7 @@
 #include "daemon/node_metrics.h"
 #include "daemon/system_resources.h"
 #include "runtime/metrics/metrics_endpoint.h"
+#include "runtime/security/security_flags.h"
 
 ABSL_FLAG(std::string, scheduler, "",
           "scheduler HOST:PORT (default: $CORESCAPE_SCHEDULER)");
@@ -62,6 +62,7 @@ struct NodeFlags {
   std::string advertise_host;
   std::string data_address;
   int32_t data_port = 0;
+  security::TransportSecurity security = security::TransportSecurity::Insecure();
 };
 
 NodeFlags ValidatedFlags(v1::NodeRole role) {
@@ -104,6 +105,10 @@ NodeFlags ValidatedFlags(v1::NodeRole role) {
   if (absl::GetFlag(FLAGS_rpc_timeout) <= absl::ZeroDuration()) {
     ExitWithFlagError("--rpc_timeout: must be positive");
   }
+  auto security = security::TransportSecurityFromFlags(
+      security::CertificateStem({flags.name, security::Role::kNode}));
+  if (!security.ok()) ExitWithFlagError(std::string(security.status().message()));
+  flags.security = *std::move(security);
   return flags;
 }
 
@@ -134,12 +139,17 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
   }
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  security::SetServerReflection(builder, security::GrpcReflectionFromFlags());
+  // A server whose only service is the default health service has no
+  // method of its own to poll for and refuses to start: this one answers
+  // every other method UNIMPLEMENTED, as gRPC would.
+  grpc::CallbackGenericService unknown_methods;
+  builder.RegisterCallbackGenericService(&unknown_methods);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   ApplyServerKeepalive(builder);
   int port = 0;
-  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(flags.listen, flags.security.ServerCredentials(), &port);
   if (hooks.register_services) hooks.register_services(builder);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
@@ -170,6 +180,7 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
 
   NodeAgentOptions options;
   options.scheduler_address = flags.scheduler;
+  options.security = flags.security;
   options.rpc_timeout = absl::GetFlag(FLAGS_rpc_timeout);
   if (node_metrics != nullptr) {
     options.on_send = [m = node_metrics.get()](const v1::NodeMessage& message) {
@@ -196,7 +207,8 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
   LOG(INFO) << program << " " << kVersion << " '" << flags.name << "' serving on "
             << advertised.ToString() << " (" << registration.resources().cpu_cores()
             << " cores, " << registration.resources().gpus()
-            << " GPUs); scheduler " << flags.scheduler;
+            << " GPUs); scheduler " << flags.scheduler << ", "
+            << flags.security.Describe();
 
   NodeAgent* agent_for_hooks = nullptr;
   NodeAgent agent(options, [&](const v1::SchedulerCommand& command) {

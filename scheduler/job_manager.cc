@@ -142,7 +142,8 @@ bool JobManager::Transition(JobRecord& record, v1::Job updated, v1::JobState sta
   return true;
 }
 
-absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request) {
+absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request,
+                                           const std::string& submitted_by) {
   if (request.idempotency_key().size() > 256) {
     return absl::InvalidArgumentError("idempotency_key: longer than 256 bytes");
   }
@@ -164,6 +165,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request) 
   job.set_state(v1::PENDING);
   job.set_state_reason("queued");
   job.set_submitted_unix_ms(absl::ToUnixMillis(clock_->Now()));
+  job.set_submitted_by(submitted_by);
   job.set_gradient_accumulation(spec.data().gradient_accumulation());
   job.mutable_progress()->set_total_steps(spec.steps());
   job.mutable_progress()->set_checkpoint_step(-1);

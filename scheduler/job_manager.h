@@ -56,7 +56,9 @@ class JobManager : public NodeReportSink {
 
   absl::Status Load();
 
-  absl::StatusOr<v1::Job> Submit(const v1::SubmitJobRequest& request);
+  // `submitted_by`: the submitter's identity, recorded on the job.
+  absl::StatusOr<v1::Job> Submit(const v1::SubmitJobRequest& request,
+                                 const std::string& submitted_by = "");
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
   std::vector<v1::Job> List(const std::vector<v1::JobState>& states, int limit) const;
   // One page of List's order (newest first) of at most `page_size` jobs

@@ -21,7 +21,10 @@ absl::Status ValidateJobId(const std::string& job_id) {
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
                                        const v1::SubmitJobRequest* request,
                                        v1::SubmitJobResponse* response) {
-  auto job = jobs_->Submit(*request);
+  auto caller = authorizer_.AllowRoles(
+      *context, {security::Role::kSubmitter, security::Role::kOperator}, "submitting a job");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  auto job = jobs_->Submit(*request, caller->name);
   if (!job.ok()) return ToGrpcStatus(job.status());
   *response->mutable_job() = *std::move(job);
   return grpc::Status::OK;
@@ -30,6 +33,7 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
                                     const v1::GetJobRequest* request,
                                     v1::GetJobResponse* response) {
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (absl::Status s = ValidateJobId(request->job_id()); !s.ok()) return ToGrpcStatus(s);
   auto job = jobs_->Get(request->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
@@ -40,6 +44,7 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
                                       const v1::ListJobsRequest* request,
                                       v1::ListJobsResponse* response) {
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   std::vector<v1::JobState> states;
   for (int state : request->states()) {
     if (!v1::JobState_IsValid(state) || state == v1::JOB_STATE_UNSPECIFIED) {
@@ -68,6 +73,7 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
                                       const v1::WatchJobRequest* request,
                                       grpc::ServerWriter<v1::JobEvent>* writer) {
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (absl::Status s = ValidateJobId(request->job_id()); !s.ok()) return ToGrpcStatus(s);
   auto slot = StreamSlots::AcquireFrom(watch_slots_);
   if (!slot.ok()) return ToGrpcStatus(slot.status());
@@ -98,9 +104,17 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
                                        const v1::CancelJobRequest* request,
                                        v1::CancelJobResponse* response) {
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (absl::Status s = ValidateJobId(request->job_id()); !s.ok()) return ToGrpcStatus(s);
   if (request->reason().size() > 1024) {
     return ToGrpcStatus(absl::InvalidArgumentError("reason: longer than 1024 bytes"));
+  }
+  if (authorizer_.enforcing()) {
+    auto existing = jobs_->Get(request->job_id());
+    if (!existing.ok()) return ToGrpcStatus(existing.status());
+    if (absl::Status s = authorizer_.AllowCancel(*context, existing->submitted_by()); !s.ok()) {
+      return ToGrpcStatus(s);
+    }
   }
   auto job = jobs_->Cancel(request->job_id(), request->reason());
   if (!job.ok()) return ToGrpcStatus(job.status());

@@ -5,6 +5,7 @@
 
 #include "corescape/v1/job.grpc.pb.h"
 #include "runtime/base/stream_slots.h"
+#include "scheduler/authorization.h"
 #include "scheduler/job_manager.h"
 
 namespace corescape::scheduler {
@@ -12,7 +13,8 @@ namespace corescape::scheduler {
 // corescape.v1.JobService over the JobManager.
 class JobServiceImpl final : public v1::JobService::Service {
  public:
-  explicit JobServiceImpl(JobManager* jobs) : jobs_(jobs) {}
+  JobServiceImpl(JobManager* jobs, const Authorizer& authorizer = Authorizer::AllowAll())
+      : jobs_(jobs), authorizer_(authorizer) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                          v1::SubmitJobResponse* response) override;
@@ -34,6 +36,7 @@ class JobServiceImpl final : public v1::JobService::Service {
  private:
   JobManager* jobs_;
   StreamSlots* watch_slots_ = nullptr;
+  const Authorizer& authorizer_;
   std::atomic<bool> shutting_down_{false};
 };
 

@@ -174,6 +174,12 @@ absl::StatusOr<v1::LeaseGrant> NodeRegistry::OpenSession(const std::string& name
   absl::MutexLock lock(&mu_);
   auto record = FindSession(name, incarnation);
   if (!record.ok()) return record.status();
+  if ((*record)->session_open) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "open: incarnation ", incarnation, " of '", name,
+        "' already has a live session; one session per incarnation"));
+  }
+  (*record)->session_open = true;
   if ((*record)->awaiting_resume) {
     (*record)->awaiting_resume = false;
     events_->Append(v1::ClusterEvent::NODE_RESUMED, name, "",
@@ -181,6 +187,15 @@ absl::StatusOr<v1::LeaseGrant> NodeRegistry::OpenSession(const std::string& name
                                  " reconnected after a scheduler restart"));
   }
   return ExtendLease(**record);
+}
+
+void NodeRegistry::CloseSession(const std::string& name, uint64_t incarnation) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  // A newer incarnation's record has its own session flag.
+  if (it != nodes_.end() && it->second.info.incarnation() == incarnation) {
+    it->second.session_open = false;
+  }
 }
 
 absl::StatusOr<v1::LeaseGrant> NodeRegistry::Renew(const std::string& name,

@@ -45,8 +45,12 @@ class NodeRegistry {
 
   // Expects a request that passed ValidateRegisterRequest.
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
+  // One live session per (name, incarnation): ALREADY_EXISTS while another
+  // is open (it keeps the commands), until CloseSession.
   absl::StatusOr<v1::LeaseGrant> OpenSession(const std::string& name,
                                              uint64_t incarnation);
+  // The session OpenSession admitted has ended.
+  void CloseSession(const std::string& name, uint64_t incarnation);
   absl::StatusOr<v1::LeaseGrant> Renew(const std::string& name,
                                        uint64_t incarnation);
   absl::Status Deregister(const std::string& name, uint64_t incarnation,
@@ -82,6 +86,7 @@ class NodeRegistry {
   struct NodeRecord {
     v1::NodeInfo info;
     bool awaiting_resume = false;  // loaded after a restart, no session yet
+    bool session_open = false;     // a session of this incarnation is live
     std::deque<v1::SchedulerCommand> commands;
   };
 

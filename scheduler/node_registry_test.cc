@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/base/clock.h"
 #include "scheduler/event_log.h"
@@ -198,6 +199,30 @@ TEST_F(RegistryTest, ReRegistrationKeepsIdentityWithNewIncarnation) {
   EXPECT_EQ(registry_->Renew("w0", 1).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(registry_->Renew("w0", 2).ok());
+}
+
+TEST_F(RegistryTest, OneLiveSessionPerIncarnationAndTheFirstKeepsItsCommands) {
+  ASSERT_TRUE(registry_->Register(Request("w0")).ok());
+  ASSERT_TRUE(registry_->OpenSession("w0", 1).ok());
+  auto second = registry_->OpenSession("w0", 1);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(second.status().message()), ::testing::HasSubstr("live session"));
+
+  v1::SchedulerCommand drain;
+  drain.mutable_drain()->set_reason("test");
+  ASSERT_TRUE(registry_->Push("w0", 1, drain).ok());
+  auto taken = registry_->TakeCommands("w0", 1, absl::ZeroDuration());
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->size(), 1u);
+
+  // Once it ends, the incarnation may open a session again (a reconnect);
+  // a new incarnation starts with none open, whatever the old one does.
+  registry_->CloseSession("w0", 1);
+  EXPECT_TRUE(registry_->OpenSession("w0", 1).ok());
+  ASSERT_TRUE(registry_->Register(Request("w0")).ok());
+  registry_->CloseSession("w0", 1);
+  EXPECT_TRUE(registry_->OpenSession("w0", 2).ok());
+  EXPECT_EQ(registry_->OpenSession("w0", 2).status().code(), absl::StatusCode::kAlreadyExists);
 }
 
 TEST_F(RegistryTest, LiveNameOnAnotherHostIsRefused) {

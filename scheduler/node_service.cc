@@ -3,6 +3,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "glog/logging.h"
 #include "scheduler/request_validation.h"
 #include "scheduler/status_conversion.h"
@@ -31,8 +32,15 @@ void RouteAttentionReport(AttentionReportSink& sink, const std::string& node,
 grpc::Status NodeServiceImpl::Register(grpc::ServerContext* context,
                                        const v1::RegisterRequest* request,
                                        v1::RegisterResponse* response) {
+  // Authenticated first, then validated (naming the bad field), then
+  // authorized for the name it asks for.
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (absl::Status s = ValidateRegisterRequest(*request); !s.ok()) {
     LOG(WARNING) << "rejected Register from " << context->peer() << ": " << s;
+    return ToGrpcStatus(s);
+  }
+  if (absl::Status s = authorizer_.AllowNode(*context, request->name()); !s.ok()) {
+    LOG(WARNING) << "refused Register from " << context->peer() << ": " << s;
     return ToGrpcStatus(s);
   }
   auto result = registry_->Register(*request);
@@ -44,6 +52,7 @@ grpc::Status NodeServiceImpl::Register(grpc::ServerContext* context,
 grpc::Status NodeServiceImpl::Session(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::SchedulerCommand, v1::NodeMessage>* stream) {
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   auto slot = StreamSlots::AcquireFrom(session_slots_);
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   v1::NodeMessage first;
@@ -52,10 +61,14 @@ grpc::Status NodeServiceImpl::Session(
                         "open: session closed before SessionOpen");
   }
   if (absl::Status s = ValidateSessionOpen(first); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = authorizer_.AllowNode(*context, first.open().name()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   const std::string name = first.open().name();
   const uint64_t incarnation = first.open().incarnation();
   auto grant = registry_->OpenSession(name, incarnation);
   if (!grant.ok()) return ToGrpcStatus(grant.status());
+  absl::Cleanup close_session = [&]() { registry_->CloseSession(name, incarnation); };
   {
     v1::SchedulerCommand command;
     *command.mutable_lease() = *grant;
@@ -131,7 +144,11 @@ grpc::Status NodeServiceImpl::Session(
 grpc::Status NodeServiceImpl::Deregister(grpc::ServerContext* context,
                                          const v1::DeregisterRequest* request,
                                          v1::DeregisterResponse* response) {
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (absl::Status s = ValidateDeregisterRequest(*request); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  if (absl::Status s = authorizer_.AllowNode(*context, request->name()); !s.ok()) {
     return ToGrpcStatus(s);
   }
   return ToGrpcStatus(registry_->Deregister(request->name(),

@@ -6,6 +6,7 @@
 #include "corescape/v1/node.grpc.pb.h"
 #include "runtime/base/stream_slots.h"
 #include "scheduler/attention_planning.h"
+#include "scheduler/authorization.h"
 #include "scheduler/job_manager.h"
 #include "scheduler/node_registry.h"
 
@@ -19,8 +20,12 @@ class NodeServiceImpl final : public v1::NodeService::Service {
   // `attention_reports` attention demands and task timings (either may be
   // null).
   NodeServiceImpl(NodeRegistry* registry, NodeReportSink* reports,
-                  AttentionReportSink* attention_reports = nullptr)
-      : registry_(registry), reports_(reports), attention_reports_(attention_reports) {}
+                  AttentionReportSink* attention_reports = nullptr,
+                  const Authorizer& authorizer = Authorizer::AllowAll())
+      : registry_(registry),
+        reports_(reports),
+        attention_reports_(attention_reports),
+        authorizer_(authorizer) {}
 
   grpc::Status Register(grpc::ServerContext* context,
                         const v1::RegisterRequest* request,
@@ -44,6 +49,7 @@ class NodeServiceImpl final : public v1::NodeService::Service {
   StreamSlots* session_slots_ = nullptr;
   NodeReportSink* reports_;
   AttentionReportSink* attention_reports_;
+  const Authorizer& authorizer_;
   std::atomic<bool> shutting_down_{false};
 };
 

@@ -12,6 +12,7 @@ namespace corescape::scheduler {
 grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext* context,
                                             const v1::ListNodesRequest* request,
                                             v1::ListNodesResponse* response) {
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (absl::Status s = ValidateListNodesRequest(*request); !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -25,6 +26,9 @@ grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext* context,
 grpc::Status OperatorServiceImpl::DrainNode(grpc::ServerContext* context,
                                             const v1::DrainNodeRequest* request,
                                             v1::DrainNodeResponse* response) {
+  if (absl::Status s = authorizer_.AllowOperator(*context, "draining a node"); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   if (absl::Status s = ValidateDrainNodeRequest(*request); !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -37,6 +41,7 @@ grpc::Status OperatorServiceImpl::DrainNode(grpc::ServerContext* context,
 grpc::Status OperatorServiceImpl::GetClusterStatus(
     grpc::ServerContext* context, const v1::GetClusterStatusRequest* request,
     v1::GetClusterStatusResponse* response) {
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   const NodeRegistryOptions& options = registry_->options();
   response->set_scheduler_id(options.scheduler_id);
   response->set_version(version_);
@@ -73,6 +78,7 @@ grpc::Status OperatorServiceImpl::GetClusterStatus(
 grpc::Status OperatorServiceImpl::WatchEvents(
     grpc::ServerContext* context, const v1::WatchEventsRequest* request,
     grpc::ServerWriter<v1::ClusterEvent>* writer) {
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   auto slot = StreamSlots::AcquireFrom(watch_slots_);
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   uint64_t after = request->after_sequence();
@@ -89,6 +95,9 @@ grpc::Status OperatorServiceImpl::WatchEvents(
 grpc::Status OperatorServiceImpl::Rebalance(grpc::ServerContext* context,
                                             const v1::RebalanceRequest* request,
                                             v1::RebalanceResponse* response) {
+  if (absl::Status s = authorizer_.AllowOperator(*context, "rebalancing"); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   if (attention_planning_ == nullptr) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                         "Rebalance: this scheduler does no core-attention planning");
@@ -109,6 +118,7 @@ grpc::Status OperatorServiceImpl::Rebalance(grpc::ServerContext* context,
 grpc::Status OperatorServiceImpl::GetAttentionPlan(
     grpc::ServerContext* context, const v1::GetAttentionPlanRequest* request,
     v1::GetAttentionPlanResponse* response) {
+  if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (attention_planning_ == nullptr) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                         "GetAttentionPlan: this scheduler does no core-attention planning");

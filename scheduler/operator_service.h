@@ -7,6 +7,7 @@
 #include "corescape/v1/operator.grpc.pb.h"
 #include "runtime/base/stream_slots.h"
 #include "scheduler/attention_planning.h"
+#include "scheduler/authorization.h"
 #include "scheduler/event_log.h"
 #include "scheduler/job_manager.h"
 #include "scheduler/node_registry.h"
@@ -20,13 +21,15 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
   // answer UNIMPLEMENTED.
   OperatorServiceImpl(NodeRegistry* registry, EventLog* events, JobManager* jobs,
                       std::string version, absl::Time started,
-                      AttentionPlanning* attention_planning = nullptr)
+                      AttentionPlanning* attention_planning = nullptr,
+                      const Authorizer& authorizer = Authorizer::AllowAll())
       : registry_(registry),
         events_(events),
         jobs_(jobs),
         attention_planning_(attention_planning),
         version_(std::move(version)),
-        started_(started) {}
+        started_(started),
+        authorizer_(authorizer) {}
 
   grpc::Status ListNodes(grpc::ServerContext* context,
                          const v1::ListNodesRequest* request,
@@ -58,6 +61,7 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
   AttentionPlanning* attention_planning_;
   const std::string version_;
   const absl::Time started_;
+  const Authorizer& authorizer_;
 };
 
 }  // namespace corescape::scheduler

@@ -9,13 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "corescape/v1/operator.grpc.pb.h"
 #include "glog/logging.h"
-#include "grpcpp/create_channel.h"
 #include "runtime/base/atomic_file.h"
 #include "runtime/base/daemon_init.h"
 #include "runtime/base/host_port.h"
 #include "runtime/base/service_notify.h"
 #include "runtime/base/shutdown_signal.h"
 #include "runtime/metrics/metrics_endpoint.h"
+#include "runtime/security/security_flags.h"
 #include "scheduler/scheduler_server.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
@@ -91,6 +91,10 @@ corescape::scheduler::SchedulerConfig ConfigFromFlags() {
   if (config.retention < absl::Seconds(1)) {
     corescape::ExitWithFlagError("--retention: must be at least 1s");
   }
+  auto security = corescape::security::TransportSecurityFromFlags("scheduler");
+  if (!security.ok()) corescape::ExitWithFlagError(std::string(security.status().message()));
+  config.security = *std::move(security);
+  config.grpc_reflection = corescape::security::GrpcReflectionFromFlags();
   config.version = kVersion;
   return config;
 }
@@ -122,7 +126,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   LOG(INFO) << "corescape-scheduler " << kVersion << " serving on "
-            << (*server)->bound_address() << ", lease ttl " << config.lease_ttl;
+            << (*server)->bound_address() << ", lease ttl " << config.lease_ttl << ", "
+            << config.security.Describe();
   // Before --port_file: whoever waits for that one finds this one written.
   if (const std::string page = (*server)->status_page_address(); !page.empty()) {
     LOG(INFO) << "status page on http://" << page << "/";
@@ -143,8 +148,8 @@ int main(int argc, char** argv) {
     }
   }
   corescape::NotifyReady(absl::StrCat("serving on ", (*server)->bound_address()));
-  auto self = corescape::v1::OperatorService::NewStub(grpc::CreateChannel(
-      (*server)->bound_address(), grpc::InsecureChannelCredentials()));
+  auto self = corescape::v1::OperatorService::NewStub(
+      config.security.CreateChannel((*server)->bound_address()));
   auto watchdog = std::make_unique<corescape::ServiceWatchdog>(
       [&self]() { return AnswersStatus(*self); });
   corescape::WaitForShutdown();

@@ -4,9 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "glog/logging.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "runtime/base/host_port.h"
 #include "runtime/base/server_keepalive.h"
@@ -62,12 +60,15 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
                                            const v1::SchedulerCommand& command) {
         return registry->Push(node, incarnation, command);
       });
+  server->authorizer_ = std::make_unique<Authorizer>(/*enforce=*/!config.security.insecure());
   server->node_service_ = std::make_unique<NodeServiceImpl>(
-      server->registry_.get(), server->jobs_.get(), server->attention_planning_.get());
+      server->registry_.get(), server->jobs_.get(), server->attention_planning_.get(),
+      *server->authorizer_);
   server->operator_service_ = std::make_unique<OperatorServiceImpl>(
       server->registry_.get(), server->events_.get(), server->jobs_.get(), config.version,
-      clock->Now(), server->attention_planning_.get());
-  server->job_service_ = std::make_unique<JobServiceImpl>(server->jobs_.get());
+      clock->Now(), server->attention_planning_.get(), *server->authorizer_);
+  server->job_service_ =
+      std::make_unique<JobServiceImpl>(server->jobs_.get(), *server->authorizer_);
   server->session_slots_ = std::make_unique<StreamSlots>("Session streams", "--max_sessions",
                                                          config.max_sessions);
   server->watch_slots_ = std::make_unique<StreamSlots>(
@@ -85,13 +86,13 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   }
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  security::SetServerReflection(builder, config.grpc_reflection);
   // gRPC sets SO_REUSEPORT by default: two schedulers could share a port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   ApplyServerKeepalive(builder);
   int selected_port = 0;
-  builder.AddListeningPort(config.listen_address, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(config.listen_address, config.security.ServerCredentials(),
                            &selected_port);
   builder.RegisterService(server->node_service_.get());
   builder.RegisterService(server->operator_service_.get());

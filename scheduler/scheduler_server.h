@@ -14,7 +14,9 @@
 #include "runtime/base/clock.h"
 #include "runtime/base/stream_slots.h"
 #include "runtime/metrics/metrics_endpoint.h"
+#include "runtime/security/transport_security.h"
 #include "scheduler/attention_planning.h"
+#include "scheduler/authorization.h"
 #include "scheduler/event_log.h"
 #include "scheduler/job_manager.h"
 #include "scheduler/job_service.h"
@@ -41,10 +43,14 @@ struct SchedulerConfig {
   int max_watch_streams = 1024;
   // Ended jobs' events and keys, and departed nodes, are pruned after this.
   absl::Duration retention = absl::Hours(24 * 7);
+  // Mutual TLS (and every RPC authorized by the caller's certificate), or
+  // plaintext with everything allowed.
+  security::TransportSecurity security = security::TransportSecurity::Insecure();
+  bool grpc_reflection = false;
 };
 
 // The scheduler daemon minus main(): opens the durable store, restores
-// state, serves corescape.v1 (plus grpc.health.v1 and reflection) and runs
+// state, serves corescape.v1 (plus grpc.health.v1, and reflection if asked) and runs
 // the lease reaper; with `metrics`, its Prometheus metrics there, and with
 // config.http_listen, the status page.
 class SchedulerServer {
@@ -74,6 +80,7 @@ class SchedulerServer {
   std::unique_ptr<SqliteStateStore> store_;
   std::unique_ptr<EventLog> events_;
   std::unique_ptr<NodeRegistry> registry_;
+  std::unique_ptr<Authorizer> authorizer_;
   std::unique_ptr<NodeServiceImpl> node_service_;
   std::unique_ptr<OperatorServiceImpl> operator_service_;
   std::unique_ptr<JobManager> jobs_;

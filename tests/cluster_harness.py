@@ -85,10 +85,43 @@ class Daemon:
                 self.process.wait()
 
 
-class Cluster:
-    """A scheduler plus nodes, each a real process on loopback."""
+def register_request(name):
+    """A RegisterRequest that passes validation, for a worker named `name`."""
+    from corescape.v1 import common_pb2, node_pb2
+    request = node_pb2.RegisterRequest(
+        name=name, role=common_pb2.WORKER, host="127.0.0.1", pid=4242,
+        grpc_address="127.0.0.1:7071", instance_id=7)
+    request.resources.cpu_cores = 2
+    return request
 
-    def __init__(self, workdir, lease_ttl="2s"):
+
+def make_certificates(tls_dir, *nodes):
+    """`corescape certs init tls_dir --node ...` (reruns add nodes, keep the CA)."""
+    args = [CLI, "certs", "init", tls_dir]
+    for node in nodes:
+        args += ["--node", node]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        raise AssertionError(f"certs init exited {result.returncode}:\n{result.stderr}")
+
+
+def tls_credentials(tls_dir, stem):
+    """grpcio channel credentials presenting tls_dir/<stem>.crt, trusting ca.crt."""
+    import grpc
+
+    def read(name):
+        with open(os.path.join(tls_dir, name), "rb") as f:
+            return f.read()
+    return grpc.ssl_channel_credentials(root_certificates=read("ca.crt"),
+                                        private_key=read(f"{stem}.key"),
+                                        certificate_chain=read(f"{stem}.crt"))
+
+
+class Cluster:
+    """A scheduler plus nodes, each a real process on loopback, with mutual
+    TLS from certificates in <workdir>/tls (tls=False: --insecure)."""
+
+    def __init__(self, workdir, lease_ttl="2s", tls=True):
         self.workdir = workdir
         os.makedirs(workdir, exist_ok=True)
         self.state_dir = os.path.join(workdir, "scheduler-state")
@@ -96,13 +129,34 @@ class Cluster:
         self.scheduler = None
         self.scheduler_address = None
         self.nodes = {}
+        self.tls_dir = os.path.join(workdir, "tls") if tls else None
+        if tls:
+            make_certificates(self.tls_dir)
 
-    def start_scheduler(self, listen="127.0.0.1:0"):
+    def security_flags(self, node=None):
+        """The daemon flags for this cluster's transport security; with
+        `node`, its certificate is made first."""
+        if not self.tls_dir:
+            return ["--insecure"]
+        if node:
+            make_certificates(self.tls_dir, node)
+        return [f"--tls_dir={self.tls_dir}"]
+
+    def channel(self, address=None, identity="operator"):
+        """A grpcio channel to the scheduler (or `address`) as `identity`
+        (a certificate stem: operator, submitter, node-NAME)."""
+        import grpc
+        address = address or self.scheduler_address
+        if not self.tls_dir:
+            return grpc.insecure_channel(address)
+        return grpc.secure_channel(address, tls_credentials(self.tls_dir, identity))
+
+    def start_scheduler(self, listen="127.0.0.1:0", extra_args=()):
         if self.scheduler:
             self.scheduler.stop()
         self.scheduler = Daemon("scheduler", [
             SCHEDULER, f"--listen={listen}", f"--state_dir={self.state_dir}",
-            f"--lease_ttl={self.lease_ttl}"], self.workdir)
+            f"--lease_ttl={self.lease_ttl}", *self.security_flags(), *extra_args], self.workdir)
         self.scheduler_address = self.scheduler.address()
         return self.scheduler_address
 
@@ -114,14 +168,22 @@ class Cluster:
             extra_args = (*extra_args, f"--checkpoint_root={self.workdir}")
         daemon = Daemon(name, [
             binary, f"--scheduler={self.scheduler_address}", f"--name={name}",
-            "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1", *extra_args], self.workdir)
+            "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1", *self.security_flags(name),
+            *extra_args], self.workdir)
         self.nodes[name] = daemon
         return daemon
 
+    def cli_env(self):
+        env = {**os.environ, "CORESCAPE_HOME": os.path.join(self.workdir, "home")}
+        if self.tls_dir:
+            env["CORESCAPE_TLS_DIR"] = self.tls_dir
+        return env
+
     def cli(self, *args, check=True, timeout=30):
+        """The CLI with this cluster's certificates (an --insecure cluster's
+        callers pass --insecure themselves)."""
         result = subprocess.run([CLI, *args], capture_output=True, text=True,
-                                timeout=timeout,
-                                env={**os.environ, "CORESCAPE_HOME": os.path.join(self.workdir, "home")})
+                                timeout=timeout, env=self.cli_env())
         if check and result.returncode != 0:
             raise AssertionError(f"corescape {' '.join(args)} exited {result.returncode}:\n"
                                  f"{result.stdout}\n{result.stderr}")

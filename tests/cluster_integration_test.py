@@ -25,11 +25,7 @@ def unary(channel, method, request_type, response_type):
 
 
 def valid_register_request(name="probe"):
-    request = node_pb2.RegisterRequest(
-        name=name, role=common_pb2.WORKER, host="127.0.0.1", pid=4242,
-        grpc_address="127.0.0.1:7071", instance_id=7)
-    request.resources.cpu_cores = 2
-    return request
+    return harness.register_request(name)
 
 
 class ClusterIntegrationTest(harness.ClusterTestCase):
@@ -126,7 +122,10 @@ class ClusterIntegrationTest(harness.ClusterTestCase):
     def test_malformed_requests_are_rejected_and_scheduler_keeps_serving(self):
         c = self.cluster
         c.start_scheduler()
-        channel = grpc.insecure_channel(c.scheduler_address)
+        # A node certificate for "probe": past authentication, every bad
+        # field is still named.
+        harness.make_certificates(c.tls_dir, "probe", "ghost")
+        channel = c.channel(identity="node-probe")
         register = unary(channel, "/corescape.v1.NodeService/Register",
                          node_pb2.RegisterRequest, node_pb2.RegisterResponse)
 
@@ -168,9 +167,14 @@ class ClusterIntegrationTest(harness.ClusterTestCase):
         ghost = node_pb2.NodeMessage()
         ghost.open.name = "ghost"
         ghost.open.incarnation = 1
-        with self.assertRaises(grpc.RpcError) as raised:
-            list(session(iter([ghost]), timeout=5))
-        self.assertEqual(raised.exception.code(), grpc.StatusCode.NOT_FOUND)
+        with c.channel(identity="node-ghost") as ghost_channel:
+            ghost_session = ghost_channel.stream_stream(
+                "/corescape.v1.NodeService/Session",
+                request_serializer=node_pb2.NodeMessage.SerializeToString,
+                response_deserializer=node_pb2.SchedulerCommand.FromString)
+            with self.assertRaises(grpc.RpcError) as raised:
+                list(ghost_session(iter([ghost]), timeout=5))
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.NOT_FOUND)
 
         # The scheduler is still up and nothing bad got registered.
         self.assertIsNone(c.scheduler.process.poll())
@@ -201,7 +205,8 @@ class ClusterIntegrationTest(harness.ClusterTestCase):
         c = self.cluster
         c.start_scheduler()
         second = subprocess.run(
-            [harness.SCHEDULER, "--listen=127.0.0.1:0", f"--state_dir={c.state_dir}"],
+            [harness.SCHEDULER, "--listen=127.0.0.1:0", f"--state_dir={c.state_dir}",
+             *c.security_flags()],
             capture_output=True, text=True, timeout=10)
         self.assertEqual(second.returncode, 1)
         self.assertIn("in use by another scheduler", second.stderr)

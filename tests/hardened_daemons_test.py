@@ -31,6 +31,7 @@ class HardenedDaemonsTest(unittest.TestCase):
         for binary in (harness.SCHEDULER, harness.WORKER, harness.ATTENTION_SERVER):
             shutil.copy(binary, self.bin)
         self.processes = {}
+        self.tls_dir = os.path.join(self.work, "tls")
 
     def tearDown(self):
         for process in self.processes.values():
@@ -82,8 +83,20 @@ class HardenedDaemonsTest(unittest.TestCase):
         return harness.wait_for(read, 30, f"{name} to serve")
 
     def cli(self, *args, timeout=60):
+        env = {**os.environ, "HOME": self.work}
+        if os.path.isdir(self.tls_dir):
+            env["CORESCAPE_TLS_DIR"] = self.tls_dir
         return subprocess.run([harness.CLI, *args], capture_output=True, text=True,
-                              timeout=timeout, env={**os.environ, "HOME": self.work})
+                              timeout=timeout, env=env)
+
+    def make_certificates(self, *nodes):
+        """Mutual TLS as the units run it: one directory of certificates,
+        readable by the daemons' user (like /etc/corescape/tls)."""
+        harness.make_certificates(self.tls_dir, *nodes)
+        for root, _, files in os.walk(self.tls_dir):
+            os.chown(root, UID, GID)
+            for name in files:
+                os.chown(os.path.join(root, name), UID, GID)
 
     def test_the_sandbox_bites(self):
         # Without the sandbox an unprivileged AF_PACKET socket fails with
@@ -106,13 +119,15 @@ class HardenedDaemonsTest(unittest.TestCase):
                             "--delimiter=%", f"--output={data}", timeout=120)
         self.assertEqual(prepared.returncode, 0, prepared.stderr)
 
+        self.make_certificates("worker-0", "worker-1", "attn-0")
         scheduler_dir = self.start("scheduler", "corescape-scheduler.service",
                                    "corescape-scheduler", [
                                        "--listen=127.0.0.1:0", "--lease_ttl=3s",
-                                       f"--state_dir={self.work}/scheduler/state"])
+                                       f"--state_dir={self.work}/scheduler/state",
+                                       f"--tls_dir={self.tls_dir}"])
         address = self.address("scheduler", scheduler_dir)
         node_args = [f"--scheduler={address}", "--listen=127.0.0.1:0",
-                     "--advertise_host=127.0.0.1"]
+                     "--advertise_host=127.0.0.1", f"--tls_dir={self.tls_dir}"]
         for name in ("worker-0", "worker-1"):
             self.start(name, "corescape-worker.service", "corescape-worker",
                        [*node_args, f"--name={name}"])

@@ -159,17 +159,18 @@ class ImageTest(unittest.TestCase):
             processes.append(start("scheduler", [
                 "/usr/local/bin/corescape-scheduler", "--listen=127.0.0.1:0",
                 "--state_dir=/var/lib/corescape/scheduler", "--lease_ttl=2s",
-                "--port_file=/tmp/addr"], sched_dir))
+                "--port_file=/tmp/addr", "--insecure"], sched_dir))
             address = harness.wait_for(port_file(sched_dir), 30, "the scheduler to serve")
             processes.append(start("worker", [
                 "/usr/local/bin/corescape-worker", f"--scheduler={address}",
                 "--name=image-worker-0", "--listen=127.0.0.1:0",
-                "--advertise_host=127.0.0.1", "--port_file=/tmp/addr"], worker_dir))
+                "--advertise_host=127.0.0.1", "--port_file=/tmp/addr", "--insecure"],
+                worker_dir))
 
             def worker_alive():
                 result = subprocess.run(
                     self.in_image(["/usr/local/bin/corescape", "nodes", "--json",
-                                   "--scheduler", address], worker_dir),
+                                   "--scheduler", address, "--insecure"], worker_dir),
                     capture_output=True, text=True, timeout=30,
                     env={**os.environ, "HOME": "/tmp"})
                 if result.returncode != 0:

@@ -42,8 +42,10 @@ def spec(name, steps, checkpoint_dir="", workers=1, checkpoint_interval=0, eval_
 
 
 class Jobs:
-    def __init__(self, address):
-        self.channel = grpc.insecure_channel(address)
+    """JobService over `channel` (e.g. Cluster.channel(): mutual TLS)."""
+
+    def __init__(self, channel):
+        self.channel = channel
 
         def unary(method, req, resp):
             return self.channel.unary_unary(f"/corescape.v1.JobService/{method}",
@@ -82,7 +84,7 @@ class JobClusterTestCase(harness.ClusterTestCase):
         self.cluster = harness.Cluster(os.path.join(harness.TMP, self.id().split(".")[-1]),
                                        lease_ttl="4s")
         self.address = self.cluster.start_scheduler()
-        self.jobs = Jobs(self.address)
+        self.jobs = Jobs(self.cluster.channel())
 
     def tearDown(self):
         self.jobs.channel.close()
@@ -286,7 +288,7 @@ class JobsEndToEndTest(JobClusterTestCase):
         self.cluster.scheduler.wait(timeout=10)
         self.jobs.channel.close()
         self.cluster.start_scheduler(listen=address)
-        self.jobs = Jobs(address)
+        self.jobs = Jobs(self.cluster.channel())
         job = self.jobs.wait_state(job_id, FINAL, timeout=180)
         self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
         self.assertEqual(job.generation, 1)  # not restarted: the worker kept going

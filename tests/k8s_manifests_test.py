@@ -175,8 +175,10 @@ class K8sManifestsChecks:
                 declared = {p["name"]: p["containerPort"] for p in container["ports"]}
                 self.assertEqual(declared["grpc"], port, name)
                 for probe in ("readinessProbe", "livenessProbe"):
-                    # The health service is served on the one gRPC port.
-                    self.assertEqual(container[probe]["grpc"]["port"], port, f"{name} {probe}")
+                    # The one gRPC port, which speaks mutual TLS only: kubelet's
+                    # gRPC probe is plaintext, so the probe is a TCP connect.
+                    self.assertEqual(container[probe]["tcpSocket"]["port"], port,
+                                     f"{name} {probe}")
                 service = find(objects, "Service", sts["spec"]["serviceName"])
                 self.assertEqual(service["spec"]["ports"][0]["port"], port, name)
                 if name in NODE_DAEMONS:
@@ -240,10 +242,22 @@ class K8sManifestsChecks:
                 for container in pod["containers"]:
                     self.assertEqual(container["image"], f"{image}:{self.version}",
                                      f"{name} {o['metadata']['name']}")
-                for volume in pod.get("volumes", []):
-                    if "secret" in volume:
-                        # Plaintext until mTLS lands: the Secret may be absent.
-                        self.assertTrue(volume["secret"]["optional"])
+                # Mutual TLS: the certificates Secret is required (no silent
+                # fallback to plaintext), mounted where --tls_dir points.
+                secrets = [v for v in pod.get("volumes", []) if "secret" in v]
+                self.assertEqual([v["secret"]["secretName"] for v in secrets],
+                                 ["corescape-tls"], o["metadata"]["name"])
+                self.assertFalse(secrets[0]["secret"].get("optional", False))
+                mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+                self.assertEqual(mounts[secrets[0]["name"]], "/etc/corescape/tls")
+                container = pod["containers"][0]
+                flags = list(container["args"])
+                if o["kind"] == "StatefulSet":
+                    flags += self.flag_file(objects, o, container["args"])
+                    self.assertEqual(flag_value(flags, "tls_dir"), "/etc/corescape/tls")
+                else:
+                    self.assertIn("--tls-dir=/etc/corescape/tls", flags)
+                self.assertNotIn("--insecure", flags)
 
     def test_gpu_overlay_one_gpu_per_worker(self):
         cpu = self.container(self.statefulsets(self.rendered["cpu"])["corescape-worker"])

@@ -13,6 +13,8 @@ import unittest
 import urllib.error
 import urllib.request
 
+import grpc
+
 import cluster_harness as harness
 from corescape.v1 import job_pb2
 from jobs_e2e_test import Jobs, spec
@@ -74,7 +76,10 @@ class OpsCluster:
         self.daemons = {d["name"]: d for d in status["daemons"]}
         self.scheduler_address = status["scheduler"]
         self.status_url = self.daemons["scheduler"]["status_url"]
-        self.jobs = Jobs(self.scheduler_address)
+        # `cluster up` made certificates and runs mutual TLS.
+        self.tls_dir = status["tls_dir"]
+        self.jobs = Jobs(grpc.secure_channel(
+            self.scheduler_address, harness.tls_credentials(self.tls_dir, "operator")))
         return self.daemons
 
     def metrics_address(self, name):

@@ -1,5 +1,6 @@
 """An independent client: Python's grpcio (Debian's python3-grpcio) calls the
-scheduler's and a worker's grpc.health.v1 service and corescape.v1 RPCs,
+scheduler's and a worker's grpc.health.v1 service and corescape.v1 RPCs over
+mutual TLS (grpc.ssl_channel_credentials with the cluster's certificates),
 proving the API is usable from outside C++."""
 
 import os
@@ -12,8 +13,8 @@ from corescape.v1 import common_pb2, operator_pb2
 from grpc_health_v1 import health_pb2
 
 
-def health_status(address, service):
-    with grpc.insecure_channel(address) as channel:
+def health_status(channel_of, address, service):
+    with channel_of(address) as channel:
         check = channel.unary_unary(
             "/grpc.health.v1.Health/Check",
             request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
@@ -36,14 +37,14 @@ class PythonClientTest(unittest.TestCase):
         c.wait_for_states({"py-worker": "ALIVE"}, timeout=20)
 
         serving = health_pb2.HealthCheckResponse.SERVING
-        self.assertEqual(health_status(address, ""), serving)
-        self.assertEqual(health_status(address, "corescape.v1.NodeService"), serving)
-        self.assertEqual(health_status(worker.address(), ""), serving)
+        self.assertEqual(health_status(c.channel, address, ""), serving)
+        self.assertEqual(health_status(c.channel, address, "corescape.v1.NodeService"), serving)
+        self.assertEqual(health_status(c.channel, worker.address(), ""), serving)
         with self.assertRaises(grpc.RpcError) as raised:
-            health_status(address, "no.such.Service")
+            health_status(c.channel, address, "no.such.Service")
         self.assertEqual(raised.exception.code(), grpc.StatusCode.NOT_FOUND)
 
-        with grpc.insecure_channel(address) as channel:
+        with c.channel(identity="submitter") as channel:
             get_status = channel.unary_unary(
                 "/corescape.v1.OperatorService/GetClusterStatus",
                 request_serializer=operator_pb2.GetClusterStatusRequest.SerializeToString,

@@ -111,7 +111,8 @@ class ServiceNotifyTest(unittest.TestCase):
         address = f"127.0.0.1:{port}"
         worker, worker_notify = self.start_under_notify("worker-0", [
             harness.WORKER, f"--scheduler={address}", "--name=worker-0",
-            "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1"])
+            "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1",
+            *self.cluster.security_flags("worker-0")])
         # Serving, but no scheduler to register with: not ready, and no
         # lease renewed to ping the watchdog for.
         deadline = time.monotonic() + 2.0
@@ -123,7 +124,7 @@ class ServiceNotifyTest(unittest.TestCase):
         scheduler, scheduler_notify = self.start_under_notify("scheduler", [
             harness.SCHEDULER, f"--listen={address}",
             f"--state_dir={self.cluster.state_dir}", "--lease_ttl=2s",
-            f"--heartbeat_interval={HEARTBEAT_INTERVAL}"])
+            f"--heartbeat_interval={HEARTBEAT_INTERVAL}", *self.cluster.security_flags()])
         lines, _ = scheduler_notify.wait_for("READY=1", timeout=20)
         self.assertTrue(any(line.startswith("STATUS=serving on") for line in lines), lines)
         self.cluster.scheduler_address = address
@@ -149,7 +150,8 @@ class ServiceNotifyTest(unittest.TestCase):
         address = self.cluster.start_scheduler()
         server, notify = self.start_under_notify("attn-0", [
             harness.ATTENTION_SERVER, f"--scheduler={address}", "--name=attn-0",
-            "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1"])
+            "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1",
+            *self.cluster.security_flags("attn-0")])
         lines, _ = notify.wait_for("READY=1", timeout=20)
         self.assertIn("STATUS=registered as attn-0", lines)
         self.assertEqual(self.cluster.nodes_json()["attn-0"]["state"], "ALIVE")
@@ -158,7 +160,8 @@ class ServiceNotifyTest(unittest.TestCase):
     def test_a_child_does_not_take_the_watchdog(self):
         # WATCHDOG_PID names another process: the daemon must not ping.
         scheduler, notify = self.start_under_notify("scheduler", [
-            harness.SCHEDULER, "--listen=127.0.0.1:0", f"--state_dir={self.cluster.state_dir}"],
+            harness.SCHEDULER, "--listen=127.0.0.1:0", f"--state_dir={self.cluster.state_dir}",
+            *self.cluster.security_flags()],
             watchdog_pid="1")
         notify.wait_for("READY=1", timeout=20)
         deadline = time.monotonic() + 1.0

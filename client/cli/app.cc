@@ -60,7 +60,7 @@ int MissingCommand(const CLI::App& app) {
 int RunCorescapeCli(int argc, const char* const* argv) {
   CLI::App app(
       "corescape: operate a corescape cluster (nodes, status, draining, a "
-      "local cluster for development), its training jobs (submit, jobs, "
+      "local cluster for development, its certificates), its training jobs (submit, jobs, "
       "job, watch, cancel, plot) and their core-attention plans (plan, "
       "rebalance).\n"
       "Exit codes: 0 ok, 1 failure, 2 usage error, 3 scheduler unreachable, "
@@ -85,6 +85,7 @@ int RunCorescapeCli(int argc, const char* const* argv) {
       AddPlotCommand(app, globals),
       AddPlanCommand(app, globals),
       AddRebalanceCommand(app, globals),
+      AddCertsCommand(app),
   };
   for (auto& cluster_command : AddClusterCommands(app)) {
     subcommands.push_back(std::move(cluster_command));

@@ -55,12 +55,22 @@ run 2 nodes --scheduler nonsense; stderr_has "expected HOST:PORT"
 
 # Port 1 on loopback refuses connections: unreachable, at once, one line.
 start=${SECONDS}
-run 3 nodes --scheduler 127.0.0.1:1
+run 3 nodes --scheduler 127.0.0.1:1 --insecure
 stderr_has "^corescape: error: scheduler at 127.0.0.1:1 is unreachable"
 stderr_one_error_line
 [[ $((SECONDS - start)) -le 5 ]] || fail "unreachable scheduler took too long"
-CORESCAPE_SCHEDULER=127.0.0.1:1 run 3 status
+CORESCAPE_SCHEDULER=127.0.0.1:1 run 3 status --insecure
 stderr_has "CORESCAPE_SCHEDULER"
+# Another scheduler than the local cluster's: no certificates known, no plaintext assumed.
+CORESCAPE_SCHEDULER=127.0.0.1:1 run 2 status; stderr_has "pass --tls-dir DIR"
+
+# Certificates.
+run 0 certs init "${CORESCAPE_HOME}/certs" --node w-0
+stdout_has "^made the cluster CA "; stdout_has "node-w-0.crt$"
+[[ "$(stat -c %a "${CORESCAPE_HOME}/certs/node-w-0.key")" == 600 ]] || fail "key not 0600"
+run 0 certs init "${CORESCAPE_HOME}/certs" --node w-0 --node w-1
+stdout_has "^signed with the existing CA "; stdout_has "^made .*node-w-1.crt$"; stdout_has "^kept .*node-w-0.crt$"
+run 5 certs init "${CORESCAPE_HOME}/certs" --node "../x"; stderr_has "--node"
 
 # Job commands: local checks happen before the scheduler is asked.
 EXAMPLES="${TEST_SRCDIR}/${TEST_WORKSPACE}/examples"
@@ -76,10 +86,10 @@ run 2 plan;             stderr_has "JOB is required"
 run 2 plot j-1 --scheduler 127.0.0.1:1; stderr_has "--csv"
 for example in "${EXAMPLES}"/*.json "${EXAMPLES}"/*.yaml; do
   # Parses, then finds no scheduler.
-  run 3 submit "${example}" --scheduler 127.0.0.1:1; stderr_one_error_line
+  run 3 submit "${example}" --scheduler 127.0.0.1:1 --insecure; stderr_one_error_line
 done
 for command in "jobs" "job j-1" "watch j-1" "cancel j-1" "plan j-1" "rebalance"; do
-  run 3 ${command} --scheduler 127.0.0.1:1
+  run 3 ${command} --scheduler 127.0.0.1:1 --insecure
   stderr_has "^corescape: error: scheduler at 127.0.0.1:1 is unreachable"
   stderr_one_error_line
 done
@@ -90,6 +100,7 @@ run 0 cluster status;   stdout_has "no local cluster running"
 # --- A local cluster ------------------------------------------------------
 run 0 cluster up --workers 2 --attention-servers 1 --timeout 60
 stdout_has "^cluster up: scheduler 127\.0\.0\.1:[0-9]+, 2 workers, 1 attention server"
+stdout_has "^mutual TLS: certificates in ${CORESCAPE_HOME}/cluster/tls "
 ADDRESS="$(tail -n 1 "${OUT}")"
 [[ "${ADDRESS}" =~ ^127\.0\.0\.1:[0-9]+$ ]] || fail "last line '${ADDRESS}' is not HOST:PORT"
 [[ -f "${CORESCAPE_HOME}/cluster.json" ]] || fail "no cluster file"
@@ -136,6 +147,9 @@ stdout_has "^node worker-0 is now DRAINING$"
 run 0 nodes --state draining
 stdout_has "^worker-0 +WORKER +DRAINING "
 run 4 drain nosuch;     stderr_has "^corescape: error: no node named 'nosuch'$"
+# TLS by default: a submitter's certificate may not drain; plaintext cannot connect.
+run 1 drain worker-1 --identity submitter; stderr_has "PERMISSION_DENIED: draining a node needs the operator role"
+run 3 nodes --insecure
 run 5 drain 'bad name!'; stderr_one_error_line
 
 # Jobs: an empty list, an unknown job, a spec the scheduler rejects.

@@ -21,6 +21,15 @@ std::string OneLine(absl::string_view text) {
   return line;
 }
 
+// The local cluster's record when its scheduler serves `address`.
+std::optional<ClusterRecord> LocalClusterAt(const std::string& address) {
+  absl::StatusOr<std::string> home = CorescapeHome();
+  if (!home.ok()) return std::nullopt;
+  absl::StatusOr<ClusterRecord> record = ReadClusterFile(ClusterFilePath(*home));
+  if (!record.ok() || record->scheduler_address != address) return std::nullopt;
+  return *std::move(record);
+}
+
 }  // namespace
 
 int Fail(int exit_code, absl::string_view message) {
@@ -43,6 +52,16 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions& options) {
       ->type_name("SECONDS")
       ->check(PositiveSeconds())
       ->capture_default_str();
+  app.add_option("--tls-dir", options.tls_dir,
+                 "Certificates from `corescape certs init` (default: $CORESCAPE_TLS_DIR, "
+                 "else the local cluster's)")
+      ->type_name("DIR");
+  app.add_option("--identity", options.identity,
+                 "Which certificate in the TLS directory to present (default: operator if "
+                 "there, else submitter)")
+      ->type_name("NAME");
+  app.add_flag("--insecure", options.insecure,
+               "Talk to a plaintext scheduler (no TLS, no certificate)");
 }
 
 CLI::Validator PositiveSeconds() {
@@ -80,6 +99,7 @@ bool IsHostPort(absl::string_view address) {
 
 absl::StatusOr<SchedulerTarget> ResolveScheduler(const GlobalOptions& options) {
   SchedulerTarget target;
+  std::optional<ClusterRecord> local_cluster;  // when the address is its scheduler's
   if (!options.scheduler.empty()) {
     target = {options.scheduler, "--scheduler"};
   } else if (const char* env = std::getenv("CORESCAPE_SCHEDULER");
@@ -103,6 +123,7 @@ absl::StatusOr<SchedulerTarget> ResolveScheduler(const GlobalOptions& options) {
               "or pass --scheduler HOST:PORT"));
         }
         target = {record->scheduler_address, path};
+        local_cluster = *record;
       } else if (!record.ok() && !absl::IsNotFound(record.status())) {
         return absl::FailedPreconditionError(absl::StrCat(
             "cannot read the local cluster file: ", record.status().message(),
@@ -121,13 +142,51 @@ absl::StatusOr<SchedulerTarget> ResolveScheduler(const GlobalOptions& options) {
         absl::StrCat("invalid scheduler address '", target.address, "' (from ",
                      target.source, "): expected HOST:PORT"));
   }
+  if (options.insecure) {
+    if (!options.tls_dir.empty()) {
+      return absl::InvalidArgumentError("--tls-dir and --insecure: give one, not both");
+    }
+    return target;
+  }
+  if (!options.tls_dir.empty()) {
+    target.tls_dir = options.tls_dir;
+  } else if (const char* env = std::getenv("CORESCAPE_TLS_DIR"); env != nullptr && *env != '\0') {
+    target.tls_dir = env;
+  } else if (local_cluster.has_value()) {
+    // The local cluster's own choice: its certificates, or plaintext.
+    target.tls_dir = local_cluster->tls_dir;
+  } else if (std::optional<ClusterRecord> local = LocalClusterAt(target.address);
+             local.has_value()) {
+    target.tls_dir = local->tls_dir;
+  } else {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no TLS directory for the scheduler at ", target.address, " (from ", target.source,
+        "): pass --tls-dir DIR (made by `corescape certs init`), set CORESCAPE_TLS_DIR, "
+        "or --insecure for a plaintext scheduler"));
+  }
   return target;
 }
 
-std::unique_ptr<client::SchedulerClient> ConnectToScheduler(
+absl::StatusOr<security::TransportSecurity> CliTransportSecurity(const std::string& tls_dir,
+                                                                 const std::string& identity) {
+  if (!identity.empty()) return security::TransportSecurity::FromTlsDir(tls_dir, identity);
+  auto as_operator = security::TransportSecurity::FromTlsDir(tls_dir, "operator");
+  if (as_operator.ok()) return as_operator;
+  auto as_submitter = security::TransportSecurity::FromTlsDir(tls_dir, "submitter");
+  if (as_submitter.ok()) return as_submitter;
+  return as_operator.status();
+}
+
+absl::StatusOr<std::unique_ptr<client::SchedulerClient>> ConnectToScheduler(
     const SchedulerTarget& target, const GlobalOptions& options) {
-  return std::make_unique<client::SchedulerClient>(
-      target.address, absl::Seconds(options.rpc_timeout_seconds));
+  security::TransportSecurity security = security::TransportSecurity::Insecure();
+  if (!target.tls_dir.empty()) {
+    auto loaded = CliTransportSecurity(target.tls_dir, options.identity);
+    if (!loaded.ok()) return loaded.status();
+    security = *std::move(loaded);
+  }
+  return std::make_unique<client::SchedulerClient>(target.address, security,
+                                                   absl::Seconds(options.rpc_timeout_seconds));
 }
 
 int RunWithScheduler(
@@ -139,8 +198,9 @@ int RunWithScheduler(
                 target.status().message());
   }
   target->rpc_timeout = absl::Seconds(options.rpc_timeout_seconds);
-  std::unique_ptr<client::SchedulerClient> client = ConnectToScheduler(*target, options);
-  return run(*client, *target);
+  auto client = ConnectToScheduler(*target, options);
+  if (!client.ok()) return Fail(kExitUsage, client.status().message());
+  return run(**client, *target);
 }
 
 void AddJobArgument(CLI::App& command, std::string& job_id) {
@@ -189,6 +249,12 @@ int FailRpc(const absl::Status& status, const SchedulerTarget& target,
       return Fail(kExitNotFound, status.message());
     case absl::StatusCode::kInvalidArgument:
       return Fail(kExitInvalidArgument, status.message());
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+      return Fail(kExitFailure,
+                  absl::StrCat(rpc_name, " refused: ", absl::StatusCodeToString(status.code()),
+                               ": ", status.message(), " (certificates from ",
+                               target.tls_dir.empty() ? "none: --insecure" : target.tls_dir, ")"));
     case absl::StatusCode::kUnimplemented:
       return Fail(
           kExitFailure,

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "client/scheduler_client.h"
+#include "runtime/security/transport_security.h"
 #include "nlohmann/json.hpp"
 
 namespace corescape::cli {
@@ -41,6 +42,9 @@ void Warn(absl::string_view message);
 struct GlobalOptions {
   std::string scheduler;  // empty: $CORESCAPE_SCHEDULER, then the cluster file
   double rpc_timeout_seconds = 5;
+  std::string tls_dir;    // empty: $CORESCAPE_TLS_DIR, then the local cluster's
+  std::string identity;   // certificate in tls_dir; empty: operator, else submitter
+  bool insecure = false;  // plaintext, no certificate
 };
 
 void AddGlobalOptions(CLI::App& app, GlobalOptions& options);
@@ -58,17 +62,27 @@ struct SchedulerTarget {
   std::string address;
   std::string source;  // "--scheduler", "$CORESCAPE_SCHEDULER", "<file>"
   absl::Duration rpc_timeout = client::kDefaultRpcTimeout;
+  std::string tls_dir;  // empty: plaintext (--insecure, or a cluster up --insecure)
 };
 
-// INVALID_ARGUMENT for a malformed address; FAILED_PRECONDITION when no
-// address is configured anywhere; UNAVAILABLE when the address comes from
-// the local cluster file but that cluster's scheduler process is gone.
+// INVALID_ARGUMENT for a malformed address or both --tls-dir and
+// --insecure; FAILED_PRECONDITION when no address, or no TLS directory, is
+// configured anywhere; UNAVAILABLE when the address comes from the local
+// cluster file but that cluster's scheduler process is gone. The TLS
+// directory: --tls-dir, else $CORESCAPE_TLS_DIR, else the local cluster's
+// when the address is its scheduler.
 absl::StatusOr<SchedulerTarget> ResolveScheduler(const GlobalOptions& options);
+
+// The certificate the CLI presents from `tls_dir`: `identity` if given
+// (a file stem: operator, submitter, ...), else operator when that
+// certificate is there, else submitter.
+absl::StatusOr<security::TransportSecurity> CliTransportSecurity(const std::string& tls_dir,
+                                                                 const std::string& identity);
 
 // "host:port" with a non-empty host and a port in 1..65535.
 bool IsHostPort(absl::string_view address);
 
-std::unique_ptr<client::SchedulerClient> ConnectToScheduler(
+absl::StatusOr<std::unique_ptr<client::SchedulerClient>> ConnectToScheduler(
     const SchedulerTarget& target, const GlobalOptions& options);
 
 // Reports a failed RPC as one line and returns the matching exit code:
@@ -147,6 +161,7 @@ Subcommand AddPlotCommand(CLI::App& parent, GlobalOptions& globals);
 Subcommand AddPlanCommand(CLI::App& parent, GlobalOptions& globals);
 Subcommand AddRebalanceCommand(CLI::App& parent, GlobalOptions& globals);
 std::vector<Subcommand> AddClusterCommands(CLI::App& parent);
+Subcommand AddCertsCommand(CLI::App& parent);
 std::vector<Subcommand> AddToolCommands(CLI::App& parent);
 
 // Prints JSON the same way everywhere (two-space indent, newline).

@@ -35,9 +35,10 @@ void SyncDirectory(const std::string& dir) {
 }
 
 absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents) {
+                                 absl::string_view contents, int mode) {
   std::string temp = absl::StrCat(path, ".tmp.", getpid());
-  int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                static_cast<mode_t>(mode));
   if (fd < 0) return ErrnoError("cannot create", temp);
   size_t written = 0;
   while (written < contents.size()) {

@@ -12,8 +12,9 @@ namespace corescape {
 // Replaces `path` with `contents` so that a reader (or a crash at any point)
 // sees either the old file or the complete new one: write a temp file in the
 // same directory, fsync it, rename it over `path`, fsync the directory.
+// The file is created with `mode` (before the umask) and never had a wider one.
 absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents);
+                                 absl::string_view contents, int mode = 0644);
 
 // fsyncs directory `dir`, which makes a rename into it durable. Best effort:
 // the rename has happened (or not) either way.

@@ -24,6 +24,9 @@ struct ClusterUpOptions {
   double lease_ttl_seconds = 10;
   double timeout_seconds = 60;
   bool json = false;
+  // Plaintext daemons; by default `up` makes certificates in
+  // <state dir>/tls and runs everything with mutual TLS.
+  bool insecure = false;
 };
 
 struct ClusterDownOptions {

@@ -276,6 +276,9 @@ std::vector<Subcommand> AddClusterCommands(CLI::App& parent) {
       ->type_name("DIR");
   up->add_flag("--json", up_options->json,
                "Print the cluster (scheduler address, daemons) as JSON");
+  up->add_flag("--insecure", up_options->insecure,
+               "Run the daemons in plaintext instead of making certificates in "
+               "<state dir>/tls and using mutual TLS");
 
   auto down_options = std::make_shared<ClusterDownOptions>();
   CLI::App* down = cluster->add_subcommand(

@@ -54,6 +54,7 @@ nlohmann::json ClusterRecordToJson(const ClusterRecord& record) {
           {"log_dir", record.log_dir},
           {"started_unix_ms", record.started_unix_ms},
           {"lease_ttl_seconds", record.lease_ttl_seconds},
+          {"tls_dir", record.tls_dir},
           {"daemons", daemons}};
 }
 
@@ -88,6 +89,7 @@ absl::StatusOr<ClusterRecord> ClusterRecordFromJson(
   record.log_dir = StringField(json, "log_dir");
   record.started_unix_ms = IntegerField(json, "started_unix_ms");
   record.lease_ttl_seconds = NumberField(json, "lease_ttl_seconds");
+  record.tls_dir = StringField(json, "tls_dir");
   auto daemons = json.find("daemons");
   if (daemons != json.end() && daemons->is_array()) {
     for (const auto& entry : *daemons) {

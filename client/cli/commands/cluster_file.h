@@ -5,6 +5,7 @@
 //     "scheduler": "127.0.0.1:PORT",
 //     "state_dir": "/abs/state", "log_dir": "/abs/state/logs",
 //     "started_unix_ms": 1700000000000, "lease_ttl_seconds": 10,
+//     "tls_dir": "/abs/state/tls",   (empty: the cluster runs --insecure)
 //     "daemons": [{"name": "scheduler", "role": "scheduler", "pid": 123,
 //                  "start_ticks": 4567, "binary": "/abs/corescape-scheduler",
 //                  "log": "/abs/state/logs/scheduler.log",
@@ -49,6 +50,9 @@ struct ClusterRecord {
   std::string log_dir;
   int64_t started_unix_ms = 0;
   double lease_ttl_seconds = 0;
+  // The certificates `cluster up` made (ca.crt, operator.crt, ...); empty
+  // when the cluster runs in plaintext.
+  std::string tls_dir;
   std::vector<DaemonRecord> daemons;
 
   // The scheduler's record, or nullptr.

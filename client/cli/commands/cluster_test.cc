@@ -143,15 +143,37 @@ TEST(ResolveSchedulerTest, FlagThenEnvironmentThenClusterFile) {
   ClusterRecord live = SampleRecord();
   live.daemons[0].pid = getpid();
   live.daemons[0].start_ticks = ProcessStartTicks(getpid());
+  live.tls_dir = "/clusters/local/tls";
   ASSERT_TRUE(WriteClusterFile(ClusterFilePath(home), live).ok());
   EXPECT_EQ(ResolveScheduler(options)->address, "127.0.0.1:40000");
+  // The local cluster's scheduler comes with the local cluster's certificates.
+  EXPECT_EQ(ResolveScheduler(options)->tls_dir, "/clusters/local/tls");
   setenv("CORESCAPE_SCHEDULER", "10.0.0.1:7", 1);
+  // Another scheduler: no certificates known, and plaintext is never assumed.
+  absl::StatusOr<SchedulerTarget> no_tls = ResolveScheduler(options);
+  EXPECT_TRUE(absl::IsFailedPrecondition(no_tls.status())) << no_tls.status();
+  EXPECT_TRUE(absl::StrContains(no_tls.status().message(), "--tls-dir"));
+  options.insecure = true;
   EXPECT_EQ(ResolveScheduler(options)->address, "10.0.0.1:7");
+  EXPECT_EQ(ResolveScheduler(options)->tls_dir, "");
+  options.tls_dir = "/elsewhere";
+  EXPECT_TRUE(absl::IsInvalidArgument(ResolveScheduler(options).status()));
+  options.insecure = false;
+  EXPECT_EQ(ResolveScheduler(options)->tls_dir, "/elsewhere");
+  options.tls_dir = "";
+  setenv("CORESCAPE_TLS_DIR", "/from/env", 1);
+  EXPECT_EQ(ResolveScheduler(options)->tls_dir, "/from/env");
+  unsetenv("CORESCAPE_TLS_DIR");
+  // The local cluster's address given explicitly still finds its certificates.
+  options.scheduler = "127.0.0.1:40000";
+  EXPECT_EQ(ResolveScheduler(options)->tls_dir, "/clusters/local/tls");
+  options.insecure = true;
   options.scheduler = "host:9";
   EXPECT_EQ(ResolveScheduler(options)->address, "host:9");
   EXPECT_EQ(ResolveScheduler(options)->source, "--scheduler");
   options.scheduler = "no-port";
   EXPECT_TRUE(absl::IsInvalidArgument(ResolveScheduler(options).status()));
+  unsetenv("CORESCAPE_TLS_DIR");
   unsetenv("CORESCAPE_SCHEDULER");
   unsetenv("CORESCAPE_HOME");
 }

@@ -20,6 +20,8 @@
 #include "client/cli/common.h"
 #include "client/cli/commands/process.h"
 #include "client/scheduler_client.h"
+#include "runtime/security/certificates.h"
+#include "runtime/security/transport_security.h"
 
 namespace corescape::cli {
 
@@ -360,6 +362,7 @@ int RunClusterUp(const ClusterUpOptions& options) {
   record.started_unix_ms = absl::ToUnixMillis(absl::Now());
   record.lease_ttl_seconds = options.lease_ttl_seconds;
   const fs::path state_dir(record.state_dir);
+  if (!options.insecure) record.tls_dir = (state_dir / "tls").string();
   for (const std::string& dir :
        {record.log_dir, (state_dir / "scheduler").string()}) {
     if (absl::Status made = MakeDirectories(dir); !made.ok()) {
@@ -388,6 +391,22 @@ int RunClusterUp(const ClusterUpOptions& options) {
     fs::remove(MetricsPortFile(state_dir, name), ignored);
   }
 
+  // Certificates for the scheduler, every node and the CLI, before any daemon.
+  std::string security_flag = "--insecure";
+  security::TransportSecurity cli_security = security::TransportSecurity::Insecure();
+  if (!options.insecure) {
+    security::CertificateDirectoryOptions certificates;
+    certificates.directory = record.tls_dir;
+    certificates.nodes = node_names;
+    if (auto made = security::InitCertificateDirectory(certificates); !made.ok()) {
+      return Fail(kExitFailure, absl::StrCat("certificates: ", made.status().message()));
+    }
+    auto loaded = security::TransportSecurity::FromTlsDir(record.tls_dir, "operator");
+    if (!loaded.ok()) return Fail(kExitFailure, loaded.status().message());
+    cli_security = *std::move(loaded);
+    security_flag = absl::StrCat("--tls_dir=", record.tls_dir);
+  }
+
   std::signal(SIGINT, OnInterrupt);
   std::signal(SIGTERM, OnInterrupt);
   const absl::Time deadline =
@@ -402,7 +421,7 @@ int RunClusterUp(const ClusterUpOptions& options) {
       absl::StrCat("--lease_ttl=", absl::FormatDuration(absl::Seconds(
                                        options.lease_ttl_seconds))),
       "--http_listen=127.0.0.1:0",
-      absl::StrCat("--http_port_file=", status_page_port_file)};
+      absl::StrCat("--http_port_file=", status_page_port_file), security_flag};
   for (std::string& flag : MetricsFlags(state_dir, "scheduler")) {
     scheduler_args.push_back(std::move(flag));
   }
@@ -449,7 +468,7 @@ int RunClusterUp(const ClusterUpOptions& options) {
     std::vector<std::string> args = {
         absl::StrCat("--scheduler=", *address), absl::StrCat("--name=", name),
         "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1",
-        absl::StrCat("--port_file=", (state_dir / (name + ".addr")).string())};
+        absl::StrCat("--port_file=", (state_dir / (name + ".addr")).string()), security_flag};
     for (std::string& flag : MetricsFlags(state_dir, name)) {
       args.push_back(std::move(flag));
     }
@@ -461,7 +480,7 @@ int RunClusterUp(const ClusterUpOptions& options) {
   }
 
   // 3. Wait until the scheduler lists every node ALIVE.
-  client::SchedulerClient scheduler_client(*address, absl::Seconds(1));
+  client::SchedulerClient scheduler_client(*address, cli_security, absl::Seconds(1));
   std::vector<NodeNotAlive> not_alive;
   absl::Status last_rpc_error = absl::UnavailableError("no answer yet");
   while (true) {
@@ -523,6 +542,10 @@ int RunClusterUp(const ClusterUpOptions& options) {
               << Plural(options.attention_servers, "attention server",
                         "attention servers")
               << " (state in " << record.state_dir << ")\n"
+              << (options.insecure ? std::string("plaintext (--insecure): no TLS, no authentication")
+                                   : absl::StrCat("mutual TLS: certificates in ", record.tls_dir,
+                                                  " (the CLI finds them)"))
+              << "\n"
               << "status page " << status_url << "\n"
               << *address << std::endl;
   }

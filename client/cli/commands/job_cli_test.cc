@@ -407,6 +407,7 @@ class JobCliTest : public ::testing::Test {
   std::vector<std::string> With(std::vector<std::string> args) {
     args.push_back("--scheduler");
     args.push_back(address_);
+    args.push_back("--insecure");  // the fake service is plaintext
     return args;
   }
 
@@ -804,6 +805,7 @@ TEST(JobCliUnreachableTest, EveryJobCommandExitsThree) {
   for (std::vector<std::string> command : commands) {
     command.push_back("--scheduler");
     command.push_back(dead);
+    command.push_back("--insecure");
     const absl::Time start = absl::Now();
     const CliResult result = RunCli(command);
     EXPECT_EQ(result.exit_code, 3) << command[0] << "\n" << result;

@@ -1,0 +1,41 @@
+#include "runtime/security/security_flags.h"
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+ABSL_FLAG(std::string, tls_dir, "",
+          "directory made by `corescape certs init`: serve and call with mutual TLS using "
+          "ca.crt and this daemon's certificate (docs/security.md)");
+ABSL_FLAG(bool, insecure, false,
+          "serve and call in plaintext, with no authentication (development only)");
+ABSL_FLAG(bool, grpc_reflection, false, "serve gRPC server reflection");
+
+namespace corescape::security {
+
+absl::StatusOr<TransportSecurity> TransportSecurityFromFlags(const std::string& stem) {
+  const std::string tls_dir = absl::GetFlag(FLAGS_tls_dir);
+  const bool insecure = absl::GetFlag(FLAGS_insecure);
+  if (!tls_dir.empty() && insecure) {
+    return absl::FailedPreconditionError("--tls_dir and --insecure: give one, not both");
+  }
+  if (insecure) {
+    LOG(WARNING) << "--insecure: gRPC in plaintext; anyone who reaches this port can act as "
+                    "any node, operator or submitter";
+    return TransportSecurity::Insecure();
+  }
+  if (tls_dir.empty()) {
+    return absl::FailedPreconditionError(
+        "--tls_dir: required (a directory made by `corescape certs init DIR`); pass --insecure "
+        "to run without TLS");
+  }
+  auto security = TransportSecurity::FromTlsDir(tls_dir, stem);
+  if (!security.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("--tls_dir: ", security.status().message()));
+  }
+  return security;
+}
+
+bool GrpcReflectionFromFlags() { return absl::GetFlag(FLAGS_grpc_reflection); }
+
+}  // namespace corescape::security
