@@ -100,7 +100,7 @@ class FullDiskTest(JobClusterTestCase):
         # What was decided while the disk was full is on disk now.
         self.jobs.channel.close()
         self.address = self.cluster.start_scheduler()
-        self.jobs = Jobs(self.address)
+        self.jobs = Jobs(self.cluster.channel())
         self.assertEqual(self.jobs.job(job_id).state, job_pb2.SUCCEEDED)
         self.assertEqual(self.cluster.nodes_json()["worker-1"]["state"], "DEAD")
 
