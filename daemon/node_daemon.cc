@@ -63,6 +63,7 @@ struct NodeFlags {
   std::string data_address;
   int32_t data_port = 0;
   security::TransportSecurity security = security::TransportSecurity::Insecure();
+  std::string health_listen;  // plaintext health port, or ""
 };
 
 NodeFlags ValidatedFlags(v1::NodeRole role) {
@@ -109,6 +110,9 @@ NodeFlags ValidatedFlags(v1::NodeRole role) {
       security::CertificateStem({flags.name, security::Role::kNode}));
   if (!security.ok()) ExitWithFlagError(std::string(security.status().message()));
   flags.security = *std::move(security);
+  auto health_listen = security::HealthListenFromFlags();
+  if (!health_listen.ok()) ExitWithFlagError(std::string(health_listen.status().message()));
+  flags.health_listen = *std::move(health_listen);
   return flags;
 }
 
@@ -150,10 +154,16 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
   ApplyServerKeepalive(builder);
   int port = 0;
   builder.AddListeningPort(flags.listen, flags.security.ServerCredentials(), &port);
+  int health_port = 0;
+  security::AddPlaintextHealthPort(builder, flags.health_listen, &health_port);
   if (hooks.register_services) hooks.register_services(builder);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     LOG(ERROR) << "cannot listen on " << flags.listen;
+    return 1;
+  }
+  if (!flags.health_listen.empty() && health_port == 0) {
+    LOG(ERROR) << "--health_listen: cannot listen on " << flags.health_listen;
     return 1;
   }
   HostPort advertised{flags.advertise_host, static_cast<uint16_t>(port)};

@@ -95,6 +95,11 @@ corescape::scheduler::SchedulerConfig ConfigFromFlags() {
   if (!security.ok()) corescape::ExitWithFlagError(std::string(security.status().message()));
   config.security = *std::move(security);
   config.grpc_reflection = corescape::security::GrpcReflectionFromFlags();
+  auto health_listen = corescape::security::HealthListenFromFlags();
+  if (!health_listen.ok()) {
+    corescape::ExitWithFlagError(std::string(health_listen.status().message()));
+  }
+  config.health_listen = *std::move(health_listen);
   config.version = kVersion;
   return config;
 }

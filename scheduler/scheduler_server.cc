@@ -94,6 +94,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   int selected_port = 0;
   builder.AddListeningPort(config.listen_address, config.security.ServerCredentials(),
                            &selected_port);
+  int health_port = 0;
+  security::AddPlaintextHealthPort(builder, config.health_listen, &health_port);
   builder.RegisterService(server->node_service_.get());
   builder.RegisterService(server->operator_service_.get());
   builder.RegisterService(server->job_service_.get());
@@ -107,6 +109,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", config.listen_address,
                      " (address in use or not local?)"));
+  }
+  if (!config.health_listen.empty() && health_port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("--health_listen: cannot listen on ", config.health_listen));
   }
   HostPort bound = *listen;
   bound.port = static_cast<uint16_t>(selected_port);

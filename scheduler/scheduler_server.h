@@ -47,6 +47,8 @@ struct SchedulerConfig {
   // plaintext with everything allowed.
   security::TransportSecurity security = security::TransportSecurity::Insecure();
   bool grpc_reflection = false;
+  // A plaintext port for health probes only (AddPlaintextHealthPort), or "".
+  std::string health_listen;
 };
 
 // The scheduler daemon minus main(): opens the durable store, restores

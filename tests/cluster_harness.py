@@ -95,6 +95,14 @@ def register_request(name):
     return request
 
 
+def free_port():
+    """A loopback TCP port free right now (for daemons that need a fixed one)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def make_certificates(tls_dir, *nodes):
     """`corescape certs init tls_dir --node ...` (reruns add nodes, keep the CA)."""
     args = [CLI, "certs", "init", tls_dir]

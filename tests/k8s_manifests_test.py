@@ -174,10 +174,14 @@ class K8sManifestsChecks:
                 self.assertNotEqual(port, 0, f"{name}: a fixed --listen port")
                 declared = {p["name"]: p["containerPort"] for p in container["ports"]}
                 self.assertEqual(declared["grpc"], port, name)
+                # kubelet's gRPC probe is plaintext and the main port mutual
+                # TLS only: the probes ask grpc.health.v1 on --health_listen.
+                health = int(flag_value(self.flag_file(objects, sts, container["args"])
+                                        + container["args"], "health_listen").rsplit(":", 1)[1])
+                self.assertNotEqual(health, port, name)
+                self.assertEqual(declared["health"], health, name)
                 for probe in ("readinessProbe", "livenessProbe"):
-                    # The one gRPC port, which speaks mutual TLS only: kubelet's
-                    # gRPC probe is plaintext, so the probe is a TCP connect.
-                    self.assertEqual(container[probe]["tcpSocket"]["port"], port,
+                    self.assertEqual(container[probe]["grpc"]["port"], health,
                                      f"{name} {probe}")
                 service = find(objects, "Service", sts["spec"]["serviceName"])
                 self.assertEqual(service["spec"]["ports"][0]["port"], port, name)

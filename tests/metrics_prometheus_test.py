@@ -8,7 +8,6 @@ and the scheduler's RPCs."""
 import json
 import math
 import os
-import socket
 import subprocess
 import time
 import unittest
@@ -18,12 +17,6 @@ import cluster_harness as harness
 import ops_cluster
 
 PROMETHEUS = "/usr/bin/prometheus"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Prometheus:
@@ -42,7 +35,7 @@ class Prometheus:
         self.log_path = os.path.join(workdir, "prometheus.log")
         # A port picked here can be taken before Prometheus binds it: retry.
         for attempt in range(5):
-            self.address = f"127.0.0.1:{free_port()}"
+            self.address = f"127.0.0.1:{harness.free_port()}"
             with open(self.log_path, "ab") as log:
                 self.process = subprocess.Popen(
                     [PROMETHEUS, f"--config.file={config}",

@@ -81,6 +81,26 @@ class MutualTlsTest(harness.ClusterTestCase):
                                service.methods_by_name["GetClusterStatus"],
                                operator_pb2.GetClusterStatusRequest())
 
+    def test_the_plaintext_health_port_answers_health_only(self):
+        health = f"127.0.0.1:{harness.free_port()}"
+        self.cluster.start_scheduler(extra_args=[f"--health_listen={health}"])
+        worker_health = f"127.0.0.1:{harness.free_port()}"
+        self.cluster.start_node("worker-0", harness.WORKER, [f"--health_listen={worker_health}"])
+        for address in (health, worker_health):
+            with grpc.insecure_channel(address) as channel:
+                check = channel.unary_unary("/grpc.health.v1.Health/Check",
+                                            request_serializer=lambda b: b,
+                                            response_deserializer=lambda b: b)
+                # HealthCheckRequest{} -> HealthCheckResponse{status: SERVING (1)}.
+                self.assertEqual(check(b"", timeout=10, wait_for_ready=True), b"\x08\x01", address)
+        with grpc.insecure_channel(health) as channel:
+            for module, name in SERVICES:
+                service = module.DESCRIPTOR.services_by_name[name]
+                for method in service.methods:
+                    request = message_class(method.input_type)()
+                    self.assertRefused(grpc.StatusCode.UNAUTHENTICATED, "no client certificate",
+                                       call, channel, service, method, request)
+
     def test_a_node_certificate_acts_only_for_its_own_name(self):
         c = self.cluster
         harness.make_certificates(c.tls_dir, "node-x", "node-y")

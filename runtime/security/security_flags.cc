@@ -2,6 +2,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/base/host_port.h"
 #include "glog/logging.h"
 
 ABSL_FLAG(std::string, tls_dir, "",
@@ -10,6 +11,10 @@ ABSL_FLAG(std::string, tls_dir, "",
 ABSL_FLAG(bool, insecure, false,
           "serve and call in plaintext, with no authentication (development only)");
 ABSL_FLAG(bool, grpc_reflection, false, "serve gRPC server reflection");
+ABSL_FLAG(std::string, health_listen, "",
+          "HOST:PORT: also serve gRPC in plaintext here, for health probes that cannot present "
+          "a certificate (kubelet's grpc probe); every corescape RPC there answers "
+          "UNAUTHENTICATED. Empty: no such port");
 
 namespace corescape::security {
 
@@ -37,5 +42,14 @@ absl::StatusOr<TransportSecurity> TransportSecurityFromFlags(const std::string& 
 }
 
 bool GrpcReflectionFromFlags() { return absl::GetFlag(FLAGS_grpc_reflection); }
+
+absl::StatusOr<std::string> HealthListenFromFlags() {
+  const std::string address = absl::GetFlag(FLAGS_health_listen);
+  if (address.empty()) return address;
+  if (auto parsed = ParseHostPort(address, 0); !parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--health_listen: ", parsed.status().message()));
+  }
+  return address;
+}
 
 }  // namespace corescape::security

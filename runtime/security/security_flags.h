@@ -1,5 +1,5 @@
-// The daemons' transport-security flags, defined once: --tls_dir, --insecure
-// and --grpc_reflection.
+// The daemons' transport-security flags, defined once: --tls_dir, --insecure,
+// --grpc_reflection and --health_listen.
 #ifndef CORESCAPE_RUNTIME_SECURITY_SECURITY_FLAGS_H_
 #define CORESCAPE_RUNTIME_SECURITY_SECURITY_FLAGS_H_
 
@@ -18,6 +18,11 @@ absl::StatusOr<TransportSecurity> TransportSecurityFromFlags(const std::string& 
 // --grpc_reflection: off unless asked for (it lists every method to anyone
 // who can connect).
 bool GrpcReflectionFromFlags();
+
+// --health_listen: HOST:PORT of a plaintext port for probes that cannot
+// present a certificate (kubelet's `grpc:` probe), or "" for none.
+// INVALID_ARGUMENT naming the flag when it is not HOST:PORT.
+absl::StatusOr<std::string> HealthListenFromFlags();
 
 }  // namespace corescape::security
 

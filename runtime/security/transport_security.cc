@@ -124,6 +124,11 @@ void SetServerReflection(grpc::ServerBuilder& builder, bool enabled) {
   }
 }
 
+void AddPlaintextHealthPort(grpc::ServerBuilder& builder, const std::string& address, int* port) {
+  if (address.empty()) return;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+}
+
 absl::StatusOr<Identity> PeerIdentity(const grpc::ServerContext& context) {
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) {

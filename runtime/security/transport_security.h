@@ -72,6 +72,13 @@ void SetReconnectBackoff(grpc::ChannelArguments& args, absl::Duration initial,
 // reflection library registers it for every server; this takes it out.
 void SetServerReflection(grpc::ServerBuilder& builder, bool enabled);
 
+// Also serves `builder`'s services in plaintext on `address` (when not
+// empty), for health probes that cannot present a certificate. Safe because
+// every corescape RPC demands a verified certificate of its caller
+// (scheduler/authorization.h), which a plaintext caller never has: there,
+// only grpc.health.v1 answers. `*port` receives the bound port.
+void AddPlaintextHealthPort(grpc::ServerBuilder& builder, const std::string& address, int* port);
+
 // The identity of the peer of a call, from its verified client certificate.
 // UNAUTHENTICATED when it presented none (or the server is plaintext).
 absl::StatusOr<Identity> PeerIdentity(const grpc::ServerContext& context);
