@@ -53,19 +53,24 @@ class MutualTlsTest(harness.ClusterTestCase):
         self.assertIn(text, raised.exception.details())
         return raised.exception
 
+    def assertEveryRpcUnauthenticated(self, channel):
+        """Every method of every corescape service, called over `channel`
+        without a client certificate, answers UNAUTHENTICATED."""
+        called = []
+        for module, name in SERVICES:
+            service = module.DESCRIPTOR.services_by_name[name]
+            for method in service.methods:
+                request = message_class(method.input_type)()
+                self.assertRefused(grpc.StatusCode.UNAUTHENTICATED, "no client certificate",
+                                   call, channel, service, method, request)
+                called.append(method.name)
+        self.assertGreaterEqual(len(called), 14, called)
+
     def test_without_a_certificate_every_rpc_is_unauthenticated(self):
         with open(os.path.join(self.cluster.tls_dir, "ca.crt"), "rb") as f:
             trusts_the_server_only = grpc.ssl_channel_credentials(root_certificates=f.read())
-        called = []
         with grpc.secure_channel(self.address, trusts_the_server_only) as channel:
-            for module, name in SERVICES:
-                service = module.DESCRIPTOR.services_by_name[name]
-                for method in service.methods:
-                    request = message_class(method.input_type)()
-                    self.assertRefused(grpc.StatusCode.UNAUTHENTICATED, "no client certificate",
-                                       call, channel, service, method, request)
-                    called.append(method.name)
-        self.assertGreaterEqual(len(called), 14, called)
+            self.assertEveryRpcUnauthenticated(channel)
         # Plaintext does not even connect.
         with grpc.insecure_channel(self.address) as channel:
             service = operator_pb2.DESCRIPTOR.services_by_name["OperatorService"]
@@ -94,12 +99,7 @@ class MutualTlsTest(harness.ClusterTestCase):
                 # HealthCheckRequest{} -> HealthCheckResponse{status: SERVING (1)}.
                 self.assertEqual(check(b"", timeout=10, wait_for_ready=True), b"\x08\x01", address)
         with grpc.insecure_channel(health) as channel:
-            for module, name in SERVICES:
-                service = module.DESCRIPTOR.services_by_name[name]
-                for method in service.methods:
-                    request = message_class(method.input_type)()
-                    self.assertRefused(grpc.StatusCode.UNAUTHENTICATED, "no client certificate",
-                                       call, channel, service, method, request)
+            self.assertEveryRpcUnauthenticated(channel)
 
     def test_a_node_certificate_acts_only_for_its_own_name(self):
         c = self.cluster
