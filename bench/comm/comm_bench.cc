@@ -5,6 +5,8 @@
 //   algbw = bytes / time;  busbw = algbw * 2(P-1)/P (all-reduce),
 //                                  algbw * (P-1)/P  (all-gather),
 // where `bytes` is the whole buffer (all-gather: the gathered result).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -31,6 +33,20 @@ ABSL_FLAG(int64_t, segment_bytes, 1 << 20, "pipeline segment (AlgorithmSettings)
 
 namespace corescape::bench {
 namespace {
+
+// CPU seconds this process has used (all threads), split as the kernel sees
+// it: user (reduction, copies in our code and UCX) and system (TCP and
+// shared-memory copies, futex wake-ups).
+struct CpuSeconds {
+  double user = 0;
+  double system = 0;
+};
+CpuSeconds ProcessCpu() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
+  return {seconds(u.ru_utime), seconds(u.ru_stime)};
+}
 
 }  // namespace
 
@@ -106,6 +122,7 @@ int RunBenchmark() {
     int32_t agreed = iters;
     if (auto s = c.Broadcast(&agreed, sizeof(agreed), 0); !s.ok()) return 3;
     if (auto s = c.Barrier(); !s.ok()) return 3;
+    const CpuSeconds cpu0 = ProcessCpu();
     t0 = absl::Now();
     for (int i = 0; i < agreed; ++i) {
       if (auto s = run_once(bytes); !s.ok()) {
@@ -113,16 +130,20 @@ int RunBenchmark() {
         return 3;
       }
     }
-    const double seconds = absl::ToDoubleSeconds(absl::Now() - t0) / agreed;
+    const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
+    const CpuSeconds cpu1 = ProcessCpu();
+    const double seconds = wall / agreed;
     const int64_t effective = op == "all_reduce" ? bytes / 4 * 4 : bytes / world * world;
     const double algbw = effective / seconds;
     const double factor = op == "all_reduce" ? 2.0 * (world - 1) / world
                                              : static_cast<double>(world - 1) / world;
     if (rank == 0) {
       std::printf("{\"op\": \"%s\", \"world\": %d, \"bytes\": %lld, \"iters\": %d, "
-                  "\"time_us\": %.1f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f}\n",
+                  "\"time_us\": %.1f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, "
+                  "\"cpu_user\": %.3f, \"cpu_sys\": %.3f}\n",
                   op.c_str(), world, static_cast<long long>(bytes), agreed, seconds * 1e6,
-                  algbw / 1e9, algbw * factor / 1e9);
+                  algbw / 1e9, algbw * factor / 1e9, (cpu1.user - cpu0.user) / wall,
+                  (cpu1.system - cpu0.system) / wall);
       std::fflush(stdout);
     }
   }

@@ -1,9 +1,11 @@
-// All-gather-v: direct exchange for small totals, pipelined ring otherwise.
+// All-gather-v: direct exchange for small totals, recursive doubling for
+// mid-size ones (power-of-two P), pipelined ring otherwise.
 #include <cstring>
 
 #include "runtime/comm/algorithm_util.h"
 #include "runtime/comm/block_layout.h"
 #include "runtime/comm/collective_algorithms.h"
+#include "runtime/comm/doubling_gather.h"
 #include "runtime/comm/ring_pass.h"
 
 namespace corescape::comm {
@@ -42,10 +44,14 @@ absl::Status RunAllGatherV(MessageChannel& channel, const AlgorithmSettings& set
     return WaitAll(channel, ids);
   }
 
+  if (UseDoublingGather(world, layout->total_bytes(), settings.doubling_bytes)) {
+    return RunDoublingGather(channel, *layout, out, 0);
+  }
   RingPass pass;
   pass.num_steps = world - 1;
   pass.shift = 0;
   pass.layout = &*layout;
+  pass.receive_depth = settings.ring_receive_depth;
   pass.segment_bytes = ChooseSegmentBytes(layout->max_block_bytes(), settings.segment_bytes,
                                           pass.num_steps, 1, kMessageIndexLimit);
   pass.send_source = [&](int, int block) -> const char* { return out + layout->offset[block]; };

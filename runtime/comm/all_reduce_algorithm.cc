@@ -1,8 +1,9 @@
 // All-reduce: recursive doubling for small buffers, pipelined ring
-// (reduce-scatter + all-gather) for large ones.
+// reduce-scatter + all-gather (ring or recursive doubling) for large ones.
 #include "runtime/comm/algorithm_util.h"
 #include "runtime/comm/block_layout.h"
 #include "runtime/comm/collective_algorithms.h"
+#include "runtime/comm/doubling_gather.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/ring_pass.h"
 
@@ -71,18 +72,24 @@ absl::Status RecursiveDoublingAllReduce(MessageChannel& channel, float* data,
 
 // Reduce-scatter over P balanced chunks (rank r ends owning chunk r; chunk c
 // is summed along the ring starting at rank c + 1, each step adding
-// (arriving partial) + (own value)), then the owners' chunks circulate.
+// (arriving partial) + (own value)), then the owners' chunks circulate:
+// further along the same ring, or by recursive doubling.
 absl::Status RingAllReduce(MessageChannel& channel, const AlgorithmSettings& settings,
                            float* data, int64_t count, ReduceOp op) {
   const int world = channel.world_size();
   const BlockLayout layout = BlockLayout::Balanced(count, world, sizeof(float));
   char* base = reinterpret_cast<char*>(data);
+  const bool doubling_gather =
+      UseDoublingGather(world, layout.total_bytes(), settings.doubling_bytes);
   RingPass pass;
-  pass.num_steps = 2 * (world - 1);
+  pass.num_steps = doubling_gather ? world - 1 : 2 * (world - 1);
   pass.shift = -1;
   pass.layout = &layout;
+  pass.receive_depth = settings.ring_receive_depth;
+  // Segments sized for the full two-half ring either way, so the indices of
+  // a doubling gather after the reduce-scatter still fit.
   pass.segment_bytes = ChooseSegmentBytes(layout.max_block_bytes(), settings.segment_bytes,
-                                          pass.num_steps, sizeof(float), kMessageIndexLimit);
+                                          2 * (world - 1), sizeof(float), kMessageIndexLimit);
   char* scratch = static_cast<char*>(channel.Scratch(0, layout.max_block_bytes()));
   const int last_reduce_step = world - 2;
   pass.send_source = [&](int, int block) -> const char* { return base + layout.offset[block]; };
@@ -100,7 +107,9 @@ absl::Status RingAllReduce(MessageChannel& channel, const AlgorithmSettings& set
       AddFloats(arriving, own, own, n);
     }
   };
-  return RunRingPass(channel, pass);
+  if (absl::Status s = RunRingPass(channel, pass); !s.ok() || !doubling_gather) return s;
+  return RunDoublingGather(channel, layout, base,
+                           static_cast<uint32_t>(RingPassMessageCount(pass)));
 }
 
 }  // namespace

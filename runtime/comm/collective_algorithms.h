@@ -2,6 +2,7 @@
 #define CORESCAPE_RUNTIME_COMM_COLLECTIVE_ALGORITHMS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -16,6 +17,14 @@ struct AlgorithmSettings {
   int64_t small_bytes = 64 << 10;
   // Pipeline segment of the ring and chain algorithms.
   int64_t segment_bytes = 1 << 20;
+  // Gathers of at most this many bytes in all (all-gather-v, and the second
+  // half of a ring all-reduce) use recursive doubling when the world size is
+  // a power of two: log2 P rounds instead of P - 1 ring steps, the same
+  // bytes. 0 keeps the ring at every size.
+  int64_t doubling_bytes = 4 << 20;
+  // Segments a ring step keeps posted for receiving ahead of the one being
+  // combined; 0 posts every segment of the step at once.
+  int ring_receive_depth = 0;
 };
 
 // The CPU collectives over a MessageChannel. Arguments must already be
@@ -27,12 +36,16 @@ struct AlgorithmSettings {
 //
 // all-reduce, count*4 <= small_bytes: recursive doubling (log2 P rounds;
 //   ranks beyond the largest power of two fold into a partner first).
-// all-reduce, larger: ring reduce-scatter then ring all-gather, pipelined in
-//   segments: each rank sends and receives 2(P-1)/P of the buffer.
+// all-reduce, larger: ring reduce-scatter then an all-gather of the reduced
+//   chunks (recursive doubling up to doubling_bytes when P is a power of
+//   two, else the ring), pipelined in segments: each rank sends and
+//   receives 2(P-1)/P of the buffer. The gather adds nothing, so the
+//   reduction order is the ring's whichever gather runs.
 // reduce-scatter: direct (each rank sums its block in rank order) when small,
 //   else the ring reduce-scatter.
 // all-gather-v: direct (everyone sends its block to everyone) when small,
-//   else a pipelined ring.
+//   else recursive doubling (power-of-two P, up to doubling_bytes), else a
+//   pipelined ring.
 // broadcast: root sends to everyone when small, else a pipelined chain.
 // barrier: dissemination, ceil(log2 P) rounds of empty messages.
 absl::Status RunAllReduce(MessageChannel& channel, const AlgorithmSettings& settings,
@@ -50,6 +63,8 @@ absl::Status RunBarrier(MessageChannel& channel);
 
 // Argument checks (InvalidArgument naming the bad argument).
 absl::Status ValidateSettings(const AlgorithmSettings& settings);
+// Every field of the settings, for the handshake's fingerprint.
+std::string DescribeSettings(const AlgorithmSettings& settings);
 absl::Status ValidateAllReduceArgs(const float* data, int64_t count);
 absl::Status ValidateAllGatherVArgs(int rank, int world_size, const void* send,
                                     int64_t send_bytes, const void* recv,

@@ -73,15 +73,22 @@ std::vector<Case> AllCases() {
   std::vector<Case> cases;
   AlgorithmSettings small_path;  // everything small: latency algorithms
   small_path.small_bytes = 1 << 20;
-  AlgorithmSettings ring_path;  // everything large, tiny segments
+  AlgorithmSettings ring_path;  // everything large, tiny segments, ring gathers
   ring_path.small_bytes = 0;
   ring_path.segment_bytes = 12;
+  ring_path.doubling_bytes = 0;
+  AlgorithmSettings doubling_path = ring_path;  // gathers by recursive doubling (P = 2^k)
+  doubling_path.doubling_bytes = int64_t{1} << 40;
+  AlgorithmSettings shallow_ring = ring_path;  // two receives ahead per ring step
+  shallow_ring.ring_receive_depth = 2;
   AlgorithmSettings defaults;
   for (int world : {1, 2, 3, 4, 5, 6, 8}) {
     for (int64_t count : {0, 1, 2, 7, 1001}) {
       for (Mode mode : {Mode::kEager, Mode::kRendezvous}) {
         cases.push_back({world, count, small_path, mode});
         cases.push_back({world, count, ring_path, mode});
+        cases.push_back({world, count, doubling_path, mode});
+        cases.push_back({world, count, shallow_ring, mode});
       }
     }
     cases.push_back({world, 70000, defaults, Mode::kRendezvous});
@@ -90,9 +97,8 @@ std::vector<Case> AllCases() {
 }
 
 std::string Describe(const Case& c) {
-  return "P=" + std::to_string(c.world) + " count=" + std::to_string(c.count) +
-         " small=" + std::to_string(c.settings.small_bytes) +
-         " segment=" + std::to_string(c.settings.segment_bytes) +
+  return "P=" + std::to_string(c.world) + " count=" + std::to_string(c.count) + " " +
+         DescribeSettings(c.settings) +
          (c.mode == Mode::kEager ? " eager" : " rendezvous");
 }
 
@@ -153,6 +159,24 @@ TEST(CollectiveAlgorithmsTest, AllReduceIsBitwiseIdenticalAcrossRanksAndRuns) {
   }
 }
 
+// Whether a gather runs as recursive doubling, from the documented rule
+// (docs/data_plane.md): power-of-two P and at most doubling_bytes in all.
+bool DoublingGather(int world, int64_t total_bytes, const AlgorithmSettings& s) {
+  return world > 1 && (world & (world - 1)) == 0 && total_bytes <= s.doubling_bytes;
+}
+
+// Bytes rank r sends in a recursive-doubling gather: in round k its group of
+// 2^k ranks (starting at r with the low k bits cleared).
+int64_t DoublingGatherSent(const std::vector<int64_t>& block_bytes, int rank) {
+  const int world = static_cast<int>(block_bytes.size());
+  int64_t sent = 0;
+  for (int group = 1; group < world; group *= 2) {
+    const int first = rank / group * group;
+    for (int b = first; b < first + group; ++b) sent += block_bytes[b];
+  }
+  return sent;
+}
+
 // Bytes per rank, derived from the documented schedules (docs/data_plane.md).
 TEST(CollectiveAlgorithmsTest, AllReduceByteCountsAreExact) {
   for (const Case& c : AllCases()) {
@@ -177,6 +201,9 @@ TEST(CollectiveAlgorithmsTest, AllReduceByteCountsAreExact) {
       if (small) {
         const int64_t messages = r >= pow2 ? 1 : rounds + (r + pow2 < c.world ? 1 : 0);
         sent = received = messages * n4;
+      } else if (DoublingGather(c.world, n4, c.settings)) {
+        sent = n4 - chunks.bytes[r] + DoublingGatherSent(chunks.bytes, r);
+        received = 2 * n4 - chunks.bytes[r] - chunks.bytes[(r + c.world - 1) % c.world];
       } else {
         sent = 2 * n4 - chunks.bytes[r] - chunks.bytes[(r + 1) % c.world];
         received = 2 * n4 - chunks.bytes[r] - chunks.bytes[(r + c.world - 1) % c.world];
@@ -186,6 +213,7 @@ TEST(CollectiveAlgorithmsTest, AllReduceByteCountsAreExact) {
       total_sent += k.bytes_sent;
     }
     if (!small) {
+      // Both gathers move the same bytes in all: P - 1 blocks to every rank.
       EXPECT_EQ(total_sent, 2 * (c.world - 1) * n4);
     }
   }
@@ -223,7 +251,9 @@ TEST(CollectiveAlgorithmsTest, AllGatherVUnevenSizes) {
       if (c.world > 1) {
         EXPECT_EQ(k.bytes_received, total - sizes[r]);
         EXPECT_EQ(k.bytes_sent, small ? (c.world - 1) * sizes[r]
-                                      : total - sizes[(r + 1) % c.world]);
+                                : DoublingGather(c.world, total, c.settings)
+                                    ? DoublingGatherSent(sizes, r)
+                                    : total - sizes[(r + 1) % c.world]);
       }
     }
   }
@@ -344,6 +374,19 @@ TEST(CollectiveAlgorithmsTest, Validation) {
   AlgorithmSettings bad;
   bad.segment_bytes = 0;
   EXPECT_FALSE(ValidateSettings(bad).ok());
+  AlgorithmSettings negative_doubling;
+  negative_doubling.doubling_bytes = -1;
+  EXPECT_FALSE(ValidateSettings(negative_doubling).ok());
+  AlgorithmSettings negative_depth;
+  negative_depth.ring_receive_depth = -1;
+  EXPECT_FALSE(ValidateSettings(negative_depth).ok());
+  // Every field reaches the handshake's fingerprint.
+  AlgorithmSettings a, b;
+  b.doubling_bytes = a.doubling_bytes + 1;
+  EXPECT_NE(DescribeSettings(a), DescribeSettings(b));
+  b = a;
+  b.ring_receive_depth = a.ring_receive_depth + 1;
+  EXPECT_NE(DescribeSettings(a), DescribeSettings(b));
 }
 
 }  // namespace

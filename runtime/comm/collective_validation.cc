@@ -39,7 +39,19 @@ absl::Status ValidateSettings(const AlgorithmSettings& settings) {
   if (settings.segment_bytes < 4) {
     return absl::InvalidArgumentError("segment_bytes must be >= 4");
   }
+  if (settings.doubling_bytes < 0) {
+    return absl::InvalidArgumentError("doubling_bytes must be >= 0");
+  }
+  if (settings.ring_receive_depth < 0) {
+    return absl::InvalidArgumentError("ring_receive_depth must be >= 0");
+  }
   return absl::OkStatus();
+}
+
+std::string DescribeSettings(const AlgorithmSettings& settings) {
+  return absl::StrCat("small=", settings.small_bytes, ";segment=", settings.segment_bytes,
+                      ";doubling=", settings.doubling_bytes,
+                      ";ring_receive_depth=", settings.ring_receive_depth);
 }
 
 absl::Status ValidateAllReduceArgs(const float* data, int64_t count) {

@@ -54,8 +54,8 @@ absl::Status ValidateOptions(const CommunicatorOptions& o) {
 }
 
 uint64_t SettingsFingerprint(const CommunicatorOptions& o) {
-  return Fingerprint64(absl::StrCat("world=", o.world_size, ";small=", o.algorithms.small_bytes,
-                                    ";segment=", o.algorithms.segment_bytes));
+  return Fingerprint64(
+      absl::StrCat("world=", o.world_size, ";", DescribeSettings(o.algorithms)));
 }
 
 // Everything a matching peer shares; a process without the token cannot
@@ -156,7 +156,7 @@ absl::Status Communicator::CheckPeerHello(int expected_rank, const HelloMessage&
   }
   if (hello.settings_fingerprint != settings_fingerprint_) {
     return absl::PermissionDeniedError(
-        "different algorithm settings (small_bytes/segment_bytes)");
+        "different algorithm settings (AlgorithmSettings)");
   }
   return absl::OkStatus();
 }
@@ -339,7 +339,7 @@ HelloHandler::Verdict Communicator::OnHello(EndpointId endpoint, const std::stri
                                options_.world_size));
   }
   if (hello.settings_fingerprint != settings_fingerprint_) {
-    return reject("different algorithm settings (small_bytes/segment_bytes)");
+    return reject("different algorithm settings (AlgorithmSettings)");
   }
   if (hello.rank >= options_.rank) {
     return reject(absl::StrCat("rank ", hello.rank, " must wait for rank ", options_.rank,

@@ -69,6 +69,7 @@ absl::Status RingReduceScatter(MessageChannel& channel, const AlgorithmSettings&
   pass.num_steps = world - 1;
   pass.shift = -1;
   pass.layout = &layout;
+  pass.receive_depth = settings.ring_receive_depth;
   pass.segment_bytes = ChooseSegmentBytes(max_block, settings.segment_bytes, pass.num_steps,
                                           sizeof(float), kMessageIndexLimit);
   auto output = [&](int step) -> char* {

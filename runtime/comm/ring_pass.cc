@@ -1,5 +1,6 @@
 #include "runtime/comm/ring_pass.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -47,18 +48,28 @@ absl::Status RunRingPass(MessageChannel& channel, const RingPass& pass) {
     const int64_t n = NumSegments(block_bytes, pass.segment_bytes);
     char* target = pass.recv_target(t, block);
     recvs.clear();
-    for (int64_t k = 0; k < n; ++k) {
+    auto post_recv = [&](int64_t k) -> absl::Status {
       auto [begin, end] = SegmentRange(block_bytes, pass.segment_bytes, k);
       absl::StatusOr<MessageChannel::MessageId> id =
           channel.Recv(prev, index(t, k), target + begin, end - begin);
       if (!id.ok()) return id.status();
       recvs.push_back(*id);
+      return absl::OkStatus();
+    };
+    const int64_t depth = pass.receive_depth > 0 ? std::min<int64_t>(pass.receive_depth, n) : n;
+    for (int64_t k = 0; k < depth; ++k) {
+      if (absl::Status s = post_recv(k); !s.ok()) return s;
     }
     next_sends.clear();
     const bool forward = t + 1 < pass.num_steps;
     const char* forward_source = forward ? pass.send_source(t + 1, block) : nullptr;
     for (int64_t k = 0; k < n; ++k) {
       if (absl::Status s = channel.Wait(recvs[k]); !s.ok()) return s;
+      // Keep `depth` receives posted: the next one goes up before this
+      // segment is combined, so the transfer continues meanwhile.
+      if (k + depth < n) {
+        if (absl::Status s = post_recv(k + depth); !s.ok()) return s;
+      }
       auto [begin, end] = SegmentRange(block_bytes, pass.segment_bytes, k);
       if (pass.on_received) pass.on_received(t, block, begin, end);
       if (forward) {

@@ -24,6 +24,9 @@ struct RingPass {
   const BlockLayout* layout = nullptr;
   int64_t segment_bytes = 1;   // from ChooseSegmentBytes
   uint32_t first_message_index = 0;
+  // Receives kept posted ahead of the segment being combined; 0: all of a
+  // step's segments at once.
+  int receive_depth = 0;
 
   // Start of block `block` as sent at `step`.
   std::function<const char*(int step, int block)> send_source;
