@@ -1,8 +1,10 @@
 """Formats bench/comm/run.sh results: one row per (transport, P, op, size)
-with our bus bandwidth, Gloo's at the same (P, op, size), ucx_perftest tag_bw
-one way and the bidirectional ceiling (the mean per-pair rate of two tag_bw
-pairs running at once), and the ratios. Ends with one JSON line: for TCP
-loopback, per P, the smallest ratio over the sizes >= 1 MiB."""
+with our bus bandwidth (the tuned schedule), main's schedule measured beside
+it in the same processes, Gloo's at the same (P, op, size), ucx_perftest
+tag_bw one way and the bidirectional ceiling (the mean per-pair rate of two
+tag_bw pairs running at once), and the ratios; then the reduction kernel
+against the plain loop. Ends with one JSON line: for TCP loopback, per P,
+the smallest ratio of the tuned schedule over the sizes >= 1 MiB."""
 import json
 import sys
 
@@ -44,7 +46,7 @@ def fmt(x, digits=3):
 
 
 def read(path):
-    perftest, bidir, gloo, rows = {}, {}, {}, []
+    perftest, bidir, gloo, main_rows, rows, kernels = {}, {}, {}, {}, [], []
     with open(path) as f:
         for raw in f:
             try:
@@ -56,18 +58,24 @@ def read(path):
                 perftest[(item["transport"], item["perftest_size"])] = perftest_gbs(item["line"])
             elif "perftest_bidir_size" in item:
                 bidir[(item["transport"], item["perftest_bidir_size"])] = bidir_gbs(item["lines"])
+            elif "kernel" in item:
+                kernels.append(item)
             elif item.get("transport") == "gloo":
                 gloo[(item["world"], item["op"], item["bytes"])] = item["busbw_gbs"]
+            elif item.get("config") == "main":
+                main_rows[(item["transport"], item["world"], item["op"], item["bytes"])] = item
             else:
                 rows.append(item)
-    return perftest, bidir, gloo, rows
+    return perftest, bidir, gloo, main_rows, rows, kernels
 
 
 def main(path):
-    perftest, bidir, gloo, rows = read(path)
-    print("| transport | P | collective | size | busbw GB/s | Gloo (TCP) busbw GB/s | × Gloo "
-          "| ucx_perftest tag_bw GB/s | × tag_bw | bidirectional ceiling GB/s | × ceiling |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    perftest, bidir, gloo, main_rows, rows, kernels = read(path)
+    print("| transport | P | collective | size | busbw GB/s | main's schedule GB/s | × main "
+          "| Gloo (TCP) busbw GB/s | × Gloo "
+          "| ucx_perftest tag_bw GB/s | × tag_bw | bidirectional ceiling GB/s | × ceiling "
+          "| CPU user / sys |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     summary = {"allreduce_vs_gloo": {}, "allgather_vs_gloo": {}, "allreduce_vs_ceiling": {}}
 
     def keep_min(key, world, value):
@@ -81,10 +89,13 @@ def main(path):
         g = gloo.get((r["world"], r["op"], r["bytes"]))
         one_way = perftest.get((r["transport"], r["bytes"]))
         ceiling = bidir.get((r["transport"], r["bytes"]))
-        print("| %s | %d | %s | %s | %.3f | %s | %s | %s | %s | %s | %s |" % (
-            r["transport"], r["world"], r["op"], human(r["bytes"]), ours, fmt(g),
+        old = main_rows.get((r["transport"], r["world"], r["op"], r["bytes"]), {}).get("busbw_gbs")
+        cpu = "%.2f / %.2f" % (r["cpu_user"], r["cpu_sys"]) if "cpu_user" in r else "n/a"
+        print("| %s | %d | %s | %s | %.3f | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["transport"], r["world"], r["op"], human(r["bytes"]), ours, fmt(old),
+            fmt(ratio(ours, old), 2), fmt(g),
             fmt(ratio(ours, g), 2), fmt(one_way), fmt(ratio(ours, one_way), 2), fmt(ceiling),
-            fmt(ratio(ours, ceiling), 2)))
+            fmt(ratio(ours, ceiling), 2), cpu))
         if r["transport"] != "tcp" or r["bytes"] < MIN_SUMMARY_BYTES:
             continue
         if r["op"] == "all_reduce":
@@ -92,6 +103,14 @@ def main(path):
             keep_min("allreduce_vs_ceiling", r["world"], ratio(ours, ceiling))
         elif r["op"] == "all_gather":
             keep_min("allgather_vs_gloo", r["world"], ratio(ours, g))
+    if kernels:
+        print()
+        print("| reduction kernel | size | plain loop GB/s | vectorised GB/s | × plain |")
+        print("|---|---|---|---|---|")
+        for k in kernels:
+            print("| %s | %s | %.2f | %.2f | %.2f |" % (k["kernel"], human(k["bytes"]),
+                                                       k["plain_gbs"], k["vector_gbs"],
+                                                       k["vector_vs_plain"]))
     rounded = {k: {w: round(v, 3) for w, v in sorted(t.items())} for k, t in summary.items()}
     print(json.dumps(rounded))
 

@@ -6,13 +6,19 @@
 # way, and two tag_bw pairs in opposite directions at once (a ring rank sends
 # and receives at the same time, so that is the fair limit of an all-reduce).
 #   bench/comm/run.sh [quick]
+# Our side runs two schedules in the same processes, alternating size by
+# size: "tuned" (the data plane's defaults) and "main" (the schedule before
+# recursive-doubling gathers and bounded ring receives), so the table's
+# "× main" column is an A/B taken in the same minute. The reduction kernel is
+# compared with the plain loop it replaced by reduce_kernel_bench.
 # "quick" measures 1 KiB, 64 KiB, 1 MiB, 16 MiB only. The last line is one
 # JSON object: for TCP loopback, per P, the smallest ratio over the sizes
-# >= 1 MiB of ours to Gloo (all-reduce, all-gather) and to the bidirectional
-# ceiling (all-reduce).
+# >= 1 MiB of ours (tuned) to Gloo (all-reduce, all-gather) and to the
+# bidirectional ceiling (all-reduce).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bazel build //bench/comm:comm_bench >/dev/null 2>&1 || bazel build //bench/comm:comm_bench
+targets=(//bench/comm:comm_bench //bench/comm:reduce_kernel_bench)
+bazel build "${targets[@]}" >/dev/null 2>&1 || bazel build "${targets[@]}"
 bench=bazel-bin/bench/comm/comm_bench
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -98,6 +104,8 @@ for config in "${configs[@]}"; do
     done
   done
 done
+
+bazel-bin/bench/comm/reduce_kernel_bench >>"$out/results"
 
 # Gloo (TCP over loopback) with the same sizes, processes and timing.
 for world in 2 4; do

@@ -22,6 +22,22 @@ inline int64_t BalancedBlockBytes(int64_t count, int world, int block) {
   return (count / world + (block < count % world ? 1 : 0)) * 4;
 }
 
+// Recursive-doubling gathers (power-of-two P, at most doubling_bytes in
+// all): in round k rank r sends its group of 2^k blocks, the one starting at
+// r with its low k bits cleared.
+inline bool DoublingGather(int world, int64_t total_bytes, const AlgorithmSettings& s) {
+  return world > 1 && (world & (world - 1)) == 0 && total_bytes <= s.doubling_bytes;
+}
+template <typename BlockBytes>
+int64_t DoublingGatherSent(int world, int rank, BlockBytes block_bytes) {
+  int64_t sent = 0;
+  for (int group = 1; group < world; group *= 2) {
+    const int first = rank / group * group;
+    for (int b = first; b < first + group; ++b) sent += block_bytes(b);
+  }
+  return sent;
+}
+
 inline ExpectedBytes AllReduceBytes(int64_t count, int world, int rank,
                                     const AlgorithmSettings& s) {
   const int64_t n = count * 4;
@@ -35,9 +51,15 @@ inline ExpectedBytes AllReduceBytes(int64_t count, int world, int rank,
     int64_t messages = rank >= pow2 ? 1 : rounds + (rank + pow2 < world ? 1 : 0);
     return {messages * n, messages * n};
   }
-  // Ring: every block except two, twice.
+  // Ring reduce-scatter: every block but rank - 1's in, every block but our
+  // own out; then the gather: every block but ours in, and out, by ring,
+  // every block but rank + 1's.
   auto block = [&](int b) { return BalancedBlockBytes(count, world, (b + world) % world); };
-  return {2 * n - block(rank) - block(rank + 1), 2 * n - block(rank) - block(rank - 1)};
+  const int64_t received = 2 * n - block(rank) - block(rank - 1);
+  if (DoublingGather(world, n, s)) {
+    return {n - block(rank) + DoublingGatherSent(world, rank, block), received};
+  }
+  return {2 * n - block(rank) - block(rank + 1), received};
 }
 
 inline ExpectedBytes AllGatherVBytes(const std::vector<int64_t>& bytes, int rank,
@@ -48,6 +70,9 @@ inline ExpectedBytes AllGatherVBytes(const std::vector<int64_t>& bytes, int rank
   if (world == 1) return {};
   const int64_t received = total - bytes[rank];
   if (total <= s.small_bytes) return {(world - 1) * bytes[rank], received};
+  if (DoublingGather(world, total, s)) {
+    return {DoublingGatherSent(world, rank, [&](int b) { return bytes[b]; }), received};
+  }
   return {total - bytes[(rank + 1) % world], received};
 }
 
