@@ -8,7 +8,7 @@
 // where `bytes` is the whole buffer (all-gather: the gathered result).
 //
 // --algorithms=both (the default) measures two communicators over the same
-// transport, one size at a time, alternating: "main", the schedule the data
+// transport, in alternating blocks of iterations at each size: "main", the schedule the data
 // plane ran before recursive-doubling gathers and bounded ring receives
 // (doubling_bytes = 0, ring_receive_depth = 0, 1 MiB segments), and "tuned",
 // the current defaults. Both share the same reduction kernels, so new/old
@@ -170,30 +170,47 @@ int RunBenchmark() {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 3;
   };
+  // Per size: warm-up and an iteration count per configuration (rank 0's
+  // estimate, broadcast), then kRounds rounds that each time a block of
+  // iterations of every configuration in turn, so a change in the machine's
+  // load reaches both configurations alike.
+  constexpr int kRounds = 4;
   for (int64_t bytes : sizes) {
-    for (Config& config : configs) {
-      comm::Communicator& c = *config.communicator;
-      // Warm-up (also lets UCX register memory / set up rendezvous lanes),
-      // then agree on an iteration count from rank 0's estimate.
+    std::vector<int32_t> iters(configs.size());
+    std::vector<double> wall(configs.size(), 0.0);
+    std::vector<CpuSeconds> cpu(configs.size());
+    for (size_t k = 0; k < configs.size(); ++k) {
+      comm::Communicator& c = *configs[k].communicator;
+      // Warm-up (also lets UCX register memory / set up rendezvous lanes).
       for (int i = 0; i < 2; ++i) {
         if (auto s = run_once(c, bytes); !s.ok()) return fail(s);
       }
-      absl::Time t0 = absl::Now();
+      const absl::Time t0 = absl::Now();
       if (auto s = run_once(c, bytes); !s.ok()) return fail(s);
-      double one = absl::ToDoubleSeconds(absl::Now() - t0);
-      int iters = static_cast<int>(absl::GetFlag(FLAGS_seconds_per_size) / std::max(one, 1e-6));
-      iters = std::clamp(iters, 3, absl::GetFlag(FLAGS_max_iters));
-      int32_t agreed = iters;
-      if (auto s = c.Broadcast(&agreed, sizeof(agreed), 0); !s.ok()) return fail(s);
-      if (auto s = c.Barrier(); !s.ok()) return fail(s);
-      const CpuSeconds cpu0 = ProcessCpu();
-      t0 = absl::Now();
-      for (int i = 0; i < agreed; ++i) {
-        if (auto s = run_once(c, bytes); !s.ok()) return fail(s);
+      const double one = absl::ToDoubleSeconds(absl::Now() - t0);
+      int n = static_cast<int>(absl::GetFlag(FLAGS_seconds_per_size) / kRounds /
+                               std::max(one, 1e-6));
+      iters[k] = std::clamp(n, 1, std::max(1, absl::GetFlag(FLAGS_max_iters) / kRounds));
+      if (auto s = c.Broadcast(&iters[k], sizeof(iters[k]), 0); !s.ok()) return fail(s);
+    }
+    for (int round = 0; round < kRounds; ++round) {
+      for (size_t k = 0; k < configs.size(); ++k) {
+        comm::Communicator& c = *configs[k].communicator;
+        if (auto s = c.Barrier(); !s.ok()) return fail(s);
+        const CpuSeconds cpu0 = ProcessCpu();
+        const absl::Time t0 = absl::Now();
+        for (int i = 0; i < iters[k]; ++i) {
+          if (auto s = run_once(c, bytes); !s.ok()) return fail(s);
+        }
+        wall[k] += absl::ToDoubleSeconds(absl::Now() - t0);
+        const CpuSeconds cpu1 = ProcessCpu();
+        cpu[k].user += cpu1.user - cpu0.user;
+        cpu[k].system += cpu1.system - cpu0.system;
       }
-      const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
-      const CpuSeconds cpu1 = ProcessCpu();
-      const double seconds = wall / agreed;
+    }
+    for (size_t k = 0; k < configs.size(); ++k) {
+      const int total_iters = iters[k] * kRounds;
+      const double seconds = wall[k] / total_iters;
       const int64_t effective = op == "all_reduce" ? bytes / 4 * 4 : bytes / world * world;
       const double algbw = effective / seconds;
       const double factor = op == "all_reduce" ? 2.0 * (world - 1) / world
@@ -202,9 +219,9 @@ int RunBenchmark() {
         std::printf("{\"config\": \"%s\", \"op\": \"%s\", \"world\": %d, \"bytes\": %lld, "
                     "\"iters\": %d, \"time_us\": %.1f, \"algbw_gbs\": %.4f, "
                     "\"busbw_gbs\": %.4f, \"cpu_user\": %.3f, \"cpu_sys\": %.3f}\n",
-                    config.name.c_str(), op.c_str(), world, static_cast<long long>(bytes),
-                    agreed, seconds * 1e6, algbw / 1e9, algbw * factor / 1e9,
-                    (cpu1.user - cpu0.user) / wall, (cpu1.system - cpu0.system) / wall);
+                    configs[k].name.c_str(), op.c_str(), world, static_cast<long long>(bytes),
+                    total_iters, seconds * 1e6, algbw / 1e9, algbw * factor / 1e9,
+                    cpu[k].user / wall[k], cpu[k].system / wall[k]);
         std::fflush(stdout);
       }
     }
