@@ -219,6 +219,72 @@ TEST(CollectiveAlgorithmsTest, AllReduceByteCountsAreExact) {
   }
 }
 
+// The ring's order written out independently (docs/data_plane.md): chunk c
+// of P balanced chunks is ((x_{c+1} + x_{c+2}) + ...) + x_c, indices mod P;
+// a mean divides that last addition's result by P.
+std::vector<float> RingOrderReference(const std::vector<std::vector<float>>& inputs,
+                                      ReduceOp op) {
+  const int world = static_cast<int>(inputs.size());
+  const int64_t count = static_cast<int64_t>(inputs[0].size());
+  std::vector<float> out(count);
+  int64_t begin = 0;
+  for (int c = 0; c < world; ++c) {
+    const int64_t n = count / world + (c < count % world ? 1 : 0);
+    for (int64_t i = begin; i < begin + n; ++i) {
+      float acc = inputs[(c + 1) % world][i];
+      for (int k = 2; k <= world; ++k) acc = acc + inputs[(c + k) % world][i];
+      out[i] = op == ReduceOp::kMean ? acc / static_cast<float>(world) : acc;
+    }
+    begin += n;
+  }
+  return out;
+}
+
+// Whichever gather finishes it, the large all-reduce adds in the ring's
+// order: order-sensitive data matches the independent reference bitwise.
+TEST(CollectiveAlgorithmsTest, LargeAllReduceAddsInRingOrderWithEitherGather) {
+  AlgorithmSettings ring;
+  ring.small_bytes = 0;
+  ring.segment_bytes = 20;
+  ring.doubling_bytes = 0;
+  AlgorithmSettings doubling = ring;
+  doubling.doubling_bytes = int64_t{1} << 40;
+  AlgorithmSettings shallow = doubling;
+  shallow.ring_receive_depth = 1;
+  int order_sensitive_cases = 0;
+  for (int world : {2, 3, 4, 8}) {
+    for (int64_t count : {1, 7, 1001, 4099}) {
+      for (const AlgorithmSettings& settings : {ring, doubling, shallow}) {
+        for (Mode mode : {Mode::kEager, Mode::kRendezvous}) {
+          for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean}) {
+            SCOPED_TRACE(Describe({world, count, settings, mode}) +
+                         (op == ReduceOp::kMean ? " mean" : " sum"));
+            std::vector<std::vector<float>> data(world);
+            for (int r = 0; r < world; ++r) data[r] = RandomInput(r, count);
+            const std::vector<float> expected = RingOrderReference(data, op);
+            std::vector<float> rank_order = data[0];
+            for (int r = 1; r < world; ++r) {
+              for (int64_t i = 0; i < count; ++i) rank_order[i] += data[r][i];
+            }
+            auto results = RunRanks(world, mode, CollectiveKind::kAllReduce,
+                                    [&](int r, MessageChannel& ch) {
+                                      return RunAllReduce(ch, settings, data[r].data(), count,
+                                                          op);
+                                    });
+            for (int r = 0; r < world; ++r) {
+              ASSERT_TRUE(results[r].status.ok()) << results[r].status;
+              ASSERT_TRUE(BitwiseEqual(data[r], expected)) << "rank " << r;
+            }
+            order_sensitive_cases += op == ReduceOp::kSum && !BitwiseEqual(rank_order, expected);
+          }
+        }
+      }
+    }
+  }
+  // The data is order-sensitive: a different order would have been caught.
+  EXPECT_GT(order_sensitive_cases, 10);
+}
+
 std::vector<int64_t> UnevenSizes(int world, int64_t scale) {
   std::vector<int64_t> sizes(world);
   for (int r = 0; r < world; ++r) sizes[r] = (r % 3 == 1) ? 0 : scale * (r + 1) + r;
