@@ -176,6 +176,26 @@ TEST(CommunicatorTest, WrongTokenIsRejected) {
   good.join();
 }
 
+// Ranks whose schedules differ would wait for messages the other never
+// sends: every AlgorithmSettings field is in the handshake's fingerprint.
+TEST(CommunicatorTest, DifferentAlgorithmSettingsAreRejected) {
+  Group g = MakeTransports(2);
+  std::thread acceptor([&] {
+    CommunicatorOptions o = Options(g, 1);
+    o.timeout = absl::Seconds(2);
+    EXPECT_FALSE(Communicator::Create(g.transports[1].get(), o).ok());
+  });
+  CommunicatorOptions dialer = Options(g, 0);
+  dialer.algorithms.ring_receive_depth = 3;
+  dialer.timeout = absl::Seconds(3);
+  auto c = Communicator::Create(g.transports[0].get(), dialer);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kPermissionDenied) << c.status();
+  EXPECT_NE(c.status().message().find("different algorithm settings"), std::string::npos)
+      << c.status();
+  acceptor.join();
+}
+
 // Plays rank 1 by hand on a bare transport: records the hello a real rank 0
 // sends and answers with an accept whose proof is made with another secret.
 class ImpostorAcceptor final : public HelloHandler {
