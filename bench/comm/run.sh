@@ -43,18 +43,22 @@ configs=("tcp|UCX_TLS=tcp" "sm|UCX_TLS=sm,tcp")
 run_ranks() {
   local label=$1 world=$2 op=$3 dir rank
   shift 3
+  local pids=() failed=0 pid
   dir=$(mktemp -d -p "$out")
   for ((rank = 0; rank < world; rank++)); do
     "$@" --rank=$rank --world_size=$world --rendezvous_dir="$dir" --op=$op \
       --sizes="$size_list" --seconds_per_size=0.3 --max_iters=100 \
       >"$dir/out.$rank" 2>"$dir/err.$rank" &
+    pids+=($!)
   done
-  if ! wait; then
+  # (A bare `wait` returns 0 whatever its children returned.)
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  # (UCX prints its warnings on stdout: keep only the JSON lines.)
+  if ((failed)) || ! grep -q "^{" "$dir/out.0"; then
     echo "$* failed ($label P=$world $op):" >&2
     tail -5 "$dir"/err.* >&2
     exit 1
   fi
-  # (UCX prints its warnings on stdout: keep only the JSON lines.)
   grep "^{" "$dir/out.0" | sed "s/^{/{\"transport\": \"$label\", /" >>"$out/results"
 }
 
