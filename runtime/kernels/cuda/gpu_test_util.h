@@ -26,7 +26,9 @@ class GpuTest : public ::testing::Test {
     stream_ = std::move(*stream);
   }
   void TearDown() override {
-    if (stream_) EXPECT_TRUE(stream_->Synchronize().ok());
+    if (stream_) {
+      EXPECT_TRUE(stream_->Synchronize().ok());
+    }
   }
 
   cudaStream_t stream() { return device::CudaStreamOf(*stream_); }
