@@ -119,18 +119,27 @@ TEST(CachingAllocator, RefusesOversizedRequestsAndGivesEmptyBuffersForZero) {
   EXPECT_EQ(allocator.stats().allocations, 0);
 }
 
-// The runtime's RESOURCE_EXHAUSTED passes through with the allocator's
-// occupancy in the message.
-TEST(CachingAllocator, ReportsRuntimeExhaustion) {
-  CpuDeviceRuntime runtime;
+// A device of 4 KiB: a request that fits only once the cache is handed back
+// succeeds (released, retried); one that never fits is RESOURCE_EXHAUSTED
+// with the allocator's occupancy in the message.
+TEST(CachingAllocator, ReleasesTheCacheWhenTheDeviceIsFull) {
+  CpuDeviceRuntime runtime(4096);
   CachingAllocator allocator(&runtime);
   { auto small = allocator.Allocate(1000); ASSERT_TRUE(small.ok()); }
-  auto too_big = allocator.Allocate(CpuDeviceRuntime::kMaxAllocationBytes);
+  EXPECT_EQ(allocator.stats().bytes_cached, 1024);
+  auto large = allocator.Allocate(3500);  // class 3584: with the cached 1024 it does not fit
+  ASSERT_TRUE(large.ok()) << large.status();
+  AllocatorStats s = allocator.stats();
+  EXPECT_EQ(s.bytes_cached, 0);
+  EXPECT_EQ(s.device_frees, 1);
+  EXPECT_EQ(s.bytes_in_use, 3584);
+
+  auto too_big = allocator.Allocate(1024);
   ASSERT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted) << too_big.status();
-  EXPECT_NE(too_big.status().message().find("cached"), std::string::npos) << too_big.status();
-  // The cache was released before the retry.
-  EXPECT_EQ(allocator.stats().bytes_cached, 0);
-  EXPECT_EQ(allocator.stats().device_frees, 1);
+  EXPECT_NE(too_big.status().message().find("3584 bytes in use"), std::string::npos) << too_big.status();
+  large->Reset();
+  auto fits_again = allocator.Allocate(1024);
+  EXPECT_TRUE(fits_again.ok()) << fits_again.status();
 }
 
 TEST(CachingAllocator, ConcurrentAllocationsKeepStatsConsistent) {

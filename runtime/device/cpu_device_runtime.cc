@@ -75,11 +75,15 @@ absl::StatusOr<DeviceInfo> CpuDeviceRuntime::Info() {
   if (pages <= 0 || page_size <= 0) return absl::InternalError("cpu: sysconf reports no memory");
   info.total_bytes = static_cast<int64_t>(pages) * page_size;
   info.free_bytes = static_cast<int64_t>(available > 0 ? available : 0) * page_size;
+  if (capacity_bytes_ > 0) {
+    absl::MutexLock lock(&mu_);
+    info.total_bytes = static_cast<int64_t>(capacity_bytes_);
+    info.free_bytes = static_cast<int64_t>(capacity_bytes_ - device_bytes_);
+  }
   return info;
 }
 
-absl::StatusOr<void*> CpuDeviceRuntime::Allocate(size_t bytes, absl::flat_hash_set<void*>& live,
-                                                 const char* what) {
+absl::StatusOr<void*> CpuDeviceRuntime::Allocate(size_t bytes, Blocks& live, const char* what) {
   if (bytes == 0) return nullptr;
   if (bytes > kMaxAllocationBytes) {
     return absl::ResourceExhaustedError(
@@ -90,23 +94,32 @@ absl::StatusOr<void*> CpuDeviceRuntime::Allocate(size_t bytes, absl::flat_hash_s
   if (ptr == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat(what, ": out of memory for ", bytes, " bytes"));
   }
-  live.insert(ptr);
+  live[ptr] = bytes;
   return ptr;
 }
 
-absl::Status CpuDeviceRuntime::Free(void* ptr, absl::flat_hash_set<void*>& live, const char* what) {
+absl::Status CpuDeviceRuntime::Free(void* ptr, Blocks& live, const char* what) {
   if (ptr == nullptr) return absl::OkStatus();
-  if (live.erase(ptr) == 0) {
+  auto it = live.find(ptr);
+  if (it == live.end()) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": pointer ", reinterpret_cast<uintptr_t>(ptr), " was not allocated here"));
   }
+  if (&live == &device_blocks_) device_bytes_ -= it->second;
+  live.erase(it);
   std::free(ptr);
   return absl::OkStatus();
 }
 
 absl::StatusOr<void*> CpuDeviceRuntime::AllocateDevice(size_t bytes) {
   absl::MutexLock lock(&mu_);
-  return Allocate(bytes, device_blocks_, "cpu device allocation");
+  if (capacity_bytes_ > 0 && bytes > capacity_bytes_ - device_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat("cpu device allocation: ", bytes, " bytes with ",
+                                                     device_bytes_, " of ", capacity_bytes_, " in use"));
+  }
+  auto ptr = Allocate(bytes, device_blocks_, "cpu device allocation");
+  if (ptr.ok()) device_bytes_ += bytes;
+  return ptr;
 }
 
 absl::Status CpuDeviceRuntime::FreeDevice(void* ptr) {

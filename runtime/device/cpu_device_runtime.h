@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/device/device_runtime.h"
 
@@ -18,6 +18,10 @@ class CpuDeviceRuntime final : public DeviceRuntime {
  public:
   // Larger single requests are refused (RESOURCE_EXHAUSTED) before malloc.
   static constexpr size_t kMaxAllocationBytes = size_t{1} << 40;
+
+  // `capacity_bytes` > 0: device memory is limited to that many bytes live
+  // at once, as a GPU's is (beyond it: RESOURCE_EXHAUSTED); 0: host memory.
+  explicit CpuDeviceRuntime(size_t capacity_bytes = 0) : capacity_bytes_(capacity_bytes) {}
 
   Device device() const override { return Device::Cpu(); }
   absl::StatusOr<DeviceInfo> Info() override;
@@ -33,14 +37,16 @@ class CpuDeviceRuntime final : public DeviceRuntime {
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
  private:
-  absl::StatusOr<void*> Allocate(size_t bytes, absl::flat_hash_set<void*>& live, const char* what)
+  using Blocks = absl::flat_hash_map<void*, size_t>;  // block -> bytes
+  absl::StatusOr<void*> Allocate(size_t bytes, Blocks& live, const char* what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Free(void* ptr, absl::flat_hash_set<void*>& live, const char* what)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Free(void* ptr, Blocks& live, const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const size_t capacity_bytes_;
   absl::Mutex mu_;
-  absl::flat_hash_set<void*> device_blocks_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<void*> pinned_blocks_ ABSL_GUARDED_BY(mu_);
+  Blocks device_blocks_ ABSL_GUARDED_BY(mu_);
+  Blocks pinned_blocks_ ABSL_GUARDED_BY(mu_);
+  size_t device_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace corescape::device

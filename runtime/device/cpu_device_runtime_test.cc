@@ -140,6 +140,27 @@ TEST(OpenDevice, CudaInACpuBuildSaysHowToGetIt) {
   EXPECT_NE(runtime.status().message().find("--config=cuda"), std::string::npos) << runtime.status();
 }
 
+TEST(CpuDeviceRuntime, CapacityBoundsLiveDeviceMemory) {
+  CpuDeviceRuntime rt(10000);
+  auto a = rt.AllocateDevice(6000);
+  ASSERT_TRUE(a.ok());
+  auto b = rt.AllocateDevice(6000);
+  ASSERT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(b.status().message().find("6000 of 10000"), std::string::npos) << b.status();
+  auto info = rt.Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->total_bytes, 10000);
+  EXPECT_EQ(info->free_bytes, 4000);
+  ASSERT_TRUE(rt.FreeDevice(*a).ok());
+  auto c = rt.AllocateDevice(6000);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(rt.FreeDevice(*c).ok());
+  // Pinned host memory is not device memory.
+  auto pinned = rt.AllocatePinnedHost(20000);
+  ASSERT_TRUE(pinned.ok());
+  EXPECT_TRUE(rt.FreePinnedHost(*pinned).ok());
+}
+
 TEST(CpuDeviceRuntime, InfoReportsHostMemory) {
   CpuDeviceRuntime rt;
   auto info = rt.Info();
