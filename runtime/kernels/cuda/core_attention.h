@@ -71,6 +71,18 @@ struct QuerySegment {
 inline constexpr int kAttentionQueryTile = 64;  // threads of forward and dQ blocks
 inline constexpr int kAttentionKeyTile = 64;    // threads of dK/dV blocks
 
+// A tile plan as the launches take it: the lists in device memory, the wave
+// boundaries (see CoreAttentionTiles) in host memory.
+struct CoreAttentionTilesView {
+  AttentionDims dims;
+  const QueryTile* query_tiles = nullptr;
+  int64_t n_query_tiles = 0;
+  const KeyTile* key_tiles = nullptr;
+  const QuerySegment* segments = nullptr;
+  const int64_t* wave_ends = nullptr;
+  int64_t n_waves = 0;
+};
+
 CORESCAPE_HOST_DEVICE float AttentionDot(const float* a, const float* b, int n) {
   float sum = 0.0f;
   for (int c = 0; c < n; ++c) sum += a[c] * b[c];

@@ -9,10 +9,14 @@
 // moves these tensors by 1e-3 or more.
 #include "runtime/kernels/cuda/core_attention.h"
 
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/device/caching_allocator.h"
+#include "runtime/device/device_runtime.h"
 #include "runtime/kernels/core_attention.h"
 #include "runtime/kernels/cpu/attention_test_util.h"
 #include "runtime/kernels/cpu/core_attention_reference.h"
@@ -33,17 +37,30 @@ Outputs ZeroOutputs(const AttentionBatch& b, const std::vector<float>& initial_k
           initial_kv_grad, initial_kv_grad};
 }
 
-// What the launches do, thread by thread, on the host.
+// What the launches do, thread by thread, on the host, over the plan as
+// uploaded to the CPU device runtime.
 Outputs RunBodies(const AttentionBatch& b, const std::vector<float>& initial_kv_grad) {
+  Outputs out = ZeroOutputs(b, initial_kv_grad);
   absl::StatusOr<CoreAttentionTiles> plan = PlanCoreAttentionTiles(b.shape, b.tasks, b.q_rows, b.kv_rows);
   EXPECT_TRUE(plan.ok()) << plan.status();
-  Outputs out = ZeroOutputs(b, initial_kv_grad);
   if (!plan.ok()) return out;
-  const AttentionDims& dims = plan->dims;
+  absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> runtime = device::OpenDevice(device::Device::Cpu());
+  EXPECT_TRUE(runtime.ok()) << runtime.status();
+  if (!runtime.ok()) return out;
+  device::CachingAllocator allocator(runtime->get());
+  absl::StatusOr<std::unique_ptr<device::Stream>> stream = (*runtime)->CreateStream();
+  EXPECT_TRUE(stream.ok()) << stream.status();
+  if (!stream.ok()) return out;
+  absl::StatusOr<UploadedCoreAttentionTiles> uploaded = UploadCoreAttentionTiles(*plan, allocator, **stream);
+  EXPECT_TRUE(uploaded.ok()) << uploaded.status();
+  if (!uploaded.ok()) return out;
+  const CoreAttentionTilesView view = uploaded->view();
+  const AttentionDims& dims = view.dims;
   const int d = dims.head_dim, group = dims.n_heads / dims.n_kv_heads;
   const int64_t q_stride = int64_t{dims.n_heads} * d, kv_stride = int64_t{dims.n_kv_heads} * d;
   auto each_query = [&](auto fn) {
-    for (const QueryTile& tile : plan->query_tiles) {
+    for (int64_t t = 0; t < view.n_query_tiles; ++t) {
+      const QueryTile& tile = view.query_tiles[t];
       for (int head = 0; head < dims.n_heads; ++head) {
         for (int i = 0; i < tile.n_queries; ++i) {
           const int64_t row = tile.q_row + i;
@@ -63,10 +80,11 @@ Outputs RunBodies(const AttentionBatch& b, const std::vector<float>& initial_kv_
     AttentionDqRow(b.q.data() + q_off, b.d_o.data() + q_off, out.lse[lse_at], delta[lse_at], b.k.data() + kv_off,
                    b.v.data() + kv_off, kv_stride, n_keys, d, dims.softmax_scale, out.d_q.data() + q_off);
   });
-  for (const KeyTile& tile : plan->key_tiles) {
+  for (int64_t t = 0; t < view.wave_ends[view.n_waves - 1]; ++t) {
+    const KeyTile& tile = view.key_tiles[t];
     for (int kv_head = 0; kv_head < dims.n_kv_heads; ++kv_head) {
       for (int j = 0; j < tile.n_keys; ++j) {
-        AttentionDkDvKeyRow(dims, tile, plan->segments.data(), kv_head, tile.k_pos + j, b.q.data(), b.k.data(),
+        AttentionDkDvKeyRow(dims, tile, view.segments, kv_head, tile.k_pos + j, b.q.data(), b.k.data(),
                             b.v.data(), out.lse.data(), delta.data(), b.d_o.data(), out.d_k.data(), out.d_v.data());
       }
     }

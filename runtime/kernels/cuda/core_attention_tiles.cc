@@ -92,4 +92,51 @@ absl::StatusOr<CoreAttentionTiles> PlanCoreAttentionTiles(const AttentionShape& 
   return tiles;
 }
 
+CoreAttentionTilesView UploadedCoreAttentionTiles::view() const {
+  return {dims,
+          query_tiles.as<const QueryTile>(),
+          n_query_tiles,
+          key_tiles.as<const KeyTile>(),
+          segments.as<const QuerySegment>(),
+          wave_ends.data(),
+          static_cast<int64_t>(wave_ends.size())};
+}
+
+namespace {
+
+template <typename T>
+absl::StatusOr<device::DeviceBuffer> UploadVector(const std::vector<T>& host, device::CachingAllocator& allocator,
+                                                  device::Stream& stream) {
+  absl::StatusOr<device::DeviceBuffer> buffer = allocator.Allocate(host.size() * sizeof(T));
+  if (!buffer.ok() || host.empty()) return buffer;
+  if (absl::Status status = allocator.runtime()->CopyAsync(buffer->data(), host.data(), host.size() * sizeof(T),
+                                                           device::CopyKind::kHostToDevice, stream);
+      !status.ok()) {
+    return status;
+  }
+  return buffer;
+}
+
+}  // namespace
+
+absl::StatusOr<UploadedCoreAttentionTiles> UploadCoreAttentionTiles(const CoreAttentionTiles& tiles,
+                                                                    device::CachingAllocator& allocator,
+                                                                    device::Stream& stream) {
+  UploadedCoreAttentionTiles uploaded;
+  uploaded.dims = tiles.dims;
+  uploaded.n_query_tiles = static_cast<int64_t>(tiles.query_tiles.size());
+  uploaded.wave_ends = tiles.wave_ends;
+  absl::StatusOr<device::DeviceBuffer> query_tiles = UploadVector(tiles.query_tiles, allocator, stream);
+  if (!query_tiles.ok()) return query_tiles.status();
+  uploaded.query_tiles = std::move(*query_tiles);
+  absl::StatusOr<device::DeviceBuffer> key_tiles = UploadVector(tiles.key_tiles, allocator, stream);
+  if (!key_tiles.ok()) return key_tiles.status();
+  uploaded.key_tiles = std::move(*key_tiles);
+  absl::StatusOr<device::DeviceBuffer> segments = UploadVector(tiles.segments, allocator, stream);
+  if (!segments.ok()) return segments.status();
+  uploaded.segments = std::move(*segments);
+  if (absl::Status status = stream.Synchronize(); !status.ok()) return status;
+  return uploaded;
+}
+
 }  // namespace corescape::kernels::cuda
