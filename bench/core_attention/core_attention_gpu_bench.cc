@@ -1,6 +1,6 @@
 // Forward+backward throughput of the CUDA core-attention kernel
 // (runtime/kernels/cuda/core_attention.cu, fp32) on whole causal documents
-// of 4k-32k tokens, against cuBLAS's bf16 GEMM (8192^3, fp32 accumulate)
+// of 4k-32k tokens, with fp32 and with bf16 inputs, against cuBLAS's bf16 GEMM (8192^3, fp32 accumulate)
 // measured in the same run as the machine's baseline.
 //
 // FLOPs, the usual attention convention: for a document of L tokens,
@@ -21,7 +21,7 @@ ABSL_FLAG(std::vector<std::string>, lengths, std::vector<std::string>({"4096", "
 ABSL_FLAG(int, heads, 16, "query heads");
 ABSL_FLAG(int, kv_heads, 8, "key/value heads (GQA)");
 ABSL_FLAG(int, head_dim, 128, "head size (at most 128)");
-ABSL_FLAG(int, repeats, 3, "timed runs per length after one warm-up (best is reported)");
+ABSL_FLAG(int, repeats, 2, "timed runs per length after one warm-up (best is reported)");
 
 #if defined(CORESCAPE_WITH_CUDA)
 
@@ -78,10 +78,11 @@ absl::StatusOr<double> BestMilliseconds(Session& s, int repeats, Fn fn) {
   return best;
 }
 
-absl::StatusOr<DeviceBuffer> Filled(Session& s, const std::vector<float>& random, int64_t count) {
-  absl::StatusOr<DeviceBuffer> buffer = s.allocator->Allocate(count * sizeof(float));
+template <typename T>
+absl::StatusOr<DeviceBuffer> Filled(Session& s, const std::vector<T>& random, int64_t count) {
+  absl::StatusOr<DeviceBuffer> buffer = s.allocator->Allocate(count * sizeof(T));
   if (!buffer.ok()) return buffer;
-  if (absl::Status status = s.runtime->CopyAsync(buffer->data(), random.data(), count * sizeof(float),
+  if (absl::Status status = s.runtime->CopyAsync(buffer->data(), random.data(), count * sizeof(T),
                                                  device::CopyKind::kHostToDevice, *s.stream);
       !status.ok()) {
     return status;
@@ -89,8 +90,12 @@ absl::StatusOr<DeviceBuffer> Filled(Session& s, const std::vector<float>& random
   return buffer;
 }
 
+// Waits for the copy: its source is a temporary.
 absl::StatusOr<DeviceBuffer> Zeroed(Session& s, int64_t count) {
-  return Filled(s, std::vector<float>(count, 0.0f), count);
+  absl::StatusOr<DeviceBuffer> buffer = Filled(s, std::vector<float>(count, 0.0f), count);
+  if (!buffer.ok()) return buffer;
+  if (absl::Status status = s.stream->Synchronize(); !status.ok()) return status;
+  return buffer;
 }
 
 // cuBLAS bf16 GEMM TFLOP/s at n^3: the in-run baseline.
@@ -150,9 +155,9 @@ int Run() {
   absl::StatusOr<double> gemm = GemmTflops(s, repeats);
   if (!Check(gemm.status()).ok()) return 1;
   std::printf("baseline: cuBLAS bf16 GEMM 8192^3 %.1f TFLOP/s\n", *gemm);
-  std::printf("core attention fp32, %d heads / %d kv heads, head_dim %d, one causal document:\n", shape.n_heads,
+  std::printf("core attention (fp32 math; inputs fp32 or bf16), %d heads / %d kv heads, head_dim %d, one causal document:\n", shape.n_heads,
               shape.n_kv_heads, shape.head_dim);
-  std::printf("%8s %10s %10s %10s %12s %14s\n", "length", "fwd ms", "bwd ms", "TFLOP/s", "fwd TFLOP/s",
+  std::printf("%8s %6s %10s %10s %10s %12s %14s\n", "length", "inputs", "fwd ms", "bwd ms", "TFLOP/s", "fwd TFLOP/s",
               "vs bf16 GEMM");
 
   const int64_t max_length = *std::max_element(lengths.begin(), lengths.end());
@@ -160,6 +165,8 @@ int Run() {
   std::normal_distribution<float> normal;
   std::vector<float> random(max_length * shape.n_heads * shape.head_dim);
   for (float& value : random) value = normal(rng);
+  std::vector<uint16_t> random_bf16(random.size());
+  for (size_t i = 0; i < random.size(); ++i) random_bf16[i] = kernels::cuda::Bf16FromFloat(random[i]);
 
   std::string json = "{\"bf16_gemm_tflops\":" + absl::StrCat(*gemm);
   for (int64_t length : lengths) {
@@ -170,33 +177,48 @@ int Run() {
     if (!Check(tiles.status()).ok()) return 1;
     const int64_t q_floats = length * shape.n_heads * shape.head_dim;
     const int64_t kv_floats = length * shape.n_kv_heads * shape.head_dim;
-    auto q = Filled(s, random, q_floats), k = Filled(s, random, kv_floats), v = Filled(s, random, kv_floats),
-         d_o = Filled(s, random, q_floats);
-    auto o = Zeroed(s, q_floats), lse = Zeroed(s, length * shape.n_heads), delta = Zeroed(s, length * shape.n_heads);
-    auto d_q = Zeroed(s, q_floats), d_k = Zeroed(s, kv_floats), d_v = Zeroed(s, kv_floats);
-    for (auto* b : {&q, &k, &v, &d_o, &o, &lse, &delta, &d_q, &d_k, &d_v}) {
-      if (!Check(b->status()).ok()) return 1;
+    for (const bool bf16 : {false, true}) {
+      auto q = bf16 ? Filled(s, random_bf16, q_floats) : Filled(s, random, q_floats);
+      auto k = bf16 ? Filled(s, random_bf16, kv_floats) : Filled(s, random, kv_floats);
+      auto v = bf16 ? Filled(s, random_bf16, kv_floats) : Filled(s, random, kv_floats);
+      auto d_o = bf16 ? Filled(s, random_bf16, q_floats) : Filled(s, random, q_floats);
+      auto o = Zeroed(s, q_floats), lse = Zeroed(s, length * shape.n_heads),
+           delta = Zeroed(s, length * shape.n_heads);
+      auto d_q = Zeroed(s, q_floats), d_k = Zeroed(s, kv_floats), d_v = Zeroed(s, kv_floats);
+      for (auto* b : {&q, &k, &v, &d_o, &o, &lse, &delta, &d_q, &d_k, &d_v}) {
+        if (!Check(b->status()).ok()) return 1;
+      }
+      const cudaStream_t cuda_stream = device::CudaStreamOf(*s.stream);
+      const kernels::cuda::CoreAttentionTilesView view = tiles->view();
+      auto forward_ms = BestMilliseconds(s, repeats, [&] {
+        return bf16 ? kernels::cuda::LaunchCoreAttentionForwardBf16(view, q->as<uint16_t>(), k->as<uint16_t>(),
+                                                                    v->as<uint16_t>(), o->as<float>(),
+                                                                    lse->as<float>(), cuda_stream)
+                    : kernels::cuda::LaunchCoreAttentionForward(view, q->as<float>(), k->as<float>(),
+                                                                v->as<float>(), o->as<float>(), lse->as<float>(),
+                                                                cuda_stream);
+      });
+      if (!Check(forward_ms.status()).ok()) return 1;
+      // d_k/d_v accumulate across repeats: only the time is read.
+      auto backward_ms = BestMilliseconds(s, repeats, [&] {
+        return bf16 ? kernels::cuda::LaunchCoreAttentionBackwardBf16(
+                          view, q->as<uint16_t>(), k->as<uint16_t>(), v->as<uint16_t>(), o->as<float>(),
+                          lse->as<float>(), d_o->as<uint16_t>(), delta->as<float>(), d_q->as<float>(),
+                          d_k->as<float>(), d_v->as<float>(), cuda_stream)
+                    : kernels::cuda::LaunchCoreAttentionBackward(
+                          view, q->as<float>(), k->as<float>(), v->as<float>(), o->as<float>(), lse->as<float>(),
+                          d_o->as<float>(), delta->as<float>(), d_q->as<float>(), d_k->as<float>(),
+                          d_v->as<float>(), cuda_stream);
+      });
+      if (!Check(backward_ms.status()).ok()) return 1;
+      const double forward_flops = 4.0 * kernels::CausalPairs(tasks) * shape.head_dim * shape.n_heads;
+      const double total_tflops = 3.5 * forward_flops / ((*forward_ms + *backward_ms) * 1e-3) / 1e12;
+      const double forward_tflops = forward_flops / (*forward_ms * 1e-3) / 1e12;
+      const char* inputs = bf16 ? "bf16" : "fp32";
+      std::printf("%8lld %6s %10.2f %10.2f %10.2f %12.2f %13.3fx\n", static_cast<long long>(length), inputs,
+                  *forward_ms, *backward_ms, total_tflops, forward_tflops, total_tflops / *gemm);
+      absl::StrAppend(&json, ",\"core_attention_", inputs, "_fwd_bwd_tflops_", length, "\":", total_tflops);
     }
-    const cudaStream_t cuda_stream = device::CudaStreamOf(*s.stream);
-    const kernels::cuda::CoreAttentionTilesView view = tiles->view();
-    auto forward_ms = BestMilliseconds(s, repeats, [&] {
-      return kernels::cuda::LaunchCoreAttentionForward(view, q->as<float>(), k->as<float>(), v->as<float>(),
-                                                       o->as<float>(), lse->as<float>(), cuda_stream);
-    });
-    if (!Check(forward_ms.status()).ok()) return 1;
-    // d_k/d_v accumulate across repeats: only the time is read.
-    auto backward_ms = BestMilliseconds(s, repeats, [&] {
-      return kernels::cuda::LaunchCoreAttentionBackward(
-          view, q->as<float>(), k->as<float>(), v->as<float>(), o->as<float>(), lse->as<float>(), d_o->as<float>(),
-          delta->as<float>(), d_q->as<float>(), d_k->as<float>(), d_v->as<float>(), cuda_stream);
-    });
-    if (!Check(backward_ms.status()).ok()) return 1;
-    const double forward_flops = 4.0 * kernels::CausalPairs(tasks) * shape.head_dim * shape.n_heads;
-    const double total_tflops = 3.5 * forward_flops / ((*forward_ms + *backward_ms) * 1e-3) / 1e12;
-    const double forward_tflops = forward_flops / (*forward_ms * 1e-3) / 1e12;
-    std::printf("%8lld %10.2f %10.2f %10.2f %12.2f %13.3fx\n", static_cast<long long>(length), *forward_ms,
-                *backward_ms, total_tflops, forward_tflops, total_tflops / *gemm);
-    absl::StrAppend(&json, ",\"core_attention_fwd_bwd_tflops_", length, "\":", total_tflops);
   }
   std::printf("%s}\n", json.c_str());
   return 0;

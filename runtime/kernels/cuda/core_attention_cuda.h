@@ -3,6 +3,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "runtime/kernels/cuda/core_attention.h"
 
@@ -18,11 +20,22 @@ namespace corescape::kernels::cuda {
 // kAttentionKeyTile threads per (key tile, kv head), a thread per key row,
 // Q/dO blocks staged in shared memory, ADDING to d_k and d_v. No atomics:
 // the results are bitwise reproducible.
+//
+// The Bf16 launches take q, k, v and d_o as bf16 bit patterns (casts.h),
+// widen them exactly on load and do everything else as the fp32 ones; o,
+// lse and the gradients stay fp32.
 absl::Status LaunchCoreAttentionForward(const CoreAttentionTilesView& tiles, const float* q, const float* k,
                                         const float* v, float* o, float* lse, cudaStream_t stream);
 absl::Status LaunchCoreAttentionBackward(const CoreAttentionTilesView& tiles, const float* q, const float* k,
                                          const float* v, const float* o, const float* lse, const float* d_o,
                                          float* delta, float* d_q, float* d_k, float* d_v, cudaStream_t stream);
+absl::Status LaunchCoreAttentionForwardBf16(const CoreAttentionTilesView& tiles, const uint16_t* q,
+                                            const uint16_t* k, const uint16_t* v, float* o, float* lse,
+                                            cudaStream_t stream);
+absl::Status LaunchCoreAttentionBackwardBf16(const CoreAttentionTilesView& tiles, const uint16_t* q,
+                                             const uint16_t* k, const uint16_t* v, const float* o, const float* lse,
+                                             const uint16_t* d_o, float* delta, float* d_q, float* d_k, float* d_v,
+                                             cudaStream_t stream);
 
 }  // namespace corescape::kernels::cuda
 
