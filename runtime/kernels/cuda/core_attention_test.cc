@@ -80,7 +80,8 @@ Outputs RunBodies(const AttentionBatch& b, const std::vector<float>& initial_kv_
     AttentionDqRow(b.q.data() + q_off, b.d_o.data() + q_off, out.lse[lse_at], delta[lse_at], b.k.data() + kv_off,
                    b.v.data() + kv_off, kv_stride, n_keys, d, dims.softmax_scale, out.d_q.data() + q_off);
   });
-  for (int64_t t = 0; t < view.wave_ends[view.n_waves - 1]; ++t) {
+  const int64_t n_key_tiles = view.n_waves == 0 ? 0 : view.wave_ends[view.n_waves - 1];
+  for (int64_t t = 0; t < n_key_tiles; ++t) {
     const KeyTile& tile = view.key_tiles[t];
     for (int kv_head = 0; kv_head < dims.n_kv_heads; ++kv_head) {
       for (int j = 0; j < tile.n_keys; ++j) {
@@ -197,6 +198,14 @@ TEST(CoreAttentionTiles, CoverEveryQueryOnceAndEveryKeyOfEveryDocument) {
   EXPECT_EQ(query_seen, query_want);
   EXPECT_EQ(key_seen, key_want);
   EXPECT_EQ(plan->wave_ends, std::vector<int64_t>{static_cast<int64_t>(plan->key_tiles.size())});
+}
+
+TEST(CoreAttentionTiles, NoTasksPlanNoWork) {
+  absl::StatusOr<CoreAttentionTiles> plan = PlanCoreAttentionTiles(Shape(2, 1, 16), {}, 0, 0);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->query_tiles.empty());
+  EXPECT_TRUE(plan->key_tiles.empty());
+  EXPECT_TRUE(plan->wave_ends.empty());
 }
 
 TEST(CoreAttentionTiles, RejectBadShapesAndTasksNamingTheProblem) {
