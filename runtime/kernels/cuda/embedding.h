@@ -1,0 +1,28 @@
+#ifndef CORESCAPE_RUNTIME_KERNELS_CUDA_EMBEDDING_H_
+#define CORESCAPE_RUNTIME_KERNELS_CUDA_EMBEDDING_H_
+
+// Bodies of runtime/kernels/cpu/embedding.cc. Token ids are validated by
+// the caller, as there.
+#include "runtime/kernels/cuda/host_device.h"
+
+namespace corescape::kernels::cuda {
+
+// out[row][i] = table[tokens[row]][i].
+CORESCAPE_HOST_DEVICE void EmbeddingForwardElement(const int32_t* tokens, const float* table, float* out,
+                                                   int64_t row, int64_t i, int64_t dim) {
+  out[row * dim + i] = table[static_cast<int64_t>(tokens[row]) * dim + i];
+}
+
+// Column i of d_table += d_out over rows in order: per entry the CPU's
+// summation order (deterministic, no atomics), columns in parallel.
+CORESCAPE_HOST_DEVICE void EmbeddingBackwardColumn(const int32_t* tokens, const float* d_out,
+                                                   float* d_table, int64_t i, int64_t rows,
+                                                   int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    d_table[static_cast<int64_t>(tokens[r]) * dim + i] += d_out[r * dim + i];
+  }
+}
+
+}  // namespace corescape::kernels::cuda
+
+#endif  // CORESCAPE_RUNTIME_KERNELS_CUDA_EMBEDDING_H_

@@ -1,0 +1,145 @@
+#include "runtime/kernels/cuda/launch_util.cuh"
+#include "runtime/kernels/cuda/mask_bits.h"
+#include "runtime/kernels/cuda/optim_updates.h"
+#include "runtime/kernels/cuda/optim_updates_cuda.h"
+
+namespace corescape::kernels::cuda {
+namespace {
+
+__global__ void AdamWKernel(float* theta, float* m, float* v, const float* g, const uint8_t* decays,
+                            int64_t n, AdamWScalars s) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) {
+    AdamWElement(theta[i], m[i], v[i], g[i], decays[i] != 0, s);
+  }
+}
+
+__global__ void AdamSKernel(float* theta, float* m, const float* g, const uint8_t* decays, int64_t n,
+                            AdamSScalars s) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) {
+    AdamSElement(theta[i], m[i], g[i], decays[i] != 0, s);
+  }
+}
+
+__global__ void ScapePayloadKernel(float* residual, const float* m, const float* g, int64_t n,
+                                   ScapeReferenceScalars s) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) ScapePayloadElement(residual[i], m[i], g[i], s);
+}
+
+__global__ void PackAtMaskKernel(const int64_t* mask, int64_t count, float* residual, float* values) {
+  for (int64_t p = GridStart(); p < count; p += GridStride()) PackAtMaskElement(p, mask, residual, values);
+}
+
+__global__ void UnpackAtMaskKernel(const int64_t* mask, int64_t count, const float* values, float* dense) {
+  for (int64_t p = GridStart(); p < count; p += GridStride()) UnpackAtMaskElement(p, mask, values, dense);
+}
+
+__global__ void ReconstructKernel(float* values, const int64_t* mask, int64_t count, const float* m,
+                                  ScapeReferenceScalars s) {
+  for (int64_t p = GridStart(); p < count; p += GridStride()) ScapeReconstructElement(values[p], m[mask[p]], s);
+}
+
+__global__ void SumOfSquaresKernel(const float* values, int64_t count, double* sum) {
+  __shared__ double partial[kThreads];
+  double acc = 0.0;
+  for (int64_t p = GridStart(); p < count; p += GridStride()) acc += double{values[p]} * values[p];
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (int width = kThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(sum, partial[0]);
+}
+
+__global__ void ClipKernel(float* values, int64_t count, double max_norm, const double* sum) {
+  const float scale = ClipScale(sqrt(*sum), max_norm);
+  if (scale == 1.0f) return;
+  for (int64_t p = GridStart(); p < count; p += GridStride()) values[p] *= scale;
+}
+
+__global__ void OffMaskKernel(float* theta, float* m, const uint32_t* mask_words, const uint8_t* decays,
+                              int64_t n, ScapeReferenceScalars s) {
+  for (int64_t j = GridStart(); j < n; j += GridStride()) {
+    if (!MaskBit(mask_words, j)) ScapeReferenceOffMask(theta[j], m[j], decays[j] != 0, s);
+  }
+}
+
+__global__ void OnMaskKernel(float* theta, float* m, const float* g_hat, const int64_t* mask, int64_t count,
+                             const uint8_t* decays, ScapeReferenceScalars s) {
+  for (int64_t p = GridStart(); p < count; p += GridStride()) {
+    const int64_t j = mask[p];
+    ScapeReferenceOnMask(theta[j], m[j], g_hat[p], decays[j] != 0, s);
+  }
+}
+
+}  // namespace
+
+absl::Status LaunchAdamW(float* theta, float* m, float* v, const float* g, const uint8_t* decays,
+                         int64_t n, const AdamWScalars& s, cudaStream_t stream) {
+  if (n <= 0) return absl::OkStatus();
+  AdamWKernel<<<BlocksFor(n), kThreads, 0, stream>>>(theta, m, v, g, decays, n, s);
+  return LaunchStatus("LaunchAdamW");
+}
+
+absl::Status LaunchAdamS(float* theta, float* m, const float* g, const uint8_t* decays, int64_t n,
+                         const AdamSScalars& s, cudaStream_t stream) {
+  if (n <= 0) return absl::OkStatus();
+  AdamSKernel<<<BlocksFor(n), kThreads, 0, stream>>>(theta, m, g, decays, n, s);
+  return LaunchStatus("LaunchAdamS");
+}
+
+absl::Status LaunchScapePayload(float* residual, const float* m, const float* g, int64_t n,
+                                const ScapeReferenceScalars& s, cudaStream_t stream) {
+  if (n <= 0) return absl::OkStatus();
+  ScapePayloadKernel<<<BlocksFor(n), kThreads, 0, stream>>>(residual, m, g, n, s);
+  return LaunchStatus("LaunchScapePayload");
+}
+
+absl::Status LaunchPackAtMask(const int64_t* mask, int64_t count, float* residual, float* values,
+                              cudaStream_t stream) {
+  if (count <= 0) return absl::OkStatus();
+  PackAtMaskKernel<<<BlocksFor(count), kThreads, 0, stream>>>(mask, count, residual, values);
+  return LaunchStatus("LaunchPackAtMask");
+}
+
+absl::Status LaunchUnpackAtMask(const int64_t* mask, int64_t count, const float* values, float* dense,
+                                cudaStream_t stream) {
+  if (count <= 0) return absl::OkStatus();
+  UnpackAtMaskKernel<<<BlocksFor(count), kThreads, 0, stream>>>(mask, count, values, dense);
+  return LaunchStatus("LaunchUnpackAtMask");
+}
+
+absl::Status LaunchScapeReconstruct(float* values, const int64_t* mask, int64_t count, const float* m,
+                                    const ScapeReferenceScalars& s, cudaStream_t stream) {
+  if (count <= 0) return absl::OkStatus();
+  ReconstructKernel<<<BlocksFor(count), kThreads, 0, stream>>>(values, mask, count, m, s);
+  return LaunchStatus("LaunchScapeReconstruct");
+}
+
+absl::Status LaunchClipByGlobalNorm(float* values, int64_t count, double max_norm, double* norm_scratch,
+                                    cudaStream_t stream) {
+  if (count <= 0 || !(max_norm > 0)) return absl::OkStatus();
+  if (absl::Status s = device::CudaStatus(cudaMemsetAsync(norm_scratch, 0, sizeof(double), stream),
+                                          "cudaMemsetAsync");
+      !s.ok()) {
+    return s;
+  }
+  SumOfSquaresKernel<<<BlocksFor(count), kThreads, 0, stream>>>(values, count, norm_scratch);
+  if (absl::Status s = LaunchStatus("LaunchClipByGlobalNorm (sum of squares)"); !s.ok()) return s;
+  ClipKernel<<<BlocksFor(count), kThreads, 0, stream>>>(values, count, max_norm, norm_scratch);
+  return LaunchStatus("LaunchClipByGlobalNorm (scale)");
+}
+
+absl::Status LaunchScapeReferenceApply(float* theta, float* m, const float* g_hat, const int64_t* mask,
+                                       int64_t count, const uint32_t* mask_words, const uint8_t* decays,
+                                       int64_t n, const ScapeReferenceScalars& s, cudaStream_t stream) {
+  if (n <= 0) return absl::OkStatus();
+  // Disjoint coordinates: off the mask by its bits, on it by its indices.
+  OffMaskKernel<<<BlocksFor(n), kThreads, 0, stream>>>(theta, m, mask_words, decays, n, s);
+  if (absl::Status st = LaunchStatus("LaunchScapeReferenceApply (off mask)"); !st.ok()) return st;
+  if (count <= 0) return absl::OkStatus();
+  OnMaskKernel<<<BlocksFor(count), kThreads, 0, stream>>>(theta, m, g_hat, mask, count, decays, s);
+  return LaunchStatus("LaunchScapeReferenceApply (on mask)");
+}
+
+}  // namespace corescape::kernels::cuda

@@ -1,0 +1,44 @@
+#ifndef CORESCAPE_RUNTIME_KERNELS_CUDA_OPTIM_UPDATES_CUDA_H_
+#define CORESCAPE_RUNTIME_KERNELS_CUDA_OPTIM_UPDATES_CUDA_H_
+
+// Launches of the optimizer bodies (optim_updates.h) on device buffers, in
+// stream order. `decays` holds one 0/1 byte per coordinate (the decay mask).
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "runtime/kernels/cuda/optim_updates.h"
+
+namespace corescape::kernels::cuda {
+
+absl::Status LaunchAdamW(float* theta, float* m, float* v, const float* g, const uint8_t* decays,
+                         int64_t n, const AdamWScalars& s, cudaStream_t stream);
+absl::Status LaunchAdamS(float* theta, float* m, const float* g, const uint8_t* decays, int64_t n,
+                         const AdamSScalars& s, cudaStream_t stream);
+
+// SCAPE's reference rule, one rank's step on the device:
+//   LaunchScapePayload            e ← β1·m + (1−β1)·P·g + e
+//   LaunchPackAtMask              values[p] = e[mask[p]], e[mask[p]] = 0
+//   (all-reduce of values: the communicator's business)
+//   LaunchScapeReconstruct        values → ĝ
+//   LaunchClipByGlobalNorm        ĝ scaled to norm ≤ max_norm (norm_scratch: one double)
+//   LaunchScapeReferenceApply     AdamS on the mask, decay off it
+absl::Status LaunchScapePayload(float* residual, const float* m, const float* g, int64_t n,
+                                const ScapeReferenceScalars& s, cudaStream_t stream);
+absl::Status LaunchPackAtMask(const int64_t* mask, int64_t count, float* residual, float* values,
+                              cudaStream_t stream);
+absl::Status LaunchUnpackAtMask(const int64_t* mask, int64_t count, const float* values, float* dense,
+                                cudaStream_t stream);
+absl::Status LaunchScapeReconstruct(float* values, const int64_t* mask, int64_t count, const float* m,
+                                    const ScapeReferenceScalars& s, cudaStream_t stream);
+absl::Status LaunchClipByGlobalNorm(float* values, int64_t count, double max_norm, double* norm_scratch,
+                                    cudaStream_t stream);
+// `mask_words`: the mask as 1-bit words over [0, n) (LaunchSetMaskBits).
+absl::Status LaunchScapeReferenceApply(float* theta, float* m, const float* g_hat, const int64_t* mask,
+                                       int64_t count, const uint32_t* mask_words, const uint8_t* decays,
+                                       int64_t n, const ScapeReferenceScalars& s, cudaStream_t stream);
+
+}  // namespace corescape::kernels::cuda
+
+#endif  // CORESCAPE_RUNTIME_KERNELS_CUDA_OPTIM_UPDATES_CUDA_H_
