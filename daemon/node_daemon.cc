@@ -25,6 +25,7 @@
 #include "daemon/node_agent.h"
 #include "daemon/node_metrics.h"
 #include "daemon/system_resources.h"
+#include "runtime/job/job_device.h"
 #include "runtime/metrics/metrics_endpoint.h"
 #include "runtime/security/security_flags.h"
 
@@ -131,6 +132,12 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
   InitDaemon(argc, argv,
              absl::StrCat(program, " --scheduler=HOST:PORT --name=NAME").c_str());
   NodeFlags flags = ValidatedFlags(role);
+  v1::Resources resources = DetectResources();
+  if (hooks.describe_resources) {
+    if (absl::Status s = hooks.describe_resources(resources); !s.ok()) {
+      ExitWithFlagError(std::string(s.message()));
+    }
+  }
   // Before --port_file is written: whoever waits for it finds this one's too.
   auto metrics = metrics::MetricsEndpoint::StartFromFlags(RoleSuffix(role));
   if (!metrics.ok()) {
@@ -209,15 +216,19 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
   registration.set_pid(getpid());
   registration.set_grpc_address(advertised.ToString());
   registration.set_data_address(flags.data_address);
-  *registration.mutable_resources() = DetectResources();
+  *registration.mutable_resources() = resources;
   registration.set_version(kVersion);
   absl::BitGen gen;
   registration.set_instance_id(absl::Uniform<uint64_t>(gen));
 
   LOG(INFO) << program << " " << kVersion << " '" << flags.name << "' serving on "
             << advertised.ToString() << " (" << registration.resources().cpu_cores()
-            << " cores, " << registration.resources().gpus()
-            << " GPUs); scheduler " << flags.scheduler << ", "
+            << " cores, " << registration.resources().gpus() << " GPUs"
+            << (role == v1::WORKER
+                    ? absl::StrCat(", device ",
+                                   job::DescribeServedDevice(registration.resources().device()))
+                    : "")
+            << "); scheduler " << flags.scheduler << ", "
             << flags.security.Describe();
 
   NodeAgent* agent_for_hooks = nullptr;

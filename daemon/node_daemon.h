@@ -17,6 +17,10 @@ namespace corescape {
 
 // What a particular daemon adds to the common node life cycle.
 struct NodeDaemonHooks {
+  // Adds what the daemon serves to the resources it detected (the worker's
+  // --device), right after its flags are parsed and before it serves or
+  // registers: an error stops the daemon with that message (exit 2).
+  std::function<absl::Status(v1::Resources& resources)> describe_resources;
   // Adds the daemon's own gRPC services (health and reflection are added for
   // every daemon).
   std::function<void(grpc::ServerBuilder&)> register_services;

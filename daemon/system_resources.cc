@@ -2,8 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "glog/logging.h"
 
 #ifdef CORESCAPE_WITH_CUDA
@@ -11,30 +18,35 @@
 #endif
 
 namespace corescape {
-namespace {
 
-void DetectGpus(v1::Resources& resources) {
+#ifdef CORESCAPE_WITH_CUDA
+const bool kBuiltWithCuda = true;
+#else
+const bool kBuiltWithCuda = false;
+#endif
+
+std::vector<GpuProperties> DetectGpus() {
+  std::vector<GpuProperties> gpus;
 #ifdef CORESCAPE_WITH_CUDA
   int count = 0;
   cudaError_t error = cudaGetDeviceCount(&count);
   if (error != cudaSuccess) {
     // No driver or no device: a CPU node, not an error.
     LOG(INFO) << "no CUDA devices: " << cudaGetErrorString(error);
-    return;
+    return gpus;
   }
-  resources.set_gpus(count);
   for (int i = 0; i < count; ++i) {
+    GpuProperties gpu;
     cudaDeviceProp properties;
     if (cudaGetDeviceProperties(&properties, i) == cudaSuccess) {
-      resources.add_gpu_names(properties.name);
+      gpu.name = properties.name;
+      gpu.memory_bytes = static_cast<int64_t>(properties.totalGlobalMem);
     }
+    gpus.push_back(std::move(gpu));
   }
-#else
-  resources.set_gpus(0);
 #endif
+  return gpus;
 }
-
-}  // namespace
 
 v1::Resources DetectResources() {
   v1::Resources resources;
@@ -44,8 +56,52 @@ v1::Resources DetectResources() {
   if (pages > 0 && page_size > 0) {
     resources.set_memory_bytes(static_cast<int64_t>(pages) * page_size);
   }
-  DetectGpus(resources);
+  const std::vector<GpuProperties> gpus = DetectGpus();
+  resources.set_gpus(static_cast<int>(gpus.size()));
+  for (const GpuProperties& gpu : gpus) {
+    if (!gpu.name.empty()) resources.add_gpu_names(gpu.name);
+  }
   return resources;
+}
+
+absl::StatusOr<v1::ServedDevice> SelectServedDevice(absl::string_view flag,
+                                                    const std::vector<GpuProperties>& gpus,
+                                                    bool built_with_cuda) {
+  v1::ServedDevice device;
+  if (flag == "cpu") {
+    device.set_kind(v1::CPU);
+    return device;
+  }
+  absl::string_view index_text = flag;
+  const bool cuda = absl::ConsumePrefix(&index_text, "cuda:");
+  const bool digits = !index_text.empty() && index_text.size() <= 3 &&
+                      std::all_of(index_text.begin(), index_text.end(),
+                                  [](char c) { return absl::ascii_isdigit(c); });
+  int index = -1;
+  if (!cuda || !digits || !absl::SimpleAtoi(index_text, &index)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device: '", flag, "' is not a device (cpu, or cuda:N for GPU N)"));
+  }
+  if (!built_with_cuda) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--device=", flag, ": this worker was built without CUDA and sees no GPU "
+        "(build it with --config=cuda, or run --device=cpu)"));
+  }
+  if (index >= static_cast<int>(gpus.size())) {
+    std::vector<std::string> present;
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      present.push_back(absl::StrCat("cuda:", i, " ", gpus[i].name));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--device=", flag, ": no such GPU; this machine has ",
+        gpus.empty() ? "no CUDA GPU (no driver or device found)"
+                     : absl::StrCat(gpus.size(), " (", absl::StrJoin(present, ", "), ")")));
+  }
+  device.set_kind(v1::CUDA);
+  device.set_cuda_index(index);
+  device.set_gpu_model(gpus[index].name);
+  device.set_gpu_memory_bytes(gpus[index].memory_bytes);
+  return device;
 }
 
 std::string LocalHostname() {

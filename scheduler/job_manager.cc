@@ -561,7 +561,13 @@ void JobManager::Apply(const WaitingReason& decision) {
   if (record == nullptr || record->job.state() != v1::PENDING) return;
   v1::Job updated = record->job;
   updated.set_state_reason(decision.reason);
-  Commit(*record, std::move(updated));
+  if (!Commit(*record, std::move(updated))) return;
+  // In the job's events too: a watcher sees why it still waits (placement
+  // decides a reason only when it changed).
+  v1::JobEvent event;
+  event.set_state(v1::PENDING);
+  event.set_message(decision.reason);
+  AppendEvent(*record, std::move(event));
 }
 
 namespace {

@@ -172,6 +172,52 @@ TEST_F(JobManagerTest, GangSchedulesOnlyWhenEnoughWorkersAndRunsToSuccess) {
   EXPECT_EQ(StateOf(next->job_id()), v1::RUNNING);
 }
 
+// A CUDA job on workers without a GPU waits, saying so in its state and
+// its events; a CPU job beside it runs, and a worker serving a GPU takes
+// the CUDA job.
+TEST_F(JobManagerTest, CudaJobWaitsForAGpuWorkerWithTheReasonInItsEvents) {
+  AddWorker("w0");
+  AddWorker("w1");
+  v1::SubmitJobRequest cuda = Spec(1);
+  cuda.mutable_spec()->set_device(v1::CUDA);
+  auto cuda_job = jobs_->Submit(cuda);
+  ASSERT_TRUE(cuda_job.ok()) << cuda_job.status();
+  EXPECT_EQ(cuda_job->spec().device(), v1::CUDA);
+  auto cpu_job = jobs_->Submit(Spec(1));
+  ASSERT_TRUE(cpu_job.ok()) << cpu_job.status();
+  EXPECT_EQ(cpu_job->spec().device(), v1::CPU);  // the default, filled
+  jobs_->Reconcile();
+  const std::string reason =
+      "waiting for 1 healthy free workers with a CUDA GPU (device: cuda; 0 free now); 0 of 2 "
+      "registered workers serve one (start corescape-worker --device=cuda:N)";
+  EXPECT_EQ(StateOf(cuda_job->job_id()), v1::PENDING);
+  EXPECT_EQ(jobs_->Get(cuda_job->job_id())->state_reason(), reason);
+  EXPECT_EQ(StateOf(cpu_job->job_id()), v1::RUNNING);
+  auto events = jobs_->EventsAfter(cuda_job->job_id(), 0);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[1].state(), v1::PENDING);
+  EXPECT_EQ((*events)[1].message(), reason);
+  jobs_->Reconcile();  // an unchanged reason is no new event
+  EXPECT_EQ(jobs_->EventsAfter(cuda_job->job_id(), 0)->size(), 2u);
+
+  v1::RegisterRequest gpu;
+  gpu.set_name("g0");
+  gpu.set_role(v1::WORKER);
+  gpu.set_host("h-g0");
+  gpu.set_pid(100);
+  gpu.set_grpc_address("127.0.0.1:7000");
+  gpu.set_data_address("127.0.0.1:8000-g0");
+  gpu.mutable_resources()->set_gpus(1);
+  gpu.mutable_resources()->mutable_device()->set_kind(v1::CUDA);
+  ASSERT_TRUE(registry_->Register(gpu).ok());
+  jobs_->Reconcile();
+  v1::Job placed = *jobs_->Get(cuda_job->job_id());
+  EXPECT_EQ(placed.state(), v1::RUNNING);
+  ASSERT_EQ(placed.assigned_nodes_size(), 1);
+  EXPECT_EQ(placed.assigned_nodes(0), "g0");
+}
+
 TEST_F(JobManagerTest, DeadWorkerTriggersRecoveryFromCheckpointWithNewGeneration) {
   const uint64_t w0 = AddWorker("w0");
   const uint64_t w1 = AddWorker("w1");

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/job/job_device.h"
 
 namespace corescape::scheduler {
 namespace {
@@ -131,11 +132,64 @@ std::vector<v1::NodeInfo> PlaceableWorkers(const PlacementJob& job,
   return placeable;
 }
 
+bool ServesCudaGpu(const v1::NodeInfo& node) {
+  return job::ServedDeviceKind(node.resources().device()) == v1::CUDA;
+}
+
+bool WantsCudaGpu(const v1::JobSpec& spec) { return job::JobDevice(spec) == v1::CUDA; }
+
+// The workers a job of `spec` may take, in the order it takes them: CUDA
+// jobs only those serving a CUDA GPU; CPU jobs every worker, those serving
+// none first, so GPUs stay free for the jobs that need them.
+std::vector<v1::NodeInfo> WorkersForDevice(const v1::JobSpec& spec,
+                                           std::vector<v1::NodeInfo> workers) {
+  if (WantsCudaGpu(spec)) {
+    std::erase_if(workers, [](const v1::NodeInfo& node) { return !ServesCudaGpu(node); });
+  } else {
+    std::stable_partition(workers.begin(), workers.end(),
+                          [](const v1::NodeInfo& node) { return !ServesCudaGpu(node); });
+  }
+  return workers;
+}
+
+// Why a CUDA job waits: how many of the registered workers serve a GPU at
+// all, so "none does" reads differently from "all are busy".
+std::string CudaWaitingReason(const v1::JobSpec& spec, int wanted, size_t free_gpu_workers,
+                              const std::vector<v1::NodeInfo>& registry) {
+  int workers = 0, gpu_workers = 0;
+  for (const v1::NodeInfo& node : registry) {
+    if (node.role() != v1::WORKER || node.state() == v1::DEAD ||
+        node.state() == v1::DEREGISTERED) {
+      continue;
+    }
+    ++workers;
+    if (ServesCudaGpu(node)) ++gpu_workers;
+  }
+  std::string reason = absl::StrFormat(
+      "waiting for %d healthy free workers with a CUDA GPU (device: cuda; %d free now); %d of %d "
+      "registered workers serve one",
+      wanted, free_gpu_workers, gpu_workers, workers);
+  std::vector<std::string> pinned_without;
+  for (const std::string& name : spec.placement().node_names()) {
+    const bool gpu = std::any_of(registry.begin(), registry.end(), [&](const v1::NodeInfo& n) {
+      return n.name() == name && ServesCudaGpu(n);
+    });
+    if (!gpu) pinned_without.push_back(name);
+  }
+  if (!pinned_without.empty()) {
+    absl::StrAppend(&reason, "; pinned ", absl::StrJoin(pinned_without, ", "),
+                    pinned_without.size() == 1 ? " serves" : " serve", " no CUDA GPU");
+  }
+  if (gpu_workers == 0) absl::StrAppend(&reason, " (start corescape-worker --device=cuda:N)");
+  return reason;
+}
+
 // Step 3 for one waiting job over the free nodes: its assignment, or why it
 // waits (nullopt: it waits and its reason stands).
 std::optional<PlacementDecision> PlaceWaitingJob(const JobInPass& pass,
-                                                 const std::vector<v1::NodeInfo>& free,
+                                                 const std::vector<v1::NodeInfo>& free_workers,
                                                  const std::vector<v1::NodeInfo>& free_servers,
+                                                 const std::vector<v1::NodeInfo>& registry,
                                                  absl::Time now,
                                                  const PlacementOptions& options) {
   const v1::Job& job = pass.in->job;
@@ -150,6 +204,7 @@ std::optional<PlacementDecision> PlaceWaitingJob(const JobInPass& pass,
     return waiting(absl::StrFormat("waiting for %d healthy free attention servers (%d free now)",
                                    servers_wanted, free_servers.size()));
   }
+  const std::vector<v1::NodeInfo> free = WorkersForDevice(spec, free_workers);
   const std::vector<v1::NodeInfo> placeable = PlaceableWorkers(*pass.in, free);
   AssignJob assign;
   assign.job_id = job.job_id();
@@ -181,7 +236,10 @@ std::optional<PlacementDecision> PlaceWaitingJob(const JobInPass& pass,
   }
   if (chosen.empty()) {
     std::string reason =
-        absl::StrFormat("waiting for %d healthy free workers (%d free now)", wanted, free.size());
+        WantsCudaGpu(spec)
+            ? CudaWaitingReason(spec, wanted, free.size(), registry)
+            : absl::StrFormat("waiting for %d healthy free workers (%d free now)", wanted,
+                              free.size());
     if (placeable.size() < free.size()) {
       absl::StrAppend(&reason, "; ", free.size() - placeable.size(),
                       " of the failed generation's workers silent since its failure report");
@@ -203,7 +261,7 @@ void RemoveNodes(std::vector<v1::NodeInfo>& from, const std::vector<v1::NodeInfo
 class Pass {
  public:
   Pass(const PlacementSnapshot& snapshot, const PlacementOptions& options)
-      : now_(snapshot.now), options_(options) {
+      : now_(snapshot.now), options_(options), registry_(snapshot.nodes) {
     for (const v1::NodeInfo& node : snapshot.nodes) nodes_[node.name()] = node;
     for (const PlacementJob& job : snapshot.jobs) {
       jobs_.push_back({&job, job.job.state(), job.recovering_since});
@@ -275,7 +333,7 @@ class Pass {
     });
     for (const JobInPass* pass : waiting) {
       std::optional<PlacementDecision> decision =
-          PlaceWaitingJob(*pass, free, free_servers, now_, options_);
+          PlaceWaitingJob(*pass, free, free_servers, registry_, now_, options_);
       if (!decision) continue;
       if (const auto* assign = std::get_if<AssignJob>(&*decision)) {
         RemoveNodes(free, assign->workers);
@@ -310,6 +368,7 @@ class Pass {
 
   const absl::Time now_;
   const PlacementOptions& options_;
+  const std::vector<v1::NodeInfo>& registry_;
   NodesByName nodes_;
   std::vector<JobInPass> jobs_;
   std::vector<PlacementDecision> decisions_;

@@ -32,7 +32,10 @@
 //     that cannot start holds nothing back from a younger one that can.
 //     Workers are taken in name order and get ranks in that order; a pinned
 //     job (placement.node_names) takes exactly the nodes it names, ranked as
-//     named; servers are taken in name order. After a failure report the
+//     named; servers are taken in name order. A `device: cuda` job takes
+//     only workers serving a CUDA GPU (Resources.device; one GPU per worker
+//     daemon); a CPU job takes workers serving none first, then GPU ones.
+//     After a failure report the
 //     failed generation's workers that have not heartbeated since the
 //     report are not placeable for that job: one of them may be the dead
 //     peer the report is about, its lease not yet expired. A RECOVERING
@@ -41,7 +44,8 @@
 //     takes the largest world size W' in [min_workers, workers) that the
 //     placeable workers allow and that divides workers × gradient
 //     accumulation, with accumulation raised to keep the global batch. A
-//     PENDING job that cannot start gets the reason, when it changed.
+//     PENDING job that cannot start gets the reason, when it changed; a
+//     CUDA job's says how many registered workers serve a GPU at all.
 //
 // The decisions come in the order to apply them: step 1's, then step 2's
 // (job-id order), then step 3's (queue order). Each assumes the ones before

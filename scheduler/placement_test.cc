@@ -36,6 +36,16 @@ v1::NodeInfo Worker(const std::string& name, v1::NodeState state = v1::ALIVE,
   return Node(name, v1::WORKER, state, incarnation);
 }
 
+// A worker daemon serving CUDA GPU `index` of its node (--device=cuda:N).
+v1::NodeInfo GpuWorker(const std::string& name, int index = 0, v1::NodeState state = v1::ALIVE) {
+  v1::NodeInfo node = Node(name, v1::WORKER, state);
+  v1::ServedDevice& device = *node.mutable_resources()->mutable_device();
+  device.set_kind(v1::CUDA);
+  device.set_cuda_index(index);
+  device.set_gpu_model("NVIDIA H200");
+  return node;
+}
+
 v1::NodeInfo Server(const std::string& name, v1::NodeState state = v1::ALIVE,
                     uint64_t incarnation = 1) {
   return Node(name, v1::ATTENTION_SERVER, state, incarnation);
@@ -66,6 +76,10 @@ class JobBuilder {
   JobBuilder& Disaggregated(int servers) {
     job_.job.mutable_spec()->mutable_attention()->set_mode(v1::DISAGGREGATED);
     job_.job.mutable_spec()->mutable_attention()->set_attention_servers(servers);
+    return *this;
+  }
+  JobBuilder& Cuda() {
+    job_.job.mutable_spec()->set_device(v1::CUDA);
     return *this;
   }
   JobBuilder& Elastic(int min_workers, int accumulation = 1) {
@@ -406,6 +420,37 @@ std::vector<Case> Cases() {
         "joined; re-planned over 1 attention server (b0) in attention epoch 1, generation 1 "
         "continues",
         "wait job-2: waiting for 1 healthy free attention servers (0 free now)"}},
+      // Devices: CUDA jobs on workers serving a GPU only.
+      {"CudaJobWaitsOnAClusterWithoutGpus",
+       {Worker("w0"), Worker("w1"), Worker("w2"), Server("a0")},
+       {JobBuilder("job-1", 2).Cuda()},
+       {"wait job-1: waiting for 2 healthy free workers with a CUDA GPU (device: cuda; 0 free "
+        "now); 0 of 3 registered workers serve one (start corescape-worker --device=cuda:N)"}},
+      {"CudaJobWaitsCountingDeadWorkersOut",
+       {Worker("w0"), GpuWorker("g0", 0, v1::DEAD), GpuWorker("g1", 1)},
+       {JobBuilder("job-1", 2).Cuda()},
+       {"wait job-1: waiting for 2 healthy free workers with a CUDA GPU (device: cuda; 1 free "
+        "now); 1 of 2 registered workers serve one"}},
+      {"CudaJobTakesOnlyGpuWorkers",
+       {Worker("a-cpu"), GpuWorker("g1", 1), GpuWorker("g0", 0), Worker("z-cpu")},
+       {JobBuilder("job-1", 2).Cuda()},
+       {"assign job-1 g0,g1 accumulation 1"}},
+      {"CudaJobWaitsForTheBusyGpuWhileACpuJobRuns",
+       {Worker("w0"), GpuWorker("g0")},
+       {JobBuilder("job-1", 1).Cuda().Running({"g0"}), JobBuilder("job-2", 1, 1).Cuda(),
+        JobBuilder("job-3", 1, 2)},
+       {"wait job-2: waiting for 1 healthy free workers with a CUDA GPU (device: cuda; 0 free "
+        "now); 1 of 2 registered workers serve one",
+        "assign job-3 w0 accumulation 1"}},
+      {"CpuJobTakesCpuWorkersFirst",
+       {GpuWorker("a-gpu"), Worker("b-cpu"), Worker("c-cpu")},
+       {JobBuilder("job-1", 1), JobBuilder("job-2", 2, 1)},
+       {"assign job-1 b-cpu accumulation 1", "assign job-2 c-cpu,a-gpu accumulation 1"}},
+      {"PinnedCudaJobOnACpuWorkerSaysWhich",
+       {Worker("w0"), GpuWorker("g0")},
+       {JobBuilder("job-1", 2).Cuda().Pinned({"g0", "w0"})},
+       {"wait job-1: waiting for 2 healthy free workers with a CUDA GPU (device: cuda; 1 free "
+        "now); 1 of 2 registered workers serve one; pinned w0 serves no CUDA GPU"}},
       {"DeadWorkerRecoversEvenWithServersLost",
        {Worker("w0", v1::DEAD), Worker("w1"), Server("a0", v1::DEAD), Server("a1")},
        {JobBuilder("job-1", 1).Disaggregated(1).Running({"w0"}, {"a0"})},
@@ -446,8 +491,12 @@ TEST(PlaceJobsRandomTest, InvariantsHold) {
     for (const auto* pool : {&worker_pool, &server_pool}) {
       for (const std::string& name : *pool) {
         if (pick(8) == 0) continue;  // not in the registry
-        snapshot.nodes.push_back(Node(name, pool == &worker_pool ? v1::WORKER : v1::ATTENTION_SERVER,
-                                      states[pick(6)], 1 + (pick(6) == 0)));
+        v1::NodeInfo node = Node(name, pool == &worker_pool ? v1::WORKER : v1::ATTENTION_SERVER,
+                                 states[pick(6)], 1 + (pick(6) == 0));
+        if (pool == &worker_pool && pick(3) == 0) {
+          node.mutable_resources()->mutable_device()->set_kind(v1::CUDA);
+        }
+        snapshot.nodes.push_back(node);
       }
     }
     std::shuffle(worker_pool.begin(), worker_pool.end(), rng);
@@ -458,6 +507,7 @@ TEST(PlaceJobsRandomTest, InvariantsHold) {
       JobBuilder job(absl::StrCat("job-", j + 1), workers, /*submitted_s=*/pick(3));
       const int servers = pick(3) == 0 ? 1 + pick(2) : 0;
       if (servers > 0) job.Disaggregated(servers);
+      if (pick(3) == 0) job.Cuda();
       if (pick(3) == 0) job.Elastic(1 + pick(workers), 1 + pick(2));
       if (pick(6) == 0) {
         std::vector<std::string> pinned(worker_pool.begin(), worker_pool.begin() + workers);
@@ -531,6 +581,12 @@ TEST(PlaceJobsRandomTest, InvariantsHold) {
             snapshot.jobs.begin(), snapshot.jobs.end(),
             [&](const PlacementJob& j) { return j.job.job_id() == d->job_id; });
         const v1::JobSpec& spec = job.job.spec();
+        if (spec.device() == v1::CUDA) {
+          for (const v1::NodeInfo& worker : d->workers) {
+            ASSERT_EQ(nodes.at(worker.name()).resources().device().kind(), v1::CUDA)
+                << d->job_id << " placed on " << worker.name() << " without a GPU";
+          }
+        }
         const int wanted = spec.placement().workers();
         const int world = static_cast<int>(d->workers.size());
         ASSERT_GE(world, spec.placement().min_workers());
@@ -560,11 +616,14 @@ TEST(PlaceJobsRandomTest, InvariantsHold) {
     }
     // Work conservation: a waiting job that was not placed does not fit in
     // what is still free.
-    int free_workers = 0, free_servers = 0;
+    int free_workers = 0, free_gpu_workers = 0, free_servers = 0;
     std::set<std::string> free_names;
     for (const auto& [name, node] : nodes) {
       if (node.state() != v1::ALIVE || busy.count(name)) continue;
       free_names.insert(name);
+      if (node.role() == v1::WORKER && node.resources().device().kind() == v1::CUDA) {
+        ++free_gpu_workers;
+      }
       (node.role() == v1::WORKER ? free_workers : free_servers) += 1;
     }
     for (const PlacementJob& job : snapshot.jobs) {
@@ -577,14 +636,20 @@ TEST(PlaceJobsRandomTest, InvariantsHold) {
                                      ? spec.attention().attention_servers()
                                      : 0;
       if (free_servers < servers_wanted) continue;
+      const bool cuda = spec.device() == v1::CUDA;
       if (!spec.placement().node_names().empty()) {
         EXPECT_FALSE(std::all_of(spec.placement().node_names().begin(),
                                  spec.placement().node_names().end(),
-                                 [&](const std::string& n) { return free_names.count(n) > 0; }))
+                                 [&](const std::string& n) {
+                                   return free_names.count(n) > 0 &&
+                                          (!cuda || nodes.at(n).resources().device().kind() ==
+                                                        v1::CUDA);
+                                 }))
             << id << " waits with its pinned nodes free";
         continue;
       }
-      EXPECT_LT(free_workers, spec.placement().workers()) << id << " waits with room for it";
+      EXPECT_LT(cuda ? free_gpu_workers : free_workers, spec.placement().workers())
+          << id << " waits with room for it";
     }
   }
 }

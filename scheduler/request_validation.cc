@@ -57,6 +57,38 @@ absl::Status ValidateRole(absl::string_view field, v1::NodeRole role,
   return absl::OkStatus();
 }
 
+absl::Status ValidateServedDevice(const v1::Resources& resources) {
+  const v1::ServedDevice& device = resources.device();
+  if (!v1::Device_IsValid(device.kind())) {
+    return Invalid("resources.device.kind",
+                   absl::StrCat("unknown device ", static_cast<int>(device.kind()),
+                                " (expected CPU or CUDA)"));
+  }
+  if (device.kind() != v1::CUDA) {
+    if (device.cuda_index() != 0 || !device.gpu_model().empty() ||
+        device.gpu_memory_bytes() != 0) {
+      return Invalid("resources.device", "a CPU device has no cuda_index, gpu_model or memory");
+    }
+    return absl::OkStatus();
+  }
+  // The served GPU is one of the machine's.
+  if (device.cuda_index() < 0 || device.cuda_index() >= resources.gpus()) {
+    return Invalid("resources.device.cuda_index",
+                   absl::StrCat("must be in [0, resources.gpus = ", resources.gpus(), "), got ",
+                                device.cuda_index()));
+  }
+  if (absl::Status s = ValidateFreeText("resources.device.gpu_model", device.gpu_model(), 128);
+      !s.ok()) {
+    return s;
+  }
+  if (device.gpu_memory_bytes() < 0 || device.gpu_memory_bytes() > kMaxGpuMemoryBytes) {
+    return Invalid("resources.device.gpu_memory_bytes",
+                   absl::StrCat("must be in [0, ", kMaxGpuMemoryBytes, "], got ",
+                                device.gpu_memory_bytes()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateResources(const v1::Resources& resources) {
   if (resources.cpu_cores() < 0 || resources.cpu_cores() > kMaxCpuCores) {
     return Invalid("resources.cpu_cores",
@@ -80,7 +112,7 @@ absl::Status ValidateResources(const v1::Resources& resources) {
       return s;
     }
   }
-  return absl::OkStatus();
+  return ValidateServedDevice(resources);
 }
 
 }  // namespace

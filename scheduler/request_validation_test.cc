@@ -90,6 +90,50 @@ TEST(RequestValidationTest, RejectsAbsurdResources) {
   ExpectRejected(request, "resources.gpu_names");
 }
 
+TEST(RequestValidationTest, ServedDeviceIsBounded) {
+  auto request = ValidRequest();
+  v1::ServedDevice& device = *request.mutable_resources()->mutable_device();
+  device.set_kind(v1::CUDA);
+  device.set_cuda_index(0);
+  device.set_gpu_model("NVIDIA GH200 480GB");
+  device.set_gpu_memory_bytes(int64_t{96} << 30);
+  EXPECT_TRUE(ValidateRegisterRequest(request).ok());
+
+  auto bad = request;
+  bad.mutable_resources()->mutable_device()->set_kind(static_cast<v1::Device>(9));
+  ExpectRejected(bad, "resources.device.kind");
+  bad = request;
+  bad.mutable_resources()->mutable_device()->set_cuda_index(1);  // the node has one GPU
+  ExpectRejected(bad, "resources.device.cuda_index");
+  bad = request;
+  bad.mutable_resources()->mutable_device()->set_cuda_index(-1);
+  ExpectRejected(bad, "resources.device.cuda_index");
+  bad = request;
+  bad.mutable_resources()->set_gpus(0);
+  bad.mutable_resources()->clear_gpu_names();
+  ExpectRejected(bad, "resources.device.cuda_index");
+  bad = request;
+  bad.mutable_resources()->mutable_device()->set_gpu_model(std::string(200, 'x'));
+  ExpectRejected(bad, "resources.device.gpu_model");
+  bad = request;
+  bad.mutable_resources()->mutable_device()->set_gpu_model("line\nbreak");
+  ExpectRejected(bad, "resources.device.gpu_model");
+  bad = request;
+  bad.mutable_resources()->mutable_device()->set_gpu_memory_bytes(-1);
+  ExpectRejected(bad, "resources.device.gpu_memory_bytes");
+  bad = request;
+  bad.mutable_resources()->mutable_device()->set_gpu_memory_bytes(int64_t{1} << 60);
+  ExpectRejected(bad, "resources.device.gpu_memory_bytes");
+
+  // A CPU worker names no GPU.
+  bad = request;
+  bad.mutable_resources()->mutable_device()->set_kind(v1::CPU);
+  ExpectRejected(bad, "resources.device");
+  auto cpu = ValidRequest();
+  cpu.mutable_resources()->mutable_device()->set_kind(v1::CPU);
+  EXPECT_TRUE(ValidateRegisterRequest(cpu).ok());
+}
+
 TEST(RequestValidationTest, RejectsMissingHostAndBadPid) {
   auto request = ValidRequest();
   request.set_host("");

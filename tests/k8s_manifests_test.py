@@ -268,6 +268,9 @@ class K8sManifestsChecks:
         gpu = self.container(self.statefulsets(self.rendered["gpu"])["corescape-worker"])
         self.assertEqual(gpu["resources"]["limits"]["nvidia.com/gpu"], 1)
         self.assertNotIn("nvidia.com/gpu", json.dumps(cpu))
+        # The pod's one GPU is its device; the base's arguments stay.
+        self.assertEqual(gpu["args"], cpu["args"] + ["--device=cuda:0"])
+        self.assertFalse(any(a.startswith("--device") for a in cpu["args"]))
         for overlay, objects in self.rendered.items():
             for sts in self.statefulsets(objects).values():
                 self.assertIn("requests", self.container(sts)["resources"])

@@ -9,6 +9,7 @@
 #include "runtime/base/crc32c.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "daemon/job_failure_report.h"
+#include "runtime/job/job_device.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/trainer_config.h"
 #include "runtime/model/model_config.h"
@@ -17,12 +18,14 @@
 namespace corescape::worker {
 
 JobRunner::JobRunner(GroupFactory group_factory, int threads, std::string checkpoint_root,
-                     AttentionFactory attention_factory, RunMetrics* metrics)
+                     AttentionFactory attention_factory, RunMetrics* metrics,
+                     v1::ServedDevice device)
     : group_factory_(std::move(group_factory)),
       attention_factory_(std::move(attention_factory)),
       threads_(threads),
       checkpoint_root_(std::move(checkpoint_root)),
       metrics_(metrics),
+      device_(std::move(device)),
       runs_(mu_, "job", [](Run& run, const std::string& reason) {
         if (run.group != nullptr) run.group->Abort(reason);
         if (run.attention != nullptr) run.attention->Abort(reason);
@@ -202,6 +205,9 @@ absl::StatusOr<JobRunner::TrainingSetup> JobRunner::SetUpTraining(Run& run,
   const v1::JobAssignment& assignment = run.assignment;
   const v1::JobSpec& spec = assignment.spec();
   // Refused before connecting anything: the scheduler hears why at once.
+  if (absl::Status s = job::CheckWorkerCanTrain(assignment.job_id(), spec, device_); !s.ok()) {
+    return s;
+  }
   if (!spec.checkpoint().directory().empty()) {
     if (absl::Status s =
             job::CheckCheckpointDirectoryUnder(spec.checkpoint().directory(), checkpoint_root_);

@@ -50,9 +50,12 @@ class JobRunner {
   // outside it fails with the reason (job::CheckCheckpointDirectoryUnder).
   // attention_factory may be null: DISAGGREGATED and IN_PLACE jobs then fail
   // with a clear error. metrics (may be null) sees every rank's steps and
-  // checkpoint writes; it must outlive the runner.
+  // checkpoint writes; it must outlive the runner. device: what this worker
+  // serves (--device); a job it cannot train is refused with the reason
+  // (job::CheckWorkerCanTrain), reported as the run's failure.
   JobRunner(GroupFactory group_factory, int threads, std::string checkpoint_root,
-            AttentionFactory attention_factory = nullptr, RunMetrics* metrics = nullptr);
+            AttentionFactory attention_factory = nullptr, RunMetrics* metrics = nullptr,
+            v1::ServedDevice device = {});
   ~JobRunner();
 
   void Handle(const v1::SchedulerCommand& command, NodeAgent& agent);
@@ -135,6 +138,7 @@ class JobRunner {
   const int threads_;
   const std::string checkpoint_root_;
   RunMetrics* const metrics_;
+  const v1::ServedDevice device_;
   absl::Mutex mu_;
   RunSupervisor<Run> runs_;
 };

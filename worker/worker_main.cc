@@ -12,6 +12,7 @@
 #include "glog/logging.h"
 #include "runtime/comm/transport.h"
 #include "daemon/node_daemon.h"
+#include "daemon/system_resources.h"
 #include "runtime/kernels/cpu/blas_threads.h"
 #include "worker/communicator_group.h"
 #include "worker/core_attention.h"
@@ -20,6 +21,9 @@
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(30),
           "a data-plane operation waiting longer than this for a peer fails the step");
 ABSL_FLAG(int32_t, threads, 0, "compute threads per job (0: CORESCAPE_NUM_THREADS or all cores)");
+ABSL_FLAG(std::string, device, "cpu",
+          "what this worker trains on: cpu, or cuda:N for GPU N of this machine (one worker "
+          "daemon per GPU); a GPU that does not exist stops the worker at start-up");
 ABSL_FLAG(std::string, checkpoint_root, "",
           "the directory tree jobs' checkpoint directories must lie in (an assignment "
           "outside it is refused); empty: the worker's state directory (systemd's "
@@ -57,7 +61,16 @@ int main(int argc, char** argv) {
   };
   // Flags are parsed inside RunNodeDaemon, before any hook runs.
   std::unique_ptr<corescape::worker::JobRunner> runner;
+  corescape::v1::ServedDevice device;
   corescape::NodeDaemonHooks hooks;
+  hooks.describe_resources = [&](corescape::v1::Resources& resources) -> absl::Status {
+    auto selected = corescape::SelectServedDevice(
+        absl::GetFlag(FLAGS_device), corescape::DetectGpus(), corescape::kBuiltWithCuda);
+    if (!selected.ok()) return selected.status();
+    device = *selected;
+    *resources.mutable_device() = device;
+    return absl::OkStatus();
+  };
   hooks.start_data_plane = [&](const std::string& listen_address,
                                const std::string& advertise_host,
                                corescape::RunMetrics* run_metrics) -> absl::StatusOr<std::string> {
@@ -72,7 +85,8 @@ int main(int argc, char** argv) {
     const std::string checkpoint_root = CheckpointRoot();
     LOG(INFO) << "checkpoints only under " << checkpoint_root << " (--checkpoint_root)";
     runner = std::make_unique<corescape::worker::JobRunner>(
-        make_group, absl::GetFlag(FLAGS_threads), checkpoint_root, make_attention, run_metrics);
+        make_group, absl::GetFlag(FLAGS_threads), checkpoint_root, make_attention, run_metrics,
+        device);
     return transport->address();
   };
   hooks.on_command = [&](const corescape::v1::SchedulerCommand& command,

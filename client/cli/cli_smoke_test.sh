@@ -110,11 +110,12 @@ PIDS="$(${PYTHON} -c 'import json,sys; print(" ".join(str(d["pid"]) for d in jso
 run 1 cluster up;       stderr_has "already running"; stderr_has "cluster down"
 
 run 0 nodes
-stdout_has "^NAME +ROLE +STATE +INCARNATION +HOST +PID +ADDRESS +LAST-HEARTBEAT$"
+stdout_has "^NAME +ROLE +STATE +INCARNATION +HOST +PID +ADDRESS +LAST-HEARTBEAT +DEVICE$"
 stdout_has "^worker-0 +WORKER +ALIVE "
 stdout_has "^worker-1 +WORKER +ALIVE "
 stdout_has "^attn-0 +ATTENTION_SERVER +ALIVE "
-stdout_has " ago$"
+stdout_has " ago +cpu$"
+stdout_has " ago +-$"
 
 run 0 nodes --json
 ${PYTHON} - "${OUT}" <<'PY' || fail "nodes --json is not as documented"

@@ -212,12 +212,17 @@ void ApplyJobDefaults(v1::JobSpec& spec) {
       !attention.has_ping_pong()) {
     attention.set_ping_pong(true);
   }
+  if (spec.device() == v1::DEVICE_UNSPECIFIED) spec.set_device(v1::CPU);
   if (spec.seed() == 0) spec.set_seed(d.seed);
   if (spec.name().empty()) spec.set_name(d.name);
 }
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.name().size() > 128) return Invalid("name", "longer than 128 characters");
+  if (!v1::Device_IsValid(spec.device())) {
+    return Invalid("device", absl::StrCat("unknown device ", static_cast<int>(spec.device()),
+                                          " (cpu, cuda)"));
+  }
   const v1::ModelSpec& m = spec.model();
   if (m.n_layers() < 0 || m.d_model() < 0 || m.n_heads() < 0 || m.n_kv_heads() < 0 ||
       m.d_ff() < 0 || m.vocab_size() < 0 || m.max_seq_len() < 0) {

@@ -704,13 +704,13 @@ TEST_F(JobCliTest, JobsListsNewestFirstAndFiltersByState) {
   ASSERT_EQ(table.exit_code, 0) << table;
   const std::vector<std::string> lines = table.OutLines();
   ASSERT_EQ(lines.size(), 3) << table;
-  EXPECT_TRUE(absl::StartsWith(lines[0], "JOB  NAME  STATE      STEP/TOTAL  LOSS   "
+  EXPECT_TRUE(absl::StartsWith(lines[0], "JOB  NAME  STATE      DEVICE  STEP/TOTAL  LOSS   "
                                          "VAL-LOSS  TOKENS/S  WORKERS  SERVERS  AGE"))
       << table;
-  EXPECT_TRUE(absl::StartsWith(lines[1], "j-2  new   FAILED     4/4         4.000  4.100     "
-                                         "1,004     2/2      "))
+  EXPECT_TRUE(absl::StartsWith(lines[1], "j-2  new   FAILED     cpu     4/4         4.000  "
+                                         "4.100     1,004     2/2      "))
       << table;
-  EXPECT_TRUE(absl::StartsWith(lines[2], "j-1  old   SUCCEEDED  2/2")) << table;
+  EXPECT_TRUE(absl::StartsWith(lines[2], "j-1  old   SUCCEEDED  cpu     2/2")) << table;
 
   const CliResult filtered =
       RunCli(With({"jobs", "--state", "failed", "--state", "running", "--json"}));

@@ -13,6 +13,7 @@ v1::JobSpec FullSpec() {
   spec.set_steps(300);
   spec.set_eval_interval_steps(50);
   spec.set_seed(7);
+  spec.set_device(v1::CUDA);
   v1::ModelSpec& model = *spec.mutable_model();
   model.set_preset("tiny");
   model.set_n_layers(2);

@@ -111,6 +111,31 @@ TEST(JobSpecJsonTest, WrongTypesSyntaxErrorsAndDuplicatesAreNamed) {
             "'evalIntervalSteps' and 'eval_interval_steps')");
 }
 
+// device: cpu | cuda, in either case and either format; anything else is
+// an error naming the field.
+TEST(JobSpecJsonTest, DeviceIsCpuOrCuda) {
+  auto json = ParseJobSpecJson(R"({"device": "cuda"})", "j.json");
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->device(), v1::CUDA);
+  auto upper = ParseJobSpecJson(R"({"device": "CPU"})", "j.json");
+  ASSERT_TRUE(upper.ok()) << upper.status();
+  EXPECT_EQ(upper->device(), v1::CPU);
+  auto yaml = ParseJobSpecYaml("name: gpu-job\ndevice: cuda\n", "j.yaml");
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
+  EXPECT_EQ(yaml->device(), v1::CUDA);
+  EXPECT_EQ(ParseJobSpecJson("{}", "j.json")->device(), v1::DEVICE_UNSPECIFIED);
+  for (const char* text : {R"({"device": "tpu"})", R"({"device": "cuda:0"})"}) {
+    auto bad = ParseJobSpecJson(text, "j.json");
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_TRUE(absl::StartsWith(bad.status().message(), "j.json: field 'device': invalid value"))
+        << bad.status();
+  }
+  auto bad_yaml = ParseJobSpecYaml("device: gpu\n", "j.yaml");
+  ASSERT_FALSE(bad_yaml.ok());
+  EXPECT_TRUE(absl::StartsWith(bad_yaml.status().message(), "j.yaml: field 'device'"))
+      << bad_yaml.status();
+}
+
 TEST(JobSpecYamlTest, SameSpecAsJson) {
   constexpr char kYaml[] = R"(---
 # a job file

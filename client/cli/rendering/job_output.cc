@@ -12,6 +12,7 @@
 #include "client/cli/rendering/progress_bar.h"
 #include "client/cli/parsing/proto_json.h"
 #include "client/cli/rendering/table.h"
+#include "runtime/job/job_device.h"
 
 namespace corescape::cli {
 
@@ -164,8 +165,9 @@ int AssignedWorkers(const v1::Job& job) {
 
 std::string RenderJobsTable(const std::vector<v1::Job>& jobs,
                             int64_t now_unix_ms) {
-  Table table({"JOB", "NAME", "STATE", "STEP/TOTAL", "LOSS", "VAL-LOSS",
+  Table table({"JOB", "NAME", "STATE", "DEVICE", "STEP/TOTAL", "LOSS", "VAL-LOSS",
                "TOKENS/S", "WORKERS", "SERVERS", "AGE"});
+  std::string waiting;
   for (const auto& job : jobs) {
     const v1::JobProgress& progress = job.progress();
     const bool stepped = progress.step() > 0;
@@ -174,6 +176,7 @@ std::string RenderJobsTable(const std::vector<v1::Job>& jobs,
         job.job_id(),
         OrDash(job.spec().name()),
         JobStateName(job.state()),
+        job::DeviceKindName(job::JobDevice(job.spec())),
         absl::StrCat(progress.step(), "/", total > 0 ? absl::StrCat(total) : "?"),
         stepped ? FormatLoss(progress.loss()) : "-",
         progress.validation_loss() > 0 || std::isnan(progress.validation_loss())
@@ -192,8 +195,12 @@ std::string RenderJobsTable(const std::vector<v1::Job>& jobs,
             : FormatShortDuration(
                   absl::Milliseconds(now_unix_ms - job.submitted_unix_ms())),
     });
+    if (job.state() == v1::PENDING && !job.state_reason().empty()) {
+      absl::StrAppend(&waiting, job.job_id(), ": ", job.state_reason(), "\n");
+    }
   }
-  return table.Render();
+  // Why each pending job waits (a missing GPU, busy workers), under the table.
+  return waiting.empty() ? table.Render() : absl::StrCat(table.Render(), "\n", waiting);
 }
 
 namespace {
@@ -313,6 +320,7 @@ std::string RenderJobDetails(const v1::Job& job, int64_t now_unix_ms) {
                                            ? " attention server"
                                            : " attention servers")
                                  : "")});
+  lines.AddRow({"Device:", job::DeviceKindName(job::JobDevice(spec))});
   lines.AddRow({"Seed:", absl::StrCat(spec.seed())});
   lines.AddRow({"Submitted:", TimeLine(job.submitted_unix_ms(), now_unix_ms)});
   lines.AddRow({"Started:", TimeLine(job.started_unix_ms(), now_unix_ms)});

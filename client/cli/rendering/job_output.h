@@ -42,8 +42,9 @@ void SortJobsNewestFirst(std::vector<corescape::v1::Job>& jobs);
 int AssignedWorkers(const corescape::v1::Job& job);
 int AssignedAttentionServers(const corescape::v1::Job& job);
 
-// JOB NAME STATE STEP/TOTAL LOSS VAL-LOSS TOKENS/S WORKERS SERVERS AGE
-// (WORKERS and SERVERS: assigned/wanted; SERVERS "-" unless DISAGGREGATED)
+// JOB NAME STATE DEVICE STEP/TOTAL LOSS VAL-LOSS TOKENS/S WORKERS SERVERS AGE
+// (WORKERS and SERVERS: assigned/wanted; SERVERS "-" unless DISAGGREGATED),
+// then "JOB: reason" for every PENDING job with a reason.
 std::string RenderJobsTable(const std::vector<corescape::v1::Job>& jobs,
                             int64_t now_unix_ms);
 

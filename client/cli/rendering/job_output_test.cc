@@ -87,13 +87,27 @@ TEST(JobsTableTest, NewestFirstWithEveryColumn) {
   SortJobsNewestFirst(jobs);
   EXPECT_EQ(Lines(RenderJobsTable(jobs, kNow)),
             (std::vector<std::string>{
-                "JOB  NAME           STATE    STEP/TOTAL  LOSS   VAL-LOSS  "
+                "JOB  NAME           STATE    DEVICE  STEP/TOTAL  LOSS   VAL-LOSS  "
                 "TOKENS/S  WORKERS  SERVERS  AGE",
-                "j-3  -              PENDING  0/10        -      -         "
+                "j-3  -              PENDING  cpu     0/10        -      -         "
                 "-         0/4      -        5s",
-                "j-2  tiny-fortunes  RUNNING  120/300     2.310  2.450     "
+                "j-2  tiny-fortunes  RUNNING  cpu     120/300     2.310  2.450     "
                 "12,345    2/2      -        3m12s",
+                "",
+                "j-3: waiting for 4 workers (2 alive)",
             }));
+}
+
+TEST(JobsTableTest, CudaJobShowsItsDeviceAndWhyItWaits) {
+  v1::Job job = PendingJob();
+  job.mutable_spec()->set_device(v1::CUDA);
+  job.set_state_reason(
+      "waiting for 4 healthy free workers with a CUDA GPU (device: cuda; 0 free now); 0 of 3 "
+      "registered workers serve one");
+  const std::vector<std::string> lines = Lines(RenderJobsTable({job, RunningJob()}, kNow));
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_TRUE(absl::StartsWith(lines[1], "j-3  -              PENDING  cuda    0/10")) << lines[1];
+  EXPECT_EQ(lines[4], "j-3: " + job.state_reason());
 }
 
 // assigned_nodes of a DISAGGREGATED job lists the workers, then the
@@ -152,6 +166,7 @@ TEST(JobDetailsTest, SpecStateNodesAndTimes) {
            "Optimizer:    adamw, lr 0.003\n",
            "Workers:      2\n",
            "Attention:    COLOCATED\n",
+           "Device:       cpu\n",
            "Started:      2023-11-14T22:10:10.000Z (3m10s ago)\n",
            "Finished:     -\n",
            "Nodes:\nRANK  NODE\n0     worker-0\n1     worker-1\n",
@@ -162,6 +177,9 @@ TEST(JobDetailsTest, SpecStateNodesAndTimes) {
   const std::string pending = RenderJobDetails(PendingJob(), kNow);
   EXPECT_TRUE(absl::StrContains(pending, "Reason:       waiting for 4 workers (2 alive)\n"));
   EXPECT_TRUE(absl::StrContains(pending, "Nodes: none assigned\n"));
+  v1::Job cuda = PendingJob();
+  cuda.mutable_spec()->set_device(v1::CUDA);
+  EXPECT_TRUE(absl::StrContains(RenderJobDetails(cuda, kNow), "Device:       cuda\n"));
 }
 
 TEST(JobJsonTest, NamesTimesProgressAndTheSpecAsAJobFile) {

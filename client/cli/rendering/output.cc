@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli/rendering/table.h"
+#include "runtime/job/job_device.h"
 
 namespace corescape::cli {
 
@@ -61,6 +62,22 @@ std::string EventKindName(v1::ClusterEvent::Kind kind) {
   return v1::ClusterEvent::Kind_Name(kind);
 }
 
+std::string NodeDeviceText(const v1::NodeInfo& node) {
+  // Attention servers train nothing: no device to show.
+  return node.role() == v1::WORKER ? job::DescribeServedDevice(node.resources().device()) : "-";
+}
+
+nlohmann::json ServedDeviceToJson(const v1::ServedDevice& device) {
+  const v1::Device kind = job::ServedDeviceKind(device);
+  nlohmann::json json = {{"kind", job::DeviceKindName(kind)}};
+  if (kind == v1::CUDA) {
+    json["cuda_index"] = device.cuda_index();
+    json["gpu_model"] = device.gpu_model();
+    json["gpu_memory_bytes"] = device.gpu_memory_bytes();
+  }
+  return json;
+}
+
 nlohmann::json NodeToJson(const v1::NodeInfo& node) {
   nlohmann::json gpu_names = nlohmann::json::array();
   for (const auto& name : node.resources().gpu_names())
@@ -80,7 +97,9 @@ nlohmann::json NodeToJson(const v1::NodeInfo& node) {
        {{"cpu_cores", node.resources().cpu_cores()},
         {"memory_bytes", node.resources().memory_bytes()},
         {"gpus", node.resources().gpus()},
-        {"gpu_names", gpu_names}}},
+        {"gpu_names", gpu_names},
+        {"device", ServedDeviceToJson(node.resources().device())}}},
+      {"device", NodeDeviceText(node)},
       {"current_job_id", node.current_job_id()},
   };
   AddTime(json, "registered", node.registered_unix_ms());
@@ -136,7 +155,7 @@ nlohmann::json ClusterStatusToJson(const v1::GetClusterStatusResponse& status,
 std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes,
                              int64_t now_unix_ms) {
   Table table({"NAME", "ROLE", "STATE", "INCARNATION", "HOST", "PID", "ADDRESS",
-               "LAST-HEARTBEAT"});
+               "LAST-HEARTBEAT", "DEVICE"});
   for (const auto& node : nodes) {
     table.AddRow({
         node.name(),
@@ -147,6 +166,7 @@ std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes,
         node.pid() == 0 ? "-" : absl::StrCat(node.pid()),
         node.grpc_address().empty() ? "-" : node.grpc_address(),
         FormatAge(node.last_heartbeat_unix_ms(), now_unix_ms),
+        NodeDeviceText(node),
     });
   }
   return table.Render();

@@ -33,13 +33,20 @@ std::string NodeRoleName(corescape::v1::NodeRole role);
 std::string NodeStateName(corescape::v1::NodeState state);
 std::string EventKindName(corescape::v1::ClusterEvent::Kind kind);
 
+// What a worker trains on: "cpu" or "cuda:0 (NVIDIA H200, 139.7 GiB)";
+// "-" for attention servers.
+std::string NodeDeviceText(const corescape::v1::NodeInfo& node);
+// {"kind": "cpu"} or {"kind": "cuda", "cuda_index", "gpu_model",
+// "gpu_memory_bytes"}.
+nlohmann::json ServedDeviceToJson(const corescape::v1::ServedDevice& device);
+
 nlohmann::json NodeToJson(const corescape::v1::NodeInfo& node);
 nlohmann::json NodesToJson(const std::vector<corescape::v1::NodeInfo>& nodes);
 nlohmann::json EventToJson(const corescape::v1::ClusterEvent& event);
 nlohmann::json ClusterStatusToJson(
     const corescape::v1::GetClusterStatusResponse& status, int64_t now_unix_ms);
 
-// NAME ROLE STATE INCARNATION HOST PID ADDRESS LAST-HEARTBEAT
+// NAME ROLE STATE INCARNATION HOST PID ADDRESS LAST-HEARTBEAT DEVICE
 std::string RenderNodesTable(const std::vector<corescape::v1::NodeInfo>& nodes,
                              int64_t now_unix_ms);
 

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli/rendering/output.h"
@@ -116,6 +117,28 @@ TEST(NodeJsonTest, HasRequiredKeysWithEnumNamesAndNumbers) {
             int64_t{24} << 30);
   EXPECT_EQ(json["resources"]["gpus"].get<int>(), 0);
   EXPECT_EQ(json["current_job_id"], "");
+  EXPECT_EQ(json["device"], "cpu");
+  EXPECT_EQ(json["resources"]["device"], nlohmann::json({{"kind", "cpu"}}));
+}
+
+TEST(NodeJsonTest, GpuWorkerNamesItsDevice) {
+  v1::NodeInfo node = SampleWorker();
+  node.mutable_resources()->set_gpus(2);
+  v1::ServedDevice& device = *node.mutable_resources()->mutable_device();
+  device.set_kind(v1::CUDA);
+  device.set_cuda_index(1);
+  device.set_gpu_model("NVIDIA H200");
+  device.set_gpu_memory_bytes(int64_t{150} * 1000 * 1000 * 1000);
+  const nlohmann::json json = NodeToJson(node);
+  EXPECT_EQ(json["device"], "cuda:1 (NVIDIA H200, 139.7 GiB)");
+  EXPECT_EQ(json["resources"]["device"]["kind"], "cuda");
+  EXPECT_EQ(json["resources"]["device"]["cuda_index"], 1);
+  EXPECT_EQ(json["resources"]["device"]["gpu_model"], "NVIDIA H200");
+  EXPECT_EQ(json["resources"]["device"]["gpu_memory_bytes"].get<int64_t>(), 150000000000);
+  const std::vector<std::string> lines = Lines(RenderNodesTable({node}, 1700000001323));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_TRUE(absl::EndsWith(lines[1], "1.2s ago        cuda:1 (NVIDIA H200, 139.7 GiB)"))
+      << lines[1];
 }
 
 TEST(NodeJsonTest, AttentionServerAndOtherStatesUseProtoNames) {
@@ -150,7 +173,7 @@ TEST(NodesTableTest, HeaderAndAlignedRows) {
   ASSERT_EQ(lines.size(), 3);
   const std::vector<std::string> headers = {
       "NAME", "ROLE", "STATE",   "INCARNATION",
-      "HOST", "PID",  "ADDRESS", "LAST-HEARTBEAT"};
+      "HOST", "PID",  "ADDRESS", "LAST-HEARTBEAT", "DEVICE"};
   std::vector<size_t> offsets;
   size_t from = 0;
   for (const auto& header : headers) {
@@ -172,6 +195,8 @@ TEST(NodesTableTest, HeaderAndAlignedRows) {
   EXPECT_NE(lines[1].find("1.2s ago"), std::string::npos);
   EXPECT_EQ(lines[2].substr(offsets[5], 2), "- ") << "pid 0 shows as '-'";
   EXPECT_NE(lines[2].find("ATTENTION_SERVER"), std::string::npos);
+  EXPECT_EQ(lines[1].substr(offsets[8]), "cpu");
+  EXPECT_EQ(lines[2].substr(offsets[8]), "-") << "attention servers train nothing";
 }
 
 TEST(SortTest, WorkersBeforeAttentionServersThenByName) {

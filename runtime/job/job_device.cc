@@ -1,0 +1,53 @@
+#include "runtime/job/job_device.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace corescape::job {
+
+v1::Device JobDevice(const v1::JobSpec& spec) {
+  return spec.device() == v1::CUDA ? v1::CUDA : v1::CPU;
+}
+
+v1::Device ServedDeviceKind(const v1::ServedDevice& device) {
+  return device.kind() == v1::CUDA ? v1::CUDA : v1::CPU;
+}
+
+std::string DeviceKindName(v1::Device device) {
+  switch (device) {
+    case v1::DEVICE_UNSPECIFIED:
+    case v1::CPU:
+      return "cpu";
+    case v1::CUDA:
+      return "cuda";
+    default:
+      return absl::StrCat("unknown device ", static_cast<int>(device));
+  }
+}
+
+std::string DescribeServedDevice(const v1::ServedDevice& device) {
+  if (ServedDeviceKind(device) != v1::CUDA) return "cpu";
+  std::string out = absl::StrCat("cuda:", device.cuda_index());
+  std::string model = device.gpu_model().empty() ? "unknown GPU" : device.gpu_model();
+  if (device.gpu_memory_bytes() > 0) {
+    absl::StrAppend(&model, absl::StrFormat(", %.1f GiB", device.gpu_memory_bytes() /
+                                                              double{int64_t{1} << 30}));
+  }
+  return absl::StrCat(out, " (", model, ")");
+}
+
+absl::Status CheckWorkerCanTrain(const std::string& job_id, const v1::JobSpec& spec,
+                                 const v1::ServedDevice& served) {
+  if (JobDevice(spec) != v1::CUDA) return absl::OkStatus();
+  if (ServedDeviceKind(served) != v1::CUDA) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id, " asks for device cuda but this worker serves ",
+        DescribeServedDevice(served), " (no CUDA GPU; start a worker with --device=cuda:N)"));
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      "job ", job_id, " asks for device cuda: the CUDA training step is not built into this "
+      "worker yet, so ", DescribeServedDevice(served),
+      " cannot train it (it refuses rather than train on the CPU)"));
+}
+
+}  // namespace corescape::job

@@ -1,0 +1,79 @@
+#include "runtime/job/job_device.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "runtime/job/job_spec.h"
+
+namespace corescape::job {
+namespace {
+
+v1::ServedDevice Gpu(int index) {
+  v1::ServedDevice device;
+  device.set_kind(v1::CUDA);
+  device.set_cuda_index(index);
+  device.set_gpu_model("NVIDIA H200");
+  device.set_gpu_memory_bytes(int64_t{150} * 1000 * 1000 * 1000);
+  return device;
+}
+
+v1::JobSpec CudaJob() {
+  v1::JobSpec spec;
+  spec.set_device(v1::CUDA);
+  return spec;
+}
+
+TEST(JobDeviceTest, UnsetMeansCpuAndDefaultsFillIt) {
+  v1::JobSpec spec;
+  EXPECT_EQ(JobDevice(spec), v1::CPU);
+  ApplyJobDefaults(spec);
+  EXPECT_EQ(spec.device(), v1::CPU);
+  EXPECT_EQ(JobDevice(CudaJob()), v1::CUDA);
+  v1::JobSpec cuda = CudaJob();
+  ApplyJobDefaults(cuda);
+  EXPECT_EQ(cuda.device(), v1::CUDA);  // defaults never overwrite a choice
+}
+
+TEST(JobDeviceTest, ValidationNamesTheFieldOfAnUnknownDevice) {
+  v1::JobSpec spec;
+  spec.set_device(static_cast<v1::Device>(7));
+  absl::Status status = ValidateJobSpec(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "spec.device: unknown device 7 (cpu, cuda)");
+}
+
+TEST(JobDeviceTest, Names) {
+  EXPECT_EQ(DeviceKindName(v1::DEVICE_UNSPECIFIED), "cpu");
+  EXPECT_EQ(DeviceKindName(v1::CPU), "cpu");
+  EXPECT_EQ(DeviceKindName(v1::CUDA), "cuda");
+  EXPECT_EQ(DescribeServedDevice(v1::ServedDevice()), "cpu");
+  EXPECT_EQ(DescribeServedDevice(Gpu(3)), "cuda:3 (NVIDIA H200, 139.7 GiB)");
+  v1::ServedDevice bare;
+  bare.set_kind(v1::CUDA);
+  EXPECT_EQ(DescribeServedDevice(bare), "cuda:0 (unknown GPU)");
+}
+
+TEST(JobDeviceTest, CpuJobsTrainOnEveryWorker) {
+  EXPECT_TRUE(CheckWorkerCanTrain("job-1", v1::JobSpec(), v1::ServedDevice()).ok());
+  EXPECT_TRUE(CheckWorkerCanTrain("job-1", v1::JobSpec(), Gpu(0)).ok());
+}
+
+TEST(JobDeviceTest, CudaJobOnCpuWorkerIsRefusedNamingBothDevices) {
+  absl::Status status = CheckWorkerCanTrain("job-4", CudaJob(), v1::ServedDevice());
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(),
+            "job job-4 asks for device cuda but this worker serves cpu (no CUDA GPU; start a "
+            "worker with --device=cuda:N)");
+}
+
+TEST(JobDeviceTest, CudaJobOnGpuWorkerIsRefusedUntilTheCudaStepExists) {
+  absl::Status status = CheckWorkerCanTrain("job-5", CudaJob(), Gpu(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(status.message().find("CUDA training step is not built into this worker"),
+            std::string::npos)
+      << status;
+  EXPECT_NE(status.message().find("cuda:1 (NVIDIA H200"), std::string::npos) << status;
+}
+
+}  // namespace
+}  // namespace corescape::job

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# scripts/device_check.sh on a workspace of its own (built by a Bazel of
+# its own under TEST_TMPDIR): --package finds the gpu-tagged test and
+# benchmark by tag and nothing else, with their runfiles, and refuses a
+# package over the size limit; --run on this machine (no GPU: the device
+# case skips) reports passes, skips, a failure and the benchmark's figures
+# in its final JSON line; a workspace with nothing tagged gpu packages and
+# runs nothing.
+set -euo pipefail
+
+RUNFILES="${TEST_SRCDIR}/${TEST_WORKSPACE}"
+SCRIPT="${RUNFILES}/scripts/device_check.sh"
+WS="${TEST_TMPDIR}/ws"
+PY=/usr/bin/python3
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# The fake workspace: this repository's offline rule stand-ins, a cuda
+# config, one gpu-tagged gtest with a data file, one untagged test, one
+# gpu-tagged benchmark printing its figures.
+mkdir -p "${WS}/fake" "${WS}/scripts" "${WS}/third_party"
+# .bazelignore keeps the stand-ins out of runfiles: take them from the
+# source tree the script's runfile links to.
+REPO="$(cd "$(dirname "$(readlink -f "${SCRIPT}")")/.." && pwd)"
+cp -rL "${REPO}/third_party/bazel" "${WS}/third_party/"
+cp "${SCRIPT}" "${WS}/scripts/device_check.sh"
+cat >"${WS}/WORKSPACE" <<'EOF'
+workspace(name = "fakews")
+local_repository(name = "rules_cc", path = "third_party/bazel/rules_cc")
+local_repository(name = "rules_java", path = "third_party/bazel/rules_java")
+local_repository(name = "remote_coverage_tools", path = "third_party/bazel/remote_coverage_tools")
+EOF
+cat >"${WS}/.bazelrc" <<'EOF'
+build --nosandbox_debug --jobs=2 --cxxopt=-std=c++17
+build:cuda --define=cuda=1 --platform_suffix=cuda
+EOF
+echo third_party/bazel >"${WS}/.bazelignore"
+cat >"${WS}/fake/BUILD" <<'EOF'
+cc_test(
+    name = "fake_gpu_test",
+    srcs = ["fake_gpu_test.cc"],
+    data = ["fake_data.txt"],
+    linkopts = ["-lgtest_main", "-lgtest", "-lpthread"],
+    tags = ["gpu"],
+)
+cc_test(
+    name = "cpu_only_test",
+    srcs = ["fake_gpu_test.cc"],
+    linkopts = ["-lgtest_main", "-lgtest", "-lpthread"],
+)
+sh_binary(
+    name = "fake_gpu_bench",
+    srcs = ["fake_gpu_bench.sh"],
+    tags = ["gpu"],
+)
+EOF
+cat >"${WS}/fake/fake_gpu_test.cc" <<'EOF'
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include "gtest/gtest.h"
+// Runs everywhere and reads its runfile.
+TEST(Fake, ReadsItsDataFile) {
+  const char* fail = std::getenv("FAKE_FAIL");
+  EXPECT_TRUE(fail == nullptr || std::string(fail) != "1") << "asked to fail";
+  std::ifstream in(std::string(std::getenv("TEST_SRCDIR")) + "/fakews/fake/fake_data.txt");
+  std::string word;
+  in >> word;
+  EXPECT_EQ(word, "runfile");
+}
+// Needs a GPU: skips without one, as the real device tests do.
+TEST(Fake, OnTheDevice) {
+  if (std::ifstream("/dev/nvidiactl").fail()) GTEST_SKIP() << "no GPU";
+  SUCCEED();
+}
+EOF
+echo runfile >"${WS}/fake/fake_data.txt"
+printf '#!/bin/sh\necho "warming up"\necho '"'"'{"fake_tflops": 1.5}'"'"'\n' \
+  >"${WS}/fake/fake_gpu_bench.sh"
+chmod +x "${WS}/fake/fake_gpu_bench.sh"
+
+# A Bazel server of the test's own, ended when the test ends.
+export BAZEL="bazel --output_base=${TEST_TMPDIR}/output_base --nohome_rc"
+trap 'cd "${WS}" && ${BAZEL} shutdown >/dev/null 2>&1 || true' EXIT
+
+cd "${TEST_TMPDIR}"
+PKG="${TEST_TMPDIR}/package"
+"${WS}/scripts/device_check.sh" --package "${PKG}" >package.log 2>&1 ||
+  { cat package.log; fail "--package exited $?"; }
+grep -q "packaged 2 targets (1 tests)" package.log || { cat package.log; fail "package summary"; }
+[[ "$(cut -f1,2 "${PKG}/manifest.tsv" | sort)" == \
+  "$(printf 'benchmark\t//fake:fake_gpu_bench\ntest\t//fake:fake_gpu_test')" ]] ||
+  fail "manifest: $(cat "${PKG}/manifest.tsv")"
+[[ -x "${PKG}/device_check.sh" ]] || fail "the script travels with the package"
+[[ -f "${PKG}/targets/fake__fake_gpu_test/fakews/fake/fake_data.txt" ]] ||
+  fail "the test's runfiles are packaged"
+[[ ! -L "${PKG}/targets/fake__fake_gpu_test/fakews/fake/fake_gpu_test" ]] ||
+  fail "packaged files are copies, not links into this machine's output base"
+
+# Over the limit: refused, naming the limit.
+if DEVICE_CHECK_MAX_BYTES=1000 "${WS}/scripts/device_check.sh" --package "${TEST_TMPDIR}/big" \
+  >big.log 2>&1; then
+  fail "a package over DEVICE_CHECK_MAX_BYTES was accepted"
+fi
+grep -q "more than 1000 may travel" big.log || { cat big.log; fail "size error"; }
+
+# The dry run: no GPU here, so the device case skips.
+OUT_DIR="${TEST_TMPDIR}/out"
+"${PKG}/device_check.sh" --run "${PKG}" "${OUT_DIR}" >run.log 2>&1 ||
+  { cat run.log; fail "--run exited $?"; }
+for f in summary.txt summary.json results.tar.gz; do
+  [[ -s "${OUT_DIR}/${f}" ]] || fail "--run wrote no ${f}"
+done
+tail -n 1 run.log | ${PY} -c '
+import json, shutil, sys
+r = json.loads(sys.stdin.read())
+assert r["tests_failed"] == 0 and r["tests_timed_out"] == 0, r
+if shutil.which("nvidia-smi") is None:
+    assert r["gpu"] is None, r
+    assert (r["tests_passed"], r["tests_skipped"]) == (1, 1), r
+assert r["benchmarks_run"] == 1 and r["benchmarks_failed"] == 0, r
+assert r["figures"] == {"fake_gpu_bench": {"fake_tflops": 1.5}}, r
+' || { cat run.log; fail "final JSON line"; }
+grep -q "^SKIP .*//fake:fake_gpu_test\|^PASS .*//fake:fake_gpu_test" run.log ||
+  { cat run.log; fail "summary line of the test"; }
+tar -tzf "${OUT_DIR}/results.tar.gz" | grep -qx "fake__fake_gpu_test.xml" ||
+  fail "the gtest XML is in results.tar.gz"
+
+# A failing test fails the run and is counted.
+if FAKE_FAIL=1 "${PKG}/device_check.sh" --run "${PKG}" "${TEST_TMPDIR}/out-fail" \
+  >fail.log 2>&1; then
+  fail "--run passed with a failing test"
+fi
+tail -n 1 fail.log | ${PY} -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+assert r["tests_failed"] == 1, r
+' || { cat fail.log; fail "failure count"; }
+
+# Nothing tagged gpu: an empty package that runs nothing.
+sed -i 's/tags = \["gpu"\],//' "${WS}/fake/BUILD"
+"${WS}/scripts/device_check.sh" --package "${TEST_TMPDIR}/empty" >empty.log 2>&1 ||
+  { cat empty.log; fail "--package with no gpu targets exited $?"; }
+grep -q "no target is tagged gpu" empty.log || fail "empty package message"
+OUT="${TEST_TMPDIR}/out-empty" "${TEST_TMPDIR}/empty/device_check.sh" --run "${TEST_TMPDIR}/empty" \
+  >empty-run.log 2>&1 || { cat empty-run.log; fail "--run of an empty package exited $?"; }
+tail -n 1 empty-run.log | ${PY} -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+assert r["tests_passed"] == r["tests_failed"] == r["benchmarks_run"] == 0, r
+' || { cat empty-run.log; fail "empty run JSON"; }
+
+echo PASS
