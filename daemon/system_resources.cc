@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "runtime/device/device.h"
 #include "glog/logging.h"
 
 #ifdef CORESCAPE_WITH_CUDA
@@ -67,24 +68,19 @@ v1::Resources DetectResources() {
 absl::StatusOr<v1::ServedDevice> SelectServedDevice(absl::string_view flag,
                                                     const std::vector<GpuProperties>& gpus,
                                                     bool built_with_cuda) {
+  absl::StatusOr<device::Device> parsed = device::ParseDevice(flag);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", parsed.status().message()));
+  }
   v1::ServedDevice device;
-  if (flag == "cpu") {
+  if (parsed->is_cpu()) {
     device.set_kind(v1::CPU);
     return device;
   }
-  absl::string_view index_text = flag;
-  const bool cuda = absl::ConsumePrefix(&index_text, "cuda:");
-  const bool digits = !index_text.empty() && index_text.size() <= 3 &&
-                      std::all_of(index_text.begin(), index_text.end(),
-                                  [](char c) { return absl::ascii_isdigit(c); });
-  int index = -1;
-  if (!cuda || !digits || !absl::SimpleAtoi(index_text, &index)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--device: '", flag, "' is not a device (cpu, or cuda:N for GPU N)"));
-  }
+  const int index = parsed->index;
   if (!built_with_cuda) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "--device=", flag, ": this worker was built without CUDA and sees no GPU "
+        "--device=", parsed->ToString(), ": this worker was built without CUDA and sees no GPU "
         "(build it with --config=cuda, or run --device=cpu)"));
   }
   if (index >= static_cast<int>(gpus.size())) {
@@ -93,7 +89,7 @@ absl::StatusOr<v1::ServedDevice> SelectServedDevice(absl::string_view flag,
       present.push_back(absl::StrCat("cuda:", i, " ", gpus[i].name));
     }
     return absl::FailedPreconditionError(absl::StrCat(
-        "--device=", flag, ": no such GPU; this machine has ",
+        "--device=", parsed->ToString(), ": no such GPU; this machine has ",
         gpus.empty() ? "no CUDA GPU (no driver or device found)"
                      : absl::StrCat(gpus.size(), " (", absl::StrJoin(present, ", "), ")")));
   }

@@ -79,7 +79,7 @@ class CudaJobsTest(JobClusterTestCase):
         # The default build has no CUDA; a --config=cuda build on a machine
         # without GPU N refuses likewise ("no such GPU").
         for device, message in (("cuda:0", "--device=cuda:0: "),
-                                ("gpu", "--device: 'gpu' is not a device")):
+                                ("gpu", "--device: device 'gpu': unknown kind")):
             worker = self.cluster.start_node(f"w-{device.replace(':', '')}", harness.WORKER,
                                              [f"--device={device}"])
             self.assertEqual(worker.wait(timeout=30), 2, worker.log())
