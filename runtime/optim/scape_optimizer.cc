@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "runtime/optim/adamw.h"
 #include "runtime/optim/optimizer_state.h"
 
@@ -208,6 +209,21 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   }
   const int64_t sent_before = group_->bytes_sent(), received_before = group_->bytes_received();
   const int64_t t = step_;
+  OptimizerStepPhases phases;
+  absl::Time mark = absl::Now();
+  // Adds the time since the last mark to `phase`.
+  auto lap = [&mark](double& phase) {
+    const absl::Time now = absl::Now();
+    phase += absl::ToDoubleSeconds(now - mark);
+    mark = now;
+  };
+  // A mask exchange's Start or Finish just ended: its coding is `coding`
+  // seconds of it, the rest was waiting.
+  auto lap_exchange = [&](double coding) {
+    lap(phases.mask_wait);
+    phases.mask_wait -= coding;
+    phases.encode += coding;
+  };
   const bool dense = DenseAt(t);
   const bool reference = config_.rule == ScapeRule::kReference;
   const bool first_mask_now = reference && !dense && !exchange_.in_flight() && !pending_;
@@ -218,8 +234,9 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
     current_ = GlobalMask{config_.mask_epoch, t, {}, {}};
   } else if (reference && !exchange_.in_flight() && !pending_) {
     // kReference's first mask: chosen below from this step's payload.
-  } else if (absl::Status s = TakeMask(t); !s.ok()) {
-    return s;
+  } else {
+    if (absl::Status s = TakeMask(t); !s.ok()) return s;
+    lap_exchange(exchange_.last_decode_seconds());
   }
 
   // Error-compensated increments: e ← e + (1−β1)·g (minus this rank's share
@@ -249,11 +266,15 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
     reference_statistic_.resize(end - begin);
     for (int64_t j = begin; j < end; ++j) reference_statistic_[j - begin] = std::fabs(residual_[j]);
     if (first_mask_now) {
-      if (absl::Status s = exchange_.Start(*group_, config_.mask_epoch, t, SelectOwnPart(t), &current_);
-          !s.ok()) {
+      lap(phases.pack);
+      const std::vector<int64_t> own = SelectOwnPart(t);
+      lap(phases.select);
+      if (absl::Status s = exchange_.Start(*group_, config_.mask_epoch, t, own, &current_); !s.ok()) {
         return s;
       }
+      lap_exchange(exchange_.last_encode_seconds());
       if (absl::Status s = TakeMask(t); !s.ok()) return s;
+      lap_exchange(exchange_.last_decode_seconds());
     }
   } else if (forecast_share != 0.0f) {
     for (int64_t j = 0; j < n; ++j) residual_[j] += one_minus_b1 * grads[j] - forecast_share * m_[j];
@@ -277,28 +298,35 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
       residual_[mask[p]] = 0.0f;
     }
   }
+  lap(phases.pack);
   if (absl::Status s = group_->AllReduceSum(values_.data(), synced); !s.ok()) return s;
+  lap(phases.all_reduce_wait);
 
   if (reference) {
     ApplyReference(params, n, lr, dense);
   } else {
     Apply(params, n, lr, dense);
   }
+  lap(phases.update);
   if (!dense && ResidualSyncAfter(t)) {
     // Every rank takes the ranks' mean residual (a dense step has none left).
     if (absl::Status s = group_->AllReduceSum(residual_.data(), n); !s.ok()) return s;
+    lap(phases.all_reduce_wait);
     const float inverse_ranks = 1.0f / static_cast<float>(group_->world_size());
     for (float& e : residual_) e *= inverse_ranks;
+    lap(phases.update);
   }
   ++step_;
 
   int64_t part_bytes = 0;
   if (!DenseAt(step_)) {
     const std::vector<int64_t> own = SelectOwnPart(step_);
+    lap(phases.select);
     if (absl::Status s = exchange_.Start(*group_, config_.mask_epoch, step_, own, &current_);
         !s.ok()) {
       return s;
     }
+    lap_exchange(exchange_.last_encode_seconds());
     part_bytes = exchange_.last_part_bytes();
   }
   last_step_ = {};
@@ -311,6 +339,7 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   last_step_.mask_part_bytes = part_bytes;
   last_step_.mask_encoding = exchange_.last_encoding();
   last_step_.grad_norm = reference ? last_grad_norm_ : 0.0;
+  last_step_.phases = phases;
   return absl::OkStatus();
 }
 

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace corescape::optim {
 
@@ -197,8 +198,10 @@ absl::Status MaskExchange::Start(RankGroup& group, uint64_t mask_epoch, int64_t 
   header.mask_epoch = mask_epoch;
   header.step = step;
   header.rank = rank;
+  const absl::Time encode_start = absl::Now();
   auto encoded = EncodeMaskPartition(header, {RangeBegin(rank), RangeEnd(rank), own_part},
                                      have_previous ? &previous->parts[rank] : nullptr);
+  last_encode_seconds_ = absl::ToDoubleSeconds(absl::Now() - encode_start);
   if (!encoded.ok()) return encoded.status();
   send_ = std::move(*encoded);
   last_part_bytes_ = static_cast<int64_t>(send_.size());
@@ -220,13 +223,16 @@ absl::StatusOr<GlobalMask> MaskExchange::Finish(uint64_t expected_mask_epoch,
   absl::Status waited = pending_->Wait();
   pending_.reset();
   if (!waited.ok()) return waited;
+  const absl::Time decode_start = absl::Now();
   std::vector<std::string> parts;
   int64_t offset = 0;
   for (int64_t size : sizes_) {
     parts.emplace_back(recv_.data() + offset, size);
     offset += size;
   }
-  return AssembleGlobalMask(*this, parts, expected_mask_epoch, expected_step, previous_);
+  auto mask = AssembleGlobalMask(*this, parts, expected_mask_epoch, expected_step, previous_);
+  last_decode_seconds_ = absl::ToDoubleSeconds(absl::Now() - decode_start);
+  return mask;
 }
 
 absl::StatusOr<GlobalMask> AssembleGlobalMask(const MaskExchange& ranges,
