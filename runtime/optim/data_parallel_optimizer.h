@@ -28,6 +28,9 @@ struct OptimizerStepPhases {
   double all_reduce_wait = 0;  // blocked in the values (or gradient) all-reduce
   double mask_wait = 0;        // blocked in the mask exchange (sizes, payload)
   double update = 0;           // the parameter / moment update
+  // Selection work done on another thread while the all-reduce and the
+  // update ran: not on the step's path, so not in OwnWork().
+  double select_overlapped = 0;
 
   double OwnWork() const { return select + encode + pack + update; }
 };

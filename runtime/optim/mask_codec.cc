@@ -1,6 +1,7 @@
 #include "runtime/optim/mask_codec.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -221,7 +222,18 @@ absl::StatusOr<DecodedMaskPartition> DecodeMaskPartition(absl::string_view bytes
       if (static_cast<int64_t>(payload.size()) != (range + 7) / 8) {
         return absl::DataLossError("mask: bitmask of the wrong size");
       }
-      for (int64_t offset = 0; offset < range; ++offset) {
+      // 64 coordinates per word, visiting only the set bits; bits past the
+      // range in the last byte are ignored.
+      out.indices.reserve(h.count);
+      const int64_t words = range / 64;
+      for (int64_t w = 0; w < words; ++w) {
+        uint64_t word = GetFixed<uint64_t>(payload.data() + 8 * w);
+        while (word != 0) {
+          out.indices.push_back(begin + 64 * w + std::countr_zero(word));
+          word &= word - 1;
+        }
+      }
+      for (int64_t offset = 64 * words; offset < range; ++offset) {
         if ((static_cast<uint8_t>(payload[offset / 8]) >> (offset % 8)) & 1) {
           out.indices.push_back(begin + offset);
         }
