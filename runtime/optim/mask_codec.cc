@@ -145,16 +145,25 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
     }
   }
   header.count = static_cast<int64_t>(mask.indices.size());
+  // The sizes MaskPayloadBytes gives, with the symmetric difference computed
+  // once for both sizing and writing.
+  std::vector<int64_t> changed;
+  if (previous != nullptr) changed = SymmetricDifference(mask.indices, *previous);
+  auto payload_bytes = [&](MaskEncoding e) -> std::optional<int64_t> {
+    if (e != MaskEncoding::kChangeFromPrevious) return MaskPayloadBytes(e, mask, nullptr);
+    if (previous == nullptr) return std::nullopt;
+    return VarintBytes(changed.size()) + GapListBytes(changed, mask.begin);
+  };
+  int64_t best = -1;
   if (force) {
-    if (!MaskPayloadBytes(*force, mask, previous)) {
-      return absl::FailedPreconditionError("change-from-previous needs a previous mask");
-    }
+    std::optional<int64_t> bytes = payload_bytes(*force);
+    if (!bytes) return absl::FailedPreconditionError("change-from-previous needs a previous mask");
     header.encoding = *force;
+    best = *bytes;
   } else {
-    int64_t best = -1;
     for (MaskEncoding e : {MaskEncoding::kBitmask, MaskEncoding::kIndexList,
                            MaskEncoding::kDeltaIndices, MaskEncoding::kChangeFromPrevious}) {
-      std::optional<int64_t> bytes = MaskPayloadBytes(e, mask, previous);
+      std::optional<int64_t> bytes = payload_bytes(e);
       if (bytes && (best < 0 || *bytes < best)) {
         best = *bytes;
         header.encoding = e;
@@ -162,6 +171,7 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
     }
   }
   std::string out;
+  out.reserve(kMaskHeaderBytes + best);
   out.push_back(static_cast<char>(kMagic));
   out.push_back(static_cast<char>(header.encoding));
   PutFixed<uint16_t>(out, static_cast<uint16_t>(header.rank));
@@ -186,12 +196,10 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
     case MaskEncoding::kDeltaIndices:
       PutGapList(out, mask.indices, mask.begin);
       break;
-    case MaskEncoding::kChangeFromPrevious: {
-      const std::vector<int64_t> changed = SymmetricDifference(mask.indices, *previous);
+    case MaskEncoding::kChangeFromPrevious:
       PutVarint(out, changed.size());
       PutGapList(out, changed, mask.begin);
       break;
-    }
   }
   return out;
 }

@@ -448,6 +448,20 @@ void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
   // the noise share of AdamS's v (β2(1−β1)/(1+β1) + 1−β2 ≈ 0.1).
   const double c_noise = c.adams.beta2 * (1.0 - c.adams.beta1) / (1.0 + c.adams.beta1) +
                          (1.0 - c.adams.beta2);
+  // kCatchUp's powers of a window length K: β1^K and K^α, the same values
+  // std::pow gives per coordinate, computed once per K (most windows are short).
+  constexpr int64_t kCachedWindows = 256;
+  std::vector<float> b1_to_k, k_to_alpha;
+  if (c.rule == ScapeRule::kCatchUp) {
+    const int64_t longest = std::min<int64_t>(kCachedWindows, t + 2);
+    b1_to_k.resize(longest);
+    k_to_alpha.resize(longest);
+    for (int64_t k = 1; k < longest; ++k) {
+      b1_to_k[k] = static_cast<float>(std::pow(c.adams.beta1, static_cast<double>(k)));
+      k_to_alpha[k] = static_cast<float>(std::pow(static_cast<double>(k), c.catch_up_exponent));
+    }
+  }
+  const int64_t cached_windows = static_cast<int64_t>(b1_to_k.size());
 
   // Rules under which an off-mask coordinate only decays: the run up to the
   // next mask entry is one vectorizable loop.
@@ -482,7 +496,9 @@ void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
           break;
         }
         case ScapeRule::kCatchUp: {
-          const float b1k = static_cast<float>(std::pow(c.adams.beta1, static_cast<double>(k)));
+          const bool cached = k < cached_windows;
+          const float b1k = cached ? b1_to_k[k]
+                                   : static_cast<float>(std::pow(c.adams.beta1, static_cast<double>(k)));
           // Window mean gradient: b holds (1−β1)·Σg, or with decayed
           // residuals the EMA share Σ(1−β1)β1^(K−s)g_s = (1−β1^K)·ĝ.
           const float g_hat = c.decayed_residual ? b / (1.0f - b1k)
@@ -497,9 +513,11 @@ void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
           }
           m = c.decayed_residual ? b1k * m + b : b1k * m + (1.0f - b1k) * g_hat;
           theta *= d;
-          const float steps = exponent == 1.0
-                                  ? static_cast<float>(k)
-                                  : static_cast<float>(std::pow(static_cast<double>(k), exponent));
+          const float steps =
+              exponent == 1.0 ? static_cast<float>(k)
+              : cached && exponent == c.catch_up_exponent
+                  ? k_to_alpha[k]
+                  : static_cast<float>(std::pow(static_cast<double>(k), exponent));
           theta -= flr * steps * m / (std::sqrt(v) + eps);
           break;
         }
