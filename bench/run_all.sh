@@ -40,6 +40,9 @@ echo "== data plane: collectives vs ucx_perftest (bench/comm)"
 echo
 echo "== SCAPE quality and volume, P=4 in-process ranks (bench/scape, ~5 min)"
 ./bench/scape/run.sh
+echo
+echo "== SCAPE step breakdown: own cost vs dense AdamS's step compute, small, P=2 (bench/scape)"
+./bench/scape/step_breakdown.sh
 if [ "$(id -u)" = 0 ]; then
   echo
   echo "== SCAPE wall-clock with shaped links in network namespaces (bench/scape, root)"

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "runtime/optim/optimizer_state.h"
 #include "runtime/optim/sparse_mask.h"
 
@@ -111,9 +112,13 @@ DenseAdamSDataParallel::DenseAdamSDataParallel(RankGroup* group, AdamSConfig con
 absl::Status DenseAdamSDataParallel::Step(float* params, float* grads, int64_t size, double lr) {
   if (absl::Status s = CheckSize(size, adams_.first_moment().size(), name()); !s.ok()) return s;
   StepBytes bytes(*group_);
+  const absl::Time start = absl::Now();
   if (absl::Status s = group_->AllReduceSum(grads, size); !s.ok()) return s;
+  const absl::Time reduced = absl::Now();
   if (absl::Status s = adams_.Step(params, grads, size, lr); !s.ok()) return s;
   last_step_ = {};
+  last_step_.phases.all_reduce_wait = absl::ToDoubleSeconds(reduced - start);
+  last_step_.phases.update = absl::ToDoubleSeconds(absl::Now() - reduced);
   last_step_.step = adams_.step_count();
   last_step_.synced_values = size;
   bytes.Record(last_step_);

@@ -18,6 +18,23 @@
 
 namespace corescape::optim {
 
+// Wall seconds one rank's step spent in each part of the optimizer, on the
+// calling thread. Communication is all_reduce_wait and mask_wait; the rest is
+// the optimizer's own work (bench/scape/step_breakdown.sh reports it).
+struct OptimizerStepPhases {
+  double select = 0;           // the next mask's statistic and top-k
+  double encode = 0;           // mask coding: encoding this rank's part, decoding the others'
+  double pack = 0;             // residual update, gather at the mask, zeroing what is sent
+  double all_reduce_wait = 0;  // blocked in the values (or gradient) all-reduce
+  double mask_wait = 0;        // blocked in the mask exchange (sizes, payload)
+  double update = 0;           // the parameter / moment update
+  // Selection work done on another thread while the all-reduce and the
+  // update ran: not on the step's path, so not in OwnWork().
+  double select_overlapped = 0;
+
+  double OwnWork() const { return select + encode + pack + update; }
+};
+
 // What one rank's last step did and cost.
 struct OptimizerStepStats {
   int64_t step = 0;              // 1-based index of the step just taken
@@ -31,6 +48,7 @@ struct OptimizerStepStats {
   // L2 norm of the synchronized gradient before clipping (optimizers that
   // clip; 0 for the others).
   double grad_norm = 0;
+  OptimizerStepPhases phases;
 };
 
 // One rank's optimizer in data-parallel training: it synchronizes what it

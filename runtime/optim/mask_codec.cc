@@ -1,6 +1,7 @@
 #include "runtime/optim/mask_codec.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -144,16 +145,25 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
     }
   }
   header.count = static_cast<int64_t>(mask.indices.size());
+  // The sizes MaskPayloadBytes gives, with the symmetric difference computed
+  // once for both sizing and writing.
+  std::vector<int64_t> changed;
+  if (previous != nullptr) changed = SymmetricDifference(mask.indices, *previous);
+  auto payload_bytes = [&](MaskEncoding e) -> std::optional<int64_t> {
+    if (e != MaskEncoding::kChangeFromPrevious) return MaskPayloadBytes(e, mask, nullptr);
+    if (previous == nullptr) return std::nullopt;
+    return VarintBytes(changed.size()) + GapListBytes(changed, mask.begin);
+  };
+  int64_t best = -1;
   if (force) {
-    if (!MaskPayloadBytes(*force, mask, previous)) {
-      return absl::FailedPreconditionError("change-from-previous needs a previous mask");
-    }
+    std::optional<int64_t> bytes = payload_bytes(*force);
+    if (!bytes) return absl::FailedPreconditionError("change-from-previous needs a previous mask");
     header.encoding = *force;
+    best = *bytes;
   } else {
-    int64_t best = -1;
     for (MaskEncoding e : {MaskEncoding::kBitmask, MaskEncoding::kIndexList,
                            MaskEncoding::kDeltaIndices, MaskEncoding::kChangeFromPrevious}) {
-      std::optional<int64_t> bytes = MaskPayloadBytes(e, mask, previous);
+      std::optional<int64_t> bytes = payload_bytes(e);
       if (bytes && (best < 0 || *bytes < best)) {
         best = *bytes;
         header.encoding = e;
@@ -161,6 +171,7 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
     }
   }
   std::string out;
+  out.reserve(kMaskHeaderBytes + best);
   out.push_back(static_cast<char>(kMagic));
   out.push_back(static_cast<char>(header.encoding));
   PutFixed<uint16_t>(out, static_cast<uint16_t>(header.rank));
@@ -185,12 +196,10 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
     case MaskEncoding::kDeltaIndices:
       PutGapList(out, mask.indices, mask.begin);
       break;
-    case MaskEncoding::kChangeFromPrevious: {
-      const std::vector<int64_t> changed = SymmetricDifference(mask.indices, *previous);
+    case MaskEncoding::kChangeFromPrevious:
       PutVarint(out, changed.size());
       PutGapList(out, changed, mask.begin);
       break;
-    }
   }
   return out;
 }
@@ -221,7 +230,18 @@ absl::StatusOr<DecodedMaskPartition> DecodeMaskPartition(absl::string_view bytes
       if (static_cast<int64_t>(payload.size()) != (range + 7) / 8) {
         return absl::DataLossError("mask: bitmask of the wrong size");
       }
-      for (int64_t offset = 0; offset < range; ++offset) {
+      // 64 coordinates per word, visiting only the set bits; bits past the
+      // range in the last byte are ignored.
+      out.indices.reserve(h.count);
+      const int64_t words = range / 64;
+      for (int64_t w = 0; w < words; ++w) {
+        uint64_t word = GetFixed<uint64_t>(payload.data() + 8 * w);
+        while (word != 0) {
+          out.indices.push_back(begin + 64 * w + std::countr_zero(word));
+          word &= word - 1;
+        }
+      }
+      for (int64_t offset = 64 * words; offset < range; ++offset) {
         if ((static_cast<uint8_t>(payload[offset / 8]) >> (offset % 8)) & 1) {
           out.indices.push_back(begin + offset);
         }

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "runtime/optim/adamw.h"
 #include "runtime/optim/optimizer_state.h"
 
@@ -172,6 +175,11 @@ bool ScapeOptimizer::DenseAt(int64_t step) const {
          (step - warmup + 1) % config_.dense_refresh_interval == 0;
 }
 
+void ScapeOptimizer::DecayRun(float* params, int64_t begin, int64_t end, float decay) const {
+  const uint8_t* decays = decay_mask_.data();
+  for (int64_t j = begin; j < end; ++j) params[j] *= decays[j] ? decay : 1.0f;
+}
+
 bool ScapeOptimizer::ResidualSyncAfter(int64_t step) const {
   return config_.residual_sync_period > 0 && (step + 1) % config_.residual_sync_period == 0;
 }
@@ -208,6 +216,21 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   }
   const int64_t sent_before = group_->bytes_sent(), received_before = group_->bytes_received();
   const int64_t t = step_;
+  OptimizerStepPhases phases;
+  absl::Time mark = absl::Now();
+  // Adds the time since the last mark to `phase`.
+  auto lap = [&mark](double& phase) {
+    const absl::Time now = absl::Now();
+    phase += absl::ToDoubleSeconds(now - mark);
+    mark = now;
+  };
+  // A mask exchange's Start or Finish just ended: its coding is `coding`
+  // seconds of it, the rest was waiting.
+  auto lap_exchange = [&](double coding) {
+    lap(phases.mask_wait);
+    phases.mask_wait -= coding;
+    phases.encode += coding;
+  };
   const bool dense = DenseAt(t);
   const bool reference = config_.rule == ScapeRule::kReference;
   const bool first_mask_now = reference && !dense && !exchange_.in_flight() && !pending_;
@@ -218,8 +241,9 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
     current_ = GlobalMask{config_.mask_epoch, t, {}, {}};
   } else if (reference && !exchange_.in_flight() && !pending_) {
     // kReference's first mask: chosen below from this step's payload.
-  } else if (absl::Status s = TakeMask(t); !s.ok()) {
-    return s;
+  } else {
+    if (absl::Status s = TakeMask(t); !s.ok()) return s;
+    lap_exchange(exchange_.last_decode_seconds());
   }
 
   // Error-compensated increments: e ← e + (1−β1)·g (minus this rank's share
@@ -249,11 +273,15 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
     reference_statistic_.resize(end - begin);
     for (int64_t j = begin; j < end; ++j) reference_statistic_[j - begin] = std::fabs(residual_[j]);
     if (first_mask_now) {
-      if (absl::Status s = exchange_.Start(*group_, config_.mask_epoch, t, SelectOwnPart(t), &current_);
-          !s.ok()) {
+      lap(phases.pack);
+      const std::vector<int64_t> own = SelectOwnPart(t);
+      lap(phases.select);
+      if (absl::Status s = exchange_.Start(*group_, config_.mask_epoch, t, own, &current_); !s.ok()) {
         return s;
       }
+      lap_exchange(exchange_.last_encode_seconds());
       if (absl::Status s = TakeMask(t); !s.ok()) return s;
+      lap_exchange(exchange_.last_decode_seconds());
     }
   } else if (forecast_share != 0.0f) {
     for (int64_t j = 0; j < n; ++j) residual_[j] += one_minus_b1 * grads[j] - forecast_share * m_[j];
@@ -277,28 +305,65 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
       residual_[mask[p]] = 0.0f;
     }
   }
-  if (absl::Status s = group_->AllReduceSum(values_.data(), synced); !s.ok()) return s;
+  lap(phases.pack);
+  // The next mask's selection runs beside the values all-reduce and the
+  // update when it does not depend on them (SelectsDuringUpdate).
+  std::optional<std::future<std::vector<int64_t>>> selection;
+  double selection_seconds = 0;
+  if (SelectsDuringUpdate(t, dense)) {
+    auto select = [this, t, &selection_seconds] {
+      const absl::Time start = absl::Now();
+      std::vector<int64_t> chosen = config_.rule == ScapeRule::kReference
+                                        ? SelectOwnPart(t + 1)
+                                        : SelectOffMaskCandidates(t + 1);
+      selection_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+      return chosen;
+    };
+    try {
+      selection = std::async(std::launch::async, select);
+    } catch (const std::system_error&) {
+      // No thread to spare: select after the update instead.
+    }
+  }
+  if (absl::Status s = group_->AllReduceSum(values_.data(), synced); !s.ok()) {
+    if (selection) selection->wait();
+    return s;
+  }
+  lap(phases.all_reduce_wait);
 
   if (reference) {
     ApplyReference(params, n, lr, dense);
   } else {
     Apply(params, n, lr, dense);
   }
+  lap(phases.update);
   if (!dense && ResidualSyncAfter(t)) {
     // Every rank takes the ranks' mean residual (a dense step has none left).
     if (absl::Status s = group_->AllReduceSum(residual_.data(), n); !s.ok()) return s;
+    lap(phases.all_reduce_wait);
     const float inverse_ranks = 1.0f / static_cast<float>(group_->world_size());
     for (float& e : residual_) e *= inverse_ranks;
+    lap(phases.update);
   }
   ++step_;
 
   int64_t part_bytes = 0;
   if (!DenseAt(step_)) {
-    const std::vector<int64_t> own = SelectOwnPart(step_);
+    std::vector<int64_t> own;
+    if (!selection) {
+      own = SelectOwnPart(step_);
+    } else if (config_.rule == ScapeRule::kReference) {
+      own = selection->get();
+    } else {
+      own = SelectFromCandidates(step_, selection->get());
+    }
+    lap(phases.select);
+    phases.select_overlapped = selection_seconds;
     if (absl::Status s = exchange_.Start(*group_, config_.mask_epoch, step_, own, &current_);
         !s.ok()) {
       return s;
     }
+    lap_exchange(exchange_.last_encode_seconds());
     part_bytes = exchange_.last_part_bytes();
   }
   last_step_ = {};
@@ -311,6 +376,7 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   last_step_.mask_part_bytes = part_bytes;
   last_step_.mask_encoding = exchange_.last_encoding();
   last_step_.grad_norm = reference ? last_grad_norm_ : 0.0;
+  last_step_.phases = phases;
   return absl::OkStatus();
 }
 
@@ -337,6 +403,14 @@ void ScapeOptimizer::ApplyReference(float* params, int64_t n, double lr, bool de
       static_cast<float>(std::sqrt(1.0 - std::pow(c.adams.beta2, static_cast<double>(t))));
   int64_t p = 0;
   for (int64_t j = 0; j < n; ++j) {
+    if (!dense) {
+      // Off the mask the first moment lives only in the residual.
+      const int64_t next = p < synced ? mask[p] : n;
+      std::fill(m_.begin() + j, m_.begin() + next, 0.0f);
+      DecayRun(params, j, next, decay);
+      j = next;
+      if (j == n) break;
+    }
     const float d = decay_mask_[j] ? decay : 1.0f;
     float& theta = params[j];
     float& m = m_[j];
@@ -374,9 +448,34 @@ void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
   // the noise share of AdamS's v (β2(1−β1)/(1+β1) + 1−β2 ≈ 0.1).
   const double c_noise = c.adams.beta2 * (1.0 - c.adams.beta1) / (1.0 + c.adams.beta1) +
                          (1.0 - c.adams.beta2);
+  // kCatchUp's powers of a window length K: β1^K and K^α, the same values
+  // std::pow gives per coordinate, computed once per K (most windows are short).
+  constexpr int64_t kCachedWindows = 256;
+  std::vector<float> b1_to_k, k_to_alpha;
+  if (c.rule == ScapeRule::kCatchUp) {
+    const int64_t longest = std::min<int64_t>(kCachedWindows, t + 2);
+    b1_to_k.resize(longest);
+    k_to_alpha.resize(longest);
+    for (int64_t k = 1; k < longest; ++k) {
+      b1_to_k[k] = static_cast<float>(std::pow(c.adams.beta1, static_cast<double>(k)));
+      k_to_alpha[k] = static_cast<float>(std::pow(static_cast<double>(k), c.catch_up_exponent));
+    }
+  }
+  const int64_t cached_windows = static_cast<int64_t>(b1_to_k.size());
 
+  // Rules under which an off-mask coordinate only decays: the run up to the
+  // next mask entry is one vectorizable loop.
+  const bool off_mask_decays_only =
+      c.rule == ScapeRule::kCatchUp ||
+      (c.rule == ScapeRule::kReconstructed && c.off_mask == OffMaskRule::kDecayOnly);
   int64_t p = 0;  // position in the mask / the packed values
   for (int64_t j = 0; j < n; ++j) {
+    if (!dense && off_mask_decays_only) {
+      const int64_t next = p < mask_size ? mask[p] : n;
+      DecayRun(params, j, next, decay);
+      j = next;
+      if (j == n) break;
+    }
     const bool on = dense || (p < mask_size && mask[p] == j);
     const float d = decay_mask_[j] ? decay : 1.0f;
     float& theta = params[j];
@@ -397,7 +496,9 @@ void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
           break;
         }
         case ScapeRule::kCatchUp: {
-          const float b1k = static_cast<float>(std::pow(c.adams.beta1, static_cast<double>(k)));
+          const bool cached = k < cached_windows;
+          const float b1k = cached ? b1_to_k[k]
+                                   : static_cast<float>(std::pow(c.adams.beta1, static_cast<double>(k)));
           // Window mean gradient: b holds (1−β1)·Σg, or with decayed
           // residuals the EMA share Σ(1−β1)β1^(K−s)g_s = (1−β1^K)·ĝ.
           const float g_hat = c.decayed_residual ? b / (1.0f - b1k)
@@ -412,9 +513,11 @@ void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
           }
           m = c.decayed_residual ? b1k * m + b : b1k * m + (1.0f - b1k) * g_hat;
           theta *= d;
-          const float steps = exponent == 1.0
-                                  ? static_cast<float>(k)
-                                  : static_cast<float>(std::pow(static_cast<double>(k), exponent));
+          const float steps =
+              exponent == 1.0 ? static_cast<float>(k)
+              : cached && exponent == c.catch_up_exponent
+                  ? k_to_alpha[k]
+                  : static_cast<float>(std::pow(static_cast<double>(k), exponent));
           theta -= flr * steps * m / (std::sqrt(v) + eps);
           break;
         }
@@ -493,26 +596,101 @@ std::vector<float> ScapeOptimizer::MaskStatisticValues() const {
   if (config_.rule == ScapeRule::kReference) return reference_statistic_;
   const int rank = group_->rank();
   const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
+  std::vector<float> out(end - begin);
+  ComputeStatistic(begin, end, out.data());
+  return out;
+}
+
+void ScapeOptimizer::ComputeStatistic(int64_t from, int64_t to, float* out) const {
   const float b1 = static_cast<float>(config_.adams.beta1);
   const float eps = static_cast<float>(config_.adams.epsilon);
   const float world = static_cast<float>(group_->world_size());
-  std::vector<float> out(end - begin);
-  for (int64_t j = begin; j < end; ++j) {
-    float s = 0.0f;
-    switch (config_.statistic) {
-      case MaskStatistic::kMomentumPlusResidual: s = std::fabs(b1 * m_[j] + residual_[j]); break;
-      case MaskStatistic::kResidual: s = std::fabs(residual_[j]); break;
-      case MaskStatistic::kMomentum: s = std::fabs(m_[j]); break;
-      case MaskStatistic::kNormalizedResidual:
-        s = std::fabs(residual_[j]) / (std::sqrt(vbar_[j]) + eps);
-        break;
-      case MaskStatistic::kMomentumPlusScaledResidual:
-        s = std::fabs(b1 * m_[j] + world * residual_[j]);
-        break;
-    }
-    out[j - begin] = s;
+  const float* m = m_.data();
+  const float* e = residual_.data();
+  const float* v = vbar_.data();
+  const int64_t count = to - from;
+  m += from;
+  e += from;
+  v += from;
+  // One loop per statistic, so each vectorizes.
+  switch (config_.statistic) {
+    case MaskStatistic::kMomentumPlusResidual:
+      for (int64_t i = 0; i < count; ++i) out[i] = std::fabs(b1 * m[i] + e[i]);
+      break;
+    case MaskStatistic::kResidual:
+      for (int64_t i = 0; i < count; ++i) out[i] = std::fabs(e[i]);
+      break;
+    case MaskStatistic::kMomentum:
+      for (int64_t i = 0; i < count; ++i) out[i] = std::fabs(m[i]);
+      break;
+    case MaskStatistic::kNormalizedResidual:
+      for (int64_t i = 0; i < count; ++i) out[i] = std::fabs(e[i]) / (std::sqrt(v[i]) + eps);
+      break;
+    case MaskStatistic::kMomentumPlusScaledResidual:
+      for (int64_t i = 0; i < count; ++i) out[i] = std::fabs(b1 * m[i] + world * e[i]);
+      break;
   }
-  return out;
+}
+
+const std::vector<float>& ScapeOptimizer::StatisticOfRange() {
+  if (config_.rule == ScapeRule::kReference) return reference_statistic_;
+  const int rank = group_->rank();
+  const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
+  statistic_.resize(end - begin);
+  ComputeStatistic(begin, end, statistic_.data());
+  return statistic_;
+}
+
+bool ScapeOptimizer::SelectsDuringUpdate(int64_t step, bool dense) const {
+  if (dense || DenseAt(step + 1) || ResidualSyncAfter(step)) return false;
+  // The reference rule selects from c^r, final before the all-reduce.
+  if (config_.rule == ScapeRule::kReference) return true;
+  // Otherwise the update must leave every off-mask coordinate's statistic
+  // as it is (candidates are chosen off the mask, the mask's own entries
+  // are added after the update), and the selection be by statistic alone.
+  const bool off_mask_static =
+      config_.rule == ScapeRule::kCatchUp ||
+      (config_.rule == ScapeRule::kReconstructed &&
+       config_.off_mask != OffMaskRule::kMomentumKeepsMoving);
+  return off_mask_static && !config_.PerTensor() && config_.exploration == 0;
+}
+
+std::vector<int64_t> ScapeOptimizer::SelectOffMaskCandidates(int64_t step) {
+  const int rank = group_->rank();
+  const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
+  const std::vector<int64_t>& mask = current_.indices;
+  statistic_.resize(end - begin);
+  // The mask's entries count as −∞ (NaN) here: every one of the true top k
+  // that is off the mask is then among these k (only entries the true order
+  // ranks above it can rank above it here).
+  int64_t from = begin;
+  for (auto it = std::lower_bound(mask.begin(), mask.end(), begin);
+       it != mask.end() && *it < end; ++it) {
+    ComputeStatistic(from, *it, statistic_.data() + (from - begin));
+    statistic_[*it - begin] = NAN;
+    from = *it + 1;
+  }
+  ComputeStatistic(from, end, statistic_.data() + (from - begin));
+  return SelectTopK(statistic_, begin, MaskCountForRange(end - begin, DensityAt(step)));
+}
+
+std::vector<int64_t> ScapeOptimizer::SelectFromCandidates(int64_t step,
+                                                          const std::vector<int64_t>& candidates) {
+  const int rank = group_->rank();
+  const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
+  const std::vector<int64_t>& mask = current_.indices;
+  std::vector<int64_t> pool;
+  pool.reserve(candidates.size() + mask.size());
+  std::set_union(candidates.begin(), candidates.end(),
+                 std::lower_bound(mask.begin(), mask.end(), begin),
+                 std::lower_bound(mask.begin(), mask.end(), end), std::back_inserter(pool));
+  std::vector<float> values(pool.size());
+  for (size_t i = 0; i < pool.size(); ++i) ComputeStatistic(pool[i], pool[i] + 1, &values[i]);
+  // The pool is ascending, so ties still go to the lower coordinate.
+  std::vector<int64_t> chosen =
+      SelectTopK(values, 0, MaskCountForRange(end - begin, DensityAt(step)));
+  for (int64_t& i : chosen) i = pool[i];
+  return chosen;
 }
 
 std::vector<int64_t> ScapeOptimizer::SelectPerTensor(const std::vector<float>& statistic,
@@ -535,13 +713,13 @@ std::vector<int64_t> ScapeOptimizer::SelectPerTensor(const std::vector<float>& s
   return chosen;
 }
 
-std::vector<int64_t> ScapeOptimizer::SelectOwnPart(int64_t step) const {
+std::vector<int64_t> ScapeOptimizer::SelectOwnPart(int64_t step) {
   const int rank = group_->rank();
   const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
-  if (config_.PerTensor()) return SelectPerTensor(MaskStatisticValues(), begin, DensityAt(step));
+  if (config_.PerTensor()) return SelectPerTensor(StatisticOfRange(), begin, DensityAt(step));
   const int64_t k = MaskCountForRange(end - begin, DensityAt(step));
   const int64_t k_explore = static_cast<int64_t>(std::floor(config_.exploration * k));
-  std::vector<int64_t> chosen = SelectTopK(MaskStatisticValues(), begin, k - k_explore);
+  std::vector<int64_t> chosen = SelectTopK(StatisticOfRange(), begin, k - k_explore);
   if (k_explore == 0) return chosen;
   // The rest: the least recently synchronized coordinates not chosen yet.
   std::vector<float> age(end - begin);

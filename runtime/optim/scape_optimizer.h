@@ -210,10 +210,26 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   double DensityAt(int64_t step) const;
   absl::Status TakeMask(int64_t step);
   void Apply(float* params, int64_t size, double lr, bool dense);
+  // θ_j ← θ_j·(1 − ηλ) for the decayed j of [begin, end): off the mask.
+  void DecayRun(float* params, int64_t begin, int64_t end, float decay) const;
   // kReference's update from the averaged payload b (values_).
   void ApplyReference(float* params, int64_t size, double lr, bool dense);
   // This rank's part of the mask for step `step`.
-  std::vector<int64_t> SelectOwnPart(int64_t step) const;
+  std::vector<int64_t> SelectOwnPart(int64_t step);
+  // The statistic of coordinates [from, to) into out[0, to − from).
+  void ComputeStatistic(int64_t from, int64_t to, float* out) const;
+  // This rank's statistic over its scope (kReference: its |c^r|).
+  const std::vector<float>& StatisticOfRange();
+  // Whether the mask for step + 1 can be selected while step's values
+  // all-reduce and update run (on another thread): its inputs are final
+  // before them, or change only at the current mask's entries.
+  bool SelectsDuringUpdate(int64_t step, bool dense) const;
+  // Before the update: the top k of this rank's range with the current
+  // mask's entries left out. Reads the state off the mask only.
+  std::vector<int64_t> SelectOffMaskCandidates(int64_t step);
+  // After the update: the top k of the candidates and the current mask's
+  // entries in this rank's range, which holds the true top k.
+  std::vector<int64_t> SelectFromCandidates(int64_t step, const std::vector<int64_t>& candidates);
   std::vector<int64_t> SelectPerTensor(const std::vector<float>& statistic, int64_t begin,
                                        double density) const;
 
@@ -233,6 +249,7 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // kReference: |c^r| over this rank's range at the last step, what the next
   // mask is chosen from.
   std::vector<float> reference_statistic_;
+  std::vector<float> statistic_;  // the statistic over this rank's range, reused
   double last_grad_norm_ = 0;  // kReference: ‖ĝ‖ of the last step, before clipping
   GlobalMask current_;
   // A step forced dense because the restored pending mask was cut for another

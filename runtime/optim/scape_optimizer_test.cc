@@ -229,6 +229,66 @@ TEST(ScapeOptimizerTest, MaskIsSelectedOneStepEarlyFromTheStateThen) {
   }
 }
 
+// The next mask is selected beside the values all-reduce and the update
+// (from candidates off the current mask, completed with the mask's entries
+// afterwards, or for the reference rule from c^r whole). On ranges large
+// enough for the threshold selection and statistics full of ties, every
+// part must still be exactly the top k of the statistic after the step.
+TEST(ScapeOptimizerTest, MaskSelectedDuringTheUpdateIsTheTopKOfTheStateAfterIt) {
+  constexpr int kTieRanks = 2;
+  constexpr int64_t kTieSize = 50000;
+  const std::vector<int64_t> tensors = {0, 20000, kTieSize};
+  for (ScapeRule rule : {ScapeRule::kCatchUp, ScapeRule::kReconstructed, ScapeRule::kReference}) {
+    ScapeConfig c = Sparse(0.02, rule);
+    auto partition = ScapePartition(c, tensors, kTieRanks);
+    ASSERT_TRUE(partition.ok());
+    std::vector<std::vector<GlobalMask>> masks(kTieRanks);
+    std::vector<std::vector<std::vector<float>>> statistics(kTieRanks);
+    absl::Status status = RunInProcessRanks(kTieRanks, [&](int rank, RankGroup& group) -> absl::Status {
+      auto opt = ScapeOptimizer::Create(&group, c, DecayMask(kTieSize, 1), tensors);
+      if (!opt.ok()) return opt.status();
+      std::vector<float> params(kTieSize, 0.0f), grads(kTieSize);
+      for (int64_t step = 0; step < 8; ++step) {
+        // Gradients on a coarse grid, zero for most coordinates: ties everywhere.
+        for (int64_t j = 0; j < kTieSize; ++j) {
+          const float h = Hash01(step * 1000003 + j * 2 + rank);
+          grads[j] = std::fabs(h) < 0.6f ? 0.0f : std::round(h * 4) / 4;
+        }
+        if (absl::Status s = (*opt)->Step(params.data(), grads.data(), kTieSize, 0.01); !s.ok()) {
+          return s;
+        }
+        masks[rank].push_back((*opt)->current_mask());
+        statistics[rank].push_back((*opt)->MaskStatisticValues());
+      }
+      return (*opt)->SaveState().status();
+    });
+    ASSERT_TRUE(status.ok()) << status;
+    int64_t compared = 0;
+    for (int64_t step = c.dense_warmup_steps; step + 1 < 8; ++step) {
+      for (int r = 0; r < kTieRanks; ++r) {
+        const std::vector<float>& stat = statistics[r][step];
+        const int64_t begin = partition->begin(r);
+        std::vector<int64_t> expected;
+        if (rule == ScapeRule::kReference) {  // per tensor
+          for (size_t t = 0; t + 1 < tensors.size(); ++t) {
+            if (tensors[t] < begin || tensors[t] >= partition->end(r)) continue;
+            const int64_t numel = tensors[t + 1] - tensors[t];
+            auto top = SelectTopK(absl::MakeConstSpan(stat).subspan(tensors[t] - begin, numel),
+                                  tensors[t], MaskCountForTensor(numel, c.density));
+            expected.insert(expected.end(), top.begin(), top.end());
+          }
+        } else {
+          expected = SelectTopK(stat, begin, MaskCountForRange(partition->size(r), c.density));
+        }
+        EXPECT_EQ(masks[0][step + 1].parts[r], expected)
+            << ScapeRuleName(rule) << " rank " << r << " step " << step + 1;
+        ++compared;
+      }
+    }
+    EXPECT_GT(compared, 0);
+  }
+}
+
 TEST(ScapeOptimizerTest, ResumeFromSavedStateContinuesBitwise) {
   for (MaskScope scope : {MaskScope::kPartitioned, MaskScope::kWholeBuffer}) {
     ScapeConfig c = Sparse(0.05);

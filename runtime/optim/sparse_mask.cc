@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace corescape::optim {
 
@@ -147,19 +149,32 @@ int64_t MaskCountForTensor(int64_t numel, double density) {
   return std::clamp<int64_t>(k, 1, numel);
 }
 
-std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin, int64_t k) {
+namespace {
+
+// A key whose unsigned order is the statistic's order with NaN as −∞ and
+// −0 equal to +0: the sign bit flipped for non-negative values, every bit
+// for negative ones.
+inline uint32_t OrderKey(float value) {
+  if (std::isnan(value)) value = -INFINITY;
+  if (value == 0.0f) value = 0.0f;
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+// Below this many entries a comparison selection beats two 64 Ki-bucket
+// histogram passes.
+constexpr int64_t kRadixSelectMinEntries = 1 << 14;
+
+std::vector<int64_t> SelectTopKByComparison(absl::Span<const float> statistic, int64_t begin,
+                                            int64_t k) {
   const int64_t n = static_cast<int64_t>(statistic.size());
-  k = std::clamp<int64_t>(k, 0, n);
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), int64_t{0});
-  auto key = [&](int64_t i) {
-    const float s = statistic[i];
-    return std::isnan(s) ? -INFINITY : s;
-  };
-  // A strict total order (value descending, then index ascending): the top k
+  // A strict total order (key descending, then index ascending): the top k
   // set is unique, whatever nth_element does internally.
   auto before = [&](int64_t a, int64_t b) {
-    const float ka = key(a), kb = key(b);
+    const uint32_t ka = OrderKey(statistic[a]), kb = OrderKey(statistic[b]);
     return ka > kb || (ka == kb && a < b);
   };
   if (k < n) std::nth_element(order.begin(), order.begin() + k, order.end(), before);
@@ -167,6 +182,53 @@ std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin
   std::sort(order.begin(), order.end());
   for (int64_t& i : order) i += begin;
   return order;
+}
+
+// Radix selection of the k-th largest key: a histogram of the keys' high 16
+// bits finds the bucket holding it, a histogram of that bucket's low 16 bits
+// the key itself (the threshold). One last pass in index order takes every
+// entry above the threshold and the first (lowest-index) entries equal to it
+// until k are taken, so the output is ascending without a sort.
+std::vector<int64_t> SelectTopKByThreshold(absl::Span<const float> statistic, int64_t begin,
+                                           int64_t k) {
+  const int64_t n = static_cast<int64_t>(statistic.size());
+  const float* s = statistic.data();
+  std::vector<int64_t> histogram(1 << 16, 0);
+  for (int64_t i = 0; i < n; ++i) ++histogram[OrderKey(s[i]) >> 16];
+  int64_t above = 0;  // entries with a key above the bucket being looked at
+  uint32_t high = 0xFFFF;
+  while (above + histogram[high] < k) above += histogram[high--];
+  std::fill(histogram.begin(), histogram.end(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t key = OrderKey(s[i]);
+    if ((key >> 16) == high) ++histogram[key & 0xFFFF];
+  }
+  uint32_t low = 0xFFFF;
+  while (above + histogram[low] < k) above += histogram[low--];
+  const uint32_t threshold = (high << 16) | low;
+  int64_t ties_taken = k - above;  // entries equal to the threshold still to take
+  std::vector<int64_t> chosen;
+  chosen.reserve(k);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t key = OrderKey(s[i]);
+    if (key > threshold || (key == threshold && ties_taken-- > 0)) chosen.push_back(begin + i);
+  }
+  return chosen;
+}
+
+}  // namespace
+
+std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin, int64_t k) {
+  const int64_t n = static_cast<int64_t>(statistic.size());
+  k = std::clamp<int64_t>(k, 0, n);
+  if (k == 0) return {};
+  if (k == n) {
+    std::vector<int64_t> all(n);
+    std::iota(all.begin(), all.end(), begin);
+    return all;
+  }
+  return n < kRadixSelectMinEntries ? SelectTopKByComparison(statistic, begin, k)
+                                    : SelectTopKByThreshold(statistic, begin, k);
 }
 
 int64_t MaskExchange::RangeBegin(int rank) const {
@@ -197,8 +259,10 @@ absl::Status MaskExchange::Start(RankGroup& group, uint64_t mask_epoch, int64_t 
   header.mask_epoch = mask_epoch;
   header.step = step;
   header.rank = rank;
+  const absl::Time encode_start = absl::Now();
   auto encoded = EncodeMaskPartition(header, {RangeBegin(rank), RangeEnd(rank), own_part},
                                      have_previous ? &previous->parts[rank] : nullptr);
+  last_encode_seconds_ = absl::ToDoubleSeconds(absl::Now() - encode_start);
   if (!encoded.ok()) return encoded.status();
   send_ = std::move(*encoded);
   last_part_bytes_ = static_cast<int64_t>(send_.size());
@@ -220,13 +284,16 @@ absl::StatusOr<GlobalMask> MaskExchange::Finish(uint64_t expected_mask_epoch,
   absl::Status waited = pending_->Wait();
   pending_.reset();
   if (!waited.ok()) return waited;
+  const absl::Time decode_start = absl::Now();
   std::vector<std::string> parts;
   int64_t offset = 0;
   for (int64_t size : sizes_) {
     parts.emplace_back(recv_.data() + offset, size);
     offset += size;
   }
-  return AssembleGlobalMask(*this, parts, expected_mask_epoch, expected_step, previous_);
+  auto mask = AssembleGlobalMask(*this, parts, expected_mask_epoch, expected_step, previous_);
+  last_decode_seconds_ = absl::ToDoubleSeconds(absl::Now() - decode_start);
+  return mask;
 }
 
 absl::StatusOr<GlobalMask> AssembleGlobalMask(const MaskExchange& ranges,

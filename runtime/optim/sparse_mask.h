@@ -120,6 +120,10 @@ class MaskExchange {
   // Encoded bytes of this rank's last part, and its encoding.
   int64_t last_part_bytes() const { return last_part_bytes_; }
   MaskEncoding last_encoding() const { return last_encoding_; }
+  // Wall seconds of mask coding (not communication) in the last Start (the
+  // encoding) and the last Finish (decoding and checking every part).
+  double last_encode_seconds() const { return last_encode_seconds_; }
+  double last_decode_seconds() const { return last_decode_seconds_; }
 
  private:
   const ParameterPartition* partition_;
@@ -132,6 +136,8 @@ class MaskExchange {
   GlobalMask previous_copy_;
   int64_t last_part_bytes_ = 0;
   MaskEncoding last_encoding_ = MaskEncoding::kBitmask;
+  double last_encode_seconds_ = 0;
+  double last_decode_seconds_ = 0;
 };
 
 // Decodes every rank's encoded part and checks mask epoch, step and rank:

@@ -1,5 +1,7 @@
 #include "runtime/optim/sparse_mask.h"
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 
@@ -61,6 +63,83 @@ TEST(SelectTopKTest, LargestFirstTiesToLowerIndexNanLast) {
   EXPECT_EQ(SelectTopK(s, 0, 4), (std::vector<int64_t>{1, 3, 4, 5}));
   EXPECT_EQ(SelectTopK(s, 0, 7).size(), 7u);
   EXPECT_EQ(SelectTopK(s, 0, 0).size(), 0u);
+}
+
+// The top k by a full sort of (value descending, index ascending) with NaN
+// as −∞ and float equality for ties (so −0 ties +0): what SelectTopK must
+// return, computed without its keys or its selection.
+std::vector<int64_t> TopKByFullSort(const std::vector<float>& stat, int64_t begin, int64_t k) {
+  std::vector<int64_t> order(stat.size());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  auto value = [&](int64_t i) { return std::isnan(stat[i]) ? -INFINITY : stat[i]; };
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return value(a) > value(b) || (value(a) == value(b) && a < b);
+  });
+  order.resize(std::clamp<int64_t>(k, 0, static_cast<int64_t>(stat.size())));
+  std::sort(order.begin(), order.end());
+  for (int64_t& i : order) i += begin;
+  return order;
+}
+
+// Statistics full of ties: a few repeated values (both zeros, infinities,
+// NaN, a denormal, negatives) and coarsely quantized uniforms.
+std::vector<float> TiedStat(uint32_t seed, int64_t size) {
+  std::mt19937 rng(seed);
+  const float specials[] = {0.0f, -0.0f, 1.0f, 2.0f, NAN, INFINITY, -INFINITY, -3.0f, 1e-40f, 0.5f};
+  std::vector<float> stat(size);
+  for (float& x : stat) {
+    const uint32_t pick = rng() % 4;
+    if (pick == 0) {
+      x = specials[rng() % 10];
+    } else {
+      x = std::round(std::uniform_real_distribution<float>(-1, 4)(rng) * 16) / 16;
+    }
+  }
+  return stat;
+}
+
+// Both selection paths (comparison below 2^14 entries, threshold above),
+// k = 0, 1, the middle, range − 1 and the whole range.
+TEST(SelectTopKTest, EqualsFullSortReferenceIncludingTies) {
+  for (int64_t size : {1, 2, 9, 1000, 16383, 16384, 70001, 300000}) {
+    for (uint32_t seed : {1u, 2u}) {
+      for (const std::vector<float>& stat : {TiedStat(seed, size), UniformStat(seed, size)}) {
+        for (int64_t k : {int64_t{0}, int64_t{1}, size / 100, size / 3, size - 1, size}) {
+          ASSERT_EQ(SelectTopK(stat, 17, k), TopKByFullSort(stat, 17, k))
+              << "size " << size << " seed " << seed << " k " << k;
+        }
+      }
+    }
+  }
+}
+
+TEST(SelectTopKTest, AllEqualTakesTheLowestIndices) {
+  for (int64_t size : {100, 50000}) {
+    const std::vector<float> stat(size, 0.25f);
+    std::vector<int64_t> expected(size / 2);
+    std::iota(expected.begin(), expected.end(), int64_t{5});
+    EXPECT_EQ(SelectTopK(stat, 5, size / 2), expected);
+    EXPECT_TRUE(SelectTopK(stat, 5, 0).empty());
+    EXPECT_EQ(SelectTopK(stat, 5, size + 3).size(), static_cast<size_t>(size));  // clamped
+  }
+}
+
+// Per-tensor masks select inside each tensor of a rank's range: every
+// tensor's selection is the reference's over that tensor alone, at its
+// offset in the buffer.
+TEST(SelectTopKTest, PerTensorRangesMatchTheReference) {
+  const std::vector<int64_t> bounds = {0, 512, 20000, 20001, 90000, 90512};
+  const std::vector<float> stat = TiedStat(7, bounds.back());
+  for (size_t t = 0; t + 1 < bounds.size(); ++t) {
+    const int64_t numel = bounds[t + 1] - bounds[t];
+    const std::vector<float> tensor(stat.begin() + bounds[t], stat.begin() + bounds[t + 1]);
+    for (double density : {0.01, 0.1, 1.0}) {
+      const int64_t k = MaskCountForTensor(numel, density);
+      EXPECT_EQ(SelectTopK(absl::MakeConstSpan(stat).subspan(bounds[t], numel), bounds[t], k),
+                TopKByFullSort(tensor, bounds[t], k))
+          << "tensor " << t << " density " << density;
+    }
+  }
 }
 
 // Every rank selects in its own range; the exchange gives every rank the
