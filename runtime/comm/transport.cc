@@ -104,10 +104,15 @@ absl::Status Transport::Init() {
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
-  // No UCP_FEATURE_TAG: tag matching is worker-wide, so any connection
-  // could deliver into any receive. Data messages are active messages the
-  // transport matches itself (transport_messages.cc).
-  params.features = UCP_FEATURE_AM | UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP;
+  // Data messages are active messages the transport matches itself
+  // (transport_messages.cc): UCX's tag matching is worker-wide, so any
+  // connection could deliver into any receive. Tags are enabled only as a
+  // sink: nothing posts a tagged receive, and what a stranger sends tagged
+  // is received into nothing and counted (DropTaggedMessages). Without the
+  // feature UCX 1.13 drops such messages in its transport layer, but logs a
+  // warning with a backtrace for every one.
+  params.features =
+      UCP_FEATURE_AM | UCP_FEATURE_TAG | UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP;
   params.name = "corescape";
   ucs_status_t init_status = ucp_init(&params, config, &context_);
   ucp_config_release(config);
@@ -295,6 +300,7 @@ unsigned Transport::ProgressSome() {
     if (n == 0) break;
     progressed += n;
   }
+  if (progressed > 0) DropTaggedMessages();
   return progressed;
 }
 

@@ -66,8 +66,11 @@ struct DroppedMessageCounts {
   uint64_t malformed = 0;
   // Unreceived messages beyond the bounds (kMaxUnexpectedMessages...).
   uint64_t over_limit = 0;
+  // UCP tagged messages: nothing here sends or receives them, so whoever
+  // sends one is not a member.
+  uint64_t tagged = 0;
 
-  uint64_t total() const { return unauthenticated + forged + malformed + over_limit; }
+  uint64_t total() const { return unauthenticated + forged + malformed + over_limit + tagged; }
 };
 
 // Receives the hellos that incoming connections present for one
@@ -211,7 +214,7 @@ class Transport {
   struct PendingUcxOp;
   struct ParkedHello;
   struct ArrivedMessage;
-  enum class DropReason { kUnauthenticated, kForged, kMalformed, kOverLimit };
+  enum class DropReason { kUnauthenticated, kForged, kMalformed, kOverLimit, kTagged };
 
   explicit Transport(const TransportOptions& options);
   absl::Status Init();
@@ -286,6 +289,9 @@ class Transport {
   // it was adopted, dropped otherwise.
   void SettleQuarantine(EndpointState* endpoint);
   void ReleaseAllHeld();
+  // Receives (into nothing) and counts the tagged messages UCX holds; a
+  // bounded number per call. Needs the UCX lock.
+  void DropTaggedMessages();
   void NoteDrop(DropReason reason, const std::string& detail);
   static void OnSendComplete(void* ucx_request, ucs_status_t status, void* user_data);
   static void OnReceiveDataComplete(void* ucx_request, ucs_status_t status, size_t length,
@@ -337,6 +343,7 @@ class Transport {
   std::atomic<uint64_t> dropped_forged_{0};
   std::atomic<uint64_t> dropped_malformed_{0};
   std::atomic<uint64_t> dropped_over_limit_{0};
+  std::atomic<uint64_t> dropped_tagged_{0};
   absl::Time last_drop_log_ = absl::InfinitePast();  // UCX lock
   uint64_t drops_since_log_ = 0;                      // UCX lock
 

@@ -20,10 +20,14 @@ namespace {
 
 // At most one summary line per interval, however many messages are dropped.
 constexpr absl::Duration kDropLogInterval = absl::Seconds(1);
+// Tagged messages dropped per DropTaggedMessages call (the rest wait for
+// the next one, a progress round later).
+constexpr int kMaxTaggedDropsPerCall = 1024;
 
 const char* DropReasonName(int reason) {
   static constexpr const char* kNames[] = {"unauthenticated endpoint", "forged header",
-                                           "malformed header", "over the held-message limit"};
+                                           "malformed header", "over the held-message limit",
+                                           "tagged message"};
   return kNames[reason];
 }
 
@@ -103,7 +107,8 @@ DroppedMessageCounts Transport::dropped_messages() const {
   return {.unauthenticated = dropped_unauthenticated_.load(),
           .forged = dropped_forged_.load(),
           .malformed = dropped_malformed_.load(),
-          .over_limit = dropped_over_limit_.load()};
+          .over_limit = dropped_over_limit_.load(),
+          .tagged = dropped_tagged_.load()};
 }
 
 void Transport::NoteDrop(DropReason reason, const std::string& detail) {
@@ -120,6 +125,9 @@ void Transport::NoteDrop(DropReason reason, const std::string& detail) {
     case DropReason::kOverLimit:
       dropped_over_limit_.fetch_add(1);
       break;
+    case DropReason::kTagged:
+      dropped_tagged_.fetch_add(1);
+      break;
   }
   ++drops_since_log_;
   const absl::Time now = absl::Now();
@@ -132,7 +140,7 @@ void Transport::NoteDrop(DropReason reason, const std::string& detail) {
                << "; latest: " << DropReasonName(static_cast<int>(reason)) << ", " << detail
                << " (totals: unauthenticated " << totals.unauthenticated << ", forged "
                << totals.forged << ", malformed " << totals.malformed << ", over limit "
-               << totals.over_limit << ")";
+               << totals.over_limit << ", tagged " << totals.tagged << ")";
   last_drop_log_ = now;
   drops_since_log_ = 0;
 }
@@ -395,6 +403,23 @@ void Transport::ReleaseAllHeld() {
   for (auto& request : receives) {
     request->posted_ = false;
     FinishRequest(request.get(), absl::CancelledError("data plane transport shut down"), 0);
+  }
+}
+
+void Transport::DropTaggedMessages() {
+  for (int i = 0; i < kMaxTaggedDropsPerCall; ++i) {
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h message = ucp_tag_probe_nb(worker_, 0, 0, /*remove=*/1, &info);
+    if (message == nullptr) return;
+    NoteDrop(DropReason::kTagged,
+             absl::StrCat(info.length, " bytes, ", TagDebugString(info.sender_tag)));
+    // Into an empty buffer: UCX completes it as truncated without copying
+    // (a rendezvous sender is told and keeps its data).
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    param.datatype = ucp_dt_make_contig(1);
+    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, nullptr, 0, message, &param);
+    if (r != nullptr && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);  // freed once complete
   }
 }
 
