@@ -142,14 +142,18 @@ TEST_F(TransportAuthorizationTest, DeliversWhatTheEndpointWasAdoptedFor) {
     ASSERT_TRUE(receive->status().ok()) << receive->status();
     EXPECT_EQ(receive->transferred_bytes(), static_cast<int64_t>(count * sizeof(float)));
     EXPECT_EQ(posted, a);
-    // Arrived (and held) before the receive is posted.
-    SendAndWait(second, b);
+    // Arrived (and held) before the receive is posted: a rendezvous send
+    // completes only once the receive has fetched its data.
+    auto send = sender_->Send(endpoint_, second, b.data(),
+                              static_cast<int64_t>(b.size() * sizeof(float)));
     absl::SleepFor(absl::Milliseconds(100));
     std::vector<float> late(count, -1);
     auto held = receiver_->Recv(second, late.data(), count * sizeof(float));
     ASSERT_TRUE(receiver_->WaitFor(*held, absl::Now() + absl::Seconds(20)));
     ASSERT_TRUE(held->status().ok()) << held->status();
     EXPECT_EQ(late, b);
+    ASSERT_TRUE(sender_->WaitFor(*send, absl::Now() + absl::Seconds(20)));
+    EXPECT_TRUE(send->status().ok()) << send->status();
   }
   EXPECT_EQ(receiver_->dropped_messages().total(), 0u);
 }
