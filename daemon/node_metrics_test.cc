@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/comm/hello_handler_test_util.h"
 #include "runtime/comm/hello_message.h"
 #include "runtime/comm/message_tag.h"
 #include "runtime/comm/transport.h"
@@ -91,13 +92,9 @@ TEST_F(NodeMetricsTest, AttentionQueueDepthFollowsTheSession) {
 class ChallengeEveryHello : public comm::HelloHandler {
  public:
   Verdict OnHello(comm::EndpointId, const std::string&, const comm::HelloMessage& hello) override {
-    Verdict v;
-    v.accept = true;
-    v.reply = hello;
-    v.reply.type = comm::HelloType::kAccept;
-    v.reply.nonce = std::string(comm::kHandshakeNonceBytes, 'a');
-    v.reply.proof = std::string(comm::kHandshakeProofBytes, 'p');
-    return v;
+    return comm::AcceptingVerdict(hello, /*acceptor_rank=*/1,
+                                  std::string(comm::kHandshakeNonceBytes, 'a'),
+                                  std::string(comm::kHandshakeProofBytes, 'p'));
   }
   bool OnConfirm(comm::EndpointId, const std::string&,
                  absl::StatusOr<comm::HelloMessage>) override {

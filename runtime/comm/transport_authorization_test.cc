@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "runtime/comm/hello_handler_test_util.h"
 #include "runtime/comm/hello_message.h"
 #include "runtime/comm/message_tag.h"
 #include "runtime/comm/transport.h"
@@ -27,14 +28,8 @@ class AdoptRankZero : public HelloHandler {
  public:
   explicit AdoptRankZero(Transport* transport) : transport_(transport) {}
   Verdict OnHello(EndpointId, const std::string&, const HelloMessage& hello) override {
-    Verdict v;
-    v.accept = true;
-    v.reply = hello;
-    v.reply.type = HelloType::kAccept;
-    v.reply.rank = 1;
-    v.reply.nonce = std::string(kHandshakeNonceBytes, 'a');
-    v.reply.proof = std::string(kHandshakeProofBytes, 'p');
-    return v;
+    return AcceptingVerdict(hello, /*acceptor_rank=*/1, std::string(kHandshakeNonceBytes, 'a'),
+                            std::string(kHandshakeProofBytes, 'p'));
   }
   bool OnConfirm(EndpointId endpoint, const std::string&,
                  absl::StatusOr<HelloMessage> confirm) override {
