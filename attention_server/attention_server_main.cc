@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   hooks.start_data_plane = [&](const std::string& listen_address,
                                const std::string& advertise_host,
                                corescape::RunMetrics* run_metrics) -> absl::StatusOr<std::string> {
-    auto created = corescape::StartDataPlaneTransport(listen_address, advertise_host);
+    auto created =
+        corescape::StartDataPlaneTransport(listen_address, advertise_host, run_metrics);
     if (!created.ok()) return created.status();
     transport = *std::move(created);
     runner = std::make_unique<corescape::attention_server::ServerJobRunner>(

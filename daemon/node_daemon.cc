@@ -120,11 +120,14 @@ NodeFlags ValidatedFlags(v1::NodeRole role) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<comm::Transport>> StartDataPlaneTransport(
-    const std::string& listen_address, const std::string& advertise_host) {
+    const std::string& listen_address, const std::string& advertise_host,
+    RunMetrics* run_metrics) {
   comm::TransportOptions options;
   options.listen_address = listen_address;
   options.advertise_host = advertise_host;
-  return comm::Transport::Create(options);
+  absl::StatusOr<std::unique_ptr<comm::Transport>> transport = comm::Transport::Create(options);
+  if (transport.ok() && run_metrics != nullptr) run_metrics->WatchDataPlane(transport->get());
+  return transport;
 }
 
 int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hooks) {

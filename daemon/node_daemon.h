@@ -42,9 +42,11 @@ struct NodeDaemonHooks {
 };
 
 // The UCX transport both node daemons' start_data_plane hooks make: listening
-// on `listen_address`, advertised as `advertise_host`.
+// on `listen_address`, advertised as `advertise_host`, its dropped-message
+// counters exported through `run_metrics` (may be null).
 absl::StatusOr<std::unique_ptr<comm::Transport>> StartDataPlaneTransport(
-    const std::string& listen_address, const std::string& advertise_host);
+    const std::string& listen_address, const std::string& advertise_host,
+    RunMetrics* run_metrics);
 
 // main() of a worker or attention-server daemon: parses the shared node
 // flags (--scheduler, --name, --listen, --advertise_host, --data_address,

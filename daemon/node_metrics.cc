@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "runtime/comm/transport.h"
+
 namespace corescape {
 namespace {
 
@@ -96,6 +98,28 @@ void NodeMetrics::WatchAgent(const NodeAgent* agent) {
                                      "the incarnation the scheduler gave this process")
                            .Add(labels, static_cast<double>(agent->incarnation()))
                            .Build());
+    return families;
+  });
+}
+
+void NodeMetrics::WatchDataPlane(const comm::Transport* transport) {
+  endpoint_->AddCollector([transport, role = role_, name = name_]() {
+    const comm::DroppedMessageCounts dropped = transport->dropped_messages();
+    FamilyBuilder family("data_plane_dropped_messages_total",
+                         "data-plane messages dropped on arrival, by reason (unauthenticated: "
+                         "from a connection that did not complete the handshake)",
+                         prometheus::MetricType::Counter);
+    for (const auto& [reason, count] :
+         std::vector<std::pair<std::string, uint64_t>>{{"unauthenticated", dropped.unauthenticated},
+                                                       {"forged", dropped.forged},
+                                                       {"malformed", dropped.malformed},
+                                                       {"over_limit", dropped.over_limit},
+                                                       {"tagged", dropped.tagged}}) {
+      family.Add({{"node", name}, {"role", role}, {"reason", reason}},
+                 static_cast<double>(count));
+    }
+    std::vector<prometheus::MetricFamily> families;
+    families.push_back(family.Build());
     return families;
   });
 }

@@ -36,6 +36,7 @@ class NodeMetrics : public RunMetrics {
   void ObserveCheckpoint(const std::string& job_id, double seconds) override;
   void ObserveAttention(const std::string& job_id, int64_t bytes_in, int64_t bytes_out) override;
   void ObserveAttentionQueue(const std::string& job_id, int32_t queued_requests) override;
+  void WatchDataPlane(const comm::Transport* transport) override;
 
  private:
   void OnAttentionTiming(const v1::AttentionTaskTiming& timing);

@@ -12,6 +12,9 @@
 #include "corescape/v1/node.pb.h"
 
 namespace corescape {
+namespace comm {
+class Transport;
+}  // namespace comm
 
 class RunMetrics {
  public:
@@ -31,6 +34,9 @@ class RunMetrics {
   // has received and not yet answered (AttentionServerSession's
   // on_queue_depth); 0 once the job's session is over.
   virtual void ObserveAttentionQueue(const std::string& job_id, int32_t queued_requests) = 0;
+  // The node's data-plane transport, read at every scrape (the messages it
+  // dropped); it must outlive the metrics endpoint.
+  virtual void WatchDataPlane(const comm::Transport* transport) {}
 };
 
 }  // namespace corescape

@@ -310,11 +310,13 @@ void Communicator::OnConnectResult(int peer, EndpointId endpoint,
   HelloMessage confirm = MakeHello(HelloType::kConfirm);
   confirm.proof = HandshakeProof(HandshakeSide::kDialer, options_.secret_token, transcript);
   transport_->SendHandshake(endpoint, confirm);
-  AdoptEndpoint(peer, endpoint);
+  AdoptEndpoint(peer, endpoint, LinkToken(options_.secret_token, transcript));
 }
 
-void Communicator::AdoptEndpoint(int peer, EndpointId endpoint) {
+void Communicator::AdoptEndpoint(int peer, EndpointId endpoint, uint64_t link_token) {
   Peer& p = peers_[peer];
+  transport_->AuthorizeEndpoint(
+      endpoint, {.key = tag_key_, .source_rank = peer, .link_token = link_token});
   p.endpoint = endpoint;
   p.state = LinkState::kConnected;
   p.failed = false;
@@ -360,7 +362,8 @@ HelloHandler::Verdict Communicator::OnHello(EndpointId endpoint, const std::stri
       Transcript(hello.rank, options_.rank, hello.nonce, *nonce);
   unconfirmed_[endpoint] = {
       .rank = hello.rank,
-      .expected_proof = HandshakeProof(HandshakeSide::kDialer, options_.secret_token, transcript)};
+      .expected_proof = HandshakeProof(HandshakeSide::kDialer, options_.secret_token, transcript),
+      .link_token = LinkToken(options_.secret_token, transcript)};
   Verdict v;
   v.accept = true;
   v.reply = MakeHello(HelloType::kAccept);
@@ -401,7 +404,7 @@ bool Communicator::OnConfirm(EndpointId endpoint, const std::string& peer_addres
   }
   if (p.state == LinkState::kConnected) transport_->Close(p.endpoint);  // replaced
   VLOG(1) << "accepted " << DescribePeer(pending.rank) << " from " << peer_address;
-  AdoptEndpoint(pending.rank, endpoint);
+  AdoptEndpoint(pending.rank, endpoint, pending.link_token);
   return true;
 }
 
@@ -441,6 +444,7 @@ Communicator::~Communicator() {
   }
   for (auto& r : receives) transport_->Cancel(r);
   for (EndpointId e : endpoints) transport_->Close(e);
+  if (options_.world_size > 1) transport_->DiscardUnreceived(tag_key_);
   // Control receives write into peers_: make sure UCX has let go of them.
   for (auto& r : receives) r->WaitUntil(absl::Now() + absl::Seconds(5));
 }

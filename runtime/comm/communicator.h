@@ -180,6 +180,7 @@ class Communicator : private HelloHandler {
   struct UnconfirmedHello {
     int rank = 0;
     std::string expected_proof;
+    uint64_t link_token = 0;
   };
   static constexpr int kMaxUnconfirmedPerRank = 4;
   // A message an operation or point-to-point handle has in flight; kept so
@@ -202,7 +203,10 @@ class Communicator : private HelloHandler {
                   const HelloMessage& hello) override;
   bool OnConfirm(EndpointId endpoint, const std::string& peer_address,
                  absl::StatusOr<HelloMessage> confirm) override;
-  void AdoptEndpoint(int peer, EndpointId endpoint) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes `endpoint` rank `peer`'s link and authorizes it on the transport
+  // to carry this communicator's messages from that rank.
+  void AdoptEndpoint(int peer, EndpointId endpoint, uint64_t link_token)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Failure handling (communicator_failure.cc).
   void OnPeerError(int peer, absl::Status error);

@@ -14,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "runtime/comm/handshake_proof.h"
+#include "runtime/comm/hello_handler_test_util.h"
 #include "runtime/comm/hello_message.h"
 
 namespace corescape::comm {
@@ -203,18 +204,14 @@ class ImpostorAcceptor final : public HelloHandler {
   Verdict OnHello(EndpointId, const std::string&, const HelloMessage& hello) override {
     absl::MutexLock lock(&mu_);
     hellos_.push_back(hello);
-    Verdict v;
-    v.accept = true;
-    v.reply = hello;
-    v.reply.type = HelloType::kAccept;
-    v.reply.rank = 1;
-    v.reply.nonce = std::string(kHandshakeNonceBytes, 'i');
-    v.reply.proof = HandshakeProof(
-        HandshakeSide::kAcceptor, "not-the-secret",
-        {.job_id = hello.job_id, .generation = hello.generation, .world_size = hello.world_size,
-         .settings_fingerprint = hello.settings_fingerprint, .dialer_rank = 0,
-         .acceptor_rank = 1, .dialer_nonce = hello.nonce, .acceptor_nonce = v.reply.nonce});
-    return v;
+    const std::string nonce(kHandshakeNonceBytes, 'i');
+    return AcceptingVerdict(
+        hello, /*acceptor_rank=*/1, nonce,
+        HandshakeProof(HandshakeSide::kAcceptor, "not-the-secret",
+                       {.job_id = hello.job_id, .generation = hello.generation,
+                        .world_size = hello.world_size,
+                        .settings_fingerprint = hello.settings_fingerprint, .dialer_rank = 0,
+                        .acceptor_rank = 1, .dialer_nonce = hello.nonce, .acceptor_nonce = nonce}));
   }
   bool OnConfirm(EndpointId, const std::string&, absl::StatusOr<HelloMessage> confirm) override {
     absl::MutexLock lock(&mu_);

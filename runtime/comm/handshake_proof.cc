@@ -20,12 +20,10 @@ void AppendField(std::string& out, absl::string_view field) {
   out.append(field.data(), field.size());
 }
 
-}  // namespace
-
-std::string HandshakeProof(HandshakeSide side, absl::string_view secret,
-                           const HandshakeTranscript& t) {
-  std::string message = side == HandshakeSide::kAcceptor ? "corescape.v1 handshake: acceptor"
-                                                         : "corescape.v1 handshake: dialer";
+// HMAC-SHA256(secret, label || transcript).
+std::string TranscriptMac(absl::string_view label, absl::string_view secret,
+                          const HandshakeTranscript& t) {
+  std::string message(label);
   AppendField(message, t.job_id);
   AppendU64(message, t.generation);
   AppendU64(message, static_cast<uint32_t>(t.world_size));
@@ -35,6 +33,20 @@ std::string HandshakeProof(HandshakeSide side, absl::string_view secret,
   AppendField(message, t.dialer_nonce);
   AppendField(message, t.acceptor_nonce);
   return HmacSha256(secret, message);
+}
+
+}  // namespace
+
+std::string HandshakeProof(HandshakeSide side, absl::string_view secret,
+                           const HandshakeTranscript& transcript) {
+  return TranscriptMac(side == HandshakeSide::kAcceptor ? "corescape.v1 handshake: acceptor"
+                                                        : "corescape.v1 handshake: dialer",
+                       secret, transcript);
+}
+
+uint64_t LinkToken(absl::string_view secret, const HandshakeTranscript& transcript) {
+  const std::string mac = TranscriptMac("corescape.v1 handshake: link token", secret, transcript);
+  return wire::GetU64(mac.data());
 }
 
 absl::StatusOr<std::string> NewHandshakeNonce() {

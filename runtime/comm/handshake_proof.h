@@ -34,6 +34,14 @@ enum class HandshakeSide { kAcceptor, kDialer };
 std::string HandshakeProof(HandshakeSide side, absl::string_view secret,
                            const HandshakeTranscript& transcript);
 
+// The token every data message on the connection this transcript opened
+// carries (both directions): HMAC-SHA256(secret, label || transcript),
+// truncated to 64 bits. Only the two ranks that completed the handshake
+// know it, so a process without the secret that forges the UCX header
+// naming a member's connection still cannot produce it; anyone who can read
+// the (unencrypted) traffic can.
+uint64_t LinkToken(absl::string_view secret, const HandshakeTranscript& transcript);
+
 // kHandshakeNonceBytes fresh bytes from the kernel's CSPRNG.
 absl::StatusOr<std::string> NewHandshakeNonce();
 

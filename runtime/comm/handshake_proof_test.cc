@@ -58,6 +58,22 @@ TEST(HandshakeProofTest, EveryFieldSideAndSecretChangesTheProof) {
   EXPECT_EQ(proofs.size(), 3 + changes.size());
 }
 
+TEST(HandshakeProofTest, TheLinkTokenIsNeitherProofAndChangesWithTheAttempt) {
+  const std::string secret = "s3cret";
+  const uint64_t token = LinkToken(secret, Sample());
+  EXPECT_EQ(token, LinkToken(secret, Sample()));  // both sides derive the same one
+  EXPECT_NE(token, LinkToken("other", Sample()));
+  HandshakeTranscript other_attempt = Sample();
+  other_attempt.acceptor_nonce[0] = 'x';
+  EXPECT_NE(token, LinkToken(secret, other_attempt));
+  // Not a prefix of either proof, which travel on the wire.
+  for (HandshakeSide side : {HandshakeSide::kAcceptor, HandshakeSide::kDialer}) {
+    const std::string proof = HandshakeProof(side, secret, Sample());
+    EXPECT_EQ(proof.find(std::string(reinterpret_cast<const char*>(&token), sizeof(token))),
+              std::string::npos);
+  }
+}
+
 TEST(HandshakeProofTest, NoncesAreFresh) {
   std::set<std::string> nonces;
   for (int i = 0; i < 100; ++i) {

@@ -13,7 +13,8 @@ namespace corescape::comm {
 
 class Transport;
 
-// One tagged send or receive in flight on a Transport. Completed once, on
+// One data-plane send or receive (a message named by a 64-bit tag) in flight
+// on a Transport. Completed once, on
 // the progress thread; any thread may wait for it.
 class MessageRequest {
  public:
@@ -80,6 +81,11 @@ class MessageRequest {
   Transport* owner_ = nullptr;
   void* ucx_request_ = nullptr;
   bool ucx_completed_ = false;  // UCX's callback has run (possibly inside the post)
+  void* receive_buffer_ = nullptr;  // receives: where the message goes
+  bool posted_ = false;             // receives: waiting for a message with its tag
+  // Sends: the message header (tag, link token); UCX reads it until the send
+  // completes.
+  char wire_header_[16] = {};
   std::function<void(const MessageRequest&)> on_complete_;
 };
 

@@ -1,6 +1,6 @@
 // Transport: UCP context/worker/listener, the progress thread and its work
-// queue, tagged sends and receives. Connection handling is in
-// transport_connections.cc.
+// queue. Connection handling is in transport_connections.cc, data messages
+// in transport_messages.cc.
 #include "runtime/comm/transport.h"
 
 #include <netdb.h>
@@ -104,7 +104,15 @@ absl::Status Transport::Init() {
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
-  params.features = UCP_FEATURE_TAG | UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP;
+  // Data messages are active messages the transport matches itself
+  // (transport_messages.cc): UCX's tag matching is worker-wide, so any
+  // connection could deliver into any receive. Tags are enabled only as a
+  // sink: nothing posts a tagged receive, and what a stranger sends tagged
+  // is received into nothing and counted (DropTaggedMessages). Without the
+  // feature UCX 1.13 drops such messages in its transport layer, but logs a
+  // warning with a backtrace for every one.
+  params.features =
+      UCP_FEATURE_AM | UCP_FEATURE_TAG | UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP;
   params.name = "corescape";
   ucs_status_t init_status = ucp_init(&params, config, &context_);
   ucp_config_release(config);
@@ -186,6 +194,17 @@ absl::Status Transport::InitOnProgressThread(const sockaddr_storage& listen_addr
     return UcxError(s, "ucp_listener_query");
   }
   bound_port_ = SockaddrPort(attr.sockaddr);
+
+  ucp_am_handler_param_t handler{};
+  handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                       UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  handler.id = kDataMessageAmId;
+  handler.flags = UCP_AM_FLAG_WHOLE_MSG;
+  handler.cb = &Transport::OnDataMessage;
+  handler.arg = this;
+  if (ucs_status_t s = ucp_worker_set_am_recv_handler(worker_, &handler); s != UCS_OK) {
+    return UcxError(s, "ucp_worker_set_am_recv_handler");
+  }
   return absl::OkStatus();
 }
 
@@ -236,27 +255,8 @@ void Transport::ShutdownOnProgressThread() {
   }
   // Messages that arrived but were never received (a peer's last control
   // message after we stopped listening, or traffic of a broken
-  // communicator): receive and drop them, so UCX does not warn about each.
-  for (int i = 0; i < 10000; ++i) {
-    ucp_tag_recv_info_t info{};
-    ucp_tag_message_h message = ucp_tag_probe_nb(worker_, 0, 0, /*remove=*/1, &info);
-    if (message == nullptr) break;
-    VLOG(1) << "dropping unreceived message (" << info.length << " bytes): "
-            << TagDebugString(info.sender_tag);
-    std::vector<char> sink(info.length);
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-    param.datatype = ucp_dt_make_contig(1);
-    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, sink.data(), sink.size(), message, &param);
-    if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
-      const absl::Time until = absl::Now() + absl::Milliseconds(200);
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && absl::Now() < until) {
-        ucp_worker_progress(worker_);
-      }
-      if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(worker_, r);
-      ucp_request_free(r);
-    }
-  }
+  // communicator) go back to UCX; receives still posted fail.
+  ReleaseAllHeld();
   if (listener_ != nullptr) ucp_listener_destroy(listener_);
   listener_ = nullptr;
   ucp_worker_destroy(worker_);
@@ -300,6 +300,7 @@ unsigned Transport::ProgressSome() {
     if (n == 0) break;
     progressed += n;
   }
+  if (progressed > 0) DropTaggedMessages();
   return progressed;
 }
 
@@ -411,121 +412,6 @@ void Transport::ProgressLoop() {
     }
     last_activity = absl::Now();
   }
-}
-
-// ---------------------------------------------------------------------------
-// Tagged messages.
-
-std::shared_ptr<MessageRequest> Transport::Send(EndpointId to, uint64_t tag, const void* data,
-                                                int64_t bytes, CompletionCallback on_complete) {
-  auto request = std::make_shared<MessageRequest>(/*is_receive=*/false, tag, bytes);
-  request->on_complete_ = std::move(on_complete);
-  Enqueue([this, request, to, tag, data, bytes] { DoSend(request, to, tag, data, bytes); });
-  return request;
-}
-
-std::shared_ptr<MessageRequest> Transport::Recv(uint64_t tag, void* data, int64_t capacity,
-                                                CompletionCallback on_complete) {
-  auto request = std::make_shared<MessageRequest>(/*is_receive=*/true, tag, capacity);
-  request->on_complete_ = std::move(on_complete);
-  Enqueue([this, request, tag, data, capacity] { DoRecv(request, tag, data, capacity); });
-  return request;
-}
-
-void Transport::Cancel(std::shared_ptr<MessageRequest> request) {
-  Enqueue([this, request = std::move(request)] {
-    // Already completed (or never reached UCX): nothing to cancel.
-    if (request->ucx_request_ != nullptr && request->is_receive()) {
-      ucp_request_cancel(worker_, request->ucx_request_);
-    }
-  });
-}
-
-void Transport::DoSend(const std::shared_ptr<MessageRequest>& request, EndpointId to,
-                       uint64_t tag, const void* data, int64_t bytes) {
-  EndpointState* endpoint = FindEndpoint(to);
-  if (endpoint == nullptr || endpoint->ep == nullptr || endpoint->closing || endpoint->failed) {
-    FinishRequest(request.get(),
-                  absl::UnavailableError(absl::StrCat("endpoint ", to, " is ",
-                                                      endpoint == nullptr ? "closed" : "failed")),
-                  0);
-    return;
-  }
-  ucp_request_param_t param{};
-  param.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
-  param.cb.send = &Transport::OnSendComplete;
-  param.user_data = request.get();
-  param.datatype = ucp_dt_make_contig(1);
-  request->owner_ = this;
-  ucs_status_ptr_t r = ucp_tag_send_nbx(endpoint->ep, data, bytes, tag, &param);
-  if (r == nullptr) {
-    FinishRequest(request.get(), absl::OkStatus(), bytes);
-  } else if (UCS_PTR_IS_ERR(r)) {
-    FinishRequest(request.get(), UcxError(UCS_PTR_STATUS(r), "send"), 0);
-  } else if (!request->ucx_completed_) {
-    request->ucx_request_ = r;
-    in_flight_[request.get()] = request;
-  }
-}
-
-void Transport::DoRecv(const std::shared_ptr<MessageRequest>& request, uint64_t tag, void* data,
-                       int64_t capacity) {
-  ucp_tag_recv_info_t info{};
-  ucp_request_param_t param{};
-  // Always through the callback: it reports the received length reliably.
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                       UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_RECV_INFO |
-                       UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  param.cb.recv = &Transport::OnRecvComplete;
-  param.user_data = request.get();
-  param.datatype = ucp_dt_make_contig(1);
-  param.recv_info.tag_info = &info;
-  request->owner_ = this;
-  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, data, capacity, tag, ~ucp_tag_t{0}, &param);
-  if (r == nullptr) {
-    FinishRequest(request.get(), absl::OkStatus(), static_cast<int64_t>(info.length));
-  } else if (UCS_PTR_IS_ERR(r)) {
-    FinishRequest(request.get(), UcxError(UCS_PTR_STATUS(r), "receive"), 0);
-  } else if (!request->ucx_completed_) {
-    // (With NO_IMM_CMPL the callback may already have run inside the call.)
-    request->ucx_request_ = r;
-    in_flight_[request.get()] = request;
-  }
-}
-
-void Transport::OnSendComplete(void* ucx_request, ucs_status_t status, void* user_data) {
-  auto* request = static_cast<MessageRequest*>(user_data);
-  Transport* self = request->owner_;
-  ucp_request_free(ucx_request);
-  request->ucx_request_ = nullptr;
-  request->ucx_completed_ = true;
-  self->FinishRequest(request, UcxError(status, "send"),
-                      status == UCS_OK ? request->requested_bytes() : 0);
-  self->in_flight_.erase(request);  // may free the request
-}
-
-void Transport::OnRecvComplete(void* ucx_request, ucs_status_t status,
-                               const ucp_tag_recv_info_t* info, void* user_data) {
-  auto* request = static_cast<MessageRequest*>(user_data);
-  Transport* self = request->owner_;
-  ucp_request_free(ucx_request);
-  request->ucx_request_ = nullptr;
-  request->ucx_completed_ = true;
-  int64_t length = (status == UCS_OK && info != nullptr) ? static_cast<int64_t>(info->length) : 0;
-  self->FinishRequest(request, UcxError(status, "receive"), length);
-  self->in_flight_.erase(request);  // may free the request
-}
-
-void Transport::FinishRequest(MessageRequest* request, absl::Status status, int64_t bytes) {
-  if (!request->SetResult(std::move(status), bytes)) return;
-  if (request->on_complete_) {
-    // Hooks run here, on the progress thread, before waiters wake (so, e.g.,
-    // byte counters are current when Wait returns); they only queue work.
-    auto hook = std::move(request->on_complete_);
-    hook(*request);
-  }
-  request->MarkDone();
 }
 
 }  // namespace corescape::comm

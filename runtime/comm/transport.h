@@ -43,6 +43,36 @@ struct TransportOptions {
 // another peer.
 using EndpointId = uint64_t;
 
+// What an endpoint may deliver once its owner has completed the handshake on
+// it: messages whose tag carries `key` and `source_rank` (message_tag.h) and
+// whose header carries `link_token` (LinkToken in handshake_proof.h). Sends
+// on the endpoint carry the same token.
+struct EndpointAuthorization {
+  uint16_t key = 0;
+  int source_rank = 0;
+  uint64_t link_token = 0;
+};
+
+// Data messages the transport threw away on arrival, by reason. Each is
+// counted once; a log line per second at most summarizes them.
+struct DroppedMessageCounts {
+  // From an endpoint no communicator adopted: a stranger that never passed
+  // the handshake (or a connection already closed).
+  uint64_t unauthenticated = 0;
+  // From an adopted endpoint, but the tag names another communicator or
+  // sender rank, or the link token is wrong.
+  uint64_t forged = 0;
+  // A header that is not a data-message header.
+  uint64_t malformed = 0;
+  // Unreceived messages beyond the bounds (kMaxUnexpectedMessages...).
+  uint64_t over_limit = 0;
+  // UCP tagged messages: nothing here sends or receives them, so whoever
+  // sends one is not a member.
+  uint64_t tagged = 0;
+
+  uint64_t total() const { return unauthenticated + forged + malformed + over_limit + tagged; }
+};
+
 // Receives the hellos that incoming connections present for one
 // (job, generation), and the dialer's confirmation that follows an accepted
 // hello (hello_message.h). Runs on the progress thread and must not block.
@@ -80,7 +110,15 @@ class HelloHandler {
 // Transports are chosen by UCX's configuration (UCX_TLS, UCX_NET_DEVICES...),
 // not here. Connections are made with UCX's sockaddr connection manager; the
 // first bytes on each endpoint are a HelloMessage on its UCP stream, and
-// everything after that is tagged messages.
+// everything after that is data messages: UCP active messages whose header
+// is (tag, link token). The transport matches them to receives by tag
+// itself, and only from endpoints a communicator adopted after a completed
+// handshake, for the key and sender rank it adopted them for: UCX's tag
+// matching is worker-wide and would take a stranger's message for a
+// member's. Messages that arrive before their receive is posted are held
+// (bounded: kMaxUnexpectedMessages, kMaxUnexpectedBytes); large ones stay
+// in UCX as rendezvous descriptors and are fetched straight into the
+// receive buffer once it is posted.
 class Transport {
  public:
   static absl::StatusOr<std::unique_ptr<Transport>> Create(const TransportOptions& options);
@@ -95,7 +133,17 @@ class Transport {
   std::string address() const { return address_; }
   const TransportOptions& options() const { return options_; }
 
-  // ---- Tagged messages (any thread) ----
+  // Bounds on messages held before their receive is posted. Rendezvous
+  // messages count against the number only (their data stays with the
+  // sender until received); eager ones against both.
+  static constexpr size_t kMaxUnexpectedMessages = 16384;
+  static constexpr size_t kMaxUnexpectedBytes = size_t{256} << 20;
+  // Per endpoint whose handshake is still being checked (the dialer may send
+  // data right after its confirmation; those messages wait for the verdict).
+  static constexpr size_t kMaxQuarantinedMessages = 256;
+  static constexpr size_t kMaxQuarantinedBytes = size_t{4} << 20;
+
+  // ---- Data messages (any thread) ----
   // `on_complete` runs on the progress thread when a request completes
   // (also when it fails or is cancelled); it must not block.
   using CompletionCallback = std::function<void(const MessageRequest&)>;
@@ -109,6 +157,15 @@ class Transport {
   // Cancels a receive that has not matched yet (it completes Cancelled).
   // Sends cannot be cancelled: closing their endpoint fails them.
   void Cancel(std::shared_ptr<MessageRequest> request);
+  // Lets `endpoint` carry data messages (both ways) for `authorization`;
+  // until then its sends fail and what arrives on it is dropped (or, while
+  // the handshake is being checked, held until this call). Called by the
+  // communicator that adopted the endpoint after a completed handshake.
+  void AuthorizeEndpoint(EndpointId endpoint, const EndpointAuthorization& authorization);
+  // Drops the messages with communicator key `key` that arrived but were
+  // never received (a communicator being destroyed).
+  void DiscardUnreceived(uint16_t key);
+  DroppedMessageCounts dropped_messages() const;
 
   // ---- Endpoints (any thread) ----
   // Connects to `peer_address` (HOST:PORT), sends `hello` and waits for the
@@ -156,6 +213,8 @@ class Transport {
   struct EndpointState;
   struct PendingUcxOp;
   struct ParkedHello;
+  struct ArrivedMessage;
+  enum class DropReason { kUnauthenticated, kForged, kMalformed, kOverLimit, kTagged };
 
   explicit Transport(const TransportOptions& options);
   absl::Status Init();
@@ -209,10 +268,34 @@ class Transport {
                                    void* user_data);
   void FinishUcxOp(PendingUcxOp* op, ucs_status_t status, size_t length);
 
-  // Request completion plumbing.
+  // Data messages (transport_messages.cc).
+  static ucs_status_t OnDataMessage(void* arg, const void* header, size_t header_length,
+                                    void* data, size_t length, const ucp_am_recv_param_t* param);
+  ucs_status_t HandleDataMessage(const void* header, size_t header_length, void* data,
+                                 size_t length, const ucp_am_recv_param_t& param);
+  // Checks a message from an adopted endpoint against its authorization.
+  bool Authorized(const EndpointState& endpoint, const ArrivedMessage& message) const;
+  // Hands an authorized message to its posted receive or holds it; returns
+  // what the UCX callback returns (`param` is null outside the callback).
+  ucs_status_t Deliver(ArrivedMessage message, void* data, const ucp_am_recv_param_t* param);
+  // Keeps a message's data beyond the UCX callback (a reference to UCX's
+  // buffer or descriptor, or a copy); returns what the callback returns.
+  static ucs_status_t Retain(ArrivedMessage& message, void* data,
+                             const ucp_am_recv_param_t& param);
+  void Complete(const std::shared_ptr<MessageRequest>& request, ArrivedMessage& message,
+                const void* data);
+  void Release(ArrivedMessage& message);
+  // Held messages of an endpoint whose handshake just ended: delivered if
+  // it was adopted, dropped otherwise.
+  void SettleQuarantine(EndpointState* endpoint);
+  void ReleaseAllHeld();
+  // Receives (into nothing) and counts the tagged messages UCX holds; a
+  // bounded number per call. Needs the UCX lock.
+  void DropTaggedMessages();
+  void NoteDrop(DropReason reason, const std::string& detail);
   static void OnSendComplete(void* ucx_request, ucs_status_t status, void* user_data);
-  static void OnRecvComplete(void* ucx_request, ucs_status_t status,
-                             const ucp_tag_recv_info_t* info, void* user_data);
+  static void OnReceiveDataComplete(void* ucx_request, ucs_status_t status, size_t length,
+                                    void* user_data);
   void FinishRequest(MessageRequest* request, absl::Status status, int64_t bytes);
 
   const TransportOptions options_;
@@ -241,11 +324,28 @@ class Transport {
   // State under the UCX lock.
   std::multimap<absl::Time, std::function<void()>> timers_;
   std::map<EndpointId, std::unique_ptr<EndpointState>> endpoints_;
+  // Which endpoint a message came on: UCX names it by its ucp_ep_h.
+  absl::flat_hash_map<ucp_ep_h, EndpointId> endpoint_by_ep_;
+  // Posted receives waiting for their tag, oldest first.
+  absl::flat_hash_map<uint64_t, std::deque<std::shared_ptr<MessageRequest>>> posted_;
+  // Authorized messages waiting for their receive, oldest first.
+  absl::flat_hash_map<uint64_t, std::deque<ArrivedMessage>> unexpected_;
+  size_t unexpected_count_ = 0;
+  size_t unexpected_bytes_ = 0;
   EndpointId next_endpoint_id_ = 1;
   // Requests UCX still holds, keyed by our object, kept alive until their callback.
   absl::flat_hash_map<MessageRequest*, std::shared_ptr<MessageRequest>> in_flight_;
   std::vector<ParkedHello> parked_;
   absl::flat_hash_set<PendingUcxOp*> pending_ops_;
+
+  // Dropped data messages (read from any thread).
+  std::atomic<uint64_t> dropped_unauthenticated_{0};
+  std::atomic<uint64_t> dropped_forged_{0};
+  std::atomic<uint64_t> dropped_malformed_{0};
+  std::atomic<uint64_t> dropped_over_limit_{0};
+  std::atomic<uint64_t> dropped_tagged_{0};
+  absl::Time last_drop_log_ = absl::InfinitePast();  // UCX lock
+  uint64_t drops_since_log_ = 0;                      // UCX lock
 
   // Hello routing: read on the progress thread, written under the mutex.
   mutable absl::Mutex handlers_mu_;

@@ -100,6 +100,10 @@ Transport::EndpointState* Transport::FindEndpoint(EndpointId id) {
 }
 
 void Transport::EraseEndpoint(EndpointId id) {
+  if (EndpointState* endpoint = FindEndpoint(id); endpoint != nullptr) {
+    for (ArrivedMessage& m : endpoint->quarantine) Release(m);
+    if (endpoint->ep != nullptr) endpoint_by_ep_.erase(endpoint->ep);
+  }
   endpoints_.erase(id);
   absl::MutexLock lock(&handlers_mu_);
   peer_addresses_.erase(id);
@@ -255,6 +259,7 @@ void Transport::DoConnect(const std::string& peer_address, const sockaddr_storag
     cb(0, UcxError(s, absl::StrCat("connecting to ", peer_address)));
     return;
   }
+  endpoint_by_ep_[endpoint->ep] = id;
   auto fail = [this, id](absl::Status status) {
     EndpointState* e = FindEndpoint(id);
     if (e == nullptr || e->role != EndpointState::Role::kConnecting) return;
@@ -323,6 +328,7 @@ void Transport::HandleConnectionRequest(ucp_conn_request_h request) {
     EraseEndpoint(id);
     return;
   }
+  endpoint_by_ep_[endpoint->ep] = id;
   VLOG(1) << "data plane: connection from " << from << " (endpoint " << id << ")";
   StartStreamRecv(endpoint, [this, id](absl::StatusOr<HelloMessage> hello) {
     OnHelloReceived(id, std::move(hello));
@@ -427,7 +433,12 @@ void Transport::OnConfirmReceived(EndpointId id, absl::StatusOr<HelloMessage> co
   // Unregistering runs on this thread, so the handler stays alive here.
   if (handler != nullptr &&
       handler->OnConfirm(id, endpoint->peer_address, std::move(confirm))) {
+    endpoint = FindEndpoint(id);
+    if (endpoint == nullptr) return;
     endpoint->role = EndpointState::Role::kOwned;
+    // What the dialer sent after its confirmation: delivered now that the
+    // handler adopted (and authorized) the endpoint.
+    SettleQuarantine(endpoint);
     return;
   }
   ForceClose(id);
@@ -574,6 +585,7 @@ void Transport::ForceClose(EndpointId id) {
   endpoint->close_started = true;
   endpoint->on_error = nullptr;
   std::erase_if(parked_, [id](const ParkedHello& p) { return p.id == id; });
+  SettleQuarantine(endpoint);  // closing: drops what it held
   if (endpoint->ep == nullptr) {
     EraseEndpoint(id);
     return;

@@ -6,7 +6,10 @@
 #include <sys/socket.h>
 
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <ucp/api/ucp.h>
 
@@ -25,6 +28,28 @@ struct ResolvedAddress {
 absl::StatusOr<ResolvedAddress> ResolveAddress(const HostPort& host_port, bool passive);
 uint16_t SockaddrPort(const sockaddr_storage& addr);
 std::string SockaddrToString(const sockaddr_storage& addr);  // "1.2.3.4:5" / "[::1]:5"
+
+// The UCP active-message id of data messages, and their header: the 64-bit
+// tag and the link token, little-endian.
+inline constexpr unsigned kDataMessageAmId = 1;
+inline constexpr size_t kDataHeaderBytes = 16;
+
+// A data message from an adopted (or still-being-checked) endpoint that no
+// receive has taken yet.
+struct Transport::ArrivedMessage {
+  uint64_t tag = 0;
+  uint64_t link_token = 0;
+  EndpointId from = 0;
+  size_t length = 0;
+  bool rendezvous = false;  // the data is still at the sender
+  // Kept beyond the UCX callback: UCX's descriptor (rendezvous) or buffer
+  // (eager), released with ucp_am_data_release; or a copy.
+  void* held = nullptr;
+  std::unique_ptr<char[]> copy;
+
+  const void* payload() const { return held != nullptr ? held : copy.get(); }
+  size_t held_bytes() const { return rendezvous ? 0 : length; }
+};
 
 struct Transport::EndpointState {
   // kAwaitingConfirm: an accepted hello, the dialer's proof not yet checked.
@@ -45,6 +70,11 @@ struct Transport::EndpointState {
   ConnectCallback connect_done;
   // kAwaitingConfirm: the (job, generation) whose handler accepted the hello.
   std::pair<std::string, uint64_t> handler_key;
+  // Set by the communicator that adopted the endpoint: what it may carry.
+  std::optional<EndpointAuthorization> authorization;
+  // kAwaitingConfirm: data that arrived before the handshake's verdict.
+  std::vector<ArrivedMessage> quarantine;
+  size_t quarantined_bytes = 0;
   ErrorArg error_arg{nullptr, 0};  // stable address handed to UCX
 };
 
