@@ -53,11 +53,6 @@ absl::Status ValidateOptions(const CommunicatorOptions& o) {
   return ValidateSettings(o.algorithms);
 }
 
-uint64_t SettingsFingerprint(const CommunicatorOptions& o) {
-  return Fingerprint64(
-      absl::StrCat("world=", o.world_size, ";", DescribeSettings(o.algorithms)));
-}
-
 // Everything a matching peer shares; a process without the token cannot
 // compute it, so it cannot produce tags our receives match.
 uint16_t TagKey(const CommunicatorOptions& o) {
@@ -66,6 +61,11 @@ uint16_t TagKey(const CommunicatorOptions& o) {
 }
 
 }  // namespace
+
+uint64_t SettingsFingerprint(const CommunicatorOptions& o) {
+  return Fingerprint64(
+      absl::StrCat("world=", o.world_size, ";", DescribeSettings(o.algorithms)));
+}
 
 CollectiveHandle::~CollectiveHandle() {
   if (state_ != nullptr) state_->Release();

@@ -75,6 +75,10 @@ class CollectiveHandle {
   std::shared_ptr<internal::HandleState> state_;
 };
 
+// What a hello carries so that peers with different world sizes or
+// algorithm settings refuse each other (public: it holds no secret).
+uint64_t SettingsFingerprint(const CommunicatorOptions& options);
+
 // A group of ranks over a Transport: CPU collectives and tagged
 // point-to-point messages.
 //

@@ -338,10 +338,9 @@ void RunAttack(bool send_hello) {
       hello.world_size = kWorld;
       hello.job_id = "stranger-test";
       hello.nonce = std::string(kHandshakeNonceBytes, 'n');
-      const AlgorithmSettings settings;
-      hello.settings_fingerprint =
-          Fingerprint64(absl::StrCat("world=", kWorld, ";small=", settings.small_bytes,
-                                     ";segment=", settings.segment_bytes));
+      CommunicatorOptions member;
+      member.world_size = kWorld;
+      hello.settings_fingerprint = SettingsFingerprint(member);
       std::unique_ptr<Stranger> stranger = Stranger::Connect(victim.address());
       absl::StatusOr<HelloMessage> challenge = stranger->Hello(hello);
       ASSERT_TRUE(challenge.ok()) << challenge.status();
