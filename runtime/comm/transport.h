@@ -17,6 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -292,7 +293,9 @@ class Transport {
   // Receives (into nothing) and counts the tagged messages UCX holds; a
   // bounded number per call. Needs the UCX lock.
   void DropTaggedMessages();
-  void NoteDrop(DropReason reason, const std::string& detail);
+  // `detail` is formatted only when a summary line is logged: a flood of
+  // dropped messages must not cost a string each.
+  void NoteDrop(DropReason reason, absl::FunctionRef<std::string()> detail);
   static void OnSendComplete(void* ucx_request, ucs_status_t status, void* user_data);
   static void OnReceiveDataComplete(void* ucx_request, ucs_status_t status, size_t length,
                                     void* user_data);

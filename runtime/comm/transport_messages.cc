@@ -111,7 +111,7 @@ DroppedMessageCounts Transport::dropped_messages() const {
           .tagged = dropped_tagged_.load()};
 }
 
-void Transport::NoteDrop(DropReason reason, const std::string& detail) {
+void Transport::NoteDrop(DropReason reason, absl::FunctionRef<std::string()> detail) {
   switch (reason) {
     case DropReason::kUnauthenticated:
       dropped_unauthenticated_.fetch_add(1);
@@ -137,7 +137,7 @@ void Transport::NoteDrop(DropReason reason, const std::string& detail) {
                << (last_drop_log_ == absl::InfinitePast()
                        ? std::string("start")
                        : absl::StrCat(absl::FormatDuration(now - last_drop_log_), " ago"))
-               << "; latest: " << DropReasonName(static_cast<int>(reason)) << ", " << detail
+               << "; latest: " << DropReasonName(static_cast<int>(reason)) << ", " << detail()
                << " (totals: unauthenticated " << totals.unauthenticated << ", forged "
                << totals.forged << ", malformed " << totals.malformed << ", over limit "
                << totals.over_limit << ", tagged " << totals.tagged << ")";
@@ -223,7 +223,7 @@ ucs_status_t Transport::HandleDataMessage(const void* header, size_t header_leng
   // Returning UCS_OK without keeping the data drops the message; for a
   // rendezvous one UCX releases its descriptor and tells the sender.
   if (header_length != kDataHeaderBytes) {
-    NoteDrop(DropReason::kMalformed, absl::StrCat(header_length, "-byte header"));
+    NoteDrop(DropReason::kMalformed, [&] { return std::string(absl::StrCat(header_length, "-byte header")); });
     return UCS_OK;
   }
   ArrivedMessage message;
@@ -238,9 +238,8 @@ ucs_status_t Transport::HandleDataMessage(const void* header, size_t header_leng
   EndpointState* endpoint =
       found == endpoint_by_ep_.end() ? nullptr : FindEndpoint(found->second);
   if (endpoint == nullptr || endpoint->closing || endpoint->failed) {
-    NoteDrop(DropReason::kUnauthenticated,
-             absl::StrCat(reply_ep == nullptr ? "no reply endpoint" : "unknown or closed endpoint",
-                          ", ", TagDebugString(message.tag)));
+    NoteDrop(DropReason::kUnauthenticated, [&] { return std::string(absl::StrCat(reply_ep == nullptr ? "no reply endpoint" : "unknown or closed endpoint",
+                          ", ", TagDebugString(message.tag))); });
     return UCS_OK;
   }
   message.from = endpoint->id;
@@ -255,16 +254,14 @@ ucs_status_t Transport::HandleDataMessage(const void* header, size_t header_leng
       endpoint->quarantine.push_back(std::move(message));
       return status;
     }
-    NoteDrop(DropReason::kUnauthenticated,
-             absl::StrCat("from ", endpoint->peer_address, " before a completed handshake, ",
-                          TagDebugString(message.tag)));
+    NoteDrop(DropReason::kUnauthenticated, [&] { return std::string(absl::StrCat("from ", endpoint->peer_address, " before a completed handshake, ",
+                          TagDebugString(message.tag))); });
     return UCS_OK;
   }
   if (!Authorized(*endpoint, message)) {
-    NoteDrop(DropReason::kForged,
-             absl::StrCat("from ", endpoint->peer_address, " (adopted as rank ",
+    NoteDrop(DropReason::kForged, [&] { return std::string(absl::StrCat("from ", endpoint->peer_address, " (adopted as rank ",
                           endpoint->authorization->source_rank, "), ",
-                          TagDebugString(message.tag)));
+                          TagDebugString(message.tag))); });
     return UCS_OK;
   }
   return Deliver(std::move(message), data, &param);
@@ -292,10 +289,9 @@ ucs_status_t Transport::Deliver(ArrivedMessage message, void* data,
   }
   if (unexpected_count_ >= kMaxUnexpectedMessages ||
       unexpected_bytes_ + message.held_bytes() > kMaxUnexpectedBytes) {
-    NoteDrop(DropReason::kOverLimit,
-             absl::StrCat(unexpected_count_, " messages (", unexpected_bytes_,
+    NoteDrop(DropReason::kOverLimit, [&] { return std::string(absl::StrCat(unexpected_count_, " messages (", unexpected_bytes_,
                           " bytes) already waiting for receives, ",
-                          TagDebugString(message.tag)));
+                          TagDebugString(message.tag))); });
     Release(message);
     return UCS_OK;
   }
@@ -372,10 +368,9 @@ void Transport::SettleQuarantine(EndpointState* endpoint) {
       continue;
     }
     NoteDrop(endpoint->authorization.has_value() ? DropReason::kForged
-                                                 : DropReason::kUnauthenticated,
-             absl::StrCat("from ", endpoint->peer_address,
+                                                 : DropReason::kUnauthenticated, [&] { return std::string(absl::StrCat("from ", endpoint->peer_address,
                           " during a handshake that did not complete, ",
-                          TagDebugString(message.tag)));
+                          TagDebugString(message.tag))); });
     Release(message);
   }
 }
@@ -411,8 +406,7 @@ void Transport::DropTaggedMessages() {
     ucp_tag_recv_info_t info{};
     ucp_tag_message_h message = ucp_tag_probe_nb(worker_, 0, 0, /*remove=*/1, &info);
     if (message == nullptr) return;
-    NoteDrop(DropReason::kTagged,
-             absl::StrCat(info.length, " bytes, ", TagDebugString(info.sender_tag)));
+    NoteDrop(DropReason::kTagged, [&] { return std::string(absl::StrCat(info.length, " bytes, ", TagDebugString(info.sender_tag))); });
     // Into an empty buffer: UCX completes it as truncated without copying
     // (a rendezvous sender is told and keeps its data).
     ucp_request_param_t param{};
