@@ -17,3 +17,11 @@ def cc_unit(name, **kwargs):
         hdrs = [name + ".h"],
         **kwargs
     )
+
+# Lets GCC vectorise loops its default cost model leaves scalar (it changes
+# no arithmetic: no reassociation, no contraction). GCC-only: the fuzz build
+# is clang, which rejects the flag.
+VECTORIZE_COPTS = select({
+    "//bazel:fuzzing": [],
+    "//conditions:default": ["-fvect-cost-model=dynamic"],
+})
