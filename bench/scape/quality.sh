@@ -11,16 +11,20 @@
 #
 # Usage: bench/scape/quality.sh [--regime paper|harsh] [--steps N] [--seeds S]
 #                               [--model M] [--data DIR] [--out DIR] [--jobs J]
+#                               [--methods NAME,NAME,...]
 #   paper (default): 2,000 steps, learning-rate warm-up 100, density linear
 #          from 1 to the target over the first 200 steps, 3 seeds, tiny.
 #   harsh: 400 steps, learning-rate warm-up 40, 40 dense steps, no ramp, 3 seeds.
 # --steps scales the warm-up, the ramp and the dense steps with it (they are
 # 5% / 10% / 10% of the run), so a shorter run keeps the regime's shape.
 # --jobs: runs at a time (default 2).
+# --methods: a subset of the methods, comma-separated (default all; the size
+#   sweep runs fewer on the bigger models). dense AdamS is always run: every
+#   gap is measured against it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-REGIME=paper STEPS="" SEEDS=3 MODEL=tiny DATA=/tmp/fortunes-data OUT=/tmp/scape-quality JOBS=2
+REGIME=paper STEPS="" SEEDS=3 MODEL=tiny DATA=/tmp/fortunes-data OUT=/tmp/scape-quality JOBS=2 ONLY=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --regime) REGIME=$2; shift 2 ;;
@@ -30,6 +34,7 @@ while [ $# -gt 0 ]; do
     --data) DATA=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --jobs) JOBS=$2; shift 2 ;;
+    --methods) ONLY=$2; shift 2 ;;
     *) echo "quality.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -66,6 +71,18 @@ METHODS=(
   "scape-99|$OURS --density=0.01"
   "topk-adamw-99|--method=topk-adamw --density=0.01 $SPARSE"
 )
+if [ -n "$ONLY" ]; then
+  selected=()
+  for m in "${METHODS[@]}"; do
+    case ",$ONLY,adams," in *",${m%%|*},"*) selected+=("$m") ;; esac
+  done
+  for name in ${ONLY//,/ }; do
+    case " ${selected[*]%%|*} " in *" $name "*) ;; *) echo "quality.sh: unknown method '$name'" >&2; exit 2 ;; esac
+  done
+  METHODS=("${selected[@]}")
+fi
+NAMES=()
+for m in "${METHODS[@]}"; do NAMES+=("${m%%|*}"); done
 runs=()
 for seed in $(seq 1 "$SEEDS"); do
   for m in "${METHODS[@]}"; do runs+=("${m%%|*}|$seed|${m#*|}"); done
@@ -82,4 +99,4 @@ printf '%s\n' "${runs[@]}" | xargs -P "$JOBS" -I{} bash -c 'run_one "$@"' _ {}
 
 python3 bench/scape/quality_summary.py --regime "$REGIME" --steps "$STEPS" --seeds "$SEEDS" \
   --model "$MODEL" --out "$OUT" --svg "$OUT/scape_quality_curves.svg" \
-  adamw adams reference-90 reference-99 scape-90 scape-99 topk-adamw-99
+  "${NAMES[@]}"
