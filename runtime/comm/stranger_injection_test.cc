@@ -268,9 +268,10 @@ Ranks Form() {
   return ranks;
 }
 
-// Runs all-reduces (a small and a large one per iteration) on every rank
-// until `stop` is set and at least `min_iterations` have run; checks every
-// result bitwise against the sum computed here. Returns the first failure.
+// Runs all-reduces (a one-element vote on going on, then a small and a large
+// one per iteration) on every rank until `stop` is set and at least
+// `min_iterations` have run; checks every result bitwise against the sum
+// computed here. Returns the first failure.
 absl::Status AllReduceLoop(Ranks& ranks, std::atomic<bool>& stop,
                            std::atomic<uint64_t>& next_sequence, int64_t min_iterations,
                            int64_t* iterations_run) {
@@ -286,11 +287,20 @@ absl::Status AllReduceLoop(Ranks& ranks, std::atomic<bool>& stop,
         stop = true;
       };
       std::vector<float> small(kSmallCount), large(kLargeCount);
-      for (int64_t it = 0; it < min_iterations || !stop.load(); ++it) {
-        if (r == 1) {
-          next_sequence = 2 * static_cast<uint64_t>(it);
-          iterations = it + 1;
+      for (int64_t it = 0;; ++it) {
+        // The stranger aims at this iteration's data all-reduces (after the vote).
+        if (r == 1) next_sequence = 3 * static_cast<uint64_t>(it) + 1;
+        // The ranks see `stop` at different moments, so they vote on going
+        // on: a rank that stopped alone would leave the other waiting for
+        // its messages until the deadline.
+        float go = it < min_iterations || !stop.load() ? 1.0f : 0.0f;
+        if (absl::Status s = ranks.communicators[r]->AllReduce(&go, 1, ReduceOp::kSum);
+            !s.ok()) {
+          fail(s);
+          return;
         }
+        if (go == 0.0f) break;
+        if (r == 1) iterations = it + 1;
         for (std::vector<float>* buffer : {&small, &large}) {
           std::vector<float>& b = *buffer;
           for (size_t i = 0; i < b.size(); ++i) b[i] = Input(r, it, static_cast<int64_t>(i));
