@@ -18,11 +18,12 @@
 # --steps scales the warm-up, the ramp and the dense steps with it (they are
 # 5% / 10% / 10% of the run), so a shorter run keeps the regime's shape.
 # --jobs: runs at a time (default 2).
-# Rerunning with the same --out keeps the runs that finished with the same
-# flags (each run's flags are in OUT/NAME.seedK.flags).
 # --methods: a subset of the methods, comma-separated (default all; the size
 #   sweep runs fewer on the bigger models). dense AdamS is always run: every
 #   gap is measured against it.
+# Rerunning with the same --out keeps the runs that finished with the same
+# flags (each run's flags are in OUT/NAME.seedK.flags): an interrupted
+# benchmark picks up where it stopped.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -89,9 +90,7 @@ runs=()
 for seed in $(seq 1 "$SEEDS"); do
   for m in "${METHODS[@]}"; do runs+=("${m%%|*}|$seed|${m#*|}"); done
 done
-# A run whose log ends in a SUMMARY line, made with the same flags, is kept:
-# an interrupted benchmark picks up where it stopped when rerun with the
-# same --out.
+# Finished: the log has its SUMMARY line and the flags match.
 run_one() {
   local name=${1%%|*} rest=${1#*|}
   local seed=${rest%%|*} flags=${rest#*|}
@@ -101,8 +100,11 @@ run_one() {
     return
   fi
   echo "$args" > "$stem.flags"
-  "$BIN" $args --csv="$stem.csv" > "$stem.log" 2>&1 || echo "$name seed $seed failed: $(tail -1 "$stem.log")" >&2
-  echo "$name seed $seed: done ($(date +%H:%M:%S))" >&2
+  if "$BIN" $args --csv="$stem.csv" > "$stem.log" 2>&1; then
+    echo "$name seed $seed: done ($(date +%H:%M:%S))" >&2
+  else
+    echo "$name seed $seed failed: $(tail -1 "$stem.log")" >&2
+  fi
 }
 export -f run_one
 export BIN COMMON OUT
