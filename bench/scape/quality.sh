@@ -21,6 +21,9 @@
 # --methods: a subset of the methods, comma-separated (default all; the size
 #   sweep runs fewer on the bigger models). dense AdamS is always run: every
 #   gap is measured against it.
+# Rerunning with the same --out keeps the runs that finished with the same
+# flags (each run's flags are in OUT/NAME.seedK.flags): an interrupted
+# benchmark picks up where it stopped.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -87,11 +90,21 @@ runs=()
 for seed in $(seq 1 "$SEEDS"); do
   for m in "${METHODS[@]}"; do runs+=("${m%%|*}|$seed|${m#*|}"); done
 done
+# Finished: the log has its SUMMARY line and the flags match.
 run_one() {
   local name=${1%%|*} rest=${1#*|}
   local seed=${rest%%|*} flags=${rest#*|}
-  "$BIN" $COMMON $flags --seed="$seed" --label="$name" --csv="$OUT/$name.seed$seed.csv" \
-    > "$OUT/$name.seed$seed.log" 2>&1 || echo "$name seed $seed failed: $(tail -1 "$OUT/$name.seed$seed.log")" >&2
+  local stem="$OUT/$name.seed$seed" args="$COMMON $flags --seed=$seed --label=$name"
+  if grep -q '^SUMMARY ' "$stem.log" 2>/dev/null && [ "$(cat "$stem.flags" 2>/dev/null)" = "$args" ]; then
+    echo "$name seed $seed: kept from an earlier run" >&2
+    return
+  fi
+  echo "$args" > "$stem.flags"
+  if "$BIN" $args --csv="$stem.csv" > "$stem.log" 2>&1; then
+    echo "$name seed $seed: done ($(date +%H:%M:%S))" >&2
+  else
+    echo "$name seed $seed failed: $(tail -1 "$stem.log")" >&2
+  fi
 }
 export -f run_one
 export BIN COMMON OUT
