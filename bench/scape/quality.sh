@@ -5,7 +5,8 @@
 # our SCAPE at 90% and 99%, raw-gradient top-k AdamW at 99%), the same
 # seeds, data order and step count for every method. Ends with ONE JSON line
 #   {"regime", "steps", "seeds", "model", "methods": {NAME: {"val_mean",
-#    "val_min", "val_max", "gap", "sparse_bytes_ratio", "avg_bytes_ratio"}}}
+#    "val_min", "val_max", "gap", "sparse_bytes_ratio", "target_bytes_ratio",
+#    "avg_bytes_ratio"}}}
 # and writes OUT/scape_quality_curves.svg (validation loss every 10% of the
 # run, mean over seeds).
 #
@@ -110,6 +111,7 @@ export -f run_one
 export BIN COMMON OUT
 printf '%s\n' "${runs[@]}" | xargs -P "$JOBS" -I{} bash -c 'run_one "$@"' _ {}
 
+# Steps after the dense steps or the ramp run at the target density.
 python3 bench/scape/quality_summary.py --regime "$REGIME" --steps "$STEPS" --seeds "$SEEDS" \
   --model "$MODEL" --out "$OUT" --svg "$OUT/scape_quality_curves.svg" \
-  "${NAMES[@]}"
+  --target_from "$((RAMP > DENSE ? RAMP : DENSE))" "${NAMES[@]}"
