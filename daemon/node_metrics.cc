@@ -109,14 +109,9 @@ void NodeMetrics::WatchDataPlane(const comm::Transport* transport) {
                          "data-plane messages dropped on arrival, by reason (unauthenticated: "
                          "from a connection that did not complete the handshake)",
                          prometheus::MetricType::Counter);
-    for (const auto& [reason, count] :
-         std::vector<std::pair<std::string, uint64_t>>{{"unauthenticated", dropped.unauthenticated},
-                                                       {"forged", dropped.forged},
-                                                       {"malformed", dropped.malformed},
-                                                       {"over_limit", dropped.over_limit},
-                                                       {"tagged", dropped.tagged}}) {
-      family.Add({{"node", name}, {"role", role}, {"reason", reason}},
-                 static_cast<double>(count));
+    for (const comm::DropReasonText& text : comm::kDropReasons) {
+      family.Add({{"node", name}, {"role", role}, {"reason", text.metric_label}},
+                 static_cast<double>(dropped.count(text.reason)));
     }
     std::vector<prometheus::MetricFamily> families;
     families.push_back(family.Build());

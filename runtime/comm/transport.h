@@ -1,7 +1,9 @@
 #ifndef CORESCAPE_RUNTIME_COMM_TRANSPORT_H_
 #define CORESCAPE_RUNTIME_COMM_TRANSPORT_H_
 
+#include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -54,24 +56,70 @@ struct EndpointAuthorization {
   uint64_t link_token = 0;
 };
 
+// Why the transport threw a data message away on arrival. A new reason goes
+// last, with its entry in kDropReasons (the static_asserts below check both).
+enum class DropReason {
+  // From an endpoint no communicator adopted: a stranger that never passed
+  // the handshake (or a connection already closed).
+  kUnauthenticated,
+  // From an adopted endpoint, but the tag names another communicator or
+  // sender rank, or the link token is wrong.
+  kForged,
+  // A header that is not a data-message header.
+  kMalformed,
+  // Unreceived messages beyond the bounds (kMaxUnexpectedMessages...).
+  kOverLimit,
+  // UCP tagged messages: nothing here sends or receives them, so whoever
+  // sends one is not a member.
+  kTagged,
+};
+
+// How a DropReason reads outside the process. Dashboards match the metric
+// label and operators grep the log texts, so none of them may change.
+struct DropReasonText {
+  DropReason reason;
+  const char* metric_label;  // reason="..." of corescape_data_plane_dropped_messages_total
+  const char* log_total;     // its entry in the drop summary's totals
+  const char* log_latest;    // the drop summary's "latest:" reason
+};
+
+// One entry per DropReason, in enum order (so indexable by it).
+inline constexpr DropReasonText kDropReasons[] = {
+    {DropReason::kUnauthenticated, "unauthenticated", "unauthenticated",
+     "unauthenticated endpoint"},
+    {DropReason::kForged, "forged", "forged", "forged header"},
+    {DropReason::kMalformed, "malformed", "malformed", "malformed header"},
+    {DropReason::kOverLimit, "over_limit", "over limit", "over the held-message limit"},
+    {DropReason::kTagged, "tagged", "tagged", "tagged message"},
+};
+inline constexpr size_t kDropReasonCount = std::size(kDropReasons);
+static_assert(static_cast<size_t>(DropReason::kTagged) + 1 == kDropReasonCount,
+              "every DropReason needs an entry in kDropReasons");
+static_assert(
+    [] {
+      for (size_t i = 0; i < kDropReasonCount; ++i) {
+        if (static_cast<size_t>(kDropReasons[i].reason) != i) return false;
+      }
+      return true;
+    }(),
+    "kDropReasons must be in enum order");
+
+// Indexes instead of searching: the static_asserts above make it safe.
+constexpr const DropReasonText& DropReasonTextOf(DropReason reason) {
+  return kDropReasons[static_cast<size_t>(reason)];
+}
+
 // Data messages the transport threw away on arrival, by reason. Each is
 // counted once; a log line per second at most summarizes them.
 struct DroppedMessageCounts {
-  // From an endpoint no communicator adopted: a stranger that never passed
-  // the handshake (or a connection already closed).
-  uint64_t unauthenticated = 0;
-  // From an adopted endpoint, but the tag names another communicator or
-  // sender rank, or the link token is wrong.
-  uint64_t forged = 0;
-  // A header that is not a data-message header.
-  uint64_t malformed = 0;
-  // Unreceived messages beyond the bounds (kMaxUnexpectedMessages...).
-  uint64_t over_limit = 0;
-  // UCP tagged messages: nothing here sends or receives them, so whoever
-  // sends one is not a member.
-  uint64_t tagged = 0;
+  std::array<uint64_t, kDropReasonCount> by_reason{};
 
-  uint64_t total() const { return unauthenticated + forged + malformed + over_limit + tagged; }
+  uint64_t count(DropReason reason) const { return by_reason[static_cast<size_t>(reason)]; }
+  uint64_t total() const {
+    uint64_t sum = 0;
+    for (uint64_t n : by_reason) sum += n;
+    return sum;
+  }
 };
 
 // Receives the hellos that incoming connections present for one
@@ -215,7 +263,6 @@ class Transport {
   struct PendingUcxOp;
   struct ParkedHello;
   struct ArrivedMessage;
-  enum class DropReason { kUnauthenticated, kForged, kMalformed, kOverLimit, kTagged };
 
   explicit Transport(const TransportOptions& options);
   absl::Status Init();
@@ -341,12 +388,8 @@ class Transport {
   std::vector<ParkedHello> parked_;
   absl::flat_hash_set<PendingUcxOp*> pending_ops_;
 
-  // Dropped data messages (read from any thread).
-  std::atomic<uint64_t> dropped_unauthenticated_{0};
-  std::atomic<uint64_t> dropped_forged_{0};
-  std::atomic<uint64_t> dropped_malformed_{0};
-  std::atomic<uint64_t> dropped_over_limit_{0};
-  std::atomic<uint64_t> dropped_tagged_{0};
+  // Dropped data messages by DropReason (read from any thread).
+  std::array<std::atomic<uint64_t>, kDropReasonCount> dropped_{};
   absl::Time last_drop_log_ = absl::InfinitePast();  // UCX lock
   uint64_t drops_since_log_ = 0;                      // UCX lock
 

@@ -106,10 +106,11 @@ class TransportAuthorizationTest : public ::testing::Test {
   // Waits until the receiver has counted `forged` forged drops.
   void WaitForForged(uint64_t forged) {
     const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (receiver_->dropped_messages().forged < forged && absl::Now() < deadline) {
+    while (receiver_->dropped_messages().count(DropReason::kForged) < forged &&
+           absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(10));
     }
-    EXPECT_EQ(receiver_->dropped_messages().forged, forged);
+    EXPECT_EQ(receiver_->dropped_messages().count(DropReason::kForged), forged);
   }
 
   std::unique_ptr<Transport> receiver_;
@@ -181,8 +182,8 @@ TEST_F(TransportAuthorizationTest, AnotherRankKeyOrTokenIsDroppedAsForged) {
   ASSERT_TRUE(receiver_->WaitFor(*receive, absl::Now() + absl::Seconds(20)));
   ASSERT_TRUE(receive->status().ok()) << receive->status();
   EXPECT_EQ(got, genuine);
-  EXPECT_EQ(receiver_->dropped_messages().forged, 3u);
-  EXPECT_EQ(receiver_->dropped_messages().unauthenticated, 0u);
+  EXPECT_EQ(receiver_->dropped_messages().count(DropReason::kForged), 3u);
+  EXPECT_EQ(receiver_->dropped_messages().count(DropReason::kUnauthenticated), 0u);
 }
 
 TEST_F(TransportAuthorizationTest, ACancelledReceiveTakesNothing) {

@@ -24,13 +24,6 @@ constexpr absl::Duration kDropLogInterval = absl::Seconds(1);
 // the next one, a progress round later).
 constexpr int kMaxTaggedDropsPerCall = 1024;
 
-const char* DropReasonName(int reason) {
-  static constexpr const char* kNames[] = {"unauthenticated endpoint", "forged header",
-                                           "malformed header", "over the held-message limit",
-                                           "tagged message"};
-  return kNames[reason];
-}
-
 }  // namespace
 
 std::shared_ptr<MessageRequest> Transport::Send(EndpointId to, uint64_t tag, const void* data,
@@ -104,43 +97,28 @@ void Transport::DiscardUnreceived(uint16_t key) {
 }
 
 DroppedMessageCounts Transport::dropped_messages() const {
-  return {.unauthenticated = dropped_unauthenticated_.load(),
-          .forged = dropped_forged_.load(),
-          .malformed = dropped_malformed_.load(),
-          .over_limit = dropped_over_limit_.load(),
-          .tagged = dropped_tagged_.load()};
+  DroppedMessageCounts counts;
+  for (size_t i = 0; i < kDropReasonCount; ++i) counts.by_reason[i] = dropped_[i].load();
+  return counts;
 }
 
 void Transport::NoteDrop(DropReason reason, absl::FunctionRef<std::string()> detail) {
-  switch (reason) {
-    case DropReason::kUnauthenticated:
-      dropped_unauthenticated_.fetch_add(1);
-      break;
-    case DropReason::kForged:
-      dropped_forged_.fetch_add(1);
-      break;
-    case DropReason::kMalformed:
-      dropped_malformed_.fetch_add(1);
-      break;
-    case DropReason::kOverLimit:
-      dropped_over_limit_.fetch_add(1);
-      break;
-    case DropReason::kTagged:
-      dropped_tagged_.fetch_add(1);
-      break;
-  }
+  dropped_[static_cast<size_t>(reason)].fetch_add(1);
   ++drops_since_log_;
   const absl::Time now = absl::Now();
   if (now - last_drop_log_ < kDropLogInterval) return;
   const DroppedMessageCounts totals = dropped_messages();
+  std::string totals_text;
+  for (const DropReasonText& text : kDropReasons) {
+    absl::StrAppend(&totals_text, totals_text.empty() ? "" : ", ", text.log_total, " ",
+                    totals.count(text.reason));
+  }
   LOG(WARNING) << "data plane: dropped " << drops_since_log_ << " message(s) since "
                << (last_drop_log_ == absl::InfinitePast()
                        ? std::string("start")
                        : absl::StrCat(absl::FormatDuration(now - last_drop_log_), " ago"))
-               << "; latest: " << DropReasonName(static_cast<int>(reason)) << ", " << detail()
-               << " (totals: unauthenticated " << totals.unauthenticated << ", forged "
-               << totals.forged << ", malformed " << totals.malformed << ", over limit "
-               << totals.over_limit << ", tagged " << totals.tagged << ")";
+               << "; latest: " << DropReasonTextOf(reason).log_latest << ", " << detail()
+               << " (totals: " << totals_text << ")";
   last_drop_log_ = now;
   drops_since_log_ = 0;
 }
