@@ -450,8 +450,7 @@ absl::Status JobRunner::FailOverAttention(Run* run, train::DataParallelTrainer& 
         run->attention->Abort("a newer attention epoch came while connecting");
       }
     }
-    trainer.SetAttention(*std::move(attention));
-    return absl::OkStatus();
+    return trainer.SetAttention(*std::move(attention));
   }
 }
 

@@ -105,7 +105,7 @@ Timing TimeSteps(const model::ModelConfig& config, const model::ModelBatch& batc
   Timing timing;
   for (int step = 0; step <= absl::GetFlag(FLAGS_steps); ++step) {
     const auto start = std::chrono::steady_clock::now();
-    model->ZeroGradients();
+    CheckOk(model->ZeroGradients());
     absl::StatusOr<model::LossResult> loss;
     if (ping_pong) {
       loss = schedule.Forward(batch, attention);

@@ -84,7 +84,7 @@ int RunBenchmark() {
   double last_loss = 0;
   for (int step = 0; step < warmup + steps; ++step) {
     if (step == warmup) start = absl::Now();
-    model->ZeroGradients();
+    if (!model->ZeroGradients().ok()) return 1;
     auto loss = model->Forward(batch, attention, activations);
     if (!loss.ok()) return 1;
     if (!model->Backward(attention, activations, 1.0f / loss->tokens).ok()) return 1;

@@ -97,24 +97,13 @@ model::ModelConfig SmallModelConfig(int max_seq_len) {
   return config;
 }
 
-void AppendDocument(std::mt19937& rng, const model::ModelConfig& config, int row, int start,
-                    int length, model::ModelBatch& b) {
-  const int64_t offset = int64_t{row} * b.seq_len + start;
-  b.attention_tasks.push_back({0, length, offset, offset});
-  for (int i = 0; i < length; ++i) {
-    b.tokens.push_back(static_cast<int32_t>(rng() % config.vocab_size));
-    b.positions.push_back(i);
-    b.targets.push_back(i + 1 < length ? static_cast<int32_t>(rng() % config.vocab_size) : -1);
-  }
-}
-
 ModelRun RunModel(const model::ModelConfig& config, const std::vector<model::ModelBatch>& batches,
                   model::CoreAttentionExecutor& executor) {
   ModelRun result;
   auto model = model::Transformer::Create(config);
   EXPECT_TRUE(model.ok()) << model.status();
   model->InitializeWeights(11);
-  model->ZeroGradients();
+  EXPECT_TRUE(model->ZeroGradients().ok());
   for (size_t m = 0; m < batches.size(); ++m) {
     model::Activations activations;
     auto loss = model->Forward(batches[m], executor, activations);

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "runtime/kernels/core_attention.h"
 #include "runtime/model/core_attention_executor.h"
+#include "runtime/model/model_test_util.h"
 #include "runtime/model/transformer.h"
 
 namespace corescape::attention {
@@ -47,10 +48,7 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b);
 // A two-layer model small enough for many runs per test (4 heads, 2 KV heads).
 model::ModelConfig SmallModelConfig(int max_seq_len);
 
-// Appends one document of `length` random tokens to row `row` of `b` at
-// `start`, with its attention task (the last token has no target).
-void AppendDocument(std::mt19937& rng, const model::ModelConfig& config, int row, int start,
-                    int length, model::ModelBatch& b);
+using model::AppendDocument;
 
 // What one worker's model run leaves: a loss sum per micro-batch and the
 // accumulated gradients.

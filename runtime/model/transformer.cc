@@ -6,24 +6,13 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/kernels/cpu/cross_entropy.h"
-#include "runtime/kernels/cpu/embedding.h"
-#include "runtime/kernels/cpu/linear.h"
-#include "runtime/kernels/cpu/rmsnorm.h"
-#include "runtime/kernels/cpu/rope.h"
-#include "runtime/kernels/cpu/swiglu.h"
+#include "runtime/base/status_macros.h"
 
 namespace corescape::model {
 namespace {
 
-using kernels::LinearBackward;
-using kernels::LinearForward;
-
-void Resize(std::vector<float>& v, int64_t n) { v.assign(n, 0.0f); }
-
-void AddInto(float* dst, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
-}
+float* F(const device::DeviceBuffer& b) { return b.as<float>(); }
+const int32_t* I(const device::DeviceBuffer& b) { return b.as<int32_t>(); }
 
 // Box–Muller over mt19937_64, so weights are identical on every machine
 // (std::normal_distribution is implementation-defined).
@@ -54,15 +43,18 @@ class NormalSampler {
 
 }  // namespace
 
-Transformer::Transformer(const ModelConfig& config)
+Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ModelOps> ops)
     : config_(config),
       layout_(config),
+      ops_(std::move(ops)),
       parameters_(layout_.total_size(), 0.0f),
       gradients_(layout_.total_size(), 0.0f) {}
 
-absl::StatusOr<Transformer> Transformer::Create(const ModelConfig& config) {
+absl::StatusOr<Transformer> Transformer::Create(const ModelConfig& config,
+                                                std::shared_ptr<ModelOps> ops) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
-  return Transformer(config);
+  if (ops == nullptr) ops = NewCpuModelOps(CpuParameterMode::kInPlace, nullptr);
+  return Transformer(config, std::move(ops));
 }
 
 kernels::AttentionShape Transformer::attention_shape() const {
@@ -84,9 +76,88 @@ void Transformer::InitializeWeights(uint64_t seed) {
       std::fill(p, p + slot.size, 1.0f);  // RMSNorm gains
     }
   }
+  parameters_changed_ = true;
 }
 
-void Transformer::ZeroGradients() { std::fill(gradients_.begin(), gradients_.end(), 0.0f); }
+absl::Status Transformer::ZeroGradients() {
+  std::fill(gradients_.begin(), gradients_.end(), 0.0f);
+  if (ops_->parameters_in_place()) return absl::OkStatus();
+  const size_t bytes = gradients_.size() * sizeof(float);
+  if (device_gradients_.size() != bytes) {
+    device_gradients_.Reset();
+    auto buffer = ops_->Allocate(bytes);
+    if (!buffer.ok()) return buffer.status();
+    device_gradients_ = *std::move(buffer);
+  }
+  return ops_->Zero(device_gradients_.data(), bytes);
+}
+
+absl::Status Transformer::DownloadGradients() {
+  if (ops_->parameters_in_place()) return absl::OkStatus();
+  if (device_gradients_.size() != gradients_.size() * sizeof(float)) {
+    return absl::FailedPreconditionError(
+        "DownloadGradients: no gradients in the backend (ZeroGradients starts a step)");
+  }
+  CORESCAPE_RETURN_IF_ERROR(
+      ops_->Download(gradients_.data(), device_gradients_.data(), device_gradients_.size()));
+  return ops_->Synchronize();
+}
+
+absl::Status Transformer::SyncParameters() {
+  if (ops_->parameters_in_place() || !parameters_changed_) return absl::OkStatus();
+  const size_t bytes = parameters_.size() * sizeof(float);
+  if (device_parameters_.size() != bytes) {
+    auto buffer = ops_->Allocate(bytes);
+    if (!buffer.ok()) return buffer.status();
+    device_parameters_ = *std::move(buffer);
+  }
+  CORESCAPE_RETURN_IF_ERROR(ops_->Upload(device_parameters_.data(), parameters_.data(), bytes));
+  if (ops_->precision() == Precision::kBf16) {
+    const size_t half_bytes = parameters_.size() * sizeof(uint16_t);
+    if (bf16_parameters_.size() != half_bytes) {
+      auto buffer = ops_->Allocate(half_bytes);
+      if (!buffer.ok()) return buffer.status();
+      bf16_parameters_ = *std::move(buffer);
+    }
+    CORESCAPE_RETURN_IF_ERROR(ops_->CastToBf16(F(device_parameters_),
+                                               bf16_parameters_.as<uint16_t>(),
+                                               static_cast<int64_t>(parameters_.size())));
+  }
+  if (device_gradients_.size() != gradients_.size() * sizeof(float)) {
+    CORESCAPE_RETURN_IF_ERROR(ZeroGradients());
+  }
+  parameters_changed_ = false;
+  return absl::OkStatus();
+}
+
+const float* Transformer::Param(int64_t offset) const {
+  return (ops_->parameters_in_place() ? parameters_.data() : F(device_parameters_)) + offset;
+}
+
+WeightView Transformer::Weight(int64_t offset) const {
+  WeightView w;
+  w.fp32 = Param(offset);
+  if (bf16_parameters_.data() != nullptr) w.bf16 = bf16_parameters_.as<uint16_t>() + offset;
+  return w;
+}
+
+float* Transformer::Grad(int64_t offset) {
+  return (ops_->parameters_in_place() ? gradients_.data() : F(device_gradients_)) + offset;
+}
+
+absl::Status Transformer::Ensure(Activations& a, device::DeviceBuffer& buffer, int64_t floats,
+                                 bool zero) {
+  const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
+  if (buffer.size() != bytes || buffer.data() == nullptr) {
+    buffer.Reset();
+    if (bytes > 0) {
+      auto fresh = ops_->Allocate(bytes);
+      if (!fresh.ok()) return fresh.status();
+      buffer = *std::move(fresh);
+    }
+  }
+  return zero ? ops_->Zero(buffer.data(), bytes) : absl::OkStatus();
+}
 
 absl::Status Transformer::ValidateBatch(const ModelBatch& batch) const {
   if (batch.batch_size <= 0 || batch.seq_len <= 0) {
@@ -120,36 +191,54 @@ absl::Status Transformer::ValidateBatch(const ModelBatch& batch) const {
   return absl::OkStatus();
 }
 
-void Transformer::EmbedForward(Activations& a) const {
+absl::Status Transformer::EmbedForward(Activations& a) {
+  if (a.ops == nullptr) {
+    a.ops = ops_;
+  } else if (a.ops != ops_) {
+    return absl::InvalidArgumentError("activations belong to another model backend");
+  }
+  CORESCAPE_RETURN_IF_ERROR(SyncParameters());
   const int64_t rows = a.batch.rows();
   const int64_t d = config_.d_model;
+  const size_t index_bytes = static_cast<size_t>(rows) * sizeof(int32_t);
+  // int32 arrays in float-sized buffers: both are 4 bytes.
+  static_assert(sizeof(int32_t) == sizeof(float));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.tokens, rows, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.targets, rows, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.positions, rows, false));
+  CORESCAPE_RETURN_IF_ERROR(ops_->Upload(a.tokens.data(), a.batch.tokens.data(), index_bytes));
+  CORESCAPE_RETURN_IF_ERROR(ops_->Upload(a.targets.data(), a.batch.targets.data(), index_bytes));
+  CORESCAPE_RETURN_IF_ERROR(
+      ops_->Upload(a.positions.data(), a.batch.positions.data(), index_bytes));
   a.layers.resize(config_.n_layers);
-  Resize(a.layers[0].x_in, rows * d);
-  kernels::EmbeddingForward(a.batch.tokens.data(),
-                            parameters_.data() + layout_.token_embedding(),
-                            a.layers[0].x_in.data(), rows, d);
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.layers[0].x_in, rows * d, false));
+  return ops_->EmbeddingForward(I(a.tokens), Param(layout_.token_embedding()),
+                                F(a.layers[0].x_in), rows, d);
 }
 
-void Transformer::PreAttentionForward(int layer, Activations& a) const {
+absl::Status Transformer::PreAttentionForward(int layer, Activations& a) {
   const LayerSlots& w = layout_.layer(layer);
   LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
   const int64_t d = config_.d_model;
-  const float* p = parameters_.data();
-  Resize(l.attention_normed, rows * d);
-  Resize(l.attention_rstd, rows);
-  kernels::RmsNormForward(l.x_in.data(), p + w.attention_norm, l.attention_normed.data(),
-                          l.attention_rstd.data(), rows, d, config_.norm_eps);
-  Resize(l.q, rows * config_.q_width());
-  Resize(l.k, rows * config_.kv_width());
-  Resize(l.v, rows * config_.kv_width());
-  LinearForward(l.attention_normed.data(), p + w.wq, l.q.data(), rows, d, config_.q_width());
-  LinearForward(l.attention_normed.data(), p + w.wk, l.k.data(), rows, d, config_.kv_width());
-  LinearForward(l.attention_normed.data(), p + w.wv, l.v.data(), rows, d, config_.kv_width());
-  kernels::RopeForward(l.q.data(), a.batch.positions.data(), rows, config_.n_heads,
-                       config_.head_dim(), config_.rope_theta);
-  kernels::RopeForward(l.k.data(), a.batch.positions.data(), rows, config_.n_kv_heads,
-                       config_.head_dim(), config_.rope_theta);
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.attention_normed, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.attention_rstd, rows, false));
+  CORESCAPE_RETURN_IF_ERROR(ops_->RmsNormForward(F(l.x_in), Param(w.attention_norm),
+                                                 F(l.attention_normed), F(l.attention_rstd), rows,
+                                                 d, config_.norm_eps));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.q, rows * config_.q_width(), false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.k, rows * config_.kv_width(), false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.v, rows * config_.kv_width(), false));
+  CORESCAPE_RETURN_IF_ERROR(
+      ops_->LinearForward(F(l.attention_normed), Weight(w.wq), F(l.q), rows, d, config_.q_width()));
+  CORESCAPE_RETURN_IF_ERROR(ops_->LinearForward(F(l.attention_normed), Weight(w.wk), F(l.k), rows,
+                                                d, config_.kv_width()));
+  CORESCAPE_RETURN_IF_ERROR(ops_->LinearForward(F(l.attention_normed), Weight(w.wv), F(l.v), rows,
+                                                d, config_.kv_width()));
+  CORESCAPE_RETURN_IF_ERROR(ops_->RopeForward(F(l.q), I(a.positions), rows, config_.n_heads,
+                                              config_.head_dim(), config_.rope_theta));
+  return ops_->RopeForward(F(l.k), I(a.positions), rows, config_.n_kv_heads, config_.head_dim(),
+                           config_.rope_theta);
 }
 
 AttentionInputs Transformer::CoreAttentionInputs(int layer, const Activations& a) const {
@@ -159,206 +248,228 @@ AttentionInputs Transformer::CoreAttentionInputs(int layer, const Activations& a
   in.shape = attention_shape();
   in.tasks = a.batch.attention_tasks;
   in.rows = a.batch.rows();
-  in.q = l.q.data();
-  in.k = l.k.data();
-  in.v = l.v.data();
+  in.q = F(l.q);
+  in.k = F(l.k);
+  in.v = F(l.v);
   return in;
 }
 
-AttentionForwardCall Transformer::ForwardCall(int layer, Activations& a) const {
+absl::StatusOr<AttentionForwardCall> Transformer::ForwardCall(int layer, Activations& a) {
   LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
   // Rows outside every task (padding) keep zeros.
-  Resize(l.o, rows * config_.q_width());
-  Resize(l.lse, rows * config_.n_heads);
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.o, rows * config_.q_width(), true));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.lse, rows * config_.n_heads, true));
   AttentionForwardCall call;
   call.in = CoreAttentionInputs(layer, a);
-  call.o = l.o.data();
-  call.lse = l.lse.data();
+  call.o = F(l.o);
+  call.lse = F(l.lse);
   return call;
 }
 
 absl::Status Transformer::CoreAttentionForward(int layer, CoreAttentionExecutor& attention,
-                                               Activations& a) const {
-  return attention.Forward(ForwardCall(layer, a));
+                                               Activations& a) {
+  auto call = ForwardCall(layer, a);
+  if (!call.ok()) return call.status();
+  return attention.Forward(*call);
 }
 
-void Transformer::PostAttentionForward(int layer, Activations& a) const {
+absl::Status Transformer::PostAttentionForward(int layer, Activations& a) {
   const LayerSlots& w = layout_.layer(layer);
   LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
   const int64_t d = config_.d_model;
   const int64_t f = config_.d_ff;
-  const float* p = parameters_.data();
-  Resize(l.x_mid, rows * d);
-  LinearForward(l.o.data(), p + w.wo, l.x_mid.data(), rows, config_.q_width(), d);
-  AddInto(l.x_mid.data(), l.x_in.data(), rows * d);
-  Resize(l.ffn_normed, rows * d);
-  Resize(l.ffn_rstd, rows);
-  kernels::RmsNormForward(l.x_mid.data(), p + w.ffn_norm, l.ffn_normed.data(),
-                          l.ffn_rstd.data(), rows, d, config_.norm_eps);
-  Resize(l.gate, rows * f);
-  Resize(l.up, rows * f);
-  Resize(l.hidden, rows * f);
-  LinearForward(l.ffn_normed.data(), p + w.w_gate, l.gate.data(), rows, d, f);
-  LinearForward(l.ffn_normed.data(), p + w.w_up, l.up.data(), rows, d, f);
-  kernels::SwiGluForward(l.gate.data(), l.up.data(), l.hidden.data(), rows * f);
-  std::vector<float>& out =
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.x_mid, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(
+      ops_->LinearForward(F(l.o), Weight(w.wo), F(l.x_mid), rows, config_.q_width(), d));
+  CORESCAPE_RETURN_IF_ERROR(ops_->AddInto(F(l.x_mid), F(l.x_in), rows * d));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.ffn_normed, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.ffn_rstd, rows, false));
+  CORESCAPE_RETURN_IF_ERROR(ops_->RmsNormForward(F(l.x_mid), Param(w.ffn_norm), F(l.ffn_normed),
+                                                 F(l.ffn_rstd), rows, d, config_.norm_eps));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.gate, rows * f, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.up, rows * f, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.hidden, rows * f, false));
+  CORESCAPE_RETURN_IF_ERROR(
+      ops_->LinearForward(F(l.ffn_normed), Weight(w.w_gate), F(l.gate), rows, d, f));
+  CORESCAPE_RETURN_IF_ERROR(
+      ops_->LinearForward(F(l.ffn_normed), Weight(w.w_up), F(l.up), rows, d, f));
+  CORESCAPE_RETURN_IF_ERROR(ops_->SwiGluForward(F(l.gate), F(l.up), F(l.hidden), rows * f));
+  device::DeviceBuffer& out =
       layer + 1 < config_.n_layers ? a.layers[layer + 1].x_in : a.x_final;
-  Resize(out, rows * d);
-  LinearForward(l.hidden.data(), p + w.w_down, out.data(), rows, f, d);
-  AddInto(out.data(), l.x_mid.data(), rows * d);
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, out, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(
+      ops_->LinearForward(F(l.hidden), Weight(w.w_down), F(out), rows, f, d));
+  return ops_->AddInto(F(out), F(l.x_mid), rows * d);
 }
 
-LossResult Transformer::HeadForward(Activations& a) const {
+absl::StatusOr<LossResult> Transformer::HeadForward(Activations& a) {
   const int64_t rows = a.batch.rows();
   const int64_t d = config_.d_model;
-  const float* p = parameters_.data();
-  Resize(a.final_normed, rows * d);
-  Resize(a.final_rstd, rows);
-  kernels::RmsNormForward(a.x_final.data(), p + layout_.final_norm(), a.final_normed.data(),
-                          a.final_rstd.data(), rows, d, config_.norm_eps);
-  Resize(a.logits, rows * config_.vocab_size);
-  LinearForward(a.final_normed.data(), p + layout_.lm_head(), a.logits.data(), rows, d,
-                config_.vocab_size);
-  kernels::CrossEntropyResult ce = kernels::CrossEntropy(
-      a.logits.data(), a.batch.targets.data(), rows, config_.vocab_size, nullptr, 0.0f);
-  return LossResult{ce.loss_sum, ce.tokens};
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.final_normed, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.final_rstd, rows, false));
+  CORESCAPE_RETURN_IF_ERROR(ops_->RmsNormForward(F(a.x_final), Param(layout_.final_norm()),
+                                                 F(a.final_normed), F(a.final_rstd), rows, d,
+                                                 config_.norm_eps));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.logits, rows * config_.vocab_size, false));
+  CORESCAPE_RETURN_IF_ERROR(ops_->LinearForward(F(a.final_normed), Weight(layout_.lm_head()),
+                                                F(a.logits), rows, d, config_.vocab_size));
+  auto ce = ops_->CrossEntropy(F(a.logits), I(a.targets), rows, config_.vocab_size, nullptr, 0.0f);
+  if (!ce.ok()) return ce.status();
+  return LossResult{ce->loss_sum, ce->tokens};
 }
 
 absl::StatusOr<LossResult> Transformer::Forward(const ModelBatch& batch,
                                                 CoreAttentionExecutor& attention,
-                                                Activations& a) const {
+                                                Activations& a) {
   if (absl::Status s = ValidateBatch(batch); !s.ok()) return s;
   a.batch = batch;
-  EmbedForward(a);
+  CORESCAPE_RETURN_IF_ERROR(EmbedForward(a));
   for (int layer = 0; layer < config_.n_layers; ++layer) {
-    PreAttentionForward(layer, a);
-    if (absl::Status s = CoreAttentionForward(layer, attention, a); !s.ok()) return s;
-    PostAttentionForward(layer, a);
+    CORESCAPE_RETURN_IF_ERROR(PreAttentionForward(layer, a));
+    CORESCAPE_RETURN_IF_ERROR(CoreAttentionForward(layer, attention, a));
+    CORESCAPE_RETURN_IF_ERROR(PostAttentionForward(layer, a));
   }
   return HeadForward(a);
 }
 
-void Transformer::HeadBackward(Activations& a, float grad_scale) {
+absl::Status Transformer::HeadBackward(Activations& a, float grad_scale) {
   const int64_t rows = a.batch.rows();
   const int64_t d = config_.d_model;
   const int64_t vocab = config_.vocab_size;
-  float* g = gradients_.data();
-  const float* p = parameters_.data();
-  std::vector<float> d_logits(rows * vocab);
-  kernels::CrossEntropy(a.logits.data(), a.batch.targets.data(), rows, vocab,
-                        d_logits.data(), grad_scale);
-  std::vector<float> d_normed(rows * d);
-  LinearBackward(a.final_normed.data(), p + layout_.lm_head(), d_logits.data(),
-                 d_normed.data(), g + layout_.lm_head(), rows, d, vocab);
-  Resize(a.d_x, rows * d);
-  kernels::RmsNormBackward(a.x_final.data(), p + layout_.final_norm(), a.final_rstd.data(),
-                           d_normed.data(), a.d_x.data(), g + layout_.final_norm(), rows, d);
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.d_logits, rows * vocab, false));
+  auto ce = ops_->CrossEntropy(F(a.logits), I(a.targets), rows, vocab, F(a.d_logits), grad_scale);
+  if (!ce.ok()) return ce.status();
+  device::DeviceBuffer& d_normed = a.scratch_a;
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, d_normed, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(ops_->LinearBackward(F(a.final_normed), Weight(layout_.lm_head()),
+                                                 F(a.d_logits), F(d_normed),
+                                                 Grad(layout_.lm_head()), rows, d, vocab));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.d_x, rows * d, true));
+  return ops_->RmsNormBackward(F(a.x_final), Param(layout_.final_norm()), F(a.final_rstd),
+                               F(d_normed), F(a.d_x), Grad(layout_.final_norm()), rows, d);
 }
 
-void Transformer::PostAttentionBackward(int layer, Activations& a) {
+absl::Status Transformer::PostAttentionBackward(int layer, Activations& a) {
   const LayerSlots& w = layout_.layer(layer);
   LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
   const int64_t d = config_.d_model;
   const int64_t f = config_.d_ff;
-  float* g = gradients_.data();
-  const float* p = parameters_.data();
   // x_out = x_mid + hidden·W_downᵀ; a.d_x holds ∂L/∂x_out and becomes ∂L/∂x_mid.
-  std::vector<float> d_hidden(rows * f), d_gate(rows * f), d_up(rows * f);
-  LinearBackward(l.hidden.data(), p + w.w_down, a.d_x.data(), d_hidden.data(),
-                 g + w.w_down, rows, f, d);
-  kernels::SwiGluBackward(l.gate.data(), l.up.data(), d_hidden.data(), d_gate.data(),
-                          d_up.data(), rows * f);
-  std::vector<float> d_normed(rows * d), d_normed_up(rows * d);
-  LinearBackward(l.ffn_normed.data(), p + w.w_gate, d_gate.data(), d_normed.data(),
-                 g + w.w_gate, rows, d, f);
-  LinearBackward(l.ffn_normed.data(), p + w.w_up, d_up.data(), d_normed_up.data(),
-                 g + w.w_up, rows, d, f);
-  AddInto(d_normed.data(), d_normed_up.data(), rows * d);
-  kernels::RmsNormBackward(l.x_mid.data(), p + w.ffn_norm, l.ffn_rstd.data(),
-                           d_normed.data(), a.d_x.data(), g + w.ffn_norm, rows, d);
+  // d_hidden, then d_gate and d_up, reuse three scratch buffers of rows·f.
+  device::DeviceBuffer& d_hidden = a.scratch_a;
+  device::DeviceBuffer& d_gate = a.scratch_b;
+  device::DeviceBuffer& d_up = a.scratch_c;
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, d_hidden, rows * f, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, d_gate, rows * f, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, d_up, rows * f, false));
+  CORESCAPE_RETURN_IF_ERROR(ops_->LinearBackward(F(l.hidden), Weight(w.w_down), F(a.d_x),
+                                                 F(d_hidden), Grad(w.w_down), rows, f, d));
+  CORESCAPE_RETURN_IF_ERROR(ops_->SwiGluBackward(F(l.gate), F(l.up), F(d_hidden), F(d_gate),
+                                                 F(d_up), rows * f));
+  // d_hidden is free again: ∂L/∂ffn_normed from the gate goes in its first
+  // rows·d, from the up projection in d_o (written only after both are summed).
+  float* d_normed = F(d_hidden);
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.d_o, std::max<int64_t>(rows * config_.q_width(), rows * d),
+                                   false));
+  float* d_normed_up = F(a.d_o);
+  CORESCAPE_RETURN_IF_ERROR(ops_->LinearBackward(F(l.ffn_normed), Weight(w.w_gate), F(d_gate),
+                                                 d_normed, Grad(w.w_gate), rows, d, f));
+  CORESCAPE_RETURN_IF_ERROR(ops_->LinearBackward(F(l.ffn_normed), Weight(w.w_up), F(d_up),
+                                                 d_normed_up, Grad(w.w_up), rows, d, f));
+  CORESCAPE_RETURN_IF_ERROR(ops_->AddInto(d_normed, d_normed_up, rows * d));
+  CORESCAPE_RETURN_IF_ERROR(ops_->RmsNormBackward(F(l.x_mid), Param(w.ffn_norm), F(l.ffn_rstd),
+                                                  d_normed, F(a.d_x), Grad(w.ffn_norm), rows, d));
   // x_mid = x_in + o·W_oᵀ; a.d_x stays as the residual part of ∂L/∂x_in.
-  Resize(a.d_o, rows * config_.q_width());
-  LinearBackward(l.o.data(), p + w.wo, a.d_x.data(), a.d_o.data(), g + w.wo, rows,
-                 config_.q_width(), d);
+  return ops_->LinearBackward(F(l.o), Weight(w.wo), F(a.d_x), F(a.d_o), Grad(w.wo), rows,
+                              config_.q_width(), d);
 }
 
-AttentionBackwardCall Transformer::BackwardCall(int layer, Activations& a) const {
+absl::StatusOr<AttentionBackwardCall> Transformer::BackwardCall(int layer, Activations& a) {
   const LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
-  Resize(a.d_q, rows * config_.q_width());
-  Resize(a.d_k, rows * config_.kv_width());
-  Resize(a.d_v, rows * config_.kv_width());
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.d_q, rows * config_.q_width(), true));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.d_k, rows * config_.kv_width(), true));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.d_v, rows * config_.kv_width(), true));
   AttentionBackwardCall call;
   call.in = CoreAttentionInputs(layer, a);
-  call.o = l.o.data();
-  call.lse = l.lse.data();
-  call.d_o = a.d_o.data();
-  call.d_q = a.d_q.data();
-  call.d_k = a.d_k.data();
-  call.d_v = a.d_v.data();
+  call.o = F(l.o);
+  call.lse = F(l.lse);
+  call.d_o = F(a.d_o);
+  call.d_q = F(a.d_q);
+  call.d_k = F(a.d_k);
+  call.d_v = F(a.d_v);
   return call;
 }
 
 absl::Status Transformer::CoreAttentionBackward(int layer, CoreAttentionExecutor& attention,
                                                 Activations& a) {
-  return attention.Backward(BackwardCall(layer, a));
+  auto call = BackwardCall(layer, a);
+  if (!call.ok()) return call.status();
+  return attention.Backward(*call);
 }
 
 absl::Status Transformer::StartCoreAttentionForward(int layer, int half,
                                                     CoreAttentionExecutor& attention,
-                                                    Activations& a) const {
-  return attention.StartForward(half, ForwardCall(layer, a));
+                                                    Activations& a) {
+  auto call = ForwardCall(layer, a);
+  if (!call.ok()) return call.status();
+  return attention.StartForward(half, *call);
 }
 
 absl::Status Transformer::StartCoreAttentionBackward(int layer, int half,
                                                      CoreAttentionExecutor& attention,
                                                      Activations& a) {
-  return attention.StartBackward(half, BackwardCall(layer, a));
+  auto call = BackwardCall(layer, a);
+  if (!call.ok()) return call.status();
+  return attention.StartBackward(half, *call);
 }
 
-void Transformer::PreAttentionBackward(int layer, Activations& a) {
+absl::Status Transformer::PreAttentionBackward(int layer, Activations& a) {
   const LayerSlots& w = layout_.layer(layer);
   LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
   const int64_t d = config_.d_model;
-  float* g = gradients_.data();
-  const float* p = parameters_.data();
-  kernels::RopeBackward(a.d_q.data(), a.batch.positions.data(), rows, config_.n_heads,
-                        config_.head_dim(), config_.rope_theta);
-  kernels::RopeBackward(a.d_k.data(), a.batch.positions.data(), rows, config_.n_kv_heads,
-                        config_.head_dim(), config_.rope_theta);
-  std::vector<float> d_normed(rows * d), d_part(rows * d);
-  LinearBackward(l.attention_normed.data(), p + w.wq, a.d_q.data(), d_normed.data(),
-                 g + w.wq, rows, d, config_.q_width());
-  LinearBackward(l.attention_normed.data(), p + w.wk, a.d_k.data(), d_part.data(),
-                 g + w.wk, rows, d, config_.kv_width());
-  AddInto(d_normed.data(), d_part.data(), rows * d);
-  LinearBackward(l.attention_normed.data(), p + w.wv, a.d_v.data(), d_part.data(),
-                 g + w.wv, rows, d, config_.kv_width());
-  AddInto(d_normed.data(), d_part.data(), rows * d);
-  kernels::RmsNormBackward(l.x_in.data(), p + w.attention_norm, l.attention_rstd.data(),
-                           d_normed.data(), a.d_x.data(), g + w.attention_norm, rows, d);
+  CORESCAPE_RETURN_IF_ERROR(ops_->RopeBackward(F(a.d_q), I(a.positions), rows, config_.n_heads,
+                                               config_.head_dim(), config_.rope_theta));
+  CORESCAPE_RETURN_IF_ERROR(ops_->RopeBackward(F(a.d_k), I(a.positions), rows,
+                                               config_.n_kv_heads, config_.head_dim(),
+                                               config_.rope_theta));
+  device::DeviceBuffer& d_normed = a.scratch_a;
+  device::DeviceBuffer& d_part = a.scratch_b;
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, d_normed, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a, d_part, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(ops_->LinearBackward(F(l.attention_normed), Weight(w.wq), F(a.d_q),
+                                                 F(d_normed), Grad(w.wq), rows, d,
+                                                 config_.q_width()));
+  CORESCAPE_RETURN_IF_ERROR(ops_->LinearBackward(F(l.attention_normed), Weight(w.wk), F(a.d_k),
+                                                 F(d_part), Grad(w.wk), rows, d,
+                                                 config_.kv_width()));
+  CORESCAPE_RETURN_IF_ERROR(ops_->AddInto(F(d_normed), F(d_part), rows * d));
+  CORESCAPE_RETURN_IF_ERROR(ops_->LinearBackward(F(l.attention_normed), Weight(w.wv), F(a.d_v),
+                                                 F(d_part), Grad(w.wv), rows, d,
+                                                 config_.kv_width()));
+  CORESCAPE_RETURN_IF_ERROR(ops_->AddInto(F(d_normed), F(d_part), rows * d));
+  return ops_->RmsNormBackward(F(l.x_in), Param(w.attention_norm), F(l.attention_rstd),
+                               F(d_normed), F(a.d_x), Grad(w.attention_norm), rows, d);
 }
 
-void Transformer::EmbedBackward(Activations& a) {
-  kernels::EmbeddingBackward(a.batch.tokens.data(), a.d_x.data(),
-                             gradients_.data() + layout_.token_embedding(), a.batch.rows(),
-                             config_.d_model);
+absl::Status Transformer::EmbedBackward(Activations& a) {
+  return ops_->EmbeddingBackward(I(a.tokens), F(a.d_x), Grad(layout_.token_embedding()),
+                                 a.batch.rows(), config_.d_model);
 }
 
 absl::Status Transformer::Backward(CoreAttentionExecutor& attention, Activations& a,
                                    float grad_scale) {
-  HeadBackward(a, grad_scale);
+  CORESCAPE_RETURN_IF_ERROR(HeadBackward(a, grad_scale));
   for (int layer = config_.n_layers - 1; layer >= 0; --layer) {
-    PostAttentionBackward(layer, a);
-    if (absl::Status s = CoreAttentionBackward(layer, attention, a); !s.ok()) return s;
-    PreAttentionBackward(layer, a);
+    CORESCAPE_RETURN_IF_ERROR(PostAttentionBackward(layer, a));
+    CORESCAPE_RETURN_IF_ERROR(CoreAttentionBackward(layer, attention, a));
+    CORESCAPE_RETURN_IF_ERROR(PreAttentionBackward(layer, a));
   }
-  EmbedBackward(a);
-  return absl::OkStatus();
+  return EmbedBackward(a);
 }
 
 }  // namespace corescape::model

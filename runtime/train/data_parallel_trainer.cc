@@ -136,12 +136,12 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
   const int threads = config.threads > 0 ? config.threads : DefaultThreadCount();
   openblas_set_num_threads(threads);
   trainer->pool_ = std::make_unique<ThreadPool>(threads);
-  trainer->attention_ = config.attention != nullptr
-                            ? config.attention
-                            : std::make_shared<model::LocalCoreAttention>(trainer->pool_.get());
-  auto model = model::Transformer::Create(config.model);
+  auto ops = model::OpenModelOps(config.device, config.precision, trainer->pool_.get());
+  if (!ops.ok()) return ops.status();
+  auto model = model::Transformer::Create(config.model, *std::move(ops));
   if (!model.ok()) return model.status();
   trainer->model_ = std::make_unique<model::Transformer>(*std::move(model));
+  if (absl::Status s = trainer->SetAttention(config.attention); !s.ok()) return s;
   trainer->model_->InitializeWeights(config.seed);
   if (config.ping_pong) trainer->ping_pong_ = std::make_unique<PingPongSchedule>(*trainer->model_);
   std::vector<uint8_t> decay_mask(trainer->model_->layout().total_size(), 0);
@@ -180,7 +180,7 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
   const int64_t global_tokens = static_cast<int64_t>(counts[0]);
   const float grad_scale = 1.0f / std::max<int64_t>(1, global_tokens);
 
-  model_->ZeroGradients();
+  if (absl::Status s = model_->ZeroGradients(); !s.ok()) return s;
   FailureRecordingAttention attention(attention_.get());
   double local_loss_sum = 0.0;
   for (const model::ModelBatch& batch : batches) {
@@ -205,13 +205,14 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
   comm_start = absl::Now();
   if (absl::Status s = control_->AllReduceSum(loss_sum, 2); !s.ok()) return s;
   if (loss_sum[1] > 0) {
-    model_->ZeroGradients();
+    if (absl::Status s = model_->ZeroGradients(); !s.ok()) return s;
     if (absl::Status s = train_loader_->Restore(loader_before); !s.ok()) return s;
     return AttentionDiscardedError(absl::StrCat(
         "step ", step_ + 1, " dropped on every rank: core attention failed ",
         attention.failed() ? absl::StrCat("here: ", attention.error().message())
                            : absl::StrCat("on ", loss_sum[1], " other rank(s)")));
   }
+  if (absl::Status s = model_->DownloadGradients(); !s.ok()) return s;
   // The optimizer synchronizes (all or part of) the gradient itself and
   // clips it where its traits say so.
   if (absl::Status s = optimizer_->Step(model_->parameters().data(), gradients.data(),
@@ -342,9 +343,22 @@ absl::Status DataParallelTrainer::MicroBatchBackward(const model::ModelBatch& ba
   return model_->Backward(attention, activations_, grad_scale);
 }
 
-void DataParallelTrainer::SetAttention(std::shared_ptr<model::CoreAttentionExecutor> attention) {
-  attention_ = attention != nullptr ? std::move(attention)
-                                    : std::make_shared<model::LocalCoreAttention>(pool_.get());
+absl::Status DataParallelTrainer::SetAttention(
+    std::shared_ptr<model::CoreAttentionExecutor> attention) {
+  if (attention == nullptr) {
+    // The backend's own executor, owned by the model: a non-owning handle.
+    attention_ = std::shared_ptr<model::CoreAttentionExecutor>(
+        std::shared_ptr<model::CoreAttentionExecutor>(), &model_->ops().local_attention());
+    return absl::OkStatus();
+  }
+  if (!model_->ops().host_addressable()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "core attention elsewhere (disaggregated or in place) reads the activations from host "
+        "memory, but this model trains on ",
+        model_->ops().device().ToString(), ": run its core attention colocated"));
+  }
+  attention_ = std::move(attention);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<checkpoint::Checkpoint> DataParallelTrainer::Snapshot() {

@@ -11,6 +11,8 @@
 #include "runtime/base/thread_pool.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/data/batch_loader.h"
+#include "runtime/device/device.h"
+#include "runtime/model/model_ops.h"
 #include "runtime/model/transformer.h"
 #include "runtime/optim/data_parallel_optimizer.h"
 #include "runtime/optim/lr_schedule.h"
@@ -36,6 +38,10 @@ struct TrainerConfig {
   optim::OptimizerOptions optimizer;
   optim::LrSchedule schedule;
   int threads = 0;           // 0: CORESCAPE_NUM_THREADS or all cores
+  // Where the step runs, and what its GEMMs compute in (bf16 only on a GPU;
+  // model::DefaultPrecision). The optimizer runs on the host either way.
+  device::Device device;
+  model::Precision precision = model::Precision::kFp32;
   // Where core attention runs; null: in this process (colocated).
   std::shared_ptr<model::CoreAttentionExecutor> attention;
   // Run every micro-batch of two or more rows as two overlapping halves
@@ -95,9 +101,11 @@ class DataParallelTrainer {
   // FailedPrecondition past the end of the data.
   absl::StatusOr<std::vector<std::vector<int64_t>>> UpcomingAttentionDocuments(
       int64_t steps_ahead);
-  // Replaces the core-attention executor (null: in this process), e.g. once
-  // the job's attention servers changed.
-  void SetAttention(std::shared_ptr<model::CoreAttentionExecutor> attention);
+  // Replaces the core-attention executor (null: in this process, on the
+  // model's device), e.g. once the job's attention servers changed. One that
+  // is not colocated needs a host-addressable backend (FAILED_PRECONDITION
+  // on a GPU).
+  absl::Status SetAttention(std::shared_ptr<model::CoreAttentionExecutor> attention);
 
   // Everything needed to continue exactly: parameters, optimizer state
   // (moments, step count; SCAPE's residuals and masks), loader position.

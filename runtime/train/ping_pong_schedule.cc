@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/planner/causal_pairs.h"
 
 namespace corescape::train {
@@ -145,28 +146,30 @@ absl::StatusOr<model::LossResult> PingPongSchedule::Forward(
   b.batch = std::move((*halves)[kB]);
   const int layers = model_.config().n_layers;
 
-  model_.EmbedForward(a);
-  model_.PreAttentionForward(0, a);
-  if (absl::Status s = model_.StartCoreAttentionForward(0, kA, attention, a); !s.ok()) return s;
-  model_.EmbedForward(b);
+  CORESCAPE_RETURN_IF_ERROR(model_.EmbedForward(a));
+  CORESCAPE_RETURN_IF_ERROR(model_.PreAttentionForward(0, a));
+  CORESCAPE_RETURN_IF_ERROR(model_.StartCoreAttentionForward(0, kA, attention, a));
+  CORESCAPE_RETURN_IF_ERROR(model_.EmbedForward(b));
   model::LossResult loss_a;
   for (int l = 0; l < layers; ++l) {
-    model_.PreAttentionForward(l, b);
-    if (absl::Status s = model_.StartCoreAttentionForward(l, kB, attention, b); !s.ok()) return s;
-    if (absl::Status s = attention.FinishForward(kA); !s.ok()) return s;
-    model_.PostAttentionForward(l, a);
+    CORESCAPE_RETURN_IF_ERROR(model_.PreAttentionForward(l, b));
+    CORESCAPE_RETURN_IF_ERROR(model_.StartCoreAttentionForward(l, kB, attention, b));
+    CORESCAPE_RETURN_IF_ERROR(attention.FinishForward(kA));
+    CORESCAPE_RETURN_IF_ERROR(model_.PostAttentionForward(l, a));
     if (l + 1 < layers) {
-      model_.PreAttentionForward(l + 1, a);
-      if (absl::Status s = model_.StartCoreAttentionForward(l + 1, kA, attention, a); !s.ok()) {
-        return s;
-      }
+      CORESCAPE_RETURN_IF_ERROR(model_.PreAttentionForward(l + 1, a));
+      CORESCAPE_RETURN_IF_ERROR(model_.StartCoreAttentionForward(l + 1, kA, attention, a));
     } else {
-      loss_a = model_.HeadForward(a);  // while B's last attention is out
+      auto head = model_.HeadForward(a);  // while B's last attention is out
+      if (!head.ok()) return head.status();
+      loss_a = *head;
     }
-    if (absl::Status s = attention.FinishForward(kB); !s.ok()) return s;
-    model_.PostAttentionForward(l, b);
+    CORESCAPE_RETURN_IF_ERROR(attention.FinishForward(kB));
+    CORESCAPE_RETURN_IF_ERROR(model_.PostAttentionForward(l, b));
   }
-  const model::LossResult loss_b = model_.HeadForward(b);
+  auto head_b = model_.HeadForward(b);
+  if (!head_b.ok()) return head_b.status();
+  const model::LossResult loss_b = *head_b;
   return model::LossResult{loss_a.loss_sum + loss_b.loss_sum, loss_a.tokens + loss_b.tokens};
 }
 
@@ -180,32 +183,25 @@ absl::Status PingPongSchedule::Backward(model::CoreAttentionExecutor& attention,
     return absl::FailedPreconditionError("ping-pong backward without a forward");
   }
 
-  model_.HeadBackward(a, grad_scale);
-  model_.PostAttentionBackward(layers - 1, a);
-  if (absl::Status s = model_.StartCoreAttentionBackward(layers - 1, kA, attention, a);
-      !s.ok()) {
-    return s;
-  }
-  model_.HeadBackward(b, grad_scale);
+  CORESCAPE_RETURN_IF_ERROR(model_.HeadBackward(a, grad_scale));
+  CORESCAPE_RETURN_IF_ERROR(model_.PostAttentionBackward(layers - 1, a));
+  CORESCAPE_RETURN_IF_ERROR(model_.StartCoreAttentionBackward(layers - 1, kA, attention, a));
+  CORESCAPE_RETURN_IF_ERROR(model_.HeadBackward(b, grad_scale));
   for (int l = layers - 1; l >= 0; --l) {
-    model_.PostAttentionBackward(l, b);
-    if (absl::Status s = model_.StartCoreAttentionBackward(l, kB, attention, b); !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = attention.FinishBackward(kA); !s.ok()) return s;
-    model_.PreAttentionBackward(l, a);
+    CORESCAPE_RETURN_IF_ERROR(model_.PostAttentionBackward(l, b));
+    CORESCAPE_RETURN_IF_ERROR(model_.StartCoreAttentionBackward(l, kB, attention, b));
+    CORESCAPE_RETURN_IF_ERROR(attention.FinishBackward(kA));
+    CORESCAPE_RETURN_IF_ERROR(model_.PreAttentionBackward(l, a));
     if (l > 0) {
-      model_.PostAttentionBackward(l - 1, a);
-      if (absl::Status s = model_.StartCoreAttentionBackward(l - 1, kA, attention, a); !s.ok()) {
-        return s;
-      }
+      CORESCAPE_RETURN_IF_ERROR(model_.PostAttentionBackward(l - 1, a));
+      CORESCAPE_RETURN_IF_ERROR(model_.StartCoreAttentionBackward(l - 1, kA, attention, a));
     } else {
-      model_.EmbedBackward(a);  // while B's last attention is out
+      CORESCAPE_RETURN_IF_ERROR(model_.EmbedBackward(a));  // while B's last attention is out
     }
-    if (absl::Status s = attention.FinishBackward(kB); !s.ok()) return s;
-    model_.PreAttentionBackward(l, b);
+    CORESCAPE_RETURN_IF_ERROR(attention.FinishBackward(kB));
+    CORESCAPE_RETURN_IF_ERROR(model_.PreAttentionBackward(l, b));
   }
-  model_.EmbedBackward(b);
+  CORESCAPE_RETURN_IF_ERROR(model_.EmbedBackward(b));
   return absl::OkStatus();
 }
 

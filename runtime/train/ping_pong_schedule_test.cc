@@ -77,7 +77,7 @@ ModelRun Train(const model::ModelConfig& config, const std::vector<model::ModelB
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return result;
   model->InitializeWeights(11);
-  model->ZeroGradients();
+  EXPECT_TRUE(model->ZeroGradients().ok());
   PingPongSchedule schedule(*model);
   model::Activations whole;
   for (size_t m = 0; m < batches.size(); ++m) {
@@ -431,8 +431,8 @@ TEST(PingPongScheduleTest, InPlaceHalvesMustAlternate) {
           }
           model::Activations a;
           a.batch = batch;
-          model->EmbedForward(a);
-          model->PreAttentionForward(0, a);
+          ASSERT_TRUE(model->EmbedForward(a).ok());
+          ASSERT_TRUE(model->PreAttentionForward(0, a).ok());
           ASSERT_TRUE(model->StartCoreAttentionForward(0, /*half=*/0, **executor, a).ok());
           refused[w] = model->StartCoreAttentionForward(0, /*half=*/0, **executor, a);
         });
@@ -462,8 +462,8 @@ TEST(PingPongScheduleTest, HalfBBeforeHalfAIsRefused) {
       cluster, [&](int, attention::DisaggregatedCoreAttention& executor) {
         model::Activations a;
         a.batch = batch;
-        model->EmbedForward(a);
-        model->PreAttentionForward(0, a);
+        ASSERT_TRUE(model->EmbedForward(a).ok());
+        ASSERT_TRUE(model->PreAttentionForward(0, a).ok());
         absl::Status started = model->StartCoreAttentionForward(0, /*half=*/1, executor, a);
         finished = started.ok() ? executor.FinishForward(1) : started;
       });

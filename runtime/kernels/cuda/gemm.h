@@ -42,6 +42,13 @@ absl::Status LinearForwardBf16(CublasHandle& handle, const uint16_t* x, const ui
 absl::Status LinearBackwardBf16(CublasHandle& handle, const uint16_t* x, const uint16_t* w, const uint16_t* dy,
                                 float* dx, float* dw, int64_t m, int64_t k, int64_t n, cudaStream_t stream);
 
+// The same products on fp32 inputs (fp32 compute: no TF32), for the fp32
+// training step that is compared with the CPU within 1e-5.
+absl::Status LinearForwardF32(CublasHandle& handle, const float* x, const float* w, float* y, int64_t m,
+                              int64_t k, int64_t n, cudaStream_t stream);
+absl::Status LinearBackwardF32(CublasHandle& handle, const float* x, const float* w, const float* dy, float* dx,
+                               float* dw, int64_t m, int64_t k, int64_t n, cudaStream_t stream);
+
 }  // namespace corescape::kernels::cuda
 
 #endif  // CORESCAPE_RUNTIME_KERNELS_CUDA_GEMM_H_

@@ -1,0 +1,301 @@
+#include "runtime/model/cuda_model_ops.h"
+
+#include <cuda_runtime_api.h>
+
+#include <climits>
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/device/caching_allocator.h"
+#include "runtime/device/cuda_device_runtime.h"
+#include "runtime/device/cuda_status.h"
+#include "runtime/kernels/cuda/casts_cuda.h"
+#include "runtime/kernels/cuda/core_attention_cuda.h"
+#include "runtime/kernels/cuda/core_attention_tiles.h"
+#include "runtime/kernels/cuda/cross_entropy_cuda.h"
+#include "runtime/kernels/cuda/embedding_cuda.h"
+#include "runtime/kernels/cuda/gemm.h"
+#include "runtime/kernels/cuda/rmsnorm_cuda.h"
+#include "runtime/kernels/cuda/rope_cuda.h"
+#include "runtime/kernels/cuda/swiglu_cuda.h"
+
+namespace corescape::model {
+namespace {
+
+namespace kc = kernels::cuda;
+
+bool SameTasks(absl::Span<const kernels::AttentionTask> a,
+               const std::vector<kernels::AttentionTask>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].q_row != b[i].q_row || a[i].kv_row != b[i].kv_row || a[i].q_begin != b[i].q_begin ||
+        a[i].q_end != b[i].q_end) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Core attention on the GPU over device pointers. The tile plan depends only
+// on the task list and the row count, which every layer of a micro-batch
+// shares: it is planned and uploaded once per distinct list (two kept, for
+// the two halves of ping-pong).
+class CudaCoreAttention final : public CoreAttentionExecutor {
+ public:
+  CudaCoreAttention(device::CachingAllocator* allocator, device::Stream* stream)
+      : allocator_(allocator), stream_(stream) {}
+
+  absl::Status Forward(const AttentionForwardCall& c) override {
+    auto tiles = TilesFor(c.in);
+    if (!tiles.ok()) return tiles.status();
+    return kc::LaunchCoreAttentionForward((*tiles)->view(), c.in.q, c.in.k, c.in.v, c.o, c.lse,
+                                          device::CudaStreamOf(*stream_));
+  }
+  absl::Status Backward(const AttentionBackwardCall& c) override {
+    auto tiles = TilesFor(c.in);
+    if (!tiles.ok()) return tiles.status();
+    const size_t delta_bytes =
+        static_cast<size_t>(c.in.rows) * c.in.shape.n_heads * sizeof(float);
+    if (delta_.size() < delta_bytes) {
+      delta_.Reset();
+      auto buffer = allocator_->Allocate(delta_bytes);
+      if (!buffer.ok()) return buffer.status();
+      delta_ = *std::move(buffer);
+    }
+    return kc::LaunchCoreAttentionBackward((*tiles)->view(), c.in.q, c.in.k, c.in.v, c.o, c.lse,
+                                           c.d_o, delta_.as<float>(), c.d_q, c.d_k, c.d_v,
+                                           device::CudaStreamOf(*stream_));
+  }
+
+ private:
+  struct Plan {
+    std::vector<kernels::AttentionTask> tasks;
+    int64_t rows = 0;
+    kernels::AttentionShape shape;
+    kc::UploadedCoreAttentionTiles tiles;
+  };
+
+  absl::StatusOr<const kc::UploadedCoreAttentionTiles*> TilesFor(const AttentionInputs& in) {
+    for (const std::unique_ptr<Plan>& plan : plans_) {
+      if (plan->rows == in.rows && plan->shape.n_heads == in.shape.n_heads &&
+          plan->shape.n_kv_heads == in.shape.n_kv_heads &&
+          plan->shape.head_dim == in.shape.head_dim && SameTasks(in.tasks, plan->tasks)) {
+        return &plan->tiles;
+      }
+    }
+    auto planned = kc::PlanCoreAttentionTiles(in.shape, in.tasks, in.rows, in.rows);
+    if (!planned.ok()) return planned.status();
+    auto uploaded = kc::UploadCoreAttentionTiles(*planned, *allocator_, *stream_);
+    if (!uploaded.ok()) return uploaded.status();
+    auto plan = std::make_unique<Plan>();
+    plan->tasks.assign(in.tasks.begin(), in.tasks.end());
+    plan->rows = in.rows;
+    plan->shape = in.shape;
+    plan->tiles = *std::move(uploaded);
+    if (plans_.size() == kPlansKept) plans_.erase(plans_.begin());
+    plans_.push_back(std::move(plan));
+    return &plans_.back()->tiles;
+  }
+
+  static constexpr size_t kPlansKept = 2;
+  device::CachingAllocator* allocator_;
+  device::Stream* stream_;
+  std::vector<std::unique_ptr<Plan>> plans_;
+  device::DeviceBuffer delta_;
+};
+
+class CudaModelOps final : public ModelOps {
+ public:
+  CudaModelOps(device::Device device, Precision precision,
+               std::unique_ptr<device::DeviceRuntime> runtime,
+               std::unique_ptr<device::Stream> stream, std::unique_ptr<kc::CublasHandle> cublas)
+      : device_(device),
+        precision_(precision),
+        runtime_(std::move(runtime)),
+        allocator_(std::make_unique<device::CachingAllocator>(runtime_.get())),
+        stream_(std::move(stream)),
+        cublas_(std::move(cublas)),
+        attention_(allocator_.get(), stream_.get()) {}
+
+  ~CudaModelOps() override {
+    // Work in flight may still read buffers about to go back to the cache.
+    (void)stream_->Synchronize();
+  }
+
+  device::Device device() const override { return device_; }
+  Precision precision() const override { return precision_; }
+  bool host_addressable() const override { return false; }
+  bool parameters_in_place() const override { return false; }
+
+  absl::StatusOr<device::DeviceBuffer> Allocate(size_t bytes) override {
+    return allocator_->Allocate(bytes);
+  }
+  absl::Status Zero(void* dst, size_t bytes) override {
+    if (bytes == 0) return absl::OkStatus();
+    return device::CudaStatus(cudaMemsetAsync(dst, 0, bytes, stream()), "cudaMemsetAsync");
+  }
+  absl::Status Upload(void* dst, const void* host_src, size_t bytes) override {
+    if (bytes == 0) return absl::OkStatus();
+    CORESCAPE_RETURN_IF_ERROR(runtime_->CopyAsync(dst, host_src, bytes,
+                                                  device::CopyKind::kHostToDevice, *stream_));
+    // Pageable host memory: the caller may reuse it once this returns.
+    return stream_->Synchronize();
+  }
+  absl::Status Download(void* host_dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return absl::OkStatus();
+    CORESCAPE_RETURN_IF_ERROR(runtime_->CopyAsync(host_dst, src, bytes,
+                                                  device::CopyKind::kDeviceToHost, *stream_));
+    return stream_->Synchronize();
+  }
+  absl::Status Synchronize() override { return stream_->Synchronize(); }
+  absl::Status CastToBf16(const float* fp32, uint16_t* bf16, int64_t n) override {
+    return kc::LaunchBf16FromFloat(fp32, bf16, n, stream());
+  }
+
+  absl::Status EmbeddingForward(const int32_t* tokens, const float* table, float* out,
+                                int64_t rows, int64_t dim) override {
+    return kc::LaunchEmbeddingForward(tokens, table, out, rows, dim, stream());
+  }
+  absl::Status EmbeddingBackward(const int32_t* tokens, const float* d_out, float* d_table,
+                                 int64_t rows, int64_t dim) override {
+    return kc::LaunchEmbeddingBackward(tokens, d_out, d_table, rows, dim, stream());
+  }
+  absl::Status RmsNormForward(const float* x, const float* weight, float* y, float* rstd,
+                              int64_t rows, int64_t dim, float eps) override {
+    return kc::LaunchRmsNormForward(x, weight, y, rstd, rows, dim, eps, stream());
+  }
+  absl::Status RmsNormBackward(const float* x, const float* weight, const float* rstd,
+                               const float* dy, float* dx, float* dweight, int64_t rows,
+                               int64_t dim) override {
+    return kc::LaunchRmsNormBackward(x, weight, rstd, dy, dx, dweight, rows, dim, stream());
+  }
+  absl::Status LinearForward(const float* x, WeightView w, float* y, int64_t m, int64_t k,
+                             int64_t n) override {
+    if (precision_ == Precision::kFp32) {
+      return kc::LinearForwardF32(*cublas_, x, w.fp32, y, m, k, n, stream());
+    }
+    if (w.bf16 == nullptr) return MissingShadow("LinearForward");
+    auto x16 = Bf16Scratch(0, x, m * k);
+    if (!x16.ok()) return x16.status();
+    return kc::LinearForwardBf16(*cublas_, *x16, w.bf16, y, m, k, n, stream());
+  }
+  absl::Status LinearBackward(const float* x, WeightView w, const float* dy, float* dx,
+                              float* dw, int64_t m, int64_t k, int64_t n) override {
+    if (precision_ == Precision::kFp32) {
+      return kc::LinearBackwardF32(*cublas_, x, w.fp32, dy, dx, dw, m, k, n, stream());
+    }
+    if (w.bf16 == nullptr) return MissingShadow("LinearBackward");
+    auto x16 = Bf16Scratch(0, x, m * k);
+    if (!x16.ok()) return x16.status();
+    auto dy16 = Bf16Scratch(1, dy, m * n);
+    if (!dy16.ok()) return dy16.status();
+    return kc::LinearBackwardBf16(*cublas_, *x16, w.bf16, *dy16, dx, dw, m, k, n, stream());
+  }
+  absl::Status RopeForward(float* x, const int32_t* positions, int64_t rows, int heads,
+                           int head_dim, double theta) override {
+    return kc::LaunchRope(x, positions, rows, heads, head_dim, theta, 1.0, stream());
+  }
+  absl::Status RopeBackward(float* dx, const int32_t* positions, int64_t rows, int heads,
+                            int head_dim, double theta) override {
+    return kc::LaunchRope(dx, positions, rows, heads, head_dim, theta, -1.0, stream());
+  }
+  absl::Status SwiGluForward(const float* gate, const float* up, float* h, int64_t n) override {
+    return kc::LaunchSwiGluForward(gate, up, h, n, stream());
+  }
+  absl::Status SwiGluBackward(const float* gate, const float* up, const float* d_h,
+                              float* d_gate, float* d_up, int64_t n) override {
+    return kc::LaunchSwiGluBackward(gate, up, d_h, d_gate, d_up, n, stream());
+  }
+  absl::Status AddInto(float* dst, const float* src, int64_t n) override {
+    if (n <= 0) return absl::OkStatus();
+    if (n > INT_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat("AddInto: ", n, " values (at most ", INT_MAX, ")"));
+    }
+    const float one = 1.0f;
+    CORESCAPE_RETURN_IF_ERROR(kc::CublasStatus(cublasSetStream(cublas_->get(), stream()),
+                                               "cublasSetStream"));
+    return kc::CublasStatus(
+        cublasSaxpy(cublas_->get(), static_cast<int>(n), &one, src, 1, dst, 1), "cublasSaxpy");
+  }
+  absl::StatusOr<CrossEntropyResult> CrossEntropy(const float* logits, const int32_t* targets,
+                                                  int64_t rows, int64_t vocab, float* d_logits,
+                                                  float grad_scale) override {
+    const size_t loss_bytes = static_cast<size_t>(rows) * sizeof(double);
+    const size_t counted_bytes = static_cast<size_t>(rows);
+    auto losses = allocator_->Allocate(loss_bytes);
+    if (!losses.ok()) return losses.status();
+    auto counted = allocator_->Allocate(counted_bytes);
+    if (!counted.ok()) return counted.status();
+    CORESCAPE_RETURN_IF_ERROR(kc::LaunchCrossEntropy(logits, targets, rows, vocab, d_logits,
+                                                     grad_scale, losses->as<double>(),
+                                                     counted->as<uint8_t>(), stream()));
+    std::vector<double> host_losses(rows);
+    std::vector<uint8_t> host_counted(rows);
+    CORESCAPE_RETURN_IF_ERROR(Download(host_losses.data(), losses->data(), loss_bytes));
+    CORESCAPE_RETURN_IF_ERROR(Download(host_counted.data(), counted->data(), counted_bytes));
+    // Rows summed in order, as the CPU kernel sums them.
+    CrossEntropyResult result;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (!host_counted[r]) continue;
+      result.loss_sum += host_losses[r];
+      ++result.tokens;
+    }
+    return result;
+  }
+  CoreAttentionExecutor& local_attention() override { return attention_; }
+
+ private:
+  cudaStream_t stream() { return device::CudaStreamOf(*stream_); }
+
+  static absl::Status MissingShadow(const char* what) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": bf16 precision without the weights' bf16 copy"));
+  }
+
+  // The bf16 rounding of src[0, n) in scratch slot `slot` (two: a
+  // backward GEMM needs x and dy at once), grown as needed.
+  absl::StatusOr<const uint16_t*> Bf16Scratch(int slot, const float* src, int64_t n) {
+    const size_t bytes = static_cast<size_t>(n) * sizeof(uint16_t);
+    device::DeviceBuffer& buffer = bf16_scratch_[slot];
+    if (buffer.size() < bytes) {
+      // The stream may still read the old block (the cache hands it out again).
+      CORESCAPE_RETURN_IF_ERROR(stream_->Synchronize());
+      buffer.Reset();
+      auto grown = allocator_->Allocate(bytes);
+      if (!grown.ok()) return grown.status();
+      buffer = *std::move(grown);
+    }
+    CORESCAPE_RETURN_IF_ERROR(kc::LaunchBf16FromFloat(src, buffer.as<uint16_t>(), n, stream()));
+    return buffer.as<uint16_t>();
+  }
+
+  const device::Device device_;
+  const Precision precision_;
+  std::unique_ptr<device::DeviceRuntime> runtime_;
+  std::unique_ptr<device::CachingAllocator> allocator_;
+  std::unique_ptr<device::Stream> stream_;
+  std::unique_ptr<kc::CublasHandle> cublas_;
+  device::DeviceBuffer bf16_scratch_[2];
+  CudaCoreAttention attention_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelOps>> NewCudaModelOps(const device::Device& device,
+                                                          Precision precision) {
+  auto runtime = device::OpenDevice(device);
+  if (!runtime.ok()) return runtime.status();
+  auto stream = (*runtime)->CreateStream();
+  if (!stream.ok()) return stream.status();
+  // cuBLAS binds its handle to the current device.
+  CORESCAPE_RETURN_IF_ERROR(device::CudaStatus(cudaSetDevice(device.index), "cudaSetDevice"));
+  auto cublas = kc::CublasHandle::Create();
+  if (!cublas.ok()) return cublas.status();
+  return std::unique_ptr<ModelOps>(new CudaModelOps(device, precision, *std::move(runtime),
+                                                    *std::move(stream), *std::move(cublas)));
+}
+
+}  // namespace corescape::model

@@ -1,0 +1,170 @@
+#include "runtime/model/model_ops.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/device/cpu_device_runtime.h"
+#include "runtime/kernels/cpu/cross_entropy.h"
+#include "runtime/kernels/cpu/embedding.h"
+#include "runtime/kernels/cpu/linear.h"
+#include "runtime/kernels/cpu/rmsnorm.h"
+#include "runtime/kernels/cpu/rope.h"
+#include "runtime/kernels/cpu/swiglu.h"
+#include "runtime/kernels/cuda/casts.h"
+
+#ifdef CORESCAPE_WITH_CUDA
+#include "runtime/model/cuda_model_ops.h"
+#endif
+
+namespace corescape::model {
+
+absl::StatusOr<Precision> ParsePrecision(absl::string_view text) {
+  if (text == "fp32") return Precision::kFp32;
+  if (text == "bf16") return Precision::kBf16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("precision: unknown value \"", text, "\" (fp32, bf16)"));
+}
+
+absl::string_view PrecisionName(Precision precision) {
+  return precision == Precision::kBf16 ? "bf16" : "fp32";
+}
+
+Precision DefaultPrecision(const device::Device& device) {
+  return device.is_cuda() ? Precision::kBf16 : Precision::kFp32;
+}
+
+namespace {
+
+// The CPU kernels over host memory held by a CPU device runtime.
+class CpuModelOps final : public ModelOps {
+ public:
+  CpuModelOps(CpuParameterMode mode, ThreadPool* pool, int64_t capacity_bytes)
+      : mode_(mode),
+        runtime_(static_cast<size_t>(capacity_bytes)),
+        allocator_(&runtime_),
+        attention_(pool) {}
+
+  device::Device device() const override { return device::Device::Cpu(); }
+  Precision precision() const override { return Precision::kFp32; }
+  bool host_addressable() const override { return true; }
+  bool parameters_in_place() const override { return mode_ == CpuParameterMode::kInPlace; }
+
+  absl::StatusOr<device::DeviceBuffer> Allocate(size_t bytes) override {
+    return allocator_.Allocate(bytes);
+  }
+  absl::Status Zero(void* dst, size_t bytes) override {
+    if (bytes > 0) std::memset(dst, 0, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Upload(void* dst, const void* host_src, size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, host_src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Download(void* host_dst, const void* src, size_t bytes) override {
+    if (bytes > 0) std::memcpy(host_dst, src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::Status CastToBf16(const float* fp32, uint16_t* bf16, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) bf16[i] = kernels::cuda::Bf16FromFloat(fp32[i]);
+    return absl::OkStatus();
+  }
+
+  absl::Status EmbeddingForward(const int32_t* tokens, const float* table, float* out,
+                                int64_t rows, int64_t dim) override {
+    kernels::EmbeddingForward(tokens, table, out, rows, dim);
+    return absl::OkStatus();
+  }
+  absl::Status EmbeddingBackward(const int32_t* tokens, const float* d_out, float* d_table,
+                                 int64_t rows, int64_t dim) override {
+    kernels::EmbeddingBackward(tokens, d_out, d_table, rows, dim);
+    return absl::OkStatus();
+  }
+  absl::Status RmsNormForward(const float* x, const float* weight, float* y, float* rstd,
+                              int64_t rows, int64_t dim, float eps) override {
+    kernels::RmsNormForward(x, weight, y, rstd, rows, dim, eps);
+    return absl::OkStatus();
+  }
+  absl::Status RmsNormBackward(const float* x, const float* weight, const float* rstd,
+                               const float* dy, float* dx, float* dweight, int64_t rows,
+                               int64_t dim) override {
+    kernels::RmsNormBackward(x, weight, rstd, dy, dx, dweight, rows, dim);
+    return absl::OkStatus();
+  }
+  absl::Status LinearForward(const float* x, WeightView w, float* y, int64_t m, int64_t k,
+                             int64_t n) override {
+    kernels::LinearForward(x, w.fp32, y, m, k, n);
+    return absl::OkStatus();
+  }
+  absl::Status LinearBackward(const float* x, WeightView w, const float* dy, float* dx,
+                              float* dw, int64_t m, int64_t k, int64_t n) override {
+    kernels::LinearBackward(x, w.fp32, dy, dx, dw, m, k, n);
+    return absl::OkStatus();
+  }
+  absl::Status RopeForward(float* x, const int32_t* positions, int64_t rows, int heads,
+                           int head_dim, double theta) override {
+    kernels::RopeForward(x, positions, rows, heads, head_dim, theta);
+    return absl::OkStatus();
+  }
+  absl::Status RopeBackward(float* dx, const int32_t* positions, int64_t rows, int heads,
+                            int head_dim, double theta) override {
+    kernels::RopeBackward(dx, positions, rows, heads, head_dim, theta);
+    return absl::OkStatus();
+  }
+  absl::Status SwiGluForward(const float* gate, const float* up, float* h, int64_t n) override {
+    kernels::SwiGluForward(gate, up, h, n);
+    return absl::OkStatus();
+  }
+  absl::Status SwiGluBackward(const float* gate, const float* up, const float* d_h,
+                              float* d_gate, float* d_up, int64_t n) override {
+    kernels::SwiGluBackward(gate, up, d_h, d_gate, d_up, n);
+    return absl::OkStatus();
+  }
+  absl::Status AddInto(float* dst, const float* src, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+    return absl::OkStatus();
+  }
+  absl::StatusOr<CrossEntropyResult> CrossEntropy(const float* logits, const int32_t* targets,
+                                                  int64_t rows, int64_t vocab, float* d_logits,
+                                                  float grad_scale) override {
+    const kernels::CrossEntropyResult ce =
+        kernels::CrossEntropy(logits, targets, rows, vocab, d_logits, grad_scale);
+    return CrossEntropyResult{ce.loss_sum, ce.tokens};
+  }
+  CoreAttentionExecutor& local_attention() override { return attention_; }
+
+ private:
+  const CpuParameterMode mode_;
+  device::CpuDeviceRuntime runtime_;
+  device::CachingAllocator allocator_;
+  LocalCoreAttention attention_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelOps> NewCpuModelOps(CpuParameterMode mode, ThreadPool* pool,
+                                         int64_t capacity_bytes) {
+  return std::make_unique<CpuModelOps>(mode, pool, capacity_bytes);
+}
+
+absl::StatusOr<std::unique_ptr<ModelOps>> OpenModelOps(const device::Device& device,
+                                                       Precision precision, ThreadPool* pool) {
+  if (!device.is_cuda()) {
+    if (precision != Precision::kFp32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("precision ", PrecisionName(precision),
+                       " needs a GPU: the CPU backend computes in fp32 (the reference)"));
+    }
+    return NewCpuModelOps(CpuParameterMode::kInPlace, pool);
+  }
+#ifdef CORESCAPE_WITH_CUDA
+  return NewCudaModelOps(device, precision);
+#else
+  return absl::FailedPreconditionError(absl::StrCat(
+      "device ", device.ToString(),
+      ": this binary was built without CUDA (build it with --config=cuda, or train on cpu)"));
+#endif
+}
+
+}  // namespace corescape::model

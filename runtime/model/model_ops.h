@@ -1,0 +1,136 @@
+#ifndef CORESCAPE_RUNTIME_MODEL_MODEL_OPS_H_
+#define CORESCAPE_RUNTIME_MODEL_MODEL_OPS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/base/thread_pool.h"
+#include "runtime/device/caching_allocator.h"
+#include "runtime/device/device.h"
+#include "runtime/device/device_runtime.h"
+#include "runtime/model/core_attention_executor.h"
+
+namespace corescape::model {
+
+// What the matrix products compute in. Master weights, gradients and
+// optimizer state are fp32 either way.
+enum class Precision {
+  kFp32,
+  kBf16,  // bf16 inputs to every GEMM, fp32 accumulation and outputs
+};
+
+// "fp32" | "bf16"; anything else INVALID_ARGUMENT naming the value.
+absl::StatusOr<Precision> ParsePrecision(absl::string_view text);
+absl::string_view PrecisionName(Precision precision);
+// fp32 on the CPU (the reference), bf16 on a GPU.
+Precision DefaultPrecision(const device::Device& device);
+
+// A matrix of the model's parameters as the GEMMs read it: the fp32 master
+// copy in the backend's memory and, under bf16, its bf16 shadow.
+struct WeightView {
+  const float* fp32 = nullptr;
+  const uint16_t* bf16 = nullptr;
+};
+
+// The kernels of one training step over one device: the transformer is
+// written once against this, and a backend decides where its arrays live
+// and what runs on them. Every pointer argument points into the backend's
+// memory (Allocate), except the host-side arguments named as such. Calls
+// are ordered as issued (one stream); Synchronize waits for all of them.
+// Every call validates what it can and returns an error naming the kernel.
+class ModelOps {
+ public:
+  virtual ~ModelOps() = default;
+
+  virtual device::Device device() const = 0;
+  virtual Precision precision() const = 0;
+  // Whether the backend's memory is this process's host memory, so host
+  // code (the CPU attention executors) may read and write it directly.
+  virtual bool host_addressable() const = 0;
+  // Whether the kernels work on the host parameter and gradient vectors
+  // themselves (no uploads or downloads).
+  virtual bool parameters_in_place() const = 0;
+
+  // Memory. Allocate does not clear; Zero does.
+  virtual absl::StatusOr<device::DeviceBuffer> Allocate(size_t bytes) = 0;
+  virtual absl::Status Zero(void* dst, size_t bytes) = 0;
+  virtual absl::Status Upload(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual absl::Status Download(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual absl::Status Synchronize() = 0;
+  // Writes the bf16 rounding of fp32[0, n) (round to nearest even).
+  virtual absl::Status CastToBf16(const float* fp32, uint16_t* bf16, int64_t n) = 0;
+
+  // The dense kernels (runtime/kernels/cpu/*.h say what each computes).
+  virtual absl::Status EmbeddingForward(const int32_t* tokens, const float* table, float* out,
+                                        int64_t rows, int64_t dim) = 0;
+  // d_table += (accumulated).
+  virtual absl::Status EmbeddingBackward(const int32_t* tokens, const float* d_out,
+                                         float* d_table, int64_t rows, int64_t dim) = 0;
+  virtual absl::Status RmsNormForward(const float* x, const float* weight, float* y, float* rstd,
+                                      int64_t rows, int64_t dim, float eps) = 0;
+  // dx += and dweight += (both accumulated).
+  virtual absl::Status RmsNormBackward(const float* x, const float* weight, const float* rstd,
+                                       const float* dy, float* dx, float* dweight, int64_t rows,
+                                       int64_t dim) = 0;
+  // y[m, n] = x[m, k] · w[n, k]ᵀ.
+  virtual absl::Status LinearForward(const float* x, WeightView w, float* y, int64_t m, int64_t k,
+                                     int64_t n) = 0;
+  // dx = dy · w (overwritten; skipped when null); dw += dyᵀ · x.
+  virtual absl::Status LinearBackward(const float* x, WeightView w, const float* dy, float* dx,
+                                      float* dw, int64_t m, int64_t k, int64_t n) = 0;
+  // In place; `positions` has one entry per row.
+  virtual absl::Status RopeForward(float* x, const int32_t* positions, int64_t rows, int heads,
+                                   int head_dim, double theta) = 0;
+  virtual absl::Status RopeBackward(float* dx, const int32_t* positions, int64_t rows, int heads,
+                                    int head_dim, double theta) = 0;
+  virtual absl::Status SwiGluForward(const float* gate, const float* up, float* h, int64_t n) = 0;
+  virtual absl::Status SwiGluBackward(const float* gate, const float* up, const float* d_h,
+                                      float* d_gate, float* d_up, int64_t n) = 0;
+  // dst[i] += src[i].
+  virtual absl::Status AddInto(float* dst, const float* src, int64_t n) = 0;
+  // Softmax cross-entropy (kernels::CrossEntropy); `host_targets` is the
+  // same targets in host memory (for counting); d_logits may be null.
+  // Returns the summed loss and counted tokens on the host (synchronizes).
+  struct CrossEntropyResult {
+    double loss_sum = 0.0;
+    int64_t tokens = 0;
+  };
+  virtual absl::StatusOr<CrossEntropyResult> CrossEntropy(const float* logits,
+                                                          const int32_t* targets, int64_t rows,
+                                                          int64_t vocab, float* d_logits,
+                                                          float grad_scale) = 0;
+
+  // The colocated core-attention executor for this backend's memory.
+  virtual CoreAttentionExecutor& local_attention() = 0;
+};
+
+// How a CPU backend holds the model's parameters and gradients.
+enum class CpuParameterMode {
+  // The kernels read the host parameter vector and write the host gradient
+  // vector directly: no copies (the default CPU backend).
+  kInPlace,
+  // Like a GPU backend: parameters uploaded to the backend's own memory
+  // each step, gradients accumulated there and downloaded. Same kernels,
+  // same bits as kInPlace; it runs a GPU backend's data flow in CI.
+  kDeviceCopies,
+};
+
+// A backend on the CPU kernels. `pool` runs core attention (may be null:
+// the calling thread). `capacity_bytes` (0: unlimited) bounds live memory
+// as a GPU's is, so out-of-memory paths are testable.
+std::unique_ptr<ModelOps> NewCpuModelOps(CpuParameterMode mode, ThreadPool* pool,
+                                         int64_t capacity_bytes = 0);
+
+// The backend for `device` and `precision`: the CPU one (fp32 only) or, in
+// a --config=cuda build with that GPU present, the CUDA one. Errors say
+// why not (no CUDA build, no such GPU, bf16 on the CPU).
+absl::StatusOr<std::unique_ptr<ModelOps>> OpenModelOps(const device::Device& device,
+                                                       Precision precision, ThreadPool* pool);
+
+}  // namespace corescape::model
+
+#endif  // CORESCAPE_RUNTIME_MODEL_MODEL_OPS_H_
