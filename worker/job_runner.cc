@@ -205,9 +205,8 @@ absl::StatusOr<JobRunner::TrainingSetup> JobRunner::SetUpTraining(Run& run,
   const v1::JobAssignment& assignment = run.assignment;
   const v1::JobSpec& spec = assignment.spec();
   // Refused before connecting anything: the scheduler hears why at once.
-  if (absl::Status s = job::CheckWorkerCanTrain(assignment.job_id(), spec, device_); !s.ok()) {
-    return s;
-  }
+  auto training_device = job::TrainingDeviceFor(assignment.job_id(), spec, device_);
+  if (!training_device.ok()) return training_device.status();
   if (!spec.checkpoint().directory().empty()) {
     if (absl::Status s =
             job::CheckCheckpointDirectoryUnder(spec.checkpoint().directory(), checkpoint_root_);
@@ -219,6 +218,8 @@ absl::StatusOr<JobRunner::TrainingSetup> JobRunner::SetUpTraining(Run& run,
   auto config = TrainerConfigFor(assignment, threads_);
   if (!config.ok()) return config.status();
   setup.config = *std::move(config);
+  setup.config.device = training_device->device;
+  setup.config.precision = training_device->precision;
   auto created_group = group_factory_(assignment);
   if (!created_group.ok()) return created_group.status();
   setup.group = *std::move(created_group);

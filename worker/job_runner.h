@@ -51,8 +51,9 @@ class JobRunner {
   // attention_factory may be null: DISAGGREGATED and IN_PLACE jobs then fail
   // with a clear error. metrics (may be null) sees every rank's steps and
   // checkpoint writes; it must outlive the runner. device: what this worker
-  // serves (--device); a job it cannot train is refused with the reason
-  // (job::CheckWorkerCanTrain), reported as the run's failure.
+  // serves (--device): a CUDA job trains on its GPU; one it cannot train is
+  // refused with the reason (job::TrainingDeviceFor), reported as the run's
+  // failure.
   JobRunner(GroupFactory group_factory, int threads, std::string checkpoint_root,
             AttentionFactory attention_factory = nullptr, RunMetrics* metrics = nullptr,
             v1::ServedDevice device = {});

@@ -6,15 +6,14 @@
 #include <sys/resource.h>
 
 #include <cstdio>
-#include <random>
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/time/clock.h"
 #include "bench/bench_main.h"
+#include "bench/train_throughput/timed_steps.h"
 #include "runtime/base/thread_pool.h"
+#include "runtime/model/model_ops.h"
 #include "runtime/model/transformer.h"
-#include "runtime/optim/adamw.h"
 
 ABSL_FLAG(std::string, model, "tiny", "preset");
 ABSL_FLAG(int32_t, batch, 8, "rows per step");
@@ -45,64 +44,32 @@ int RunBenchmark() {
   const int threads = absl::GetFlag(FLAGS_threads);
   openblas_set_num_threads(threads);
   corescape::ThreadPool pool(threads);
-  corescape::model::LocalCoreAttention attention(&pool);
-
-  auto model = corescape::model::Transformer::Create(*config);
+  auto ops = corescape::model::OpenModelOps(corescape::device::Device::Cpu(),
+                                            corescape::model::Precision::kFp32, &pool);
+  if (!ops.ok()) return 1;
+  std::shared_ptr<corescape::model::ModelOps> shared_ops = *std::move(ops);
+  auto model = corescape::model::Transformer::Create(*config, shared_ops);
   if (!model.ok()) return 1;
   model->InitializeWeights(1);
-  std::vector<uint8_t> decay(model->layout().total_size(), 1);
-  corescape::optim::AdamW optimizer({}, decay);
-
-  corescape::model::ModelBatch batch;
-  batch.batch_size = absl::GetFlag(FLAGS_batch);
-  batch.seq_len = absl::GetFlag(FLAGS_seq);
-  const int docs = absl::GetFlag(FLAGS_docs_per_row);
-  std::mt19937 rng(7);
-  for (int row = 0; row < batch.batch_size; ++row) {
-    const int length = batch.seq_len / docs;
-    for (int d = 0; d < docs; ++d) {
-      const int start = d * length;
-      const int this_length = d + 1 == docs ? batch.seq_len - start : length;
-      for (int i = 0; i < this_length; ++i) {
-        batch.tokens.push_back(rng() % config->vocab_size);
-        batch.targets.push_back(rng() % config->vocab_size);
-        batch.positions.push_back(i);
-      }
-      corescape::kernels::AttentionTask task;
-      task.q_begin = 0;
-      task.q_end = this_length;
-      task.q_row = task.kv_row = int64_t{row} * batch.seq_len + start;
-      batch.attention_tasks.push_back(task);
-    }
-  }
+  const corescape::model::ModelBatch batch =
+      PackedRandomBatch(*config, absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_seq),
+                        absl::GetFlag(FLAGS_docs_per_row));
 
   const double rss_before = PeakRssMegabytes();
-  corescape::model::Activations activations;
-  const int warmup = absl::GetFlag(FLAGS_warmup_steps);
   const int steps = absl::GetFlag(FLAGS_steps);
-  absl::Time start;
-  double last_loss = 0;
-  for (int step = 0; step < warmup + steps; ++step) {
-    if (step == warmup) start = absl::Now();
-    if (!model->ZeroGradients().ok()) return 1;
-    auto loss = model->Forward(batch, attention, activations);
-    if (!loss.ok()) return 1;
-    if (!model->Backward(attention, activations, 1.0f / loss->tokens).ok()) return 1;
-    if (!optimizer.Step(model->parameters().data(), model->gradients().data(),
-                        model->parameters().size(), 1e-4).ok()) {
-      return 1;
-    }
-    last_loss = loss->mean();
+  auto timed = TimeTrainingSteps(*model, shared_ops->local_attention(), batch,
+                                 absl::GetFlag(FLAGS_warmup_steps), steps);
+  if (!timed.ok()) {
+    std::fprintf(stderr, "%s\n", timed.status().ToString().c_str());
+    return 1;
   }
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  const double tokens = static_cast<double>(steps) * batch.rows();
   std::printf(
       "{\"impl\": \"corescape\", \"model\": \"%s\", \"parameters\": %lld, \"batch\": %d, "
       "\"seq\": %d, \"threads\": %d, \"tokens_per_s\": %.1f, \"step_ms\": %.2f, "
       "\"loss\": %.4f, \"peak_rss_mb\": %.1f, \"rss_before_steps_mb\": %.1f}\n",
       absl::GetFlag(FLAGS_model).c_str(), static_cast<long long>(config->ParameterCount()),
-      batch.batch_size, batch.seq_len, threads, tokens / seconds, 1e3 * seconds / steps,
-      last_loss, PeakRssMegabytes(), rss_before);
+      batch.batch_size, batch.seq_len, threads, batch.rows() / timed->step_seconds,
+      1e3 * timed->step_seconds, timed->last_loss, PeakRssMegabytes(), rss_before);
   return 0;
 }
 

@@ -36,18 +36,19 @@ std::string DescribeServedDevice(const v1::ServedDevice& device) {
   return absl::StrCat(out, " (", model, ")");
 }
 
-absl::Status CheckWorkerCanTrain(const std::string& job_id, const v1::JobSpec& spec,
-                                 const v1::ServedDevice& served) {
-  if (JobDevice(spec) != v1::CUDA) return absl::OkStatus();
+absl::StatusOr<TrainingDevice> TrainingDeviceFor(const std::string& job_id,
+                                                 const v1::JobSpec& spec,
+                                                 const v1::ServedDevice& served) {
+  TrainingDevice training;
+  if (JobDevice(spec) != v1::CUDA) return training;
   if (ServedDeviceKind(served) != v1::CUDA) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", job_id, " asks for device cuda but this worker serves ",
         DescribeServedDevice(served), " (no CUDA GPU; start a worker with --device=cuda:N)"));
   }
-  return absl::UnimplementedError(absl::StrCat(
-      "job ", job_id, " asks for device cuda: the CUDA training step is not built into this "
-      "worker yet, so ", DescribeServedDevice(served),
-      " cannot train it (it refuses rather than train on the CPU)"));
+  training.device = device::Device::Cuda(static_cast<int>(served.cuda_index()));
+  training.precision = model::DefaultPrecision(training.device);
+  return training;
 }
 
 }  // namespace corescape::job

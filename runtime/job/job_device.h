@@ -4,13 +4,16 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "corescape/v1/common.pb.h"
 #include "corescape/v1/job.pb.h"
+#include "runtime/device/device.h"
+#include "runtime/model/model_ops.h"
 
 // The device a job asks for (JobSpec.device) and the one a worker daemon
 // serves (Resources.device, from --device), as specs, flags, listings and
 // refusals spell them. The scheduler places by them (placement.h); the
-// worker refuses what its device cannot train (CheckWorkerCanTrain).
+// worker trains on the device TrainingDeviceFor picks, or refuses.
 namespace corescape::job {
 
 // What a job trains on: CPU unless its spec says CUDA.
@@ -25,13 +28,18 @@ std::string DeviceKindName(v1::Device device);
 // "cpu", or "cuda:0 (NVIDIA H200, 139.8 GiB)".
 std::string DescribeServedDevice(const v1::ServedDevice& device);
 
-// Whether a worker serving `served` trains job `job_id` of `spec`: OK for a
-// CPU job (on any worker: a GPU worker's CPU trains it). A CUDA job is
-// refused: FAILED_PRECONDITION naming both devices on a CPU worker, and
-// UNIMPLEMENTED on a CUDA worker, whose training step still runs on the
-// CPU only (a CUDA job must never train on the CPU unannounced).
-absl::Status CheckWorkerCanTrain(const std::string& job_id, const v1::JobSpec& spec,
-                                 const v1::ServedDevice& served);
+// Where a worker serving `served` trains job `job_id` of `spec`, and in
+// what precision: a CPU job on the CPU in fp32 (on any worker: a GPU
+// worker's CPU trains it); a CUDA job on the worker's GPU in bf16. A CUDA
+// job on a worker serving no GPU is FAILED_PRECONDITION naming both
+// devices: it never trains on the CPU in place of the GPU it asked for.
+struct TrainingDevice {
+  device::Device device;
+  model::Precision precision = model::Precision::kFp32;
+};
+absl::StatusOr<TrainingDevice> TrainingDeviceFor(const std::string& job_id,
+                                                 const v1::JobSpec& spec,
+                                                 const v1::ServedDevice& served);
 
 }  // namespace corescape::job
 

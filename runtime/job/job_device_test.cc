@@ -53,26 +53,41 @@ TEST(JobDeviceTest, Names) {
   EXPECT_EQ(DescribeServedDevice(bare), "cuda:0 (unknown GPU)");
 }
 
-TEST(JobDeviceTest, CpuJobsTrainOnEveryWorker) {
-  EXPECT_TRUE(CheckWorkerCanTrain("job-1", v1::JobSpec(), v1::ServedDevice()).ok());
-  EXPECT_TRUE(CheckWorkerCanTrain("job-1", v1::JobSpec(), Gpu(0)).ok());
+TEST(JobDeviceTest, CpuJobsTrainOnEveryWorkersCpuInFp32) {
+  for (const v1::ServedDevice& served : {v1::ServedDevice(), Gpu(0)}) {
+    auto training = TrainingDeviceFor("job-1", v1::JobSpec(), served);
+    ASSERT_TRUE(training.ok()) << training.status();
+    EXPECT_FALSE(training->device.is_cuda());
+    EXPECT_EQ(training->precision, model::Precision::kFp32);
+  }
 }
 
 TEST(JobDeviceTest, CudaJobOnCpuWorkerIsRefusedNamingBothDevices) {
-  absl::Status status = CheckWorkerCanTrain("job-4", CudaJob(), v1::ServedDevice());
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(status.message(),
+  auto training = TrainingDeviceFor("job-4", CudaJob(), v1::ServedDevice());
+  ASSERT_FALSE(training.ok());
+  EXPECT_EQ(training.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(training.status().message(),
             "job job-4 asks for device cuda but this worker serves cpu (no CUDA GPU; start a "
             "worker with --device=cuda:N)");
 }
 
-TEST(JobDeviceTest, CudaJobOnGpuWorkerIsRefusedUntilTheCudaStepExists) {
-  absl::Status status = CheckWorkerCanTrain("job-5", CudaJob(), Gpu(1));
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(status.message().find("CUDA training step is not built into this worker"),
-            std::string::npos)
-      << status;
-  EXPECT_NE(status.message().find("cuda:1 (NVIDIA H200"), std::string::npos) << status;
+TEST(JobDeviceTest, CudaJobTrainsOnTheWorkersGpuInBf16) {
+  auto training = TrainingDeviceFor("job-5", CudaJob(), Gpu(1));
+  ASSERT_TRUE(training.ok()) << training.status();
+  EXPECT_EQ(training->device.ToString(), "cuda:1");
+  EXPECT_EQ(training->precision, model::Precision::kBf16);
+}
+
+TEST(JobDeviceTest, CudaJobsRunTheirCoreAttentionColocated) {
+  for (v1::AttentionMode mode : {v1::DISAGGREGATED, v1::IN_PLACE}) {
+    v1::JobSpec spec = CudaJob();
+    spec.mutable_attention()->set_mode(mode);
+    if (mode == v1::DISAGGREGATED) spec.mutable_attention()->set_attention_servers(1);
+    absl::Status status = ValidateJobSpec(spec);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_NE(status.message().find("attention.mode"), std::string::npos) << status;
+    EXPECT_NE(status.message().find("device: cuda"), std::string::npos) << status;
+  }
 }
 
 }  // namespace

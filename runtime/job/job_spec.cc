@@ -223,6 +223,15 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Invalid("device", absl::StrCat("unknown device ", static_cast<int>(spec.device()),
                                           " (cpu, cuda)"));
   }
+  // Remote executors read Q/K/V from host memory; a GPU step keeps them on
+  // the device (docs/gpu.md).
+  if (spec.device() == v1::CUDA && (spec.attention().mode() == v1::DISAGGREGATED ||
+                                    spec.attention().mode() == v1::IN_PLACE)) {
+    return Invalid("attention.mode",
+                   absl::StrCat(v1::AttentionMode_Name(spec.attention().mode()),
+                                " is not available with device: cuda (its core attention runs "
+                                "colocated, on the GPU)"));
+  }
   const v1::ModelSpec& m = spec.model();
   if (m.n_layers() < 0 || m.d_model() < 0 || m.n_heads() < 0 || m.n_kv_heads() < 0 ||
       m.d_ff() < 0 || m.vocab_size() < 0 || m.max_seq_len() < 0) {

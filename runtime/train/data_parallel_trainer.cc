@@ -136,9 +136,13 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
   const int threads = config.threads > 0 ? config.threads : DefaultThreadCount();
   openblas_set_num_threads(threads);
   trainer->pool_ = std::make_unique<ThreadPool>(threads);
-  auto ops = model::OpenModelOps(config.device, config.precision, trainer->pool_.get());
-  if (!ops.ok()) return ops.status();
-  auto model = model::Transformer::Create(config.model, *std::move(ops));
+  std::shared_ptr<model::ModelOps> ops = config.ops;
+  if (ops == nullptr) {
+    auto opened = model::OpenModelOps(config.device, config.precision, trainer->pool_.get());
+    if (!opened.ok()) return opened.status();
+    ops = *std::move(opened);
+  }
+  auto model = model::Transformer::Create(config.model, std::move(ops));
   if (!model.ok()) return model.status();
   trainer->model_ = std::make_unique<model::Transformer>(*std::move(model));
   if (absl::Status s = trainer->SetAttention(config.attention); !s.ok()) return s;

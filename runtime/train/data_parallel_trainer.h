@@ -42,6 +42,9 @@ struct TrainerConfig {
   // model::DefaultPrecision). The optimizer runs on the host either way.
   device::Device device;
   model::Precision precision = model::Precision::kFp32;
+  // The step's backend; null: model::OpenModelOps(device, precision). Tests
+  // pass the CPU device-copies backend to run a GPU's data flow.
+  std::shared_ptr<model::ModelOps> ops;
   // Where core attention runs; null: in this process (colocated).
   std::shared_ptr<model::CoreAttentionExecutor> attention;
   // Run every micro-batch of two or more rows as two overlapping halves

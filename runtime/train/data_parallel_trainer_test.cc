@@ -278,8 +278,10 @@ TEST(DataParallelTrainerTest, StepDroppedOnEveryRankWhenAttentionFailsAndRedoneE
             ++dropped[r];
             // The new executor fails at the first call of the validation.
             if (r == 1) {
-              ranks[r]->SetAttention(std::make_shared<TestAttention>(
-                  4 * 2 * 2 * ranks[r]->config().model.n_layers + 1));
+              ASSERT_TRUE(ranks[r]
+                              ->SetAttention(std::make_shared<TestAttention>(
+                                  4 * 2 * 2 * ranks[r]->config().model.n_layers + 1))
+                              .ok());
             }
             continue;
           }
@@ -289,7 +291,7 @@ TEST(DataParallelTrainerTest, StepDroppedOnEveryRankWhenAttentionFailsAndRedoneE
         if (!val.ok()) {
           ASSERT_TRUE(IsDiscardedForAttention(val.status())) << val.status();
           ++dropped[r];
-          if (r == 1) ranks[r]->SetAttention(nullptr);
+          if (r == 1) ASSERT_TRUE(ranks[r]->SetAttention(nullptr).ok());
           val = ranks[r]->Validate(2);
         }
         ASSERT_TRUE(val.ok()) << val.status();
@@ -332,6 +334,45 @@ TEST(DataParallelTrainerTest, ResumeFromSnapshotContinuesBitwise) {
   EXPECT_EQ((*resumed)->step(), 3);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE((*resumed)->Step().ok());
   EXPECT_EQ((*resumed)->model().parameters(), (*straight)->model().parameters());
+}
+
+// A GPU's data flow (parameters uploaded after every update and after a
+// restore, gradients downloaded before the optimizer) on the CPU kernels
+// trains bitwise like the in-place step, for a dense and a sparse optimizer
+// and through a checkpoint.
+TEST(DataParallelTrainerTest, DeviceCopiesTrainBitwiseLikeInPlace) {
+  for (const char* optimizer : {"adamw", "scape"}) {
+    SCOPED_TRACE(optimizer);
+    TrainerConfig config = Config(2);
+    config.optimizer.name = optimizer;
+    SingleProcessGroup group;
+    auto in_place = DataParallelTrainer::Create(config, &group);
+    ASSERT_TRUE(in_place.ok()) << in_place.status();
+    config.ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr);
+    auto copies = DataParallelTrainer::Create(config, &group);
+    ASSERT_TRUE(copies.ok()) << copies.status();
+    for (int i = 0; i < 3; ++i) {
+      auto a = (*in_place)->Step();
+      auto b = (*copies)->Step();
+      ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " / " << b.status();
+      EXPECT_EQ(a->loss, b->loss) << "step " << i + 1;
+      EXPECT_EQ(a->grad_norm, b->grad_norm) << "step " << i + 1;
+    }
+    EXPECT_EQ((*in_place)->model().parameters(), (*copies)->model().parameters());
+
+    // A restored model reaches the device before its next step.
+    auto snapshot = (*in_place)->Snapshot();
+    ASSERT_TRUE(snapshot.ok());
+    config.ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr);
+    auto resumed = DataParallelTrainer::Create(config, &group);
+    ASSERT_TRUE(resumed.ok());
+    ASSERT_TRUE((*resumed)->Restore(*snapshot).ok());
+    auto a = (*in_place)->Step();
+    auto b = (*resumed)->Step();
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->loss, b->loss);
+    EXPECT_EQ((*in_place)->model().parameters(), (*resumed)->model().parameters());
+  }
 }
 
 // One optimizer path and one checkpoint schema: every optimizer of the

@@ -45,6 +45,15 @@ absl::Status LocalTrainConfig::Validate() const {
   if (eval_interval < 0) return Invalid("eval_interval", "must not be negative");
   if (eval_batches < 0) return Invalid("eval_batches", "must not be negative");
   if (threads < 0 || threads > 1024) return Invalid("threads", "must be in [0, 1024]");
+  auto parsed_device = device::ParseDevice(device);
+  if (!parsed_device.ok()) return Invalid("device", parsed_device.status().message());
+  if (!precision.empty()) {
+    auto parsed_precision = model::ParsePrecision(precision);
+    if (!parsed_precision.ok()) return Invalid("precision", parsed_precision.status().message());
+    if (*parsed_precision == model::Precision::kBf16 && !parsed_device->is_cuda()) {
+      return Invalid("precision", "bf16 needs a GPU (device cuda:N); the CPU computes in fp32");
+    }
+  }
   auto preset = model::PresetConfig(model);
   if (seq_len > preset->max_seq_len) {
     return Invalid("seq_len", absl::StrCat("exceeds the model's max_seq_len ",
@@ -105,6 +114,8 @@ absl::StatusOr<LocalTrainConfig> ParseLocalTrainConfig(absl::string_view text,
     else if (key == "eval_batches") status = read_int(config.eval_batches);
     else if (key == "seed") status = read_int(config.seed);
     else if (key == "threads") status = read_int(config.threads);
+    else if (key == "device") status = read_string(config.device);
+    else if (key == "precision") status = read_string(config.precision);
     else if (key == "metrics_out") status = read_string(config.metrics_out);
     else return absl::InvalidArgumentError(absl::StrCat(source, ": unknown key '", key, "'"));
     if (!status.ok()) return status;
@@ -138,7 +149,17 @@ v1::JobSpec LocalTrainConfig::ToJobSpec() const {
   spec.set_steps(steps);
   spec.set_eval_interval_steps(eval_interval);
   spec.set_seed(seed);
+  spec.set_device(TrainingDevice().is_cuda() ? v1::CUDA : v1::CPU);
   return spec;
+}
+
+device::Device LocalTrainConfig::TrainingDevice() const {
+  return device::ParseDevice(device).value_or(device::Device::Cpu());
+}
+
+model::Precision LocalTrainConfig::TrainingPrecision() const {
+  if (precision.empty()) return model::DefaultPrecision(TrainingDevice());
+  return model::ParsePrecision(precision).value_or(model::Precision::kFp32);
 }
 
 absl::StatusOr<LocalTrainSummary> RunLocalTraining(
@@ -147,6 +168,8 @@ absl::StatusOr<LocalTrainSummary> RunLocalTraining(
   auto trainer_config = job::TrainerConfigFromSpec(config.ToJobSpec());
   if (!trainer_config.ok()) return trainer_config.status();
   trainer_config->threads = config.threads;
+  trainer_config->device = config.TrainingDevice();
+  trainer_config->precision = config.TrainingPrecision();
   SingleProcessGroup group;
   auto trainer = DataParallelTrainer::Create(*trainer_config, &group);
   if (!trainer.ok()) return trainer.status();

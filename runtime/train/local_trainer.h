@@ -9,7 +9,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "corescape/v1/job.pb.h"
+#include "runtime/device/device.h"
 #include "runtime/job/job_spec.h"
+#include "runtime/model/model_ops.h"
 #include "runtime/optim/adam_config.h"
 #include "runtime/optim/optimizer_registry.h"
 
@@ -42,12 +44,17 @@ struct LocalTrainConfig {
   int64_t eval_batches = 0;      // 0: the whole validation split
   uint64_t seed = 1;
   int32_t threads = 0;           // 0: CORESCAPE_NUM_THREADS or all cores
+  std::string device = "cpu";    // cpu | cuda | cuda:N (device::ParseDevice)
+  std::string precision;         // fp32 | bf16; empty: the device's default
   std::string metrics_out;       // CSV of the loss curve, if set
 
   // INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;
   // The one-worker job these settings describe.
   v1::JobSpec ToJobSpec() const;
+  // The device and precision the step runs with (after Validate).
+  device::Device TrainingDevice() const;
+  model::Precision TrainingPrecision() const;
 };
 
 // Reads a JSON object whose keys are LocalTrainConfig fields over `base`.

@@ -7,42 +7,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "runtime/data/prepare.h"
 #include "runtime/data/test_util.h"
+#include "runtime/device/device_runtime.h"
+#include "runtime/train/grammar_corpus.h"
 
 namespace corescape::train {
 namespace {
 
 using data::testing::TestPath;
 
-// A corpus with learnable structure: short sentences from a small grammar,
-// separated by '%' lines like the fortunes files.
-std::string PrepareCorpus() {
-  const std::vector<std::string> subjects = {"the cat", "a dog", "my friend", "the old man"};
-  const std::vector<std::string> verbs = {"sees", "likes", "follows", "remembers"};
-  const std::vector<std::string> objects = {"the moon.", "a red ball.", "the river.", "its home."};
-  std::string text;
-  uint32_t state = 7;
-  for (int doc = 0; doc < 400; ++doc) {
-    const int sentences = 1 + doc % 3;
-    for (int s = 0; s < sentences; ++s) {
-      state = state * 1664525u + 1013904223u;
-      text += subjects[(state >> 8) % 4] + " " + verbs[(state >> 12) % 4] + " " +
-              objects[(state >> 16) % 4] + "\n";
-    }
-    text += "%\n";
-  }
-  data::PrepareOptions options;
-  options.validation_fraction = 0.1;
-  absl::StatusOr<std::string> dataset = data::testing::PrepareTestDataset(text, options);
-  EXPECT_TRUE(dataset.ok()) << dataset.status();
-  return dataset.value_or("");
-}
-
 TEST(LocalTrainerTest, TinyModelLearnsBelowUnigramEntropy) {
   LocalTrainConfig config;
   config.model = "tiny";
-  config.data = PrepareCorpus();
+  config.data = PrepareGrammarCorpus();
   config.seq_len = 64;
   config.micro_batch = 4;
   config.steps = 80;
@@ -101,6 +78,45 @@ TEST(LocalTrainerTest, BadConfigNamesTheField) {
   ASSERT_TRUE(parsed.ok());
   EXPECT_EQ(parsed->steps, 12);
   EXPECT_EQ(parsed->lr, 0.01);
+}
+
+TEST(LocalTrainerTest, DeviceAndPrecisionAreValidatedAndNamed) {
+  LocalTrainConfig config;
+  config.data = "/nonexistent";
+  config.device = "gpu";
+  EXPECT_NE(config.Validate().message().find("device"), std::string::npos) << config.Validate();
+  config.device = "cpu";
+  config.precision = "bf16";
+  EXPECT_NE(config.Validate().message().find("bf16 needs a GPU"), std::string::npos)
+      << config.Validate();
+  config.precision = "fp8";
+  EXPECT_NE(config.Validate().message().find("precision"), std::string::npos);
+  config.precision = "";
+  config.device = "cuda:1";
+  EXPECT_TRUE(config.Validate().ok()) << config.Validate();
+  EXPECT_EQ(config.TrainingDevice().ToString(), "cuda:1");
+  EXPECT_EQ(config.TrainingPrecision(), model::Precision::kBf16);
+  EXPECT_EQ(config.ToJobSpec().device(), v1::CUDA);
+  auto parsed = ParseLocalTrainConfig(R"({"device": "cuda:0", "precision": "fp32"})", config,
+                                      "job.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->TrainingPrecision(), model::Precision::kFp32);
+}
+
+TEST(LocalTrainerTest, CudaWithoutAGpuIsRefusedWithTheReason) {
+  if (device::CudaCompiledIn() && device::OpenDevice(device::Device::Cuda(0)).ok()) {
+    GTEST_SKIP() << "a GPU is present: local_trainer_gpu_test trains on it";
+  }
+  LocalTrainConfig config;
+  config.model = "tiny";
+  config.data = PrepareGrammarCorpus();
+  config.seq_len = 32;
+  config.steps = 1;
+  config.device = "cuda:0";
+  auto summary = RunLocalTraining(config, nullptr);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_EQ(summary.status().code(), absl::StatusCode::kFailedPrecondition) << summary.status();
+  EXPECT_NE(summary.status().message().find("cuda:0"), std::string::npos) << summary.status();
 }
 
 }  // namespace

@@ -41,6 +41,9 @@ ABSL_FLAG(int64_t, eval_interval, kDefaults.eval_interval, "validate every N ste
 ABSL_FLAG(int64_t, eval_batches, kDefaults.eval_batches, "validation micro-batches (0: all)");
 ABSL_FLAG(uint64_t, seed, kDefaults.seed, "weights and data order");
 ABSL_FLAG(int32_t, threads, kDefaults.threads, "compute threads (0: all cores)");
+ABSL_FLAG(std::string, device, kDefaults.device, "cpu, or cuda:N (a --config=cuda build on a GPU machine)");
+ABSL_FLAG(std::string, precision, kDefaults.precision,
+          "fp32 or bf16 (GPU only); empty: bf16 on a GPU, fp32 on the CPU");
 ABSL_FLAG(std::string, metrics_out, kDefaults.metrics_out, "write the loss curve as CSV here");
 
 namespace {
@@ -99,15 +102,19 @@ int main(int argc, char** argv) {
   Override(FLAGS_eval_batches, config.eval_batches);
   Override(FLAGS_seed, config.seed);
   Override(FLAGS_threads, config.threads);
+  Override(FLAGS_device, config.device);
+  Override(FLAGS_precision, config.precision);
   Override(FLAGS_metrics_out, config.metrics_out);
   if (absl::Status s = config.Validate(); !s.ok()) {
     std::fprintf(stderr, "corescape train-local: %s\n", std::string(s.message()).c_str());
     return 2;
   }
 
-  std::printf("train-local: model %s, data %s, %lld steps of %d x %d x %d tokens\n",
+  std::printf("train-local: model %s, data %s, %lld steps of %d x %d x %d tokens on %s (%s)\n",
               config.model.c_str(), config.data.c_str(), static_cast<long long>(config.steps),
-              config.grad_accum, config.micro_batch, config.seq_len);
+              config.grad_accum, config.micro_batch, config.seq_len,
+              config.TrainingDevice().ToString().c_str(),
+              std::string(corescape::model::PrecisionName(config.TrainingPrecision())).c_str());
   std::fflush(stdout);
   auto summary = corescape::train::RunLocalTraining(
       config, [&](const corescape::train::StepMetrics& m) {

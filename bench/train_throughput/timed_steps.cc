@@ -1,0 +1,89 @@
+#include "bench/train_throughput/timed_steps.h"
+
+#include <random>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "runtime/optim/adamw.h"
+
+namespace corescape::bench {
+
+model::ModelBatch PackedRandomBatch(const model::ModelConfig& config, int rows, int seq,
+                                    int docs_per_row, uint32_t seed) {
+  model::ModelBatch batch;
+  batch.batch_size = rows;
+  batch.seq_len = seq;
+  std::mt19937 rng(seed);
+  for (int row = 0; row < rows; ++row) {
+    const int length = seq / docs_per_row;
+    for (int d = 0; d < docs_per_row; ++d) {
+      const int start = d * length;
+      const int this_length = d + 1 == docs_per_row ? seq - start : length;
+      for (int i = 0; i < this_length; ++i) {
+        batch.tokens.push_back(rng() % config.vocab_size);
+        batch.targets.push_back(rng() % config.vocab_size);
+        batch.positions.push_back(i);
+      }
+      kernels::AttentionTask task;
+      task.q_begin = 0;
+      task.q_end = this_length;
+      task.q_row = task.kv_row = int64_t{row} * seq + start;
+      batch.attention_tasks.push_back(task);
+    }
+  }
+  return batch;
+}
+
+absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
+                                             model::CoreAttentionExecutor& attention,
+                                             const model::ModelBatch& batch, int warmup,
+                                             int steps) {
+  std::vector<uint8_t> decay(model.layout().total_size(), 1);
+  optim::AdamW optimizer({}, decay);
+  model::Activations activations;
+  TimedSteps timed;
+  absl::Duration total, compute, update;
+  for (int step = 0; step < warmup + steps; ++step) {
+    const absl::Time start = absl::Now();
+    if (absl::Status s = model.ZeroGradients(); !s.ok()) return s;
+    auto loss = model.Forward(batch, attention, activations);
+    if (!loss.ok()) return loss.status();
+    if (absl::Status s = model.Backward(attention, activations, 1.0f / loss->tokens); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = model.ops().Synchronize(); !s.ok()) return s;
+    const absl::Time computed = absl::Now();
+    if (absl::Status s = model.DownloadGradients(); !s.ok()) return s;
+    if (absl::Status s = optimizer.Step(model.parameters().data(), model.gradients().data(),
+                                        model.parameters().size(), 1e-4);
+        !s.ok()) {
+      return s;
+    }
+    const absl::Time end = absl::Now();
+    if (step >= warmup) {
+      total += end - start;
+      compute += computed - start;
+      update += end - computed;
+    }
+    timed.last_loss = loss->mean();
+  }
+  timed.step_seconds = absl::ToDoubleSeconds(total) / steps;
+  timed.compute_seconds = absl::ToDoubleSeconds(compute) / steps;
+  timed.optimizer_seconds = absl::ToDoubleSeconds(update) / steps;
+  return timed;
+}
+
+double TrainingFlopsPerToken(const model::ModelConfig& config, const model::ModelBatch& batch) {
+  const double d = config.d_model;
+  const double per_layer = d * config.q_width() * 2 + d * config.kv_width() * 2 +
+                           3.0 * d * config.d_ff;
+  const double matrices = config.n_layers * per_layer + d * config.vocab_size;
+  double keys = 0;
+  for (const kernels::AttentionTask& task : batch.attention_tasks) {
+    for (int64_t i = task.q_begin; i < task.q_end; ++i) keys += i + 1;
+  }
+  const double mean_keys = keys / std::max<int64_t>(1, batch.rows());
+  return 6.0 * matrices + 12.0 * config.n_layers * config.q_width() * mean_keys;
+}
+
+}  // namespace corescape::bench

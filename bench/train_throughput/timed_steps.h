@@ -1,0 +1,43 @@
+#ifndef CORESCAPE_BENCH_TRAIN_THROUGHPUT_TIMED_STEPS_H_
+#define CORESCAPE_BENCH_TRAIN_THROUGHPUT_TIMED_STEPS_H_
+
+// What the training-step benchmarks share: a batch of packed random
+// documents, and timing whole steps (forward, backward, gradients to the
+// host, AdamW on the host) through any model backend.
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "runtime/model/model_config.h"
+#include "runtime/model/transformer.h"
+
+namespace corescape::bench {
+
+// `rows` rows of `seq` tokens, each packed with `docs_per_row` equal
+// documents (the last takes the remainder), random tokens and targets.
+model::ModelBatch PackedRandomBatch(const model::ModelConfig& config, int rows, int seq,
+                                    int docs_per_row, uint32_t seed = 7);
+
+struct TimedSteps {
+  double step_seconds = 0;       // mean of the timed steps, all of it
+  double compute_seconds = 0;    // forward + backward, synchronized
+  double optimizer_seconds = 0;  // gradients to the host + AdamW there
+  double last_loss = 0;
+};
+
+// `warmup` untimed steps, then `steps` timed ones.
+absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
+                                             model::CoreAttentionExecutor& attention,
+                                             const model::ModelBatch& batch, int warmup,
+                                             int steps);
+
+// Model FLOPs per token of a forward and backward over `batch`, as MFU is
+// conventionally counted: 6 per weight of the matrices each token is
+// multiplied by (the embedding lookup is free; the LM head counts) plus
+// causal attention's 12·layers·n_heads·head_dim per key a query attends to
+// (QKᵀ and PV: 4 forward, 8 backward), averaged over the batch's queries.
+double TrainingFlopsPerToken(const model::ModelConfig& config, const model::ModelBatch& batch);
+
+}  // namespace corescape::bench
+
+#endif  // CORESCAPE_BENCH_TRAIN_THROUGHPUT_TIMED_STEPS_H_

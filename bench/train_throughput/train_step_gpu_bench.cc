@@ -1,0 +1,106 @@
+// Training-step throughput on cuda:0: `small` and `llama-500m` (seq 4096)
+// with bf16 GEMMs, one document per row. Per configuration: tokens/s of the
+// whole step (forward, backward, gradients to the host, AdamW on the host)
+// and of forward + backward alone, and MFU of each against the GPU's dense
+// bf16 peak (--peak_tflops; 989 for an H100/H200 SXM). Last line: one JSON
+// object. Without a GPU it says why and exits 0.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "bench/bench_main.h"
+#include "bench/train_throughput/timed_steps.h"
+#include "runtime/device/device.h"
+#include "runtime/device/device_runtime.h"
+#include "runtime/model/model_ops.h"
+#include "runtime/model/transformer.h"
+
+ABSL_FLAG(std::string, configs, "small:8x1024,llama-500m:2x4096",
+          "preset:rowsxseq, comma-separated");
+ABSL_FLAG(std::string, precision, "bf16", "fp32 or bf16");
+ABSL_FLAG(double, peak_tflops, 989.0, "the GPU's dense peak at that precision");
+ABSL_FLAG(int32_t, steps, 5, "timed steps per configuration");
+ABSL_FLAG(int32_t, warmup_steps, 2, "untimed steps first");
+
+namespace corescape::bench {
+
+int RunBenchmark() {
+  const device::Device gpu = device::Device::Cuda(0);
+  if (!device::CudaCompiledIn()) {
+    std::printf("train_step_gpu_bench: built without --config=cuda; nothing to measure\n");
+    return 0;
+  }
+  auto runtime = device::OpenDevice(gpu);
+  if (!runtime.ok()) {
+    std::printf("train_step_gpu_bench: %s; nothing to measure\n",
+                std::string(runtime.status().message()).c_str());
+    return 0;
+  }
+  auto precision = model::ParsePrecision(absl::GetFlag(FLAGS_precision));
+  if (!precision.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(precision.status().message()).c_str());
+    return 2;
+  }
+  const double peak = absl::GetFlag(FLAGS_peak_tflops) * 1e12;
+  std::vector<std::string> results;
+  for (absl::string_view spec : absl::StrSplit(absl::GetFlag(FLAGS_configs), ',')) {
+    std::vector<std::string> parts = absl::StrSplit(spec, absl::ByAnyChar(":x"));
+    int rows = 0, seq = 0;
+    if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &rows) ||
+        !absl::SimpleAtoi(parts[2], &seq) || rows <= 0 || seq <= 0) {
+      std::fprintf(stderr, "--configs: '%s' is not preset:rowsxseq\n", std::string(spec).c_str());
+      return 2;
+    }
+    auto config = model::PresetConfig(parts[0]);
+    if (!config.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(config.status().message()).c_str());
+      return 2;
+    }
+    auto ops = model::OpenModelOps(gpu, *precision, nullptr);
+    if (!ops.ok()) {
+      std::fprintf(stderr, "%s\n", ops.status().ToString().c_str());
+      return 1;
+    }
+    std::shared_ptr<model::ModelOps> shared_ops = *std::move(ops);
+    auto model = model::Transformer::Create(*config, shared_ops);
+    if (!model.ok()) return 1;
+    model->InitializeWeights(1);
+    const model::ModelBatch batch = PackedRandomBatch(*config, rows, seq, 1);
+    auto timed = TimeTrainingSteps(*model, shared_ops->local_attention(), batch,
+                                   absl::GetFlag(FLAGS_warmup_steps), absl::GetFlag(FLAGS_steps));
+    if (!timed.ok()) {
+      std::printf("%s %dx%d: %s\n", parts[0].c_str(), rows, seq, timed.status().ToString().c_str());
+      results.push_back(absl::StrCat("\"", parts[0], "\": {\"error\": \"",
+                                     absl::StatusCodeToString(timed.status().code()), "\"}"));
+      continue;
+    }
+    const double flops = TrainingFlopsPerToken(*config, batch) * batch.rows();
+    const double tokens_per_s = batch.rows() / timed->step_seconds;
+    const double compute_tokens_per_s = batch.rows() / timed->compute_seconds;
+    const double mfu = flops / timed->step_seconds / peak;
+    const double compute_mfu = flops / timed->compute_seconds / peak;
+    std::printf(
+        "%-11s %dx%-5d step %8.1f ms (fwd+bwd %8.1f, host optimizer %7.1f)  %9.0f tok/s  "
+        "MFU %.3f (fwd+bwd %.3f)  loss %.3f\n",
+        parts[0].c_str(), rows, seq, 1e3 * timed->step_seconds, 1e3 * timed->compute_seconds,
+        1e3 * timed->optimizer_seconds, tokens_per_s, mfu, compute_mfu, timed->last_loss);
+    std::fflush(stdout);
+    results.push_back(absl::StrFormat(
+        "\"%s\": {\"rows\": %d, \"seq\": %d, \"tokens_per_s\": %.0f, \"fwd_bwd_tokens_per_s\": "
+        "%.0f, \"mfu\": %.4f, \"fwd_bwd_mfu\": %.4f, \"step_ms\": %.1f, \"optimizer_ms\": %.1f}",
+        parts[0], rows, seq, tokens_per_s, compute_tokens_per_s, mfu, compute_mfu,
+        1e3 * timed->step_seconds, 1e3 * timed->optimizer_seconds));
+  }
+  std::printf("{\"precision\": \"%s\", \"peak_tflops\": %.0f, %s}\n",
+              std::string(model::PrecisionName(*precision)).c_str(), peak / 1e12,
+              absl::StrJoin(results, ", ").c_str());
+  return 0;
+}
+
+}  // namespace corescape::bench
