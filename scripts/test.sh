@@ -67,8 +67,9 @@ run_stage fuzz: ./scripts/fuzz.sh --seconds "${CORESCAPE_FUZZ_SECONDS:-20}"
 
 if [[ -x /usr/local/cuda/bin/nvcc ]]; then
   echo "== bazel build --config=cuda (nvcc found: GPU code must keep compiling)"
-  if set -o pipefail; bazel build --config=cuda //worker:corescape-worker //runtime/comm:nccl_communicator \
+  if set -o pipefail; bazel build --config=cuda //worker:all //runtime/comm:nccl_communicator \
        //attention_server:corescape-attention-server //runtime/device:all //runtime/kernels/cuda:all \
+       //runtime/model:all //runtime/train:all //tools/train:all //bench/train_throughput:all \
        2>&1 | tail -5; then
     passed=$((passed + 1))
     echo "//:cuda_build PASSED"

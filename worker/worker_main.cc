@@ -16,6 +16,8 @@
 #include "runtime/kernels/cpu/blas_threads.h"
 #include "worker/communicator_group.h"
 #include "worker/core_attention.h"
+#include "worker/device_group.h"
+#include "runtime/job/job_device.h"
 #include "worker/job_runner.h"
 
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(30),
@@ -49,6 +51,8 @@ std::string CheckpointRoot() {
 int main(int argc, char** argv) {
   corescape::kernels::StopBlasThreads();
   std::unique_ptr<corescape::comm::Transport> transport;
+  // What this worker serves (--device), known once describe_resources ran.
+  corescape::v1::ServedDevice device;
   auto make_group = [&](const corescape::v1::JobAssignment& assignment)
       -> absl::StatusOr<std::unique_ptr<corescape::train::DataParallelGroup>> {
     if (assignment.world_size() == 1) {
@@ -57,11 +61,18 @@ int main(int argc, char** argv) {
     auto group = corescape::worker::CommunicatorGroup::Connect(
         transport.get(), assignment, absl::GetFlag(FLAGS_collective_timeout));
     if (!group.ok()) return group.status();
-    return std::unique_ptr<corescape::train::DataParallelGroup>(*std::move(group));
+    std::unique_ptr<corescape::train::DataParallelGroup> data_plane = *std::move(group);
+    // A job training on GPUs synchronizes over NCCL, bootstrapped over the
+    // data plane.
+    auto training =
+        corescape::job::TrainingDeviceFor(assignment.job_id(), assignment.spec(), device);
+    if (!training.ok() || !training->device.is_cuda()) return data_plane;
+    return corescape::worker::ConnectDeviceGroup(std::move(data_plane), assignment,
+                                                 training->device,
+                                                 absl::GetFlag(FLAGS_collective_timeout));
   };
   // Flags are parsed inside RunNodeDaemon, before any hook runs.
   std::unique_ptr<corescape::worker::JobRunner> runner;
-  corescape::v1::ServedDevice device;
   corescape::NodeDaemonHooks hooks;
   hooks.describe_resources = [&](corescape::v1::Resources& resources) -> absl::Status {
     auto selected = corescape::SelectServedDevice(

@@ -96,15 +96,23 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 absl::Status NcclCommunicator::Fail(absl::Status status) {
-  status = Prefix(status);
   {
     absl::MutexLock lock(&mu_);
-    if (broken_.ok()) broken_ = status;
+    if (broken_.ok()) {
+      broken_ = Prefix(status);
+      LOG(ERROR) << broken_.message();
+    }
+    status = broken_;  // the first error wins (an Abort's, if it came first)
   }
-  LOG(ERROR) << status.message();
+  // Only the thread issuing the operations touches comm_.
   if (comm_ != nullptr) ncclCommAbort(comm_);
   comm_ = nullptr;
   return status;
+}
+
+void NcclCommunicator::Abort(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  if (broken_.ok()) broken_ = Prefix(absl::CancelledError(absl::StrCat("aborted: ", reason)));
 }
 
 absl::Status NcclCommunicator::Check(ncclResult_t result, const char* what) {
@@ -254,9 +262,9 @@ absl::Status NcclCommunicator::Broadcast(void* data, int64_t bytes, int root,
 }
 
 absl::Status NcclCommunicator::Synchronize(cudaStream_t stream) {
-  if (absl::Status s = health(); !s.ok()) return s;
   const absl::Time deadline = absl::Now() + options_.timeout;
   while (true) {
+    if (absl::Status s = health(); !s.ok()) return Fail(s);
     cudaError_t e = cudaStreamQuery(stream);
     if (e == cudaSuccess) return absl::OkStatus();
     if (e != cudaErrorNotReady) {

@@ -66,9 +66,14 @@ class NcclCommunicator {
                              cudaStream_t stream);
   absl::Status Broadcast(void* data, int64_t bytes, int root, cudaStream_t stream);
 
-  // Waits for `stream`; on timeout or an NCCL error, aborts the communicator
-  // (pending operations on every rank then fail) and returns the error.
+  // Waits for `stream`; on timeout, an NCCL error or Abort(), aborts the
+  // communicator (pending operations on every rank then fail) and returns
+  // the error.
   absl::Status Synchronize(cudaStream_t stream);
+  // From any thread: fails every later call and makes a Synchronize in
+  // progress abort the NCCL communicator and return CANCELLED with `reason`
+  // (a stopped job must not sit out a peer's timeout).
+  void Abort(const std::string& reason);
 
   // NCCL does not report its traffic: these count the bytes a ring moves for
   // each operation (the model in docs/data_plane.md), for volume reporting.
