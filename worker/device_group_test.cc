@@ -1,0 +1,66 @@
+// The NCCL optimizer group on one GPU (world size 1: NCCL's own single-rank
+// communicator), and its refusal in a build without CUDA.
+#include "worker/device_group.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/device/device_runtime.h"
+
+namespace corescape::worker {
+namespace {
+
+v1::JobAssignment Assignment() {
+  v1::JobAssignment assignment;
+  assignment.set_job_id("job-7");
+  assignment.set_generation(2);
+  assignment.set_world_size(1);
+  return assignment;
+}
+
+TEST(DeviceGroupTest, WithoutCudaIsRefusedWithTheReason) {
+  if (device::CudaCompiledIn()) GTEST_SKIP() << "a CUDA build: see the GPU case";
+  auto group = ConnectDeviceGroup(std::make_unique<train::SingleProcessGroup>(), Assignment(),
+                                  device::Device::Cuda(0), absl::Seconds(5));
+  ASSERT_FALSE(group.ok());
+  EXPECT_EQ(group.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(group.status().message().find("--config=cuda"), std::string::npos) << group.status();
+  EXPECT_NE(group.status().message().find("job-7"), std::string::npos) << group.status();
+}
+
+TEST(DeviceGroupTest, CollectivesOnOneGpuAndAbort) {
+  if (!device::CudaCompiledIn() || !device::OpenDevice(device::Device::Cuda(0)).ok()) {
+    GTEST_SKIP() << "needs a CUDA build and a GPU";
+  }
+  auto group = ConnectDeviceGroup(std::make_unique<train::SingleProcessGroup>(), Assignment(),
+                                  device::Device::Cuda(0), absl::Seconds(10));
+  ASSERT_TRUE(group.ok()) << group.status();
+  train::DataParallelGroup& g = **group;
+  EXPECT_EQ(g.world_size(), 1);
+
+  std::vector<float> values = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f};
+  const std::vector<float> before = values;
+  ASSERT_TRUE(g.AllReduceSum(values.data(), static_cast<int64_t>(values.size())).ok());
+  EXPECT_EQ(values, before);  // one rank: the sum is itself, through the device
+
+  const char send[] = "mask bits";
+  std::vector<char> recv(sizeof(send), 0);
+  const std::vector<int64_t> sizes = {static_cast<int64_t>(sizeof(send))};
+  auto pending = g.StartAllGatherV(send, sizeof(send), recv.data(), sizes);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_TRUE((*pending)->Wait().ok());
+  EXPECT_EQ(std::memcmp(recv.data(), send, sizeof(send)), 0);
+
+  const std::vector<int64_t> wrong = {3};
+  EXPECT_EQ(g.AllGatherV(send, sizeof(send), recv.data(), wrong).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  g.Abort("job stopped");
+  absl::Status after = g.AllReduceSum(values.data(), static_cast<int64_t>(values.size()));
+  EXPECT_EQ(after.code(), absl::StatusCode::kCancelled) << after;
+  EXPECT_NE(after.message().find("job stopped"), std::string::npos) << after;
+}
+
+}  // namespace
+}  // namespace corescape::worker
