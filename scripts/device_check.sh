@@ -9,7 +9,7 @@
 # --package finds the targets by tag (bazel query), builds them, and copies
 # each one's runfiles into DIR/targets/, the shared libraries they load
 # (Bazel's own and the system's, not glibc's, the NVIDIA driver's or the
-# CUDA toolkit's, which the GPU machine has) into DIR/lib/, and this script
+# CUDA toolkit's, which the GPU machine has) into DIR/lib.tar.xz, and this script
 # into DIR/; it fails when DIR would exceed 64 MiB (what may travel).
 # --run runs every packaged test, then every benchmark, each under its own
 # timeout within an 8-minute budget; writes summary.txt, summary.json and
@@ -105,6 +105,12 @@ package() {
     printf '%s\t%s\t%s\t%s\n' "${kind}" "${label}" "${flat}" \
       "${workspace_name}/${package_path}/${name}" >>"${dir}/manifest.tsv"
   done <<<"${targets}"
+  # The shared libraries travel compressed (OpenBLAS alone is ~36 MB): --run
+  # unpacks them.
+  if [[ -n "$(ls -A "${dir}/lib")" ]]; then
+    XZ_OPT="-6 -T2" tar -C "${dir}" -cJf "${dir}/lib.tar.xz" lib
+  fi
+  rm -rf "${dir}/lib"
   local bytes limit
   bytes="$(du -sb "${dir}" | cut -f1)"
   limit="${DEVICE_CHECK_MAX_BYTES:-$((64 * 1024 * 1024))}"
@@ -194,7 +200,13 @@ with open(os.path.join(dir_, "manifest.tsv")) as f:
 entries.sort(key=lambda e: e["kind"] != "test")  # tests first, then benchmarks
 
 env_base = dict(os.environ)
-library_path = [os.path.join(dir_, "lib"), "/usr/local/cuda/lib64",
+lib_dir = os.path.join(dir_, "lib")
+packed_libs = os.path.join(dir_, "lib.tar.xz")
+if os.path.exists(packed_libs):
+    lib_dir = os.path.join(tempfile.mkdtemp(prefix="device_check_lib_"), "lib")
+    with tarfile.open(packed_libs) as packed:
+        packed.extractall(os.path.dirname(lib_dir))
+library_path = [lib_dir, "/usr/local/cuda/lib64",
                 "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/nvidia/lib64"]
 if env_base.get("LD_LIBRARY_PATH"):
     library_path.append(env_base["LD_LIBRARY_PATH"])
