@@ -85,18 +85,6 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
   return scale > 0 ? diff / scale : diff;
 }
 
-model::ModelConfig SmallModelConfig(int max_seq_len) {
-  model::ModelConfig config;
-  config.n_layers = 2;
-  config.d_model = 32;
-  config.n_heads = 4;
-  config.n_kv_heads = 2;
-  config.d_ff = 64;
-  config.vocab_size = 50;
-  config.max_seq_len = max_seq_len;
-  return config;
-}
-
 ModelRun RunModel(const model::ModelConfig& config, const std::vector<model::ModelBatch>& batches,
                   model::CoreAttentionExecutor& executor) {
   ModelRun result;

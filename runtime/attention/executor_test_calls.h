@@ -45,8 +45,7 @@ absl::Status RunCalls(model::CoreAttentionExecutor& executor, const kernels::Att
 // max |a - b| / max |b| (0 when both are zero).
 double RelativeError(const std::vector<float>& a, const std::vector<float>& b);
 
-// A two-layer model small enough for many runs per test (4 heads, 2 KV heads).
-model::ModelConfig SmallModelConfig(int max_seq_len);
+using model::SmallModelConfig;
 
 using model::AppendDocument;
 

@@ -4,6 +4,18 @@
 
 namespace corescape::model {
 
+ModelConfig SmallModelConfig(int max_seq_len) {
+  ModelConfig config;
+  config.n_layers = 2;
+  config.d_model = 32;
+  config.n_heads = 4;
+  config.n_kv_heads = 2;
+  config.d_ff = 64;
+  config.vocab_size = 50;
+  config.max_seq_len = max_seq_len;
+  return config;
+}
+
 void AppendDocument(std::mt19937& rng, const ModelConfig& config, int row, int start, int length,
                     ModelBatch& b) {
   const int64_t offset = int64_t{row} * b.seq_len + start;

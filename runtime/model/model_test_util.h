@@ -16,6 +16,9 @@
 
 namespace corescape::model {
 
+// A two-layer model small enough for many runs per test (4 heads, 2 KV heads).
+ModelConfig SmallModelConfig(int max_seq_len);
+
 // Appends one document of `length` random tokens to row `row` of `b` at
 // `start`, with its attention task (the last token has no target).
 void AppendDocument(std::mt19937& rng, const ModelConfig& config, int row, int start, int length,

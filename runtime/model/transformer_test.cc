@@ -15,17 +15,7 @@
 namespace corescape::model {
 namespace {
 
-ModelConfig TestConfig() {
-  ModelConfig config;
-  config.n_layers = 2;
-  config.d_model = 32;
-  config.n_heads = 4;
-  config.n_kv_heads = 2;
-  config.d_ff = 64;
-  config.vocab_size = 50;
-  config.max_seq_len = 24;
-  return config;
-}
+ModelConfig TestConfig() { return SmallModelConfig(24); }
 
 std::vector<ModelBatch> TestBatches(const ModelConfig& config) {
   std::mt19937 rng(5);
