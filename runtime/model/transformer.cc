@@ -145,8 +145,11 @@ float* Transformer::Grad(int64_t offset) {
   return (ops_->parameters_in_place() ? gradients_.data() : F(device_gradients_)) + offset;
 }
 
-absl::Status Transformer::Ensure(Activations& a, device::DeviceBuffer& buffer, int64_t floats,
-                                 bool zero) {
+int64_t Transformer::ScratchFloats(int64_t rows) const {
+  return rows * std::max<int64_t>(config_.d_ff, config_.d_model);
+}
+
+absl::Status Transformer::Ensure(device::DeviceBuffer& buffer, int64_t floats, bool zero) {
   const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
   if (buffer.size() != bytes || buffer.data() == nullptr) {
     buffer.Reset();
@@ -203,15 +206,15 @@ absl::Status Transformer::EmbedForward(Activations& a) {
   const size_t index_bytes = static_cast<size_t>(rows) * sizeof(int32_t);
   // int32 arrays in float-sized buffers: both are 4 bytes.
   static_assert(sizeof(int32_t) == sizeof(float));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.tokens, rows, false));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.targets, rows, false));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.positions, rows, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a.tokens, rows, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a.targets, rows, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a.positions, rows, false));
   CORESCAPE_RETURN_IF_ERROR(ops_->Upload(a.tokens.data(), a.batch.tokens.data(), index_bytes));
   CORESCAPE_RETURN_IF_ERROR(ops_->Upload(a.targets.data(), a.batch.targets.data(), index_bytes));
   CORESCAPE_RETURN_IF_ERROR(
       ops_->Upload(a.positions.data(), a.batch.positions.data(), index_bytes));
   a.layers.resize(config_.n_layers);
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.layers[0].x_in, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a.layers[0].x_in, rows * d, false));
   return ops_->EmbeddingForward(I(a.tokens), Param(layout_.token_embedding()),
                                 F(a.layers[0].x_in), rows, d);
 }
@@ -221,14 +224,14 @@ absl::Status Transformer::PreAttentionForward(int layer, Activations& a) {
   LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
   const int64_t d = config_.d_model;
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.attention_normed, rows * d, false));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.attention_rstd, rows, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(l.attention_normed, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(l.attention_rstd, rows, false));
   CORESCAPE_RETURN_IF_ERROR(ops_->RmsNormForward(F(l.x_in), Param(w.attention_norm),
                                                  F(l.attention_normed), F(l.attention_rstd), rows,
                                                  d, config_.norm_eps));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.q, rows * config_.q_width(), false));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.k, rows * config_.kv_width(), false));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.v, rows * config_.kv_width(), false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(l.q, rows * config_.q_width(), false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(l.k, rows * config_.kv_width(), false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(l.v, rows * config_.kv_width(), false));
   CORESCAPE_RETURN_IF_ERROR(
       ops_->LinearForward(F(l.attention_normed), Weight(w.wq), F(l.q), rows, d, config_.q_width()));
   CORESCAPE_RETURN_IF_ERROR(ops_->LinearForward(F(l.attention_normed), Weight(w.wk), F(l.k), rows,
@@ -258,8 +261,8 @@ absl::StatusOr<AttentionForwardCall> Transformer::ForwardCall(int layer, Activat
   LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
   // Rows outside every task (padding) keep zeros.
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.o, rows * config_.q_width(), true));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.lse, rows * config_.n_heads, true));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(l.o, rows * config_.q_width(), true));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(l.lse, rows * config_.n_heads, true));
   AttentionForwardCall call;
   call.in = CoreAttentionInputs(layer, a);
   call.o = F(l.o);
@@ -280,17 +283,17 @@ absl::Status Transformer::PostAttentionForward(int layer, Activations& a) {
   const int64_t rows = a.batch.rows();
   const int64_t d = config_.d_model;
   const int64_t f = config_.d_ff;
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.x_mid, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(l.x_mid, rows * d, false));
   CORESCAPE_RETURN_IF_ERROR(
       ops_->LinearForward(F(l.o), Weight(w.wo), F(l.x_mid), rows, config_.q_width(), d));
   CORESCAPE_RETURN_IF_ERROR(ops_->AddInto(F(l.x_mid), F(l.x_in), rows * d));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.ffn_normed, rows * d, false));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.ffn_rstd, rows, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(l.ffn_normed, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(l.ffn_rstd, rows, false));
   CORESCAPE_RETURN_IF_ERROR(ops_->RmsNormForward(F(l.x_mid), Param(w.ffn_norm), F(l.ffn_normed),
                                                  F(l.ffn_rstd), rows, d, config_.norm_eps));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.gate, rows * f, false));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.up, rows * f, false));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, l.hidden, rows * f, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(l.gate, rows * f, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(l.up, rows * f, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(l.hidden, rows * f, false));
   CORESCAPE_RETURN_IF_ERROR(
       ops_->LinearForward(F(l.ffn_normed), Weight(w.w_gate), F(l.gate), rows, d, f));
   CORESCAPE_RETURN_IF_ERROR(
@@ -298,7 +301,7 @@ absl::Status Transformer::PostAttentionForward(int layer, Activations& a) {
   CORESCAPE_RETURN_IF_ERROR(ops_->SwiGluForward(F(l.gate), F(l.up), F(l.hidden), rows * f));
   device::DeviceBuffer& out =
       layer + 1 < config_.n_layers ? a.layers[layer + 1].x_in : a.x_final;
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, out, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(out, rows * d, false));
   CORESCAPE_RETURN_IF_ERROR(
       ops_->LinearForward(F(l.hidden), Weight(w.w_down), F(out), rows, f, d));
   return ops_->AddInto(F(out), F(l.x_mid), rows * d);
@@ -307,12 +310,12 @@ absl::Status Transformer::PostAttentionForward(int layer, Activations& a) {
 absl::StatusOr<LossResult> Transformer::HeadForward(Activations& a) {
   const int64_t rows = a.batch.rows();
   const int64_t d = config_.d_model;
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.final_normed, rows * d, false));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.final_rstd, rows, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a.final_normed, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a.final_rstd, rows, false));
   CORESCAPE_RETURN_IF_ERROR(ops_->RmsNormForward(F(a.x_final), Param(layout_.final_norm()),
                                                  F(a.final_normed), F(a.final_rstd), rows, d,
                                                  config_.norm_eps));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.logits, rows * config_.vocab_size, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a.logits, rows * config_.vocab_size, false));
   CORESCAPE_RETURN_IF_ERROR(ops_->LinearForward(F(a.final_normed), Weight(layout_.lm_head()),
                                                 F(a.logits), rows, d, config_.vocab_size));
   auto ce = ops_->CrossEntropy(F(a.logits), I(a.targets), rows, config_.vocab_size, nullptr, 0.0f);
@@ -338,15 +341,15 @@ absl::Status Transformer::HeadBackward(Activations& a, float grad_scale) {
   const int64_t rows = a.batch.rows();
   const int64_t d = config_.d_model;
   const int64_t vocab = config_.vocab_size;
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.d_logits, rows * vocab, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a.d_logits, rows * vocab, false));
   auto ce = ops_->CrossEntropy(F(a.logits), I(a.targets), rows, vocab, F(a.d_logits), grad_scale);
   if (!ce.ok()) return ce.status();
   device::DeviceBuffer& d_normed = a.scratch_a;
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, d_normed, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(d_normed, ScratchFloats(rows), false));
   CORESCAPE_RETURN_IF_ERROR(ops_->LinearBackward(F(a.final_normed), Weight(layout_.lm_head()),
                                                  F(a.d_logits), F(d_normed),
                                                  Grad(layout_.lm_head()), rows, d, vocab));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.d_x, rows * d, true));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a.d_x, rows * d, true));
   return ops_->RmsNormBackward(F(a.x_final), Param(layout_.final_norm()), F(a.final_rstd),
                                F(d_normed), F(a.d_x), Grad(layout_.final_norm()), rows, d);
 }
@@ -358,13 +361,13 @@ absl::Status Transformer::PostAttentionBackward(int layer, Activations& a) {
   const int64_t d = config_.d_model;
   const int64_t f = config_.d_ff;
   // x_out = x_mid + hidden·W_downᵀ; a.d_x holds ∂L/∂x_out and becomes ∂L/∂x_mid.
-  // d_hidden, then d_gate and d_up, reuse three scratch buffers of rows·f.
+  // d_hidden, d_gate and d_up in the three scratch buffers (rows·max(f, d)).
   device::DeviceBuffer& d_hidden = a.scratch_a;
   device::DeviceBuffer& d_gate = a.scratch_b;
   device::DeviceBuffer& d_up = a.scratch_c;
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, d_hidden, rows * f, false));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, d_gate, rows * f, false));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, d_up, rows * f, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(d_hidden, ScratchFloats(rows), false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(d_gate, ScratchFloats(rows), false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(d_up, ScratchFloats(rows), false));
   CORESCAPE_RETURN_IF_ERROR(ops_->LinearBackward(F(l.hidden), Weight(w.w_down), F(a.d_x),
                                                  F(d_hidden), Grad(w.w_down), rows, f, d));
   CORESCAPE_RETURN_IF_ERROR(ops_->SwiGluBackward(F(l.gate), F(l.up), F(d_hidden), F(d_gate),
@@ -372,7 +375,7 @@ absl::Status Transformer::PostAttentionBackward(int layer, Activations& a) {
   // d_hidden is free again: ∂L/∂ffn_normed from the gate goes in its first
   // rows·d, from the up projection in d_o (written only after both are summed).
   float* d_normed = F(d_hidden);
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.d_o, std::max<int64_t>(rows * config_.q_width(), rows * d),
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a.d_o, std::max<int64_t>(rows * config_.q_width(), rows * d),
                                    false));
   float* d_normed_up = F(a.d_o);
   CORESCAPE_RETURN_IF_ERROR(ops_->LinearBackward(F(l.ffn_normed), Weight(w.w_gate), F(d_gate),
@@ -390,9 +393,9 @@ absl::Status Transformer::PostAttentionBackward(int layer, Activations& a) {
 absl::StatusOr<AttentionBackwardCall> Transformer::BackwardCall(int layer, Activations& a) {
   const LayerActivations& l = a.layers[layer];
   const int64_t rows = a.batch.rows();
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.d_q, rows * config_.q_width(), true));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.d_k, rows * config_.kv_width(), true));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, a.d_v, rows * config_.kv_width(), true));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a.d_q, rows * config_.q_width(), true));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a.d_k, rows * config_.kv_width(), true));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(a.d_v, rows * config_.kv_width(), true));
   AttentionBackwardCall call;
   call.in = CoreAttentionInputs(layer, a);
   call.o = F(l.o);
@@ -439,8 +442,8 @@ absl::Status Transformer::PreAttentionBackward(int layer, Activations& a) {
                                                config_.rope_theta));
   device::DeviceBuffer& d_normed = a.scratch_a;
   device::DeviceBuffer& d_part = a.scratch_b;
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, d_normed, rows * d, false));
-  CORESCAPE_RETURN_IF_ERROR(Ensure(a, d_part, rows * d, false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(d_normed, ScratchFloats(rows), false));
+  CORESCAPE_RETURN_IF_ERROR(Ensure(d_part, ScratchFloats(rows), false));
   CORESCAPE_RETURN_IF_ERROR(ops_->LinearBackward(F(l.attention_normed), Weight(w.wq), F(a.d_q),
                                                  F(d_normed), Grad(w.wq), rows, d,
                                                  config_.q_width()));

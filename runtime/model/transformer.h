@@ -154,7 +154,11 @@ class Transformer {
   float* Grad(int64_t offset);
   // `buffer` sized for `floats` fp32 values (reallocated only on a size
   // change), optionally zeroed.
-  absl::Status Ensure(Activations& a, device::DeviceBuffer& buffer, int64_t floats, bool zero);
+  absl::Status Ensure(device::DeviceBuffer& buffer, int64_t floats, bool zero);
+  // Floats of each backward scratch buffer (Activations::scratch_*): one
+  // size for every use, rows·max(d_ff, d_model), so they are never
+  // reallocated between layers and any of their uses fits.
+  int64_t ScratchFloats(int64_t rows) const;
   AttentionInputs CoreAttentionInputs(int layer, const Activations& a) const;
   // Layer `layer`'s core-attention call over `a`, its output buffers sized.
   absl::StatusOr<AttentionForwardCall> ForwardCall(int layer, Activations& a);
