@@ -21,7 +21,10 @@ struct NcclLane {
   std::unique_ptr<comm::NcclCommunicator> communicator;
   std::unique_ptr<device::Stream> stream;
   device::DeviceBuffer send, recv;
-  std::unique_ptr<device::PinnedHostBuffer> host;  // device → host staging
+  // Pinned staging both ways: a copy from or to pageable memory may block the
+  // host until the stream's earlier work (a collective a dead peer never
+  // completes) is done, before the timeout could be checked.
+  std::unique_ptr<device::PinnedHostBuffer> host_in, host_out;
 };
 
 class NcclGroup final : public train::DataParallelGroup {
@@ -94,56 +97,46 @@ class NcclGroup final : public train::DataParallelGroup {
     const size_t bytes = static_cast<size_t>(count) * sizeof(float);
     NcclLane& lane = reduce_;
     CORESCAPE_RETURN_IF_ERROR(Reserve(lane.recv, bytes));
-    CORESCAPE_RETURN_IF_ERROR(runtime_->CopyAsync(lane.recv.data(), data, bytes,
+    CORESCAPE_RETURN_IF_ERROR(ReserveHost(lane, lane.host_in, bytes));
+    CORESCAPE_RETURN_IF_ERROR(ReserveHost(lane, lane.host_out, bytes));
+    std::memcpy(lane.host_in->data(), data, bytes);
+    CORESCAPE_RETURN_IF_ERROR(runtime_->CopyAsync(lane.recv.data(), lane.host_in->data(), bytes,
                                                   device::CopyKind::kHostToDevice, *lane.stream));
     CORESCAPE_RETURN_IF_ERROR(lane.communicator->AllReduce(
         lane.recv.as<float>(), count, comm::ReduceOp::kSum, device::CudaStreamOf(*lane.stream)));
-    CORESCAPE_RETURN_IF_ERROR(runtime_->CopyAsync(data, lane.recv.data(), bytes,
+    CORESCAPE_RETURN_IF_ERROR(runtime_->CopyAsync(lane.host_out->data(), lane.recv.data(), bytes,
                                                   device::CopyKind::kDeviceToHost, *lane.stream));
-    return lane.communicator->Synchronize(device::CudaStreamOf(*lane.stream));
+    CORESCAPE_RETURN_IF_ERROR(lane.communicator->Synchronize(device::CudaStreamOf(*lane.stream)));
+    std::memcpy(data, lane.host_out->data(), bytes);
+    return absl::OkStatus();
   }
 
+  // On the all-reduce lane, in order with the other blocking collectives, so
+  // it never waits behind (or races) an asynchronous gather.
   absl::Status AllGatherV(const void* send, int64_t send_bytes, void* recv,
                           absl::Span<const int64_t> bytes_per_rank) override {
-    auto pending = StartAllGatherV(send, send_bytes, recv, bytes_per_rank);
-    if (!pending.ok()) return pending.status();
-    return (*pending)->Wait();
+    auto total = EnqueueGather(reduce_, send, send_bytes, bytes_per_rank);
+    if (!total.ok()) return total.status();
+    CORESCAPE_RETURN_IF_ERROR(
+        reduce_.communicator->Synchronize(device::CudaStreamOf(*reduce_.stream)));
+    if (*total > 0) std::memcpy(recv, reduce_.host_out->data(), *total);
+    return absl::OkStatus();
   }
 
-  // Enqueued on the gather lane's own stream and communicator; Wait()
-  // synchronizes it and copies the result out of pinned staging.
+  // On the gather lane's own communicator and stream; Wait() synchronizes
+  // it and copies the result out of pinned staging. One at a time.
   absl::StatusOr<std::unique_ptr<optim::PendingCollective>> StartAllGatherV(
       const void* send, int64_t send_bytes, void* recv,
       absl::Span<const int64_t> bytes_per_rank) override {
-    if (static_cast<int>(bytes_per_rank.size()) != world_size() || send_bytes < 0 ||
-        send_bytes != bytes_per_rank[rank()]) {
-      return absl::InvalidArgumentError(
-          "StartAllGatherV: bytes_per_rank must have world_size entries and "
-          "bytes_per_rank[rank] == send_bytes");
+    if (gather_in_flight_) {
+      return absl::FailedPreconditionError(
+          "StartAllGatherV: the previous all-gather has not been waited for");
     }
-    int64_t total = 0;
-    for (int64_t b : bytes_per_rank) {
-      if (b < 0) return absl::InvalidArgumentError("StartAllGatherV: negative size");
-      total += b;
-    }
-    NcclLane& lane = gather_;
-    CORESCAPE_RETURN_IF_ERROR(Reserve(lane.send, static_cast<size_t>(send_bytes)));
-    CORESCAPE_RETURN_IF_ERROR(Reserve(lane.recv, static_cast<size_t>(total)));
-    CORESCAPE_RETURN_IF_ERROR(ReserveHost(lane, static_cast<size_t>(total)));
-    if (send_bytes > 0) {
-      CORESCAPE_RETURN_IF_ERROR(runtime_->CopyAsync(lane.send.data(), send, send_bytes,
-                                                    device::CopyKind::kHostToDevice,
-                                                    *lane.stream));
-    }
-    CORESCAPE_RETURN_IF_ERROR(lane.communicator->AllGatherV(
-        lane.send.data(), send_bytes, lane.recv.data(), bytes_per_rank,
-        device::CudaStreamOf(*lane.stream)));
-    if (total > 0) {
-      CORESCAPE_RETURN_IF_ERROR(runtime_->CopyAsync(lane.host->data(), lane.recv.data(), total,
-                                                    device::CopyKind::kDeviceToHost,
-                                                    *lane.stream));
-    }
-    return std::unique_ptr<optim::PendingCollective>(new PendingGather(&lane, recv, total));
+    auto total = EnqueueGather(gather_, send, send_bytes, bytes_per_rank);
+    if (!total.ok()) return total.status();
+    gather_in_flight_ = true;
+    return std::unique_ptr<optim::PendingCollective>(
+        new PendingGather(&gather_, recv, *total, &gather_in_flight_));
   }
 
   int64_t bytes_sent() const override {
@@ -164,12 +157,21 @@ class NcclGroup final : public train::DataParallelGroup {
  private:
   class PendingGather final : public optim::PendingCollective {
    public:
-    PendingGather(NcclLane* lane, void* recv, int64_t bytes)
-        : lane_(lane), recv_(recv), bytes_(bytes) {}
+    PendingGather(NcclLane* lane, void* recv, int64_t bytes, bool* in_flight)
+        : lane_(lane), recv_(recv), bytes_(bytes), in_flight_(in_flight) {}
+    ~PendingGather() override {
+      // Never waited for (the step failed): drain the lane before its staging
+      // is reused, without writing into a buffer the caller may have freed.
+      if (*in_flight_) {
+        *in_flight_ = false;
+        (void)lane_->communicator->Synchronize(device::CudaStreamOf(*lane_->stream));
+      }
+    }
     absl::Status Wait() override {
+      *in_flight_ = false;
       CORESCAPE_RETURN_IF_ERROR(
           lane_->communicator->Synchronize(device::CudaStreamOf(*lane_->stream)));
-      if (bytes_ > 0) std::memcpy(recv_, lane_->host->data(), bytes_);
+      if (bytes_ > 0) std::memcpy(recv_, lane_->host_out->data(), bytes_);
       return absl::OkStatus();
     }
 
@@ -177,7 +179,44 @@ class NcclGroup final : public train::DataParallelGroup {
     NcclLane* lane_;
     void* recv_;
     int64_t bytes_;
+    bool* in_flight_;
   };
+
+  // Stages `send`, enqueues the all-gather on `lane` and the copy of the
+  // result into lane.host_out; returns the total bytes gathered.
+  absl::StatusOr<int64_t> EnqueueGather(NcclLane& lane, const void* send, int64_t send_bytes,
+                                        absl::Span<const int64_t> bytes_per_rank) {
+    if (static_cast<int>(bytes_per_rank.size()) != world_size() || send_bytes < 0 ||
+        send_bytes != bytes_per_rank[rank()]) {
+      return absl::InvalidArgumentError(
+          "AllGatherV: bytes_per_rank must have world_size entries and "
+          "bytes_per_rank[rank] == send_bytes");
+    }
+    int64_t total = 0;
+    for (int64_t b : bytes_per_rank) {
+      if (b < 0) return absl::InvalidArgumentError("AllGatherV: negative size");
+      total += b;
+    }
+    CORESCAPE_RETURN_IF_ERROR(Reserve(lane.send, static_cast<size_t>(send_bytes)));
+    CORESCAPE_RETURN_IF_ERROR(Reserve(lane.recv, static_cast<size_t>(total)));
+    CORESCAPE_RETURN_IF_ERROR(ReserveHost(lane, lane.host_in, static_cast<size_t>(send_bytes)));
+    CORESCAPE_RETURN_IF_ERROR(ReserveHost(lane, lane.host_out, static_cast<size_t>(total)));
+    if (send_bytes > 0) {
+      std::memcpy(lane.host_in->data(), send, send_bytes);
+      CORESCAPE_RETURN_IF_ERROR(runtime_->CopyAsync(lane.send.data(), lane.host_in->data(),
+                                                    send_bytes, device::CopyKind::kHostToDevice,
+                                                    *lane.stream));
+    }
+    CORESCAPE_RETURN_IF_ERROR(lane.communicator->AllGatherV(lane.send.data(), send_bytes,
+                                                            lane.recv.data(), bytes_per_rank,
+                                                            device::CudaStreamOf(*lane.stream)));
+    if (total > 0) {
+      CORESCAPE_RETURN_IF_ERROR(runtime_->CopyAsync(lane.host_out->data(), lane.recv.data(),
+                                                    total, device::CopyKind::kDeviceToHost,
+                                                    *lane.stream));
+    }
+    return total;
+  }
 
   // Grows `buffer` to at least `bytes`. The old block goes back to the
   // cache, where either lane's stream could take it while work still reads
@@ -185,7 +224,8 @@ class NcclGroup final : public train::DataParallelGroup {
   absl::Status Reserve(device::DeviceBuffer& buffer, size_t bytes) {
     if (buffer.size() >= bytes && buffer.data() != nullptr) return absl::OkStatus();
     for (NcclLane* lane : {&reduce_, &gather_}) {
-      CORESCAPE_RETURN_IF_ERROR(lane->stream->Synchronize());
+      CORESCAPE_RETURN_IF_ERROR(
+          lane->communicator->Synchronize(device::CudaStreamOf(*lane->stream)));
     }
     buffer.Reset();
     auto grown = allocator_->Allocate(std::max<size_t>(bytes, 256));
@@ -194,12 +234,15 @@ class NcclGroup final : public train::DataParallelGroup {
     return absl::OkStatus();
   }
 
-  absl::Status ReserveHost(NcclLane& lane, size_t bytes) {
-    if (lane.host != nullptr && lane.host->size() >= bytes) return absl::OkStatus();
-    CORESCAPE_RETURN_IF_ERROR(lane.stream->Synchronize());
+  // Grows one of `lane`'s pinned buffers; its stream may still copy from or
+  // to the old one, so it is drained first.
+  absl::Status ReserveHost(NcclLane& lane, std::unique_ptr<device::PinnedHostBuffer>& buffer,
+                           size_t bytes) {
+    if (buffer != nullptr && buffer->size() >= bytes) return absl::OkStatus();
+    CORESCAPE_RETURN_IF_ERROR(lane.communicator->Synchronize(device::CudaStreamOf(*lane.stream)));
     auto host = device::PinnedHostBuffer::Allocate(runtime_.get(), std::max<size_t>(bytes, 256));
     if (!host.ok()) return host.status();
-    lane.host = std::make_unique<device::PinnedHostBuffer>(*std::move(host));
+    buffer = std::make_unique<device::PinnedHostBuffer>(*std::move(host));
     return absl::OkStatus();
   }
 
@@ -207,6 +250,8 @@ class NcclGroup final : public train::DataParallelGroup {
   std::unique_ptr<device::DeviceRuntime> runtime_;
   std::unique_ptr<device::CachingAllocator> allocator_;
   NcclLane reduce_, gather_;
+  // One all-gather at a time: its result waits in gather_.host_out.
+  bool gather_in_flight_ = false;
 };
 
 }  // namespace

@@ -49,6 +49,12 @@ TEST(DeviceGroupTest, CollectivesOnOneGpuAndAbort) {
   const std::vector<int64_t> sizes = {static_cast<int64_t>(sizeof(send))};
   auto pending = g.StartAllGatherV(send, sizeof(send), recv.data(), sizes);
   ASSERT_TRUE(pending.ok()) << pending.status();
+  // One asynchronous gather at a time; the blocking collectives go on meanwhile.
+  EXPECT_EQ(g.StartAllGatherV(send, sizeof(send), recv.data(), sizes).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::vector<char> blocking(sizeof(send), 0);
+  ASSERT_TRUE(g.AllGatherV(send, sizeof(send), blocking.data(), sizes).ok());
+  EXPECT_EQ(std::memcmp(blocking.data(), send, sizeof(send)), 0);
   ASSERT_TRUE((*pending)->Wait().ok());
   EXPECT_EQ(std::memcmp(recv.data(), send, sizeof(send)), 0);
 
