@@ -8,7 +8,7 @@
 #include "corescape/v1/common.pb.h"
 #include "corescape/v1/job.pb.h"
 #include "runtime/device/device.h"
-#include "runtime/model/model_ops.h"
+#include "runtime/model/precision.h"
 
 // The device a job asks for (JobSpec.device) and the one a worker daemon
 // serves (Resources.device, from --device), as specs, flags, listings and

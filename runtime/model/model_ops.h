@@ -13,21 +13,9 @@
 #include "runtime/device/device.h"
 #include "runtime/device/device_runtime.h"
 #include "runtime/model/core_attention_executor.h"
+#include "runtime/model/precision.h"
 
 namespace corescape::model {
-
-// What the matrix products compute in. Master weights, gradients and
-// optimizer state are fp32 either way.
-enum class Precision {
-  kFp32,
-  kBf16,  // bf16 inputs to every GEMM, fp32 accumulation and outputs
-};
-
-// "fp32" | "bf16"; anything else INVALID_ARGUMENT naming the value.
-absl::StatusOr<Precision> ParsePrecision(absl::string_view text);
-absl::string_view PrecisionName(Precision precision);
-// fp32 on the CPU (the reference), bf16 on a GPU.
-Precision DefaultPrecision(const device::Device& device);
 
 // A matrix of the model's parameters as the GEMMs read it: the fp32 master
 // copy in the backend's memory and, under bf16, its bf16 shadow.
