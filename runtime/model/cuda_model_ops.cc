@@ -4,6 +4,7 @@
 
 #include <climits>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -26,18 +27,6 @@ namespace corescape::model {
 namespace {
 
 namespace kc = kernels::cuda;
-
-bool SameTasks(absl::Span<const kernels::AttentionTask> a,
-               const std::vector<kernels::AttentionTask>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].q_row != b[i].q_row || a[i].kv_row != b[i].kv_row || a[i].q_begin != b[i].q_begin ||
-        a[i].q_end != b[i].q_end) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // Core attention on the GPU over device pointers. The tile plan depends only
 // on the task list and the row count, which every layer of a micro-batch
@@ -82,7 +71,8 @@ class CudaCoreAttention final : public CoreAttentionExecutor {
     for (const std::unique_ptr<Plan>& plan : plans_) {
       if (plan->rows == in.rows && plan->shape.n_heads == in.shape.n_heads &&
           plan->shape.n_kv_heads == in.shape.n_kv_heads &&
-          plan->shape.head_dim == in.shape.head_dim && SameTasks(in.tasks, plan->tasks)) {
+          plan->shape.head_dim == in.shape.head_dim &&
+          std::equal(in.tasks.begin(), in.tasks.end(), plan->tasks.begin(), plan->tasks.end())) {
         return &plan->tiles;
       }
     }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -368,7 +369,9 @@ absl::Status DataParallelTrainer::SetAttention(
 absl::StatusOr<checkpoint::Checkpoint> DataParallelTrainer::Snapshot() {
   checkpoint::Checkpoint checkpoint;
   checkpoint.step = step_;
-  checkpoint.blobs["params"] = FloatsToBytes(model_->parameters());
+  // Read through the const accessor: a checkpoint changes no parameter, so
+  // the device copy stays current.
+  checkpoint.blobs["params"] = FloatsToBytes(std::as_const(*model_).parameters());
   auto state = optimizer_->SaveState();
   if (!state.ok()) return state.status();
   checkpoint.blobs["optimizer_state"] = *std::move(state);
