@@ -111,6 +111,17 @@ class NcclGroup final : public train::DataParallelGroup {
     return absl::OkStatus();
   }
 
+  // The gradient where the model left it: no staging. The caller has
+  // synchronized the stream that wrote it.
+  absl::Status AllReduceSumOnDevice(float* device_data, int64_t count) override {
+    if (count < 0) return absl::InvalidArgumentError("AllReduceSumOnDevice: negative count");
+    if (count == 0) return absl::OkStatus();
+    NcclLane& lane = reduce_;
+    CORESCAPE_RETURN_IF_ERROR(lane.communicator->AllReduce(
+        device_data, count, comm::ReduceOp::kSum, device::CudaStreamOf(*lane.stream)));
+    return lane.communicator->Synchronize(device::CudaStreamOf(*lane.stream));
+  }
+
   // On the all-reduce lane, in order with the other blocking collectives, so
   // it never waits behind (or races) an asynchronous gather.
   absl::Status AllGatherV(const void* send, int64_t send_bytes, void* recv,

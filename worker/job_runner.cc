@@ -360,6 +360,7 @@ absl::Status JobRunner::TrainSteps(Run& run, NodeAgent& agent, TrainingSetup& se
     }
   }
   // Replicas must agree bitwise; the checksum in the log lets anyone compare.
+  if (absl::Status s = trainer.DownloadParameters(); !s.ok()) return s;
   const std::vector<float>& params = trainer.model().parameters();
   LOG(INFO) << "job " << assignment.job_id() << " rank " << assignment.rank() << " finished "
             << spec.steps() << " steps; parameter crc32c "

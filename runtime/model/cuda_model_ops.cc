@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <climits>
+#include <cmath>
 
 #include <algorithm>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "runtime/kernels/cuda/cross_entropy_cuda.h"
 #include "runtime/kernels/cuda/embedding_cuda.h"
 #include "runtime/kernels/cuda/gemm.h"
+#include "runtime/kernels/cuda/optim_updates_cuda.h"
 #include "runtime/kernels/cuda/rmsnorm_cuda.h"
 #include "runtime/kernels/cuda/rope_cuda.h"
 #include "runtime/kernels/cuda/swiglu_cuda.h"
@@ -234,6 +236,26 @@ class CudaModelOps final : public ModelOps {
       ++result.tokens;
     }
     return result;
+  }
+  absl::Status AdamWUpdate(float* theta, float* m, float* v, const float* g,
+                           const uint8_t* decays, int64_t n,
+                           const kc::AdamWScalars& scalars) override {
+    return kc::LaunchAdamW(theta, m, v, g, decays, n, scalars, stream());
+  }
+  absl::Status AdamSUpdate(float* theta, float* m, const float* g, const uint8_t* decays,
+                           int64_t n, const kc::AdamSScalars& scalars) override {
+    return kc::LaunchAdamS(theta, m, g, decays, n, scalars, stream());
+  }
+  absl::StatusOr<double> ClipByGlobalNorm(float* g, int64_t n, double max_norm) override {
+    constexpr size_t kSumsBytes = (kc::kClipSumBlocks + 1) * sizeof(double);
+    auto sums = allocator_->Allocate(kSumsBytes);
+    if (!sums.ok()) return sums.status();
+    CORESCAPE_RETURN_IF_ERROR(
+        kc::LaunchClipByGlobalNorm(g, n, max_norm, sums->as<double>(), stream()));
+    double sum_squares = 0.0;
+    CORESCAPE_RETURN_IF_ERROR(Download(&sum_squares, sums->as<double>() + kc::kClipSumBlocks,
+                                       sizeof(double)));
+    return std::sqrt(sum_squares);
   }
   CoreAttentionExecutor& local_attention() override { return attention_; }
 

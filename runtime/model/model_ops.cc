@@ -12,6 +12,8 @@
 #include "runtime/kernels/cpu/rope.h"
 #include "runtime/kernels/cpu/swiglu.h"
 #include "runtime/kernels/cuda/casts.h"
+#include "runtime/optim/adams.h"
+#include "runtime/optim/adamw.h"
 
 #ifdef CORESCAPE_WITH_CUDA
 #include "runtime/model/cuda_model_ops.h"
@@ -109,6 +111,20 @@ class CpuModelOps final : public ModelOps {
   absl::Status AddInto(float* dst, const float* src, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
     return absl::OkStatus();
+  }
+  absl::Status AdamWUpdate(float* theta, float* m, float* v, const float* g,
+                           const uint8_t* decays, int64_t n,
+                           const kernels::cuda::AdamWScalars& scalars) override {
+    optim::AdamWElements(theta, m, v, g, decays, n, scalars);
+    return absl::OkStatus();
+  }
+  absl::Status AdamSUpdate(float* theta, float* m, const float* g, const uint8_t* decays,
+                           int64_t n, const kernels::cuda::AdamSScalars& scalars) override {
+    optim::AdamSElements(theta, m, g, decays, n, scalars);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<double> ClipByGlobalNorm(float* g, int64_t n, double max_norm) override {
+    return optim::ClipGradientNorm(g, n, max_norm);
   }
   absl::StatusOr<CrossEntropyResult> CrossEntropy(const float* logits, const int32_t* targets,
                                                   int64_t rows, int64_t vocab, float* d_logits,

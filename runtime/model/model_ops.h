@@ -12,6 +12,7 @@
 #include "runtime/device/caching_allocator.h"
 #include "runtime/device/device.h"
 #include "runtime/device/device_runtime.h"
+#include "runtime/kernels/cuda/optim_updates.h"
 #include "runtime/model/core_attention_executor.h"
 #include "runtime/model/precision.h"
 
@@ -91,6 +92,20 @@ class ModelOps {
                                                           const int32_t* targets, int64_t rows,
                                                           int64_t vocab, float* d_logits,
                                                           float grad_scale) = 0;
+
+  // The optimizer's updates over n coordinates in this backend's memory,
+  // so a dense optimizer's state can live beside the parameters: the bodies
+  // of kernels/cuda/optim_updates.h, which runtime/optim's AdamW and AdamS
+  // run on the host. `decays` holds one 0/1 byte per coordinate.
+  virtual absl::Status AdamWUpdate(float* theta, float* m, float* v, const float* g,
+                                   const uint8_t* decays, int64_t n,
+                                   const kernels::cuda::AdamWScalars& scalars) = 0;
+  virtual absl::Status AdamSUpdate(float* theta, float* m, const float* g, const uint8_t* decays,
+                                   int64_t n, const kernels::cuda::AdamSScalars& scalars) = 0;
+  // Scales g[0, n) so its global L2 norm is at most max_norm (<= 0: no
+  // scaling) and returns the norm before (optim::ClipGradientNorm). The sum
+  // runs in a fixed order: equal buffers give equal bits. Synchronizes.
+  virtual absl::StatusOr<double> ClipByGlobalNorm(float* g, int64_t n, double max_norm) = 0;
 
   // The colocated core-attention executor for this backend's memory.
   virtual CoreAttentionExecutor& local_attention() = 0;

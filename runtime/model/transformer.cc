@@ -77,11 +77,14 @@ void Transformer::InitializeWeights(uint64_t seed) {
     }
   }
   parameters_changed_ = true;
+  host_parameters_stale_ = false;
 }
 
 absl::Status Transformer::ZeroGradients() {
-  std::fill(gradients_.begin(), gradients_.end(), 0.0f);
-  if (ops_->parameters_in_place()) return absl::OkStatus();
+  if (ops_->parameters_in_place()) {
+    std::fill(gradients_.begin(), gradients_.end(), 0.0f);
+    return absl::OkStatus();
+  }
   const size_t bytes = gradients_.size() * sizeof(float);
   if (device_gradients_.size() != bytes) {
     device_gradients_.Reset();
@@ -104,15 +107,19 @@ absl::Status Transformer::DownloadGradients() {
 }
 
 absl::Status Transformer::SyncParameters() {
-  if (ops_->parameters_in_place() || !parameters_changed_) return absl::OkStatus();
+  if (ops_->parameters_in_place()) return absl::OkStatus();
   const size_t bytes = parameters_.size() * sizeof(float);
-  if (device_parameters_.size() != bytes) {
-    auto buffer = ops_->Allocate(bytes);
-    if (!buffer.ok()) return buffer.status();
-    device_parameters_ = *std::move(buffer);
+  if (parameters_changed_) {
+    if (device_parameters_.size() != bytes) {
+      auto buffer = ops_->Allocate(bytes);
+      if (!buffer.ok()) return buffer.status();
+      device_parameters_ = *std::move(buffer);
+    }
+    CORESCAPE_RETURN_IF_ERROR(ops_->Upload(device_parameters_.data(), parameters_.data(), bytes));
+    bf16_stale_ = true;
+    parameters_changed_ = false;
   }
-  CORESCAPE_RETURN_IF_ERROR(ops_->Upload(device_parameters_.data(), parameters_.data(), bytes));
-  if (ops_->precision() == Precision::kBf16) {
+  if (bf16_stale_ && ops_->precision() == Precision::kBf16) {
     const size_t half_bytes = parameters_.size() * sizeof(uint16_t);
     if (bf16_parameters_.size() != half_bytes) {
       auto buffer = ops_->Allocate(half_bytes);
@@ -123,10 +130,52 @@ absl::Status Transformer::SyncParameters() {
                                                bf16_parameters_.as<uint16_t>(),
                                                static_cast<int64_t>(parameters_.size())));
   }
+  bf16_stale_ = false;
   if (device_gradients_.size() != gradients_.size() * sizeof(float)) {
     CORESCAPE_RETURN_IF_ERROR(ZeroGradients());
   }
-  parameters_changed_ = false;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float*> Transformer::BackendParameters() {
+  if (ops_->parameters_in_place()) {
+    return absl::FailedPreconditionError(
+        "BackendParameters: the backend works on the host parameters in place");
+  }
+  CORESCAPE_RETURN_IF_ERROR(SyncParameters());
+  return F(device_parameters_);
+}
+
+absl::StatusOr<float*> Transformer::BackendGradients() {
+  if (ops_->parameters_in_place() || device_gradients_.size() != gradients_.size() * sizeof(float)) {
+    return absl::FailedPreconditionError(
+        "BackendGradients: no gradients in the backend (ZeroGradients starts a step)");
+  }
+  return F(device_gradients_);
+}
+
+void Transformer::MarkBackendParametersUpdated() {
+  if (ops_->parameters_in_place()) return;
+  host_parameters_stale_ = true;
+  bf16_stale_ = true;
+}
+
+absl::Status Transformer::SetParameters(std::vector<float> values) {
+  if (values.size() != parameters_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("SetParameters: ", values.size(),
+                                                   " values, the model has ", parameters_.size()));
+  }
+  parameters_ = std::move(values);
+  parameters_changed_ = true;
+  host_parameters_stale_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status Transformer::DownloadParameters() {
+  if (!host_parameters_stale_) return absl::OkStatus();
+  CORESCAPE_RETURN_IF_ERROR(ops_->Download(parameters_.data(), device_parameters_.data(),
+                                           parameters_.size() * sizeof(float)));
+  host_parameters_stale_ = false;
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "glog/logging.h"
 #include "runtime/device/caching_allocator.h"
 #include "runtime/kernels/core_attention.h"
 #include "runtime/model/core_attention_executor.h"
@@ -84,21 +85,46 @@ class Transformer {
 
   const ModelConfig& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
-  // The mutable accessor marks the parameters changed: the next forward
-  // uploads them to a device backend.
+  // The host parameters. The mutable accessor marks them changed: the next
+  // forward uploads them to a device backend. Once an optimizer has updated
+  // the backend's copy (MarkBackendParametersUpdated), the host copy is
+  // stale until DownloadParameters(); reading it before is a bug (checked).
   std::vector<float>& parameters() {
+    CHECK(!host_parameters_stale_) << "host parameters read before DownloadParameters()";
     parameters_changed_ = true;
     return parameters_;
   }
-  const std::vector<float>& parameters() const { return parameters_; }
+  const std::vector<float>& parameters() const {
+    CHECK(!host_parameters_stale_) << "host parameters read before DownloadParameters()";
+    return parameters_;
+  }
+  // Replaces the parameters (uploaded by the next forward); INVALID_ARGUMENT
+  // for a size other than the layout's.
+  absl::Status SetParameters(std::vector<float> values);
+  // Whether the host parameters are current (DownloadParameters makes them).
+  bool host_parameters_current() const { return !host_parameters_stale_; }
   // Host gradients: current after DownloadGradients() (always, in place).
   std::vector<float>& gradients() { return gradients_; }
+
+  // A device backend's own parameter and gradient buffers, for an optimizer
+  // whose state lives beside them (FAILED_PRECONDITION in place, and for
+  // the gradients before ZeroGradients). BackendParameters uploads changed
+  // host parameters first.
+  absl::StatusOr<float*> BackendParameters();
+  absl::StatusOr<float*> BackendGradients();
+  // The backend's parameters were updated there: the bf16 shadow is recast
+  // before the next forward, and the host copy is stale until
+  // DownloadParameters(). A no-op in place.
+  void MarkBackendParametersUpdated();
+  // Copies the backend's parameters to the host when they are newer.
+  absl::Status DownloadParameters();
   ModelOps& ops() const { return *ops_; }
   kernels::AttentionShape attention_shape() const;
 
   // Deterministic: N(0, 0.02) matrices and embeddings, ones for norms.
   void InitializeWeights(uint64_t seed);
-  // Zeroes the gradients on the host and in the backend.
+  // Zeroes the gradients where the kernels accumulate them (the host
+  // gradients in place, the backend's otherwise).
   absl::Status ZeroGradients();
   // Copies the backend's accumulated gradients into gradients() (a no-op
   // in place).
@@ -172,6 +198,9 @@ class Transformer {
   // A device backend's copies (empty in place).
   device::DeviceBuffer device_parameters_, bf16_parameters_, device_gradients_;
   bool parameters_changed_ = true;
+  // Set when the backend's parameters were updated there.
+  bool host_parameters_stale_ = false;
+  bool bf16_stale_ = true;
 };
 
 }  // namespace corescape::model

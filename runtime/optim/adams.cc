@@ -1,6 +1,7 @@
 #include "runtime/optim/adams.h"
 
 #include "absl/strings/str_cat.h"
+#include "runtime/kernels/cuda/optim_scalars.h"
 
 namespace corescape::optim {
 
@@ -13,13 +14,16 @@ absl::Status AdamS::Step(float* params, const float* grads, int64_t size, double
         "AdamS: buffer of ", size, " entries, optimizer built for ", m_.size()));
   }
   ++step_;
-  const float b1 = static_cast<float>(config_.beta1), b2 = static_cast<float>(config_.beta2);
-  const float eps = static_cast<float>(config_.epsilon), flr = static_cast<float>(lr);
-  const float decay = static_cast<float>(1.0 - lr * config_.weight_decay);
-  for (int64_t i = 0; i < size; ++i) {
-    AdamSUpdate(params[i], m_[i], grads[i], b1, b2, eps, flr, decay_mask_[i] ? decay : 1.0f);
-  }
+  AdamSElements(params, m_.data(), grads, decay_mask_.data(), size,
+                kernels::cuda::AdamSScalarsAt(config_, lr));
   return absl::OkStatus();
+}
+
+void AdamSElements(float* params, float* m, const float* grads, const uint8_t* decays, int64_t n,
+                   const kernels::cuda::AdamSScalars& scalars) {
+  for (int64_t i = 0; i < n; ++i) {
+    kernels::cuda::AdamSElement(params[i], m[i], grads[i], decays[i] != 0, scalars);
+  }
 }
 
 }  // namespace corescape::optim

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "runtime/kernels/cuda/optim_updates.h"
 #include "runtime/optim/adam_config.h"
 
 namespace corescape::optim {
@@ -24,6 +25,11 @@ inline void AdamSUpdate(float& theta, float& m, float g, float beta1, float beta
   theta *= decay;
   theta -= lr * m / (std::sqrt(v) + eps);
 }
+
+// AdamSUpdate over n coordinates with one step's scalars
+// (kernels::cuda::AdamSScalarsAt): the body a GPU launch runs, on the host.
+void AdamSElements(float* params, float* m, const float* grads, const uint8_t* decays, int64_t n,
+                   const kernels::cuda::AdamSScalars& scalars);
 
 // Dense AdamS over one flat parameter buffer. `decay_mask[i]` selects the
 // entries that decay (matrices, not norm gains), as in AdamW.

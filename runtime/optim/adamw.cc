@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/kernels/cuda/optim_scalars.h"
 
 namespace corescape::optim {
 
@@ -18,31 +19,24 @@ absl::Status AdamW::Step(float* params, const float* grads, int64_t size, double
         "AdamW: buffer of ", size, " entries, optimizer built for ", m_.size()));
   }
   ++step_;
-  const double b1 = config_.beta1, b2 = config_.beta2;
-  const double bias1 = 1.0 - std::pow(b1, static_cast<double>(step_));
-  const double bias2_sqrt = std::sqrt(1.0 - std::pow(b2, static_cast<double>(step_)));
-  const float step_size = static_cast<float>(lr / bias1);
-  const float decay = static_cast<float>(1.0 - lr * config_.weight_decay);
-  const float eps = static_cast<float>(config_.epsilon);
-  const float inv_bias2_sqrt = static_cast<float>(1.0 / bias2_sqrt);
-  const float fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
-  for (int64_t i = 0; i < size; ++i) {
-    const float g = grads[i];
-    if (decay_mask_[i]) params[i] *= decay;
-    m_[i] = fb1 * m_[i] + (1.0f - fb1) * g;
-    v_[i] = fb2 * v_[i] + (1.0f - fb2) * g * g;
-    const float denominator = std::sqrt(v_[i]) * inv_bias2_sqrt + eps;
-    params[i] -= step_size * m_[i] / denominator;
-  }
+  AdamWElements(params, m_.data(), v_.data(), grads, decay_mask_.data(), size,
+                kernels::cuda::AdamWScalarsAt(config_, step_, lr));
   return absl::OkStatus();
+}
+
+void AdamWElements(float* params, float* m, float* v, const float* grads, const uint8_t* decays,
+                   int64_t n, const kernels::cuda::AdamWScalars& scalars) {
+  for (int64_t i = 0; i < n; ++i) {
+    kernels::cuda::AdamWElement(params[i], m[i], v[i], grads[i], decays[i] != 0, scalars);
+  }
 }
 
 double ClipGradientNorm(float* grads, int64_t size, double max_norm) {
   double sum_squares = 0.0;
   for (int64_t i = 0; i < size; ++i) sum_squares += double{grads[i]} * grads[i];
   const double norm = std::sqrt(sum_squares);
-  if (max_norm > 0.0 && norm > max_norm) {
-    const float scale = static_cast<float>(max_norm / (norm + 1e-6));
+  const float scale = kernels::cuda::ClipScale(norm, max_norm);
+  if (scale != 1.0f) {
     for (int64_t i = 0; i < size; ++i) grads[i] *= scale;
   }
   return norm;

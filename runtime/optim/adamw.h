@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "runtime/kernels/cuda/optim_updates.h"
 #include "runtime/optim/adam_config.h"
 
 namespace corescape::optim {
@@ -33,6 +34,11 @@ class AdamW {
   std::vector<float> m_, v_;
   int64_t step_ = 0;
 };
+
+// The update over n coordinates with one step's scalars
+// (kernels::cuda::AdamWScalarsAt): the body a GPU launch runs, on the host.
+void AdamWElements(float* params, float* m, float* v, const float* grads, const uint8_t* decays,
+                   int64_t n, const kernels::cuda::AdamWScalars& scalars);
 
 // Scales grads so their global L2 norm is at most max_norm (no-op when
 // max_norm <= 0). Returns the norm before clipping.

@@ -34,19 +34,20 @@ absl::Status CheckSize(int64_t size, int64_t expected, absl::string_view who) {
   return absl::OkStatus();
 }
 
-std::string SaveAdamW(const AdamW& adamw, absl::string_view kind,
-                      const std::vector<float>* residual) {
+}  // namespace
+
+std::string EncodeAdamState(absl::string_view kind, const AdamState& state) {
   StateWriter w;
   w.AddString("kind", kind);
-  w.AddInt64("step", adamw.step_count());
-  w.AddFloats("m", adamw.first_moment());
-  w.AddFloats("v", adamw.second_moment());
-  if (residual) w.AddFloats("residual", *residual);
+  w.AddInt64("step", state.step);
+  w.AddFloats("m", state.m);
+  if (state.has_v) w.AddFloats("v", state.v);
+  if (state.has_residual) w.AddFloats("residual", state.residual);
   return w.Finish();
 }
 
-absl::Status RestoreAdamW(absl::string_view blob, absl::string_view kind, AdamW& adamw,
-                          std::vector<float>* residual) {
+absl::StatusOr<AdamState> DecodeAdamState(absl::string_view blob, absl::string_view kind,
+                                          int64_t size, bool has_v, bool has_residual) {
   auto reader = StateReader::Parse(blob);
   if (!reader.ok()) return reader.status();
   auto stored_kind = reader->String("kind");
@@ -55,21 +56,53 @@ absl::Status RestoreAdamW(absl::string_view blob, absl::string_view kind, AdamW&
     return absl::FailedPreconditionError(
         absl::StrCat("optimizer state is for '", *stored_kind, "', not '", kind, "'"));
   }
-  const int64_t n = static_cast<int64_t>(adamw.first_moment().size());
+  AdamState state;
+  state.has_v = has_v;
+  state.has_residual = has_residual;
   auto step = reader->Count("step");
-  auto m = reader->FloatsOfSize("m", n);
-  auto v = reader->FloatsOfSize("v", n);
-  for (const absl::Status& s : {step.status(), m.status(), v.status()}) {
-    if (!s.ok()) return s;
+  if (!step.ok()) return step.status();
+  state.step = *step;
+  auto m = reader->FloatsOfSize("m", size);
+  if (!m.ok()) return m.status();
+  state.m = *std::move(m);
+  if (has_v) {
+    auto v = reader->FloatsOfSize("v", size);
+    if (!v.ok()) return v.status();
+    state.v = *std::move(v);
   }
-  if (residual) {
-    auto r = reader->FloatsOfSize("residual", n);
+  if (has_residual) {
+    auto r = reader->FloatsOfSize("residual", size);
     if (!r.ok()) return r.status();
-    *residual = std::move(*r);
+    state.residual = *std::move(r);
   }
-  adamw.set_step_count(*step);
-  adamw.first_moment() = std::move(*m);
-  adamw.second_moment() = std::move(*v);
+  return state;
+}
+
+namespace {
+
+std::string SaveAdamW(const AdamW& adamw, absl::string_view kind,
+                      const std::vector<float>* residual) {
+  AdamState state;
+  state.step = adamw.step_count();
+  state.m = adamw.first_moment();
+  state.has_v = true;
+  state.v = adamw.second_moment();
+  if (residual) {
+    state.has_residual = true;
+    state.residual = *residual;
+  }
+  return EncodeAdamState(kind, state);
+}
+
+absl::Status RestoreAdamW(absl::string_view blob, absl::string_view kind, AdamW& adamw,
+                          std::vector<float>* residual) {
+  auto state = DecodeAdamState(blob, kind, static_cast<int64_t>(adamw.first_moment().size()),
+                               /*has_v=*/true, /*has_residual=*/residual != nullptr);
+  if (!state.ok()) return state.status();
+  if (residual) *residual = std::move(state->residual);
+  adamw.set_step_count(state->step);
+  adamw.first_moment() = std::move(state->m);
+  adamw.second_moment() = std::move(state->v);
   return absl::OkStatus();
 }
 
@@ -126,28 +159,19 @@ absl::Status DenseAdamSDataParallel::Step(float* params, float* grads, int64_t s
 }
 
 absl::StatusOr<std::string> DenseAdamSDataParallel::SaveState() {
-  StateWriter w;
-  w.AddString("kind", name());
-  w.AddInt64("step", adams_.step_count());
-  w.AddFloats("m", adams_.first_moment());
-  return w.Finish();
+  AdamState state;
+  state.step = adams_.step_count();
+  state.m = adams_.first_moment();
+  return EncodeAdamState(name(), state);
 }
 
 absl::Status DenseAdamSDataParallel::RestoreState(absl::string_view state) {
-  auto reader = StateReader::Parse(state);
-  if (!reader.ok()) return reader.status();
-  auto kind = reader->String("kind");
-  if (!kind.ok()) return kind.status();
-  if (*kind != name()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("optimizer state is for '", *kind, "', not '", name(), "'"));
-  }
-  auto step = reader->Count("step");
-  if (!step.ok()) return step.status();
-  auto m = reader->FloatsOfSize("m", adams_.first_moment().size());
-  if (!m.ok()) return m.status();
-  adams_.set_step_count(*step);
-  adams_.first_moment() = std::move(*m);
+  auto decoded = DecodeAdamState(state, name(),
+                                 static_cast<int64_t>(adams_.first_moment().size()),
+                                 /*has_v=*/false, /*has_residual=*/false);
+  if (!decoded.ok()) return decoded.status();
+  adams_.set_step_count(decoded->step);
+  adams_.first_moment() = std::move(decoded->m);
   return absl::OkStatus();
 }
 

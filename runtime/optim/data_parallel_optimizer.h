@@ -80,6 +80,22 @@ class DataParallelOptimizer {
   OptimizerStepStats last_step_;
 };
 
+// The checkpoint state of the Adam-family optimizers: one format whatever
+// memory holds the moments, so a state saved by an optimizer on a device
+// restores into the host one and back. "v" only where has_v (AdamW),
+// "residual" only where has_residual (topk-adamw).
+struct AdamState {
+  int64_t step = 0;
+  std::vector<float> m, v, residual;
+  bool has_v = false;
+  bool has_residual = false;
+};
+std::string EncodeAdamState(absl::string_view kind, const AdamState& state);
+// FAILED_PRECONDITION for another optimizer's state; the state reader's
+// error (naming the field) for a malformed one or buffers not of `size`.
+absl::StatusOr<AdamState> DecodeAdamState(absl::string_view blob, absl::string_view kind,
+                                          int64_t size, bool has_v, bool has_residual);
+
 // 1 for the entries that take weight decay (matrices), 0 for the rest.
 using DecayMask = std::vector<uint8_t>;
 

@@ -36,6 +36,13 @@ class RankGroup {
   // every rank (summed in a fixed order).
   virtual absl::Status AllReduceSum(float* data, int64_t count) = 0;
 
+  // AllReduceSum of `count` floats in the memory of the GPU this group's
+  // collectives run on, reduced there without staging through the host
+  // (NCCL). Groups whose collectives read host memory refuse
+  // (UNIMPLEMENTED); a backend whose memory is the host's uses
+  // AllReduceSum.
+  virtual absl::Status AllReduceSumOnDevice(float* device_data, int64_t count);
+
   // recv ← every rank's bytes, concatenated in rank order.
   // bytes_per_rank[r] is rank r's size; send_bytes must equal
   // bytes_per_rank[rank()]. Sizes may differ per rank.

@@ -28,6 +28,7 @@ class SingleProcessGroup final : public DataParallelGroup {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   absl::Status AllReduceSum(float*, int64_t) override { return absl::OkStatus(); }
+  absl::Status AllReduceSumOnDevice(float*, int64_t) override { return absl::OkStatus(); }
   absl::Status AllGatherV(const void* send, int64_t send_bytes, void* recv,
                           absl::Span<const int64_t>) override {
     if (send_bytes > 0 && send != recv) std::memmove(recv, send, send_bytes);

@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/data/dataset_manifest.h"
 #include "runtime/data/shard_set.h"
+#include "runtime/train/device_dense_optimizer.h"
 #include "runtime/train/model_batch.h"
 
 namespace corescape::train {
@@ -155,6 +156,20 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
       std::fill(decay_mask.begin() + slot.offset, decay_mask.begin() + slot.offset + slot.size, 1);
     }
   }
+  // A device backend keeps a dense optimizer's state beside the parameters,
+  // so a step moves nothing to the host; the sparse optimizers still run on
+  // the host over downloaded gradients.
+  auto traits = optim::FindOptimizer(config.optimizer.name);
+  if (!traits.ok()) return traits.status();
+  if (!trainer->model_->ops().parameters_in_place() &&
+      DeviceDenseOptimizer::Supports((*traits)->kind)) {
+    auto optimizer = DeviceDenseOptimizer::Create(config.optimizer, group,
+                                                  &trainer->model_->ops(), std::move(decay_mask));
+    if (!optimizer.ok()) return optimizer.status();
+    trainer->optimizer_ = *std::move(optimizer);
+    trainer->optimizer_on_device_ = true;
+    return trainer;
+  }
   auto optimizer = optim::CreateOptimizer(config.optimizer, group, std::move(decay_mask),
                                           trainer->model_->layout().TensorBounds());
   if (!optimizer.ok()) return optimizer.status();
@@ -217,13 +232,26 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
         attention.failed() ? absl::StrCat("here: ", attention.error().message())
                            : absl::StrCat("on ", loss_sum[1], " other rank(s)")));
   }
-  if (absl::Status s = model_->DownloadGradients(); !s.ok()) return s;
   // The optimizer synchronizes (all or part of) the gradient itself and
   // clips it where its traits say so.
-  if (absl::Status s = optimizer_->Step(model_->parameters().data(), gradients.data(),
-                                        gradients.size(), result.learning_rate);
-      !s.ok()) {
-    return s;
+  if (optimizer_on_device_) {
+    auto params = model_->BackendParameters();
+    if (!params.ok()) return params.status();
+    auto grads = model_->BackendGradients();
+    if (!grads.ok()) return grads.status();
+    if (absl::Status s = optimizer_->Step(*params, *grads, static_cast<int64_t>(gradients.size()),
+                                          result.learning_rate);
+        !s.ok()) {
+      return s;
+    }
+    model_->MarkBackendParametersUpdated();
+  } else {
+    if (absl::Status s = model_->DownloadGradients(); !s.ok()) return s;
+    if (absl::Status s = optimizer_->Step(model_->parameters().data(), gradients.data(),
+                                          gradients.size(), result.learning_rate);
+        !s.ok()) {
+      return s;
+    }
   }
   communication += absl::Now() - comm_start;
   const optim::OptimizerStepStats& optimizer_step = optimizer_->last_step();
@@ -369,8 +397,10 @@ absl::Status DataParallelTrainer::SetAttention(
 absl::StatusOr<checkpoint::Checkpoint> DataParallelTrainer::Snapshot() {
   checkpoint::Checkpoint checkpoint;
   checkpoint.step = step_;
-  // Read through the const accessor: a checkpoint changes no parameter, so
-  // the device copy stays current.
+  // Downloaded if the optimizer updated them on the device, then read
+  // through the const accessor: a checkpoint changes no parameter, so the
+  // device copy stays current.
+  if (absl::Status s = model_->DownloadParameters(); !s.ok()) return s;
   checkpoint.blobs["params"] = FloatsToBytes(std::as_const(*model_).parameters());
   auto state = optimizer_->SaveState();
   if (!state.ok()) return state.status();
@@ -399,14 +429,14 @@ absl::Status DataParallelTrainer::Restore(const checkpoint::Checkpoint& checkpoi
   }
   auto loader_state = data::LoaderState::FromJson(checkpoint.blobs.at("loader.json"));
   if (!loader_state.ok()) return loader_state.status();
-  std::vector<float> params = model_->parameters();
+  std::vector<float> params(model_->layout().total_size());
   if (absl::Status s = BytesToFloats(checkpoint.blobs.at("params"), params, "params"); !s.ok()) return s;
   if (absl::Status s = optimizer_->RestoreState(checkpoint.blobs.at("optimizer_state"));
       !s.ok()) {
     return s;
   }
   if (absl::Status s = train_loader_->Restore(*loader_state); !s.ok()) return s;
-  model_->parameters() = std::move(params);
+  if (absl::Status s = model_->SetParameters(std::move(params)); !s.ok()) return s;
   step_ = trainer["step"].get<int64_t>();
   return absl::OkStatus();
 }

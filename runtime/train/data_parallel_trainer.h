@@ -116,7 +116,13 @@ class DataParallelTrainer {
   absl::Status Restore(const checkpoint::Checkpoint& checkpoint);
 
   int64_t step() const { return step_; }
+  // The model. When the optimizer runs on the model's device, its host
+  // parameters are current only after DownloadParameters().
   const model::Transformer& model() const { return *model_; }
+  absl::Status DownloadParameters() { return model_->DownloadParameters(); }
+  // Whether the optimizer's state lives on the model's device (a dense
+  // optimizer with a device backend) rather than on the host.
+  bool optimizer_on_device() const { return optimizer_on_device_; }
   // The optimizer the trainer built (CreateOptimizer, like every job).
   optim::DataParallelOptimizer& optimizer() { return *optimizer_; }
   double unigram_entropy() const { return unigram_entropy_; }
@@ -151,6 +157,7 @@ class DataParallelTrainer {
   std::unique_ptr<model::Transformer> model_;
   // Synchronizes what it needs itself (all of the gradient, or part of it).
   std::unique_ptr<optim::DataParallelOptimizer> optimizer_;
+  bool optimizer_on_device_ = false;
   std::unique_ptr<data::BatchLoader> train_loader_;
   std::unique_ptr<data::BatchLoader> validation_loader_;
   model::Activations activations_;

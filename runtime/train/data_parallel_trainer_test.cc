@@ -336,21 +336,31 @@ TEST(DataParallelTrainerTest, ResumeFromSnapshotContinuesBitwise) {
   EXPECT_EQ((*resumed)->model().parameters(), (*straight)->model().parameters());
 }
 
-// A GPU's data flow (parameters uploaded after every update and after a
-// restore, gradients downloaded before the optimizer) on the CPU kernels
-// trains bitwise like the in-place step, for a dense and a sparse optimizer
-// and through a checkpoint.
+// A GPU's data flow on the CPU kernels trains bitwise like the in-place
+// step: for adamw (clipping binding or not) and adams the optimizer's state
+// lives in the backend and nothing is downloaded per step; for scape the
+// gradients are downloaded and the host optimizer runs. Checkpoints move
+// between the two in both directions.
 TEST(DataParallelTrainerTest, DeviceCopiesTrainBitwiseLikeInPlace) {
-  for (const char* optimizer : {"adamw", "scape"}) {
-    SCOPED_TRACE(optimizer);
+  struct Case {
+    const char* optimizer;
+    double grad_clip;
+    bool on_device;
+  };
+  for (const Case& c : {Case{"adamw", optim::kDefaultGradClip, true}, Case{"adamw", 1e-3, true},
+                        Case{"adams", 0, true}, Case{"scape", 0, false}}) {
+    SCOPED_TRACE(absl::StrCat(c.optimizer, " clip ", c.grad_clip));
     TrainerConfig config = Config(2);
-    config.optimizer.name = optimizer;
+    config.optimizer.name = c.optimizer;
+    config.optimizer.grad_clip = c.grad_clip;
     SingleProcessGroup group;
     auto in_place = DataParallelTrainer::Create(config, &group);
     ASSERT_TRUE(in_place.ok()) << in_place.status();
+    EXPECT_FALSE((*in_place)->optimizer_on_device());
     config.ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr);
     auto copies = DataParallelTrainer::Create(config, &group);
     ASSERT_TRUE(copies.ok()) << copies.status();
+    EXPECT_EQ((*copies)->optimizer_on_device(), c.on_device);
     for (int i = 0; i < 3; ++i) {
       auto a = (*in_place)->Step();
       auto b = (*copies)->Step();
@@ -358,9 +368,13 @@ TEST(DataParallelTrainerTest, DeviceCopiesTrainBitwiseLikeInPlace) {
       EXPECT_EQ(a->loss, b->loss) << "step " << i + 1;
       EXPECT_EQ(a->grad_norm, b->grad_norm) << "step " << i + 1;
     }
+    EXPECT_EQ((*copies)->model().host_parameters_current(), !c.on_device);
+    ASSERT_TRUE((*copies)->DownloadParameters().ok());
     EXPECT_EQ((*in_place)->model().parameters(), (*copies)->model().parameters());
+    EXPECT_EQ((*in_place)->optimizer().first_moment(), (*copies)->optimizer().first_moment());
 
-    // A restored model reaches the device before its next step.
+    // An in-place checkpoint restores into the device form and back; a
+    // restored model reaches the device before its next step.
     auto snapshot = (*in_place)->Snapshot();
     ASSERT_TRUE(snapshot.ok());
     config.ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr);
@@ -371,7 +385,54 @@ TEST(DataParallelTrainerTest, DeviceCopiesTrainBitwiseLikeInPlace) {
     auto b = (*resumed)->Step();
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(a->loss, b->loss);
+    auto device_snapshot = (*resumed)->Snapshot();
+    ASSERT_TRUE(device_snapshot.ok()) << device_snapshot.status();
+    config.ops = nullptr;
+    auto back = DataParallelTrainer::Create(config, &group);
+    ASSERT_TRUE(back.ok());
+    ASSERT_TRUE((*back)->Restore(*device_snapshot).ok());
+    a = (*in_place)->Step();
+    b = (*resumed)->Step();
+    auto c_step = (*back)->Step();
+    ASSERT_TRUE(a.ok() && b.ok() && c_step.ok());
+    EXPECT_EQ(a->loss, b->loss);
+    EXPECT_EQ(a->loss, c_step->loss);
+    ASSERT_TRUE((*resumed)->DownloadParameters().ok());
     EXPECT_EQ((*in_place)->model().parameters(), (*resumed)->model().parameters());
+    EXPECT_EQ((*in_place)->model().parameters(), (*back)->model().parameters());
+  }
+}
+
+// Two ranks whose dense optimizer lives in the backend all-reduce the
+// backend's gradient buffer: they stay identical and match two ranks on
+// the host step bitwise.
+TEST(DataParallelTrainerTest, TwoRanksWithTheOptimizerOnTheDeviceMatchTheHostStep) {
+  for (const char* optimizer : {"adamw", "adams"}) {
+    SCOPED_TRACE(optimizer);
+    std::vector<float> parameters[2];
+    std::array<std::vector<double>, 2> losses[2];
+    for (int device = 0; device < 2; ++device) {
+      ThreadGroup group(2);
+      ThreadGroup::Member members[2] = {{&group, 0}, {&group, 1}};
+      std::unique_ptr<DataParallelTrainer> ranks[2];
+      for (int r = 0; r < 2; ++r) {
+        TrainerConfig config = Config(2);
+        config.optimizer.name = optimizer;
+        if (device) {
+          config.ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr);
+        }
+        auto trainer = DataParallelTrainer::Create(config, &members[r]);
+        ASSERT_TRUE(trainer.ok()) << trainer.status();
+        EXPECT_EQ((*trainer)->optimizer_on_device(), device == 1);
+        ranks[r] = *std::move(trainer);
+      }
+      losses[device] = StepBothRanks(ranks, 4);
+      for (int r = 0; r < 2; ++r) ASSERT_TRUE(ranks[r]->DownloadParameters().ok());
+      EXPECT_EQ(ranks[0]->model().parameters(), ranks[1]->model().parameters());
+      parameters[device] = ranks[0]->model().parameters();
+    }
+    EXPECT_EQ(losses[0], losses[1]);
+    EXPECT_EQ(parameters[0], parameters[1]);
   }
 }
 

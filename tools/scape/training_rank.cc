@@ -129,6 +129,7 @@ absl::StatusOr<RankOutcome> RunTrainingRank(
   // rank is pending when the group goes away.
   optim::DataParallelOptimizer& optimizer = trainer.optimizer();
   if (auto saved = optimizer.SaveState(); !saved.ok()) return saved.status();
+  if (absl::Status s = trainer.DownloadParameters(); !s.ok()) return s;
   outcome.parameters_crc32c = Checksum(trainer.model().parameters());
   outcome.first_moment_crc32c = Checksum(optimizer.first_moment());
   if (auto* scape = dynamic_cast<optim::ScapeOptimizer*>(&optimizer)) {

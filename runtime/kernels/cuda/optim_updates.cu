@@ -38,17 +38,34 @@ __global__ void ReconstructKernel(float* values, const int64_t* mask, int64_t co
   for (int64_t p = GridStart(); p < count; p += GridStride()) ScapeReconstructElement(values[p], m[mask[p]], s);
 }
 
-__global__ void SumOfSquaresKernel(const float* values, int64_t count, double* sum) {
+// Σ values² in a fixed order, so every rank that holds the same values gets
+// the same bits (an atomicAdd would not): kClipSumBlocks partial sums, then
+// one block adds them as a tree into sums[kClipSumBlocks].
+__device__ void BlockTreeSum(double* partial) {
+  for (int width = kThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
+    __syncthreads();
+  }
+}
+
+__global__ void PartialSumsOfSquaresKernel(const float* values, int64_t count, double* sums) {
   __shared__ double partial[kThreads];
   double acc = 0.0;
   for (int64_t p = GridStart(); p < count; p += GridStride()) acc += double{values[p]} * values[p];
   partial[threadIdx.x] = acc;
   __syncthreads();
-  for (int width = kThreads / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) atomicAdd(sum, partial[0]);
+  BlockTreeSum(partial);
+  if (threadIdx.x == 0) sums[blockIdx.x] = partial[0];
+}
+
+__global__ void FinalSumKernel(double* sums) {
+  __shared__ double partial[kThreads];
+  double acc = 0.0;
+  for (int b = threadIdx.x; b < kClipSumBlocks; b += kThreads) acc += sums[b];
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  BlockTreeSum(partial);
+  if (threadIdx.x == 0) sums[kClipSumBlocks] = partial[0];
 }
 
 __global__ void ClipKernel(float* values, int64_t count, double max_norm, const double* sum) {
@@ -116,17 +133,15 @@ absl::Status LaunchScapeReconstruct(float* values, const int64_t* mask, int64_t 
   return LaunchStatus("LaunchScapeReconstruct");
 }
 
-absl::Status LaunchClipByGlobalNorm(float* values, int64_t count, double max_norm, double* norm_scratch,
+absl::Status LaunchClipByGlobalNorm(float* values, int64_t count, double max_norm, double* sums,
                                     cudaStream_t stream) {
-  if (count <= 0 || !(max_norm > 0)) return absl::OkStatus();
-  if (absl::Status s = device::CudaStatus(cudaMemsetAsync(norm_scratch, 0, sizeof(double), stream),
-                                          "cudaMemsetAsync");
-      !s.ok()) {
-    return s;
-  }
-  SumOfSquaresKernel<<<BlocksFor(count), kThreads, 0, stream>>>(values, count, norm_scratch);
-  if (absl::Status s = LaunchStatus("LaunchClipByGlobalNorm (sum of squares)"); !s.ok()) return s;
-  ClipKernel<<<BlocksFor(count), kThreads, 0, stream>>>(values, count, max_norm, norm_scratch);
+  if (count < 0) return absl::InvalidArgumentError("LaunchClipByGlobalNorm: negative count");
+  PartialSumsOfSquaresKernel<<<kClipSumBlocks, kThreads, 0, stream>>>(values, count, sums);
+  if (absl::Status s = LaunchStatus("LaunchClipByGlobalNorm (partial sums)"); !s.ok()) return s;
+  FinalSumKernel<<<1, kThreads, 0, stream>>>(sums);
+  if (absl::Status s = LaunchStatus("LaunchClipByGlobalNorm (sum)"); !s.ok()) return s;
+  if (count == 0 || !(max_norm > 0)) return absl::OkStatus();
+  ClipKernel<<<BlocksFor(count), kThreads, 0, stream>>>(values, count, max_norm, sums + kClipSumBlocks);
   return LaunchStatus("LaunchClipByGlobalNorm (scale)");
 }
 

@@ -22,7 +22,7 @@ absl::Status LaunchAdamS(float* theta, float* m, const float* g, const uint8_t* 
 //   LaunchPackAtMask              values[p] = e[mask[p]], e[mask[p]] = 0
 //   (all-reduce of values: the communicator's business)
 //   LaunchScapeReconstruct        values → ĝ
-//   LaunchClipByGlobalNorm        ĝ scaled to norm ≤ max_norm (norm_scratch: one double)
+//   LaunchClipByGlobalNorm        ĝ scaled to norm ≤ max_norm
 //   LaunchScapeReferenceApply     AdamS on the mask, decay off it
 absl::Status LaunchScapePayload(float* residual, const float* m, const float* g, int64_t n,
                                 const ScapeReferenceScalars& s, cudaStream_t stream);
@@ -32,7 +32,15 @@ absl::Status LaunchUnpackAtMask(const int64_t* mask, int64_t count, const float*
                                 cudaStream_t stream);
 absl::Status LaunchScapeReconstruct(float* values, const int64_t* mask, int64_t count, const float* m,
                                     const ScapeReferenceScalars& s, cudaStream_t stream);
-absl::Status LaunchClipByGlobalNorm(float* values, int64_t count, double max_norm, double* norm_scratch,
+// The sum of squares behind the global norm runs in a fixed order, so equal
+// buffers on different ranks give the same bits.
+inline constexpr int kClipSumBlocks = 1024;
+// Scales values[0, count) so their L2 norm is at most max_norm (max_norm <=
+// 0: no scaling), as optim::ClipGradientNorm does. `sums` holds
+// kClipSumBlocks + 1 doubles of device scratch; afterwards
+// sums[kClipSumBlocks] is Σ values² before the scaling, for the caller's
+// norm.
+absl::Status LaunchClipByGlobalNorm(float* values, int64_t count, double max_norm, double* sums,
                                     cudaStream_t stream);
 // `mask_words`: the mask as 1-bit words over [0, n) (LaunchSetMaskBits).
 absl::Status LaunchScapeReferenceApply(float* theta, float* m, const float* g_hat, const int64_t* mask,

@@ -80,7 +80,7 @@ TEST_F(OptimGpuTest, ScapeReferenceStepMatchesTheBodiesOnTheCpu) {
   const int64_t count = static_cast<int64_t>(mask.size());
   auto theta_dev = Upload(theta), m_dev = Upload(m), e_dev = Upload(residual), g_dev = Upload(g);
   auto mask_dev = Upload(mask), d_dev = Upload(decays), values_dev = Zeros<float>(count);
-  auto words_dev = Zeros<uint32_t>(MaskWords(kN)), norm_dev = Zeros<double>(1);
+  auto words_dev = Zeros<uint32_t>(MaskWords(kN)), norm_dev = Zeros<double>(kClipSumBlocks + 1);
 
   // CPU, the bodies.
   std::vector<float> values(count);
@@ -109,6 +109,7 @@ TEST_F(OptimGpuTest, ScapeReferenceStepMatchesTheBodiesOnTheCpu) {
   for (float& x : values) x *= scale;
   ASSERT_TRUE(LaunchClipByGlobalNorm(values_dev.as<float>(), count, max_norm, norm_dev.as<double>(), stream()).ok());
   const std::vector<float> clipped = Download<float>(values_dev, count);
+  EXPECT_NEAR(Download<double>(norm_dev, kClipSumBlocks + 1)[kClipSumBlocks], sum, 1e-12 * sum);
   for (int64_t p = 0; p < count; ++p) {
     ASSERT_NEAR(clipped[p], values[p], 1e-6 * std::fabs(values[p]) + 1e-30) << p;
   }
