@@ -44,6 +44,26 @@ TEST(DeviceGroupTest, CollectivesOnOneGpuAndAbort) {
   ASSERT_TRUE(g.AllReduceSum(values.data(), static_cast<int64_t>(values.size())).ok());
   EXPECT_EQ(values, before);  // one rank: the sum is itself, through the device
 
+  // A buffer already in device memory is reduced where it is.
+  auto runtime = device::OpenDevice(device::Device::Cuda(0));
+  ASSERT_TRUE(runtime.ok());
+  const size_t bytes = values.size() * sizeof(float);
+  auto on_device = (*runtime)->AllocateDevice(bytes);
+  ASSERT_TRUE(on_device.ok());
+  auto stream = (*runtime)->CreateStream();
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE((*runtime)->CopyAsync(*on_device, values.data(), bytes,
+                                    device::CopyKind::kHostToDevice, **stream).ok());
+  ASSERT_TRUE((*stream)->Synchronize().ok());
+  ASSERT_TRUE(g.AllReduceSumOnDevice(static_cast<float*>(*on_device),
+                                     static_cast<int64_t>(values.size())).ok());
+  std::vector<float> reduced(values.size(), 0.0f);
+  ASSERT_TRUE((*runtime)->CopyAsync(reduced.data(), *on_device, bytes,
+                                    device::CopyKind::kDeviceToHost, **stream).ok());
+  ASSERT_TRUE((*stream)->Synchronize().ok());
+  EXPECT_EQ(reduced, before);
+  ASSERT_TRUE((*runtime)->FreeDevice(*on_device).ok());
+
   const char send[] = "mask bits";
   std::vector<char> recv(sizeof(send), 0);
   const std::vector<int64_t> sizes = {static_cast<int64_t>(sizeof(send))};

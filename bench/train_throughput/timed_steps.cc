@@ -1,10 +1,14 @@
 #include "bench/train_throughput/timed_steps.h"
 
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "runtime/optim/adamw.h"
+#include "runtime/optim/optimizer_names.h"
+#include "runtime/optim/optimizer_registry.h"
+#include "runtime/train/data_parallel_group.h"
+#include "runtime/train/device_dense_optimizer.h"
 
 namespace corescape::bench {
 
@@ -37,9 +41,24 @@ model::ModelBatch PackedRandomBatch(const model::ModelConfig& config, int rows, 
 absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
                                              model::CoreAttentionExecutor& attention,
                                              const model::ModelBatch& batch, int warmup,
-                                             int steps) {
-  std::vector<uint8_t> decay(model.layout().total_size(), 1);
-  optim::AdamW optimizer({}, decay);
+                                             int steps, OptimizerPlacement placement) {
+  const int64_t n = model.layout().total_size();
+  optim::DecayMask decay(n, 1);
+  train::SingleProcessGroup group;
+  optim::OptimizerOptions options;
+  options.name = optim::OptimizerName(optim::OptimizerKind::kAdamW);
+  options.grad_clip = 0;
+  std::unique_ptr<optim::DataParallelOptimizer> optimizer;
+  const bool on_device = placement == OptimizerPlacement::kModelDevice;
+  if (on_device) {
+    auto created = train::DeviceDenseOptimizer::Create(options, &group, &model.ops(), decay);
+    if (!created.ok()) return created.status();
+    optimizer = *std::move(created);
+  } else {
+    auto created = optim::CreateOptimizer(options, &group, decay);
+    if (!created.ok()) return created.status();
+    optimizer = *std::move(created);
+  }
   model::Activations activations;
   TimedSteps timed;
   absl::Duration total, compute, update;
@@ -53,11 +72,21 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
     }
     if (absl::Status s = model.ops().Synchronize(); !s.ok()) return s;
     const absl::Time computed = absl::Now();
-    if (absl::Status s = model.DownloadGradients(); !s.ok()) return s;
-    if (absl::Status s = optimizer.Step(model.parameters().data(), model.gradients().data(),
-                                        model.parameters().size(), 1e-4);
-        !s.ok()) {
-      return s;
+    if (on_device) {
+      auto params = model.BackendParameters();
+      if (!params.ok()) return params.status();
+      auto grads = model.BackendGradients();
+      if (!grads.ok()) return grads.status();
+      if (absl::Status s = optimizer->Step(*params, *grads, n, 1e-4); !s.ok()) return s;
+      model.MarkBackendParametersUpdated();
+      if (absl::Status s = model.ops().Synchronize(); !s.ok()) return s;
+    } else {
+      if (absl::Status s = model.DownloadGradients(); !s.ok()) return s;
+      if (absl::Status s = optimizer->Step(model.parameters().data(), model.gradients().data(), n,
+                                           1e-4);
+          !s.ok()) {
+        return s;
+      }
     }
     const absl::Time end = absl::Now();
     if (step >= warmup) {

@@ -2,8 +2,8 @@
 #define CORESCAPE_BENCH_TRAIN_THROUGHPUT_TIMED_STEPS_H_
 
 // What the training-step benchmarks share: a batch of packed random
-// documents, and timing whole steps (forward, backward, gradients to the
-// host, AdamW on the host) through any model backend.
+// documents, and timing whole steps (forward, backward, AdamW) through any
+// model backend, with the optimizer on the host or on the model's device.
 
 #include <cstdint>
 
@@ -21,15 +21,21 @@ model::ModelBatch PackedRandomBatch(const model::ModelConfig& config, int rows, 
 struct TimedSteps {
   double step_seconds = 0;       // mean of the timed steps, all of it
   double compute_seconds = 0;    // forward + backward, synchronized
-  double optimizer_seconds = 0;  // gradients to the host + AdamW there
+  double optimizer_seconds = 0;  // AdamW, with the gradients' download when on the host
   double last_loss = 0;
 };
 
-// `warmup` untimed steps, then `steps` timed ones.
-absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
-                                             model::CoreAttentionExecutor& attention,
-                                             const model::ModelBatch& batch, int warmup,
-                                             int steps);
+enum class OptimizerPlacement {
+  kHost,         // gradients downloaded, AdamW on the host (any backend)
+  kModelDevice,  // AdamW's state beside the parameters (a device backend)
+};
+
+// `warmup` untimed steps, then `steps` timed ones, with AdamW (no clipping)
+// where `placement` says.
+absl::StatusOr<TimedSteps> TimeTrainingSteps(
+    model::Transformer& model, model::CoreAttentionExecutor& attention,
+    const model::ModelBatch& batch, int warmup, int steps,
+    OptimizerPlacement placement = OptimizerPlacement::kHost);
 
 // Model FLOPs per token of a forward and backward over `batch`, as MFU is
 // conventionally counted: 6 per weight of the matrices each token is

@@ -30,6 +30,18 @@ std::vector<std::vector<float>> AllReduceOnRanks(int ranks, int64_t count) {
   return results;
 }
 
+// Its collectives read host memory: a GPU buffer is refused by name, never
+// read as if it were the host's.
+TEST(InProcessRankGroupTest, RefusesDeviceMemory) {
+  EXPECT_TRUE(RunInProcessRanks(2, [&](int rank, RankGroup& group) -> absl::Status {
+                float value = 1.0f;
+                absl::Status s = group.AllReduceSumOnDevice(&value, 1);
+                EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+                EXPECT_NE(s.message().find("host memory"), std::string::npos) << s;
+                return absl::OkStatus();
+              }).ok());
+}
+
 // Small payloads: the data plane's recursive doubling, written out.
 TEST(InProcessRankGroupTest, SmallAllReduceSumsInRecursiveDoublingOrder) {
   constexpr int64_t kCount = 1001;  // 4 KB <= 64 KiB
