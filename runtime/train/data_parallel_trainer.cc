@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "glog/logging.h"
 #include "nlohmann/json.hpp"
 #include "runtime/data/dataset_manifest.h"
 #include "runtime/data/shard_set.h"
@@ -168,7 +169,14 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     if (!optimizer.ok()) return optimizer.status();
     trainer->optimizer_ = *std::move(optimizer);
     trainer->optimizer_on_device_ = true;
+    LOG(INFO) << "optimizer " << config.optimizer.name << ": state on "
+              << trainer->model_->ops().device().ToString() << " beside the parameters";
     return trainer;
+  }
+  if (!trainer->model_->ops().parameters_in_place()) {
+    LOG(INFO) << "optimizer " << config.optimizer.name << ": on the host (each step downloads "
+              << "the gradients from " << trainer->model_->ops().device().ToString()
+              << " and uploads the parameters)";
   }
   auto optimizer = optim::CreateOptimizer(config.optimizer, group, std::move(decay_mask),
                                           trainer->model_->layout().TensorBounds());

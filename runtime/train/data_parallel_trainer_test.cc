@@ -1,6 +1,8 @@
 #include "runtime/train/data_parallel_trainer.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -433,6 +435,40 @@ TEST(DataParallelTrainerTest, TwoRanksWithTheOptimizerOnTheDeviceMatchTheHostSte
     }
     EXPECT_EQ(losses[0], losses[1]);
     EXPECT_EQ(parameters[0], parameters[1]);
+  }
+}
+
+// SCAPE at density 1 (its update on the host over downloaded gradients) and
+// dense AdamS (its state in the backend) are the same optimizer up to fp32
+// rounding ((1−β1)·Σg/(1−β1) vs Σg), through a device backend's data flow.
+TEST(DataParallelTrainerTest, ScapeAtDensityOneMatchesAdamSOnTheDevice) {
+  std::vector<float> parameters[2];
+  std::vector<double> losses[2];
+  const char* optimizers[2] = {"adams", "scape"};
+  for (int i = 0; i < 2; ++i) {
+    TrainerConfig config = Config(2);
+    config.optimizer.name = optimizers[i];
+    config.optimizer.scape.density = 1.0;
+    config.ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr);
+    SingleProcessGroup group;
+    auto trainer = DataParallelTrainer::Create(config, &group);
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    EXPECT_EQ((*trainer)->optimizer_on_device(), i == 0);
+    for (int step = 0; step < 4; ++step) {
+      auto result = (*trainer)->Step();
+      ASSERT_TRUE(result.ok()) << optimizers[i] << ": " << result.status();
+      losses[i].push_back(result->loss);
+    }
+    ASSERT_TRUE((*trainer)->DownloadParameters().ok());
+    parameters[i] = (*trainer)->model().parameters();
+  }
+  double worst = 0;
+  for (size_t j = 0; j < parameters[0].size(); ++j) {
+    worst = std::max(worst, double{std::fabs(parameters[0][j] - parameters[1][j])});
+  }
+  EXPECT_LT(worst, 1e-6);
+  for (int step = 0; step < 4; ++step) {
+    EXPECT_NEAR(losses[1][step], losses[0][step], 1e-5 * losses[0][step]) << "step " << step + 1;
   }
 }
 

@@ -12,8 +12,7 @@ namespace corescape::train {
 namespace {
 
 LocalTrainSummary Train(const std::string& data, const std::string& device,
-                        std::vector<double>& losses) {
-  LocalTrainConfig config;
+                        std::vector<double>& losses, LocalTrainConfig config = {}) {
   config.model = "small";
   config.data = data;
   config.seq_len = 128;
@@ -46,6 +45,28 @@ TEST(LocalTrainerGpuTest, SmallDescendsLikeTheCpuRun) {
   }
   RecordProperty("cpu_tokens_per_second", static_cast<int>(cpu.tokens_per_second));
   RecordProperty("gpu_tokens_per_second", static_cast<int>(gpu.tokens_per_second));
+}
+
+// On the GPU in fp32: SCAPE at density 1 (its update on the host over the
+// downloaded gradients) trains like dense AdamS (its state on the GPU).
+TEST(LocalTrainerGpuTest, ScapeAtDensityOneTrainsLikeAdamSOnTheGpu) {
+  if (device::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA GPU on this machine";
+  const std::string data = PrepareGrammarCorpus(2000);
+  LocalTrainConfig config;
+  config.precision = "fp32";
+  config.density = 1.0;
+  std::vector<double> adams_losses, scape_losses;
+  config.optimizer = "adams";
+  const LocalTrainSummary adams = Train(data, "cuda:0", adams_losses, config);
+  config.optimizer = "scape";
+  const LocalTrainSummary scape = Train(data, "cuda:0", scape_losses, config);
+  ASSERT_EQ(adams_losses.size(), 50u);
+  ASSERT_EQ(scape_losses.size(), 50u);
+  for (int step : {0, 9, 24, 49}) {
+    EXPECT_NEAR(scape_losses[step], adams_losses[step], 1e-3 * adams_losses[step])
+        << "step " << step;
+  }
+  EXPECT_NEAR(scape.final_val_loss, adams.final_val_loss, 1e-3 * adams.final_val_loss);
 }
 
 }  // namespace
