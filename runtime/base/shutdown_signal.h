@@ -6,8 +6,11 @@
 namespace corescape {
 
 // Turns SIGTERM and SIGINT into a flag daemons can wait on. Call once from
-// main before starting threads (the signals are blocked in every thread and
-// received by a dedicated watcher thread, so no work happens in a handler).
+// main before starting threads: the signals are blocked in every thread
+// started later and received by a dedicated watcher thread, so no work
+// happens in a handler. A thread that already existed (a library's, started
+// before main) runs a handler that only wakes the watcher, instead of the
+// default action ending the process.
 void InstallShutdownSignalHandlers();
 
 // True once SIGTERM/SIGINT arrived or RequestShutdown() was called.
