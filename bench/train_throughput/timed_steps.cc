@@ -6,7 +6,6 @@
 
 #include "absl/time/clock.h"
 #include "runtime/optim/optimizer_names.h"
-#include "runtime/optim/optimizer_registry.h"
 #include "runtime/train/data_parallel_group.h"
 #include "runtime/train/device_dense_optimizer.h"
 
@@ -38,16 +37,21 @@ model::ModelBatch PackedRandomBatch(const model::ModelConfig& config, int rows, 
   return batch;
 }
 
-absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
-                                             model::CoreAttentionExecutor& attention,
-                                             const model::ModelBatch& batch, int warmup,
-                                             int steps, OptimizerPlacement placement) {
-  const int64_t n = model.layout().total_size();
-  optim::DecayMask decay(n, 1);
-  train::SingleProcessGroup group;
+optim::OptimizerOptions PlainAdamW() {
   optim::OptimizerOptions options;
   options.name = optim::OptimizerName(optim::OptimizerKind::kAdamW);
   options.grad_clip = 0;
+  return options;
+}
+
+absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
+                                             model::CoreAttentionExecutor& attention,
+                                             const model::ModelBatch& batch, int warmup,
+                                             int steps, OptimizerPlacement placement,
+                                             const optim::OptimizerOptions& options) {
+  const int64_t n = model.layout().total_size();
+  optim::DecayMask decay(n, 1);
+  train::SingleProcessGroup group;
   std::unique_ptr<optim::DataParallelOptimizer> optimizer;
   const bool on_device = placement == OptimizerPlacement::kModelDevice;
   if (on_device) {
@@ -55,6 +59,8 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
     if (!created.ok()) return created.status();
     optimizer = *std::move(created);
   } else {
+    // A device optimizer may have run on this model before.
+    if (absl::Status s = model.DownloadParameters(); !s.ok()) return s;
     auto created = optim::CreateOptimizer(options, &group, decay);
     if (!created.ok()) return created.status();
     optimizer = *std::move(created);
@@ -62,6 +68,7 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
   model::Activations activations;
   TimedSteps timed;
   absl::Duration total, compute, update;
+  double sparse_overhead = 0;
   for (int step = 0; step < warmup + steps; ++step) {
     const absl::Time start = absl::Now();
     if (absl::Status s = model.ZeroGradients(); !s.ok()) return s;
@@ -93,12 +100,15 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
       total += end - start;
       compute += computed - start;
       update += end - computed;
+      const optim::OptimizerStepPhases& phases = optimizer->last_step().phases;
+      sparse_overhead += phases.select + phases.encode + phases.pack;
     }
     timed.last_loss = loss->mean();
   }
   timed.step_seconds = absl::ToDoubleSeconds(total) / steps;
   timed.compute_seconds = absl::ToDoubleSeconds(compute) / steps;
   timed.optimizer_seconds = absl::ToDoubleSeconds(update) / steps;
+  timed.sparse_overhead_seconds = sparse_overhead / steps;
   return timed;
 }
 

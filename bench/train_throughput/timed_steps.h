@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/transformer.h"
+#include "runtime/optim/optimizer_registry.h"
 
 namespace corescape::bench {
 
@@ -21,21 +22,28 @@ model::ModelBatch PackedRandomBatch(const model::ModelConfig& config, int rows, 
 struct TimedSteps {
   double step_seconds = 0;       // mean of the timed steps, all of it
   double compute_seconds = 0;    // forward + backward, synchronized
-  double optimizer_seconds = 0;  // AdamW, with the gradients' download when on the host
+  double optimizer_seconds = 0;  // the optimizer, with the gradients' download when on the host
+  // The sparse optimizers' own work: the next mask's selection (top-k),
+  // mask coding and packing (OptimizerStepPhases select + encode + pack).
+  double sparse_overhead_seconds = 0;
   double last_loss = 0;
 };
 
 enum class OptimizerPlacement {
-  kHost,         // gradients downloaded, AdamW on the host (any backend)
-  kModelDevice,  // AdamW's state beside the parameters (a device backend)
+  kHost,         // gradients downloaded, the optimizer on the host (any backend)
+  kModelDevice,  // a dense optimizer's state beside the parameters (a device backend)
 };
 
-// `warmup` untimed steps, then `steps` timed ones, with AdamW (no clipping)
-// where `placement` says.
+// AdamW without clipping: what the benchmarks time unless told otherwise.
+optim::OptimizerOptions PlainAdamW();
+
+// `warmup` untimed steps, then `steps` timed ones, with the optimizer
+// `options` names (every parameter decays) where `placement` says.
 absl::StatusOr<TimedSteps> TimeTrainingSteps(
     model::Transformer& model, model::CoreAttentionExecutor& attention,
     const model::ModelBatch& batch, int warmup, int steps,
-    OptimizerPlacement placement = OptimizerPlacement::kHost);
+    OptimizerPlacement placement = OptimizerPlacement::kHost,
+    const optim::OptimizerOptions& options = PlainAdamW());
 
 // Model FLOPs per token of a forward and backward over `batch`, as MFU is
 // conventionally counted: 6 per weight of the matrices each token is

@@ -4,8 +4,10 @@
 // forward + backward alone, and MFU of each against the GPU's dense bf16
 // peak (--peak_tflops; 989 for an H100/H200 SXM); and, measured in the same
 // run, the step with AdamW on the host (gradients downloaded, parameters
-// uploaded) as the baseline the device optimizer is compared with. Last
-// line: one JSON object. Without a GPU it says why and exits 0.
+// uploaded) as the baseline the device optimizer is compared with; and the
+// step with SCAPE at each --scape_densities (its update still on the host)
+// with its own work's share (selection, mask coding, packing). Last line:
+// one JSON object. Without a GPU it says why and exits 0.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -22,6 +24,8 @@
 #include "runtime/device/device_runtime.h"
 #include "runtime/model/model_ops.h"
 #include "runtime/model/transformer.h"
+#include "runtime/optim/optimizer_names.h"
+#include "runtime/optim/optimizer_registry.h"
 
 ABSL_FLAG(std::string, configs, "small:8x1024,llama-500m:2x4096",
           "preset:rowsxseq, comma-separated");
@@ -31,6 +35,9 @@ ABSL_FLAG(int32_t, steps, 5, "timed steps per configuration");
 ABSL_FLAG(int32_t, warmup_steps, 2, "untimed steps first");
 ABSL_FLAG(bool, host_optimizer_baseline, true,
           "also time the step with AdamW on the host, for the ratio");
+ABSL_FLAG(std::string, scape_densities, "0.01,0.1",
+          "densities at which to time the step with SCAPE (on the host) and its own "
+          "work's share of the step; empty: none");
 
 namespace corescape::bench {
 
@@ -111,13 +118,45 @@ int RunBenchmark() {
         1e3 * timed->optimizer_seconds, tokens_per_s, mfu, compute_mfu, timed->last_loss,
         1e3 * host_step_seconds, speedup);
     std::fflush(stdout);
+    std::vector<std::string> scape_results;
+    for (absl::string_view text :
+         absl::StrSplit(absl::GetFlag(FLAGS_scape_densities), ',', absl::SkipEmpty())) {
+      double density = 0;
+      if (!absl::SimpleAtod(text, &density) || !(density > 0 && density <= 1)) {
+        std::fprintf(stderr, "--scape_densities: '%s' is not in (0, 1]\n",
+                     std::string(text).c_str());
+        return 2;
+      }
+      optim::OptimizerOptions scape;
+      scape.name = optim::OptimizerName(optim::OptimizerKind::kScape);
+      scape.scape.density = density;
+      auto sparse = TimeTrainingSteps(*model, shared_ops->local_attention(), batch,
+                                      absl::GetFlag(FLAGS_warmup_steps),
+                                      absl::GetFlag(FLAGS_steps), OptimizerPlacement::kHost, scape);
+      if (!sparse.ok()) {
+        std::printf("%s %dx%d scape d=%s: %s\n", parts[0].c_str(), rows, seq,
+                    std::string(text).c_str(), sparse.status().ToString().c_str());
+        continue;
+      }
+      const double share = sparse->sparse_overhead_seconds / sparse->step_seconds;
+      std::printf("%-11s %dx%-5d scape d=%-5s step %8.1f ms (optimizer %7.1f, own work %6.1f = "
+                  "%.3f of the step)\n",
+                  parts[0].c_str(), rows, seq, std::string(text).c_str(),
+                  1e3 * sparse->step_seconds, 1e3 * sparse->optimizer_seconds,
+                  1e3 * sparse->sparse_overhead_seconds, share);
+      std::fflush(stdout);
+      scape_results.push_back(absl::StrFormat(
+          "\"%s\": {\"step_ms\": %.1f, \"optimizer_ms\": %.1f, \"own_work_share\": %.4f}",
+          text, 1e3 * sparse->step_seconds, 1e3 * sparse->optimizer_seconds, share));
+    }
     results.push_back(absl::StrFormat(
         "\"%s\": {\"rows\": %d, \"seq\": %d, \"tokens_per_s\": %.0f, \"fwd_bwd_tokens_per_s\": "
         "%.0f, \"mfu\": %.4f, \"fwd_bwd_mfu\": %.4f, \"step_ms\": %.1f, \"optimizer_ms\": %.1f, "
-        "\"host_optimizer_step_ms\": %.1f, \"device_optimizer_speedup\": %.2f}",
+        "\"host_optimizer_step_ms\": %.1f, \"device_optimizer_speedup\": %.2f, "
+        "\"scape\": {%s}}",
         parts[0], rows, seq, tokens_per_s, compute_tokens_per_s, mfu, compute_mfu,
         1e3 * timed->step_seconds, 1e3 * timed->optimizer_seconds, 1e3 * host_step_seconds,
-        speedup));
+        speedup, absl::StrJoin(scape_results, ", ")));
   }
   std::printf("{\"precision\": \"%s\", \"peak_tflops\": %.0f, %s}\n",
               std::string(model::PrecisionName(*precision)).c_str(), peak / 1e12,
