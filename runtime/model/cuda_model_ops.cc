@@ -20,6 +20,8 @@
 #include "runtime/kernels/cuda/cross_entropy_cuda.h"
 #include "runtime/kernels/cuda/embedding_cuda.h"
 #include "runtime/kernels/cuda/gemm.h"
+#include "runtime/kernels/cuda/mask_bits.h"
+#include "runtime/kernels/cuda/mask_bits_cuda.h"
 #include "runtime/kernels/cuda/optim_updates_cuda.h"
 #include "runtime/kernels/cuda/rmsnorm_cuda.h"
 #include "runtime/kernels/cuda/rope_cuda.h"
@@ -256,6 +258,52 @@ class CudaModelOps final : public ModelOps {
     CORESCAPE_RETURN_IF_ERROR(Download(&sum_squares, sums->as<double>() + kc::kClipSumBlocks,
                                        sizeof(double)));
     return std::sqrt(sum_squares);
+  }
+  absl::Status Copy(void* dst, const void* src, size_t bytes) override {
+    return runtime_->CopyAsync(dst, src, bytes, device::CopyKind::kDeviceToDevice, *stream_);
+  }
+  absl::Status Scale(float* x, int64_t n, float scale) override {
+    if (n <= 0) return absl::OkStatus();
+    if (n > INT_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat("Scale: ", n, " values (at most ", INT_MAX, ")"));
+    }
+    CORESCAPE_RETURN_IF_ERROR(kc::CublasStatus(cublasSetStream(cublas_->get(), stream()),
+                                               "cublasSetStream"));
+    return kc::CublasStatus(cublasSscal(cublas_->get(), static_cast<int>(n), &scale, x, 1),
+                            "cublasSscal");
+  }
+  absl::Status ScapePayload(float* residual, const float* m, const float* g, int64_t n,
+                            const kc::ScapeReferenceScalars& scalars) override {
+    return kc::LaunchScapePayload(residual, m, g, n, scalars, stream());
+  }
+  absl::Status ScapePack(const int64_t* mask, int64_t count, float* residual,
+                         float* values) override {
+    if (mask != nullptr) return kc::LaunchPackAtMask(mask, count, residual, values, stream());
+    const size_t bytes = static_cast<size_t>(count) * sizeof(float);
+    CORESCAPE_RETURN_IF_ERROR(Copy(values, residual, bytes));
+    return Zero(residual, bytes);
+  }
+  absl::Status ScapeReconstruct(float* values, const int64_t* mask, int64_t count, const float* m,
+                                const kc::ScapeReferenceScalars& scalars) override {
+    return kc::LaunchScapeReconstruct(values, mask, count, m, scalars, stream());
+  }
+  absl::Status ScapeReferenceApply(float* theta, float* m, const float* g_hat, const int64_t* mask,
+                                   int64_t count, const uint8_t* decays, int64_t n,
+                                   const kc::ScapeReferenceScalars& scalars) override {
+    const uint32_t* words = nullptr;
+    device::DeviceBuffer mask_words;
+    if (mask != nullptr) {
+      auto allocated = allocator_->Allocate(static_cast<size_t>(kc::MaskWords(n)) * sizeof(uint32_t));
+      if (!allocated.ok()) return allocated.status();
+      mask_words = *std::move(allocated);
+      CORESCAPE_RETURN_IF_ERROR(
+          kc::LaunchSetMaskBits(mask, count, 0, n, mask_words.as<uint32_t>(), stream()));
+      words = mask_words.as<uint32_t>();
+    }
+    CORESCAPE_RETURN_IF_ERROR(kc::LaunchScapeReferenceApply(theta, m, g_hat, mask, count, words,
+                                                            decays, n, scalars, stream()));
+    // The words go back to the cache when this returns; the stream still reads them.
+    return stream_->Synchronize();
   }
   CoreAttentionExecutor& local_attention() override { return attention_; }
 

@@ -1,5 +1,6 @@
 #include "runtime/model/model_ops.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -125,6 +126,50 @@ class CpuModelOps final : public ModelOps {
   }
   absl::StatusOr<double> ClipByGlobalNorm(float* g, int64_t n, double max_norm) override {
     return optim::ClipGradientNorm(g, n, max_norm);
+  }
+  absl::Status Copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0) std::memmove(dst, src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Scale(float* x, int64_t n, float scale) override {
+    for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+    return absl::OkStatus();
+  }
+  absl::Status ScapePayload(float* residual, const float* m, const float* g, int64_t n,
+                            const kernels::cuda::ScapeReferenceScalars& scalars) override {
+    for (int64_t j = 0; j < n; ++j) kernels::cuda::ScapePayloadElement(residual[j], m[j], g[j], scalars);
+    return absl::OkStatus();
+  }
+  absl::Status ScapePack(const int64_t* mask, int64_t count, float* residual,
+                         float* values) override {
+    if (mask == nullptr) {
+      std::memmove(values, residual, static_cast<size_t>(count) * sizeof(float));
+      std::fill(residual, residual + count, 0.0f);
+      return absl::OkStatus();
+    }
+    for (int64_t p = 0; p < count; ++p) kernels::cuda::PackAtMaskElement(p, mask, residual, values);
+    return absl::OkStatus();
+  }
+  absl::Status ScapeReconstruct(float* values, const int64_t* mask, int64_t count, const float* m,
+                                const kernels::cuda::ScapeReferenceScalars& scalars) override {
+    for (int64_t p = 0; p < count; ++p) {
+      kernels::cuda::ScapeReconstructElement(values[p], m[mask != nullptr ? mask[p] : p], scalars);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status ScapeReferenceApply(float* theta, float* m, const float* g_hat, const int64_t* mask,
+                                   int64_t count, const uint8_t* decays, int64_t n,
+                                   const kernels::cuda::ScapeReferenceScalars& scalars) override {
+    // Walks the coordinates once: the mask's in order, the rest between.
+    int64_t p = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      if (p < count && (mask == nullptr ? p : mask[p]) == j) {
+        kernels::cuda::ScapeReferenceOnMask(theta[j], m[j], g_hat[p++], decays[j] != 0, scalars);
+      } else {
+        kernels::cuda::ScapeReferenceOffMask(theta[j], m[j], decays[j] != 0, scalars);
+      }
+    }
+    return absl::OkStatus();
   }
   absl::StatusOr<CrossEntropyResult> CrossEntropy(const float* logits, const int32_t* targets,
                                                   int64_t rows, int64_t vocab, float* d_logits,

@@ -107,6 +107,30 @@ class ModelOps {
   // runs in a fixed order: equal buffers give equal bits. Synchronizes.
   virtual absl::StatusOr<double> ClipByGlobalNorm(float* g, int64_t n, double max_norm) = 0;
 
+  // dst ← src within this backend's memory.
+  virtual absl::Status Copy(void* dst, const void* src, size_t bytes) = 0;
+  // x[0, n) *= scale.
+  virtual absl::Status Scale(float* x, int64_t n, float scale) = 0;
+
+  // SCAPE's reference rule, one rank's step (kernels/cuda/optim_updates.h;
+  // runtime/optim's ScapeOptimizer runs the same bodies on the host).
+  // `mask` holds `count` ascending coordinates in this backend's memory, or
+  // is null for every coordinate in order (a dense step, count = n).
+  //   e ← β1·m + (1−β1)·P·g + e over n coordinates.
+  virtual absl::Status ScapePayload(float* residual, const float* m, const float* g, int64_t n,
+                                    const kernels::cuda::ScapeReferenceScalars& scalars) = 0;
+  //   values[p] = e[mask[p]], e there ← 0.
+  virtual absl::Status ScapePack(const int64_t* mask, int64_t count, float* residual,
+                                 float* values) = 0;
+  //   values (the ranks' sum at the mask) → ĝ.
+  virtual absl::Status ScapeReconstruct(float* values, const int64_t* mask, int64_t count,
+                                        const float* m,
+                                        const kernels::cuda::ScapeReferenceScalars& scalars) = 0;
+  //   Bias-corrected AdamS from ĝ on the mask; m ← 0 and decay off it.
+  virtual absl::Status ScapeReferenceApply(
+      float* theta, float* m, const float* g_hat, const int64_t* mask, int64_t count,
+      const uint8_t* decays, int64_t n, const kernels::cuda::ScapeReferenceScalars& scalars) = 0;
+
   // The colocated core-attention executor for this backend's memory.
   virtual CoreAttentionExecutor& local_attention() = 0;
 };

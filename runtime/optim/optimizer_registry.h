@@ -31,11 +31,17 @@ struct OptimizerOptions {
 
 // The optimizer `options.name` names, over `group`. `tensor_bounds` are the
 // T + 1 offsets of the buffer's tensors (empty: one tensor), for per-tensor
-// masks. INVALID_ARGUMENT for an unknown name or a configuration the
-// optimizer refuses.
+// masks. `reference_store` (null: host memory) holds SCAPE's reference-rule
+// state elsewhere (ScapeOptimizer::Create). INVALID_ARGUMENT for an unknown
+// name or a configuration the optimizer refuses.
 absl::StatusOr<std::unique_ptr<DataParallelOptimizer>> CreateOptimizer(
     const OptimizerOptions& options, RankGroup* group, DecayMask decay_mask,
-    std::vector<int64_t> tensor_bounds = {});
+    std::vector<int64_t> tensor_bounds = {},
+    std::unique_ptr<ScapeReferenceStore> reference_store = nullptr);
+
+// The SCAPE configuration `options` gives the optimizer it names (scape or
+// scape-global): its AdamS hyper-parameters, clipping and mask scope.
+absl::StatusOr<ScapeConfig> ScapeConfigFor(const OptimizerOptions& options);
 
 }  // namespace corescape::optim
 

@@ -42,6 +42,10 @@ class RankGroup {
   // (UNIMPLEMENTED); a backend whose memory is the host's uses
   // AllReduceSum.
   virtual absl::Status AllReduceSumOnDevice(float* device_data, int64_t count);
+  // AllReduceSum where `data` is: host memory, or the group's GPU's.
+  absl::Status AllReduceSumIn(float* data, int64_t count, bool host_memory) {
+    return host_memory ? AllReduceSum(data, count) : AllReduceSumOnDevice(data, count);
+  }
 
   // recv ← every rank's bytes, concatenated in rank order.
   // bytes_per_rank[r] is rank r's size; send_bytes must equal

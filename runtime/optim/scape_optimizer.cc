@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "glog/logging.h"
+#include "runtime/kernels/cuda/optim_scalars.h"
 #include "runtime/optim/adamw.h"
 #include "runtime/optim/optimizer_state.h"
 
@@ -124,9 +126,114 @@ absl::StatusOr<ParameterPartition> ScapePartition(const ScapeConfig& config,
   return ParameterPartition::Balanced(tensor_bounds.back(), world_size);
 }
 
+namespace {
+
+// The reference rule's state in the optimizer's own host vectors.
+class HostReferenceStore final : public ScapeReferenceStore {
+ public:
+  HostReferenceStore(std::vector<float>* m, std::vector<float>* residual,
+                     std::vector<float>* values, const DecayMask* decay_mask)
+      : m_(*m), residual_(*residual), values_(*values), decay_mask_(*decay_mask) {}
+
+  bool host_addressable() const override { return true; }
+
+  absl::Status Payload(const float* grads, const kernels::cuda::ScapeReferenceScalars& s,
+                       int64_t begin, int64_t end, std::vector<float>& statistic) override {
+    // c^r = β1·m + (1−β1)·g^r_local + e^r, with g^r_local = P·g^r (our g^r
+    // sums to the global mean gradient over ranks; the mean of P·g^r is it).
+    const int64_t n = static_cast<int64_t>(m_.size());
+    for (int64_t j = 0; j < n; ++j) {
+      residual_[j] = s.beta1 * m_[j] + s.payload_one_minus_beta1 * (s.world * grads[j]) + residual_[j];
+    }
+    statistic.resize(end - begin);
+    for (int64_t j = begin; j < end; ++j) statistic[j - begin] = std::fabs(residual_[j]);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense) override {
+    mask_ = &mask;
+    dense_ = dense;
+    const int64_t synced = dense ? static_cast<int64_t>(residual_.size())
+                                 : static_cast<int64_t>(mask.size());
+    values_.resize(synced);
+    if (dense) {
+      std::copy(residual_.begin(), residual_.end(), values_.begin());
+      std::fill(residual_.begin(), residual_.end(), 0.0f);
+    } else {
+      for (int64_t p = 0; p < synced; ++p) {
+        values_[p] = residual_[mask[p]];
+        residual_[mask[p]] = 0.0f;
+      }
+    }
+    return values_.data();
+  }
+
+  absl::StatusOr<double> Apply(float* params, const kernels::cuda::ScapeReferenceScalars& s,
+                               double grad_clip) override {
+    const int64_t n = static_cast<int64_t>(m_.size());
+    const std::vector<int64_t>& mask = *mask_;
+    const bool dense = dense_;
+    const int64_t synced = static_cast<int64_t>(values_.size());
+    auto index = [&](int64_t p) { return dense ? p : mask[p]; };
+    // b = mean_r c^r; ĝ = (b − β1·m_prev)/(1−β1), in place in values_ (0 off
+    // the mask, so the packed values' norm is ĝ's global norm).
+    for (int64_t p = 0; p < synced; ++p) {
+      kernels::cuda::ScapeReconstructElement(values_[p], m_[index(p)], s);
+    }
+    // ĝ is identical on every rank, so is its clipping.
+    const double norm = ClipGradientNorm(values_.data(), synced, grad_clip);
+    const uint8_t* decays = decay_mask_.data();
+    int64_t p = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      if (!dense) {
+        // Off the mask the first moment lives only in the residual.
+        const int64_t next = p < synced ? mask[p] : n;
+        std::fill(m_.begin() + j, m_.begin() + next, 0.0f);
+        for (int64_t i = j; i < next; ++i) params[i] *= decays[i] ? s.decay : 1.0f;
+        j = next;
+        if (j == n) break;
+      }
+      if (p < synced && index(p) == j) {
+        kernels::cuda::ScapeReferenceOnMask(params[j], m_[j], values_[p++], decays[j] != 0, s);
+      } else {
+        kernels::cuda::ScapeReferenceOffMask(params[j], m_[j], decays[j] != 0, s);
+      }
+    }
+    return norm;
+  }
+
+  absl::StatusOr<float*> Residual() override { return residual_.data(); }
+  absl::Status ScaleResidual(float scale) override {
+    for (float& e : residual_) e *= scale;
+    return absl::OkStatus();
+  }
+  absl::Status Read(std::vector<float>&, std::vector<float>&) override {
+    return absl::OkStatus();
+  }
+  absl::Status Write(const std::vector<float>&, const std::vector<float>&) override {
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<float>& m_;
+  std::vector<float>& residual_;
+  std::vector<float>& values_;
+  const DecayMask& decay_mask_;
+  const std::vector<int64_t>* mask_ = nullptr;
+  bool dense_ = true;
+};
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ScapeOptimizer>> ScapeOptimizer::Create(
-    RankGroup* group, ScapeConfig config, DecayMask decay_mask, std::vector<int64_t> tensor_bounds) {
+    RankGroup* group, ScapeConfig config, DecayMask decay_mask, std::vector<int64_t> tensor_bounds,
+    std::unique_ptr<ScapeReferenceStore> reference_store) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
+  if (reference_store != nullptr && config.rule != ScapeRule::kReference) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scape: only the reference rule (rule: reference) keeps its state on a device, not '",
+        ScapeRuleName(config.rule), "'"));
+  }
   const int64_t total = static_cast<int64_t>(decay_mask.size());
   if (tensor_bounds.empty()) tensor_bounds = {0, total};
   if (tensor_bounds.front() != 0 || tensor_bounds.back() != total ||
@@ -142,12 +249,14 @@ absl::StatusOr<std::unique_ptr<ScapeOptimizer>> ScapeOptimizer::Create(
   if (config.PerTensor()) {
     if (absl::Status s = CheckTensorAligned(*partition, tensor_bounds); !s.ok()) return s;
   }
-  return std::unique_ptr<ScapeOptimizer>(new ScapeOptimizer(
-      group, config, std::move(decay_mask), std::move(tensor_bounds), std::move(*partition)));
+  return std::unique_ptr<ScapeOptimizer>(
+      new ScapeOptimizer(group, config, std::move(decay_mask), std::move(tensor_bounds),
+                         std::move(*partition), std::move(reference_store)));
 }
 
 ScapeOptimizer::ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask decay_mask,
-                               std::vector<int64_t> tensor_bounds, ParameterPartition partition)
+                               std::vector<int64_t> tensor_bounds, ParameterPartition partition,
+                               std::unique_ptr<ScapeReferenceStore> reference_store)
     : group_(group),
       config_(config),
       decay_mask_(std::move(decay_mask)),
@@ -157,7 +266,26 @@ ScapeOptimizer::ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask d
       m_(decay_mask_.size(), 0.0f),
       vbar_(decay_mask_.size(), 0.0f),
       residual_(decay_mask_.size(), 0.0f),
-      last_sync_(decay_mask_.size(), -1) {}
+      last_sync_(decay_mask_.size(), -1),
+      reference_store_(std::move(reference_store)) {
+  if (reference_store_ == nullptr) {
+    reference_store_ =
+        std::make_unique<HostReferenceStore>(&m_, &residual_, &values_, &decay_mask_);
+  }
+}
+
+absl::Status ScapeOptimizer::ReadStore() const {
+  // The host store's Read is nothing: m_ and residual_ are its state.
+  return reference_store_->Read(m_, residual_);
+}
+
+void ScapeOptimizer::SyncHostCopies() const {
+  if (absl::Status s = ReadStore(); !s.ok()) {
+    LOG(ERROR) << "scape: state not downloaded: " << s;
+    m_.clear();
+    residual_.clear();
+  }
+}
 
 bool ScapeOptimizer::DenseAt(int64_t step) const {
   // The reference rule may start sparse: its first mask is then chosen
@@ -261,17 +389,15 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
                                (lr_weighted ? lr : 1.0) / group_->world_size())
           : 0.0f;
   const bool decayed = config_.decayed_residual && config_.rule == ScapeRule::kCatchUp;
+  const kernels::cuda::ScapeReferenceScalars reference_scalars =
+      kernels::cuda::ScapeReferenceScalarsAt(config_.adams, t + 1, lr, group_->world_size());
   if (reference) {
-    // c^r = β1·m + (1−β1)·g^r_local + e^r, with g^r_local = P·g^r (our g^r
-    // sums to the global mean gradient over ranks; the mean of P·g^r is it).
-    const float b1 = static_cast<float>(config_.adams.beta1);
-    const float world = static_cast<float>(group_->world_size());
-    for (int64_t j = 0; j < n; ++j) {
-      residual_[j] = b1 * m_[j] + one_minus_b1 * (world * grads[j]) + residual_[j];
-    }
     const int64_t begin = exchange_.RangeBegin(group_->rank()), end = exchange_.RangeEnd(group_->rank());
-    reference_statistic_.resize(end - begin);
-    for (int64_t j = begin; j < end; ++j) reference_statistic_[j - begin] = std::fabs(residual_[j]);
+    if (absl::Status s =
+            reference_store_->Payload(grads, reference_scalars, begin, end, reference_statistic_);
+        !s.ok()) {
+      return s;
+    }
     if (first_mask_now) {
       lap(phases.pack);
       const std::vector<int64_t> own = SelectOwnPart(t);
@@ -295,16 +421,12 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   // Pack at the mask (in mask order) and zero what is sent: ONE all-reduce.
   const std::vector<int64_t>& mask = current_.indices;
   const int64_t synced = dense ? n : static_cast<int64_t>(mask.size());
-  values_.resize(synced);
-  if (dense) {
-    std::copy(residual_.begin(), residual_.end(), values_.begin());
-    std::fill(residual_.begin(), residual_.end(), 0.0f);
-  } else {
-    for (int64_t p = 0; p < synced; ++p) {
-      values_[p] = residual_[mask[p]];
-      residual_[mask[p]] = 0.0f;
-    }
-  }
+  // Every rule packs the same way; only the reference rule's store may
+  // keep its buffers on a device (Create refuses one for the others).
+  const bool host_values = reference_store_->host_addressable();
+  auto packed = reference_store_->Pack(mask, dense);
+  if (!packed.ok()) return packed.status();
+  float* values = *packed;
   lap(phases.pack);
   // The next mask's selection runs beside the values all-reduce and the
   // update when it does not depend on them (SelectsDuringUpdate).
@@ -325,24 +447,35 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
       // No thread to spare: select after the update instead.
     }
   }
-  if (absl::Status s = group_->AllReduceSum(values_.data(), synced); !s.ok()) {
+  if (absl::Status s = group_->AllReduceSumIn(values, synced, host_values); !s.ok()) {
     if (selection) selection->wait();
     return s;
   }
   lap(phases.all_reduce_wait);
 
   if (reference) {
-    ApplyReference(params, n, lr, dense);
+    if (absl::Status s = ApplyReference(params, lr, dense); !s.ok()) {
+      if (selection) selection->wait();
+      return s;
+    }
   } else {
     Apply(params, n, lr, dense);
   }
   lap(phases.update);
   if (!dense && ResidualSyncAfter(t)) {
     // Every rank takes the ranks' mean residual (a dense step has none left).
-    if (absl::Status s = group_->AllReduceSum(residual_.data(), n); !s.ok()) return s;
-    lap(phases.all_reduce_wait);
     const float inverse_ranks = 1.0f / static_cast<float>(group_->world_size());
-    for (float& e : residual_) e *= inverse_ranks;
+    if (reference) {
+      auto residual = reference_store_->Residual();
+      if (!residual.ok()) return residual.status();
+      if (absl::Status s = group_->AllReduceSumIn(*residual, n, host_values); !s.ok()) return s;
+      lap(phases.all_reduce_wait);
+      if (absl::Status s = reference_store_->ScaleResidual(inverse_ranks); !s.ok()) return s;
+    } else {
+      if (absl::Status s = group_->AllReduceSum(residual_.data(), n); !s.ok()) return s;
+      lap(phases.all_reduce_wait);
+      for (float& e : residual_) e *= inverse_ranks;
+    }
     lap(phases.update);
   }
   ++step_;
@@ -380,53 +513,20 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   return absl::OkStatus();
 }
 
-void ScapeOptimizer::ApplyReference(float* params, int64_t n, double lr, bool dense) {
-  const ScapeConfig& c = config_;
-  const float b1 = static_cast<float>(c.adams.beta1), b2 = static_cast<float>(c.adams.beta2);
-  const float eps = static_cast<float>(c.adams.epsilon), flr = static_cast<float>(lr);
-  const float decay = static_cast<float>(1.0 - lr * c.adams.weight_decay);
-  const float inverse_ranks = 1.0f / static_cast<float>(group_->world_size());
-  const std::vector<int64_t>& mask = current_.indices;
-  const int64_t synced = dense ? n : static_cast<int64_t>(mask.size());
-  auto index = [&](int64_t p) { return dense ? p : mask[p]; };
-  // b = mean_r c^r; ĝ = (b − β1·m_prev)/(1−β1), in place in values_ (0 off
-  // the mask, so the packed values' norm is ĝ's global norm).
-  for (int64_t p = 0; p < synced; ++p) {
-    const float b = values_[p] * inverse_ranks;
-    values_[p] = (b - b1 * m_[index(p)]) / (1.0f - b1);
+absl::Status ScapeOptimizer::ApplyReference(float* params, double lr, bool dense) {
+  auto norm = reference_store_->Apply(
+      params,
+      kernels::cuda::ScapeReferenceScalarsAt(config_.adams, step_ + 1, lr, group_->world_size()),
+      config_.grad_clip);
+  if (!norm.ok()) return norm.status();
+  last_grad_norm_ = *norm;
+  // The ages, on the host wherever m and e live.
+  if (dense) {
+    std::fill(last_sync_.begin(), last_sync_.end(), step_);
+  } else {
+    for (int64_t j : current_.indices) last_sync_[j] = step_;
   }
-  // ĝ is identical on every rank, so is its clipping.
-  last_grad_norm_ = ClipGradientNorm(values_.data(), synced, c.grad_clip);
-  const int64_t t = step_ + 1;  // bias correction counts steps from 1
-  const float correction1 = static_cast<float>(1.0 - std::pow(c.adams.beta1, static_cast<double>(t)));
-  const float sqrt_correction2 =
-      static_cast<float>(std::sqrt(1.0 - std::pow(c.adams.beta2, static_cast<double>(t))));
-  int64_t p = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    if (!dense) {
-      // Off the mask the first moment lives only in the residual.
-      const int64_t next = p < synced ? mask[p] : n;
-      std::fill(m_.begin() + j, m_.begin() + next, 0.0f);
-      DecayRun(params, j, next, decay);
-      j = next;
-      if (j == n) break;
-    }
-    const float d = decay_mask_[j] ? decay : 1.0f;
-    float& theta = params[j];
-    float& m = m_[j];
-    if (p < synced && index(p) == j) {
-      const float g_hat = values_[p++];
-      const float v = b2 * m * m + (1.0f - b2) * g_hat * g_hat;  // m is still m_prev
-      m = b1 * m + (1.0f - b1) * g_hat;
-      last_sync_[j] = step_;
-      theta *= d;
-      theta -= flr * (m / correction1) / (std::sqrt(v) / sqrt_correction2 + eps);
-    } else {
-      // Off the mask the first moment lives only in the residual.
-      m = 0.0f;
-      theta *= d;
-    }
-  }
+  return absl::OkStatus();
 }
 
 void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
@@ -790,6 +890,7 @@ absl::StatusOr<std::string> ScapeOptimizer::SaveState() {
     if (!mask.ok()) return mask.status();
     pending_ = std::move(*mask);
   }
+  if (absl::Status s = ReadStore(); !s.ok()) return s;
   StateWriter w;
   w.AddString("kind", name());
   w.AddString("config", config_.ToString());
@@ -877,6 +978,7 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
     if (!mask.ok()) return mask.status();
     pending = std::move(*mask);
   }
+  if (absl::Status s = reference_store_->Write(*m, *residual); !s.ok()) return s;
   step_ = *step;
   m_ = std::move(*m);
   vbar_ = std::move(*vbar);

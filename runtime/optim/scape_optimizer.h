@@ -2,12 +2,14 @@
 #define CORESCAPE_RUNTIME_OPTIM_SCAPE_OPTIMIZER_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runtime/kernels/cuda/optim_updates.h"
 #include "runtime/optim/adams.h"
 #include "runtime/optim/data_parallel_optimizer.h"
 #include "runtime/optim/rank_group.h"
@@ -158,6 +160,44 @@ absl::StatusOr<ParameterPartition> ScapePartition(const ScapeConfig& config,
                                                   const std::vector<int64_t>& tensor_bounds,
                                                   int world_size);
 
+// Where the reference rule (ScapeRule::kReference) keeps the first moment m
+// and this rank's residual e, and what runs its per-coordinate work. The
+// default is ScapeOptimizer's own host vectors and loops; a model backend's
+// memory (runtime/train: DeviceScapeStore) keeps them beside the parameters,
+// and Step then takes that backend's parameter and gradient buffers. Masks
+// stay on the host either way (selection, coding, exchange, ages), and so
+// does the checkpoint format.
+class ScapeReferenceStore {
+ public:
+  virtual ~ScapeReferenceStore() = default;
+  // Whether the store's buffers (and so Step's params and grads) are host
+  // memory.
+  virtual bool host_addressable() const = 0;
+  // e ← c = β1·m + (1−β1)·P·g + e over every coordinate, then
+  // statistic ← |e| over [begin, end) (host; what the next mask is chosen
+  // from).
+  virtual absl::Status Payload(const float* grads,
+                               const kernels::cuda::ScapeReferenceScalars& scalars, int64_t begin,
+                               int64_t end, std::vector<float>& statistic) = 0;
+  // Packs e at `mask` (host, ascending; `dense`: every coordinate) into the
+  // values buffer in mask order and zeroes e there. Returns the buffer,
+  // ready for the all-reduce.
+  virtual absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense) = 0;
+  // From the summed values at the mask of the last Pack: ĝ, clipped to a
+  // global norm of grad_clip (<= 0: not clipped), then bias-corrected AdamS
+  // on the mask, m ← 0 and decay off it. Returns ‖ĝ‖ before clipping.
+  virtual absl::StatusOr<double> Apply(float* params,
+                                       const kernels::cuda::ScapeReferenceScalars& scalars,
+                                       double grad_clip) = 0;
+  // The residual, ready for an all-reduce; then e ← e·scale.
+  virtual absl::StatusOr<float*> Residual() = 0;
+  virtual absl::Status ScaleResidual(float scale) = 0;
+  // Host copies of m and e (the host store: they are already), and
+  // replacing the store's from them.
+  virtual absl::Status Read(std::vector<float>& m, std::vector<float>& e) = 0;
+  virtual absl::Status Write(const std::vector<float>& m, const std::vector<float>& e) = 0;
+};
+
 // SCAPE (arXiv 2607.01678) as one rank runs it, over a RankGroup:
 //  - the mask for step t+1 is selected at the end of step t from first-moment
 //    statistics, each rank only inside its partition range (ceil(d·|range|)
@@ -173,10 +213,13 @@ absl::StatusOr<ParameterPartition> ScapePartition(const ScapeConfig& config,
 class ScapeOptimizer final : public DataParallelOptimizer {
  public:
   // `tensor_bounds`: the T + 1 offsets of the buffer's tensors (empty: one
-  // tensor, the whole buffer); per-tensor masks use them.
+  // tensor, the whole buffer); per-tensor masks use them. `reference_store`
+  // (null: host memory) holds the reference rule's state; other rules
+  // refuse one.
   static absl::StatusOr<std::unique_ptr<ScapeOptimizer>> Create(
       RankGroup* group, ScapeConfig config, DecayMask decay_mask,
-      std::vector<int64_t> tensor_bounds = {});
+      std::vector<int64_t> tensor_bounds = {},
+      std::unique_ptr<ScapeReferenceStore> reference_store = nullptr);
 
   // scape-global too: the same optimizer and state with whole-buffer masks.
   std::string name() const override { return OptimizerName(OptimizerKind::kScape); }
@@ -184,11 +227,18 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   absl::StatusOr<std::string> SaveState() override;
   absl::Status RestoreState(absl::string_view state) override;
   int64_t step_count() const override { return step_; }
-  const std::vector<float>& first_moment() const override { return m_; }
+  // With a device store, downloaded first (empty, logged, if that fails).
+  const std::vector<float>& first_moment() const override {
+    SyncHostCopies();
+    return m_;
+  }
 
   const ScapeConfig& config() const { return config_; }
   const ParameterPartition& partition() const { return partition_; }
-  const std::vector<float>& residual() const { return residual_; }
+  const std::vector<float>& residual() const {
+    SyncHostCopies();
+    return residual_;
+  }
   const std::vector<float>& normalizer() const { return vbar_; }
   const std::vector<int64_t>& last_sync() const { return last_sync_; }
   // The mask applied at the last step (step = that step; no parts if dense).
@@ -205,15 +255,19 @@ class ScapeOptimizer final : public DataParallelOptimizer {
 
  private:
   ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask decay_mask,
-                 std::vector<int64_t> tensor_bounds, ParameterPartition partition);
+                 std::vector<int64_t> tensor_bounds, ParameterPartition partition,
+                 std::unique_ptr<ScapeReferenceStore> reference_store);
+  // Brings m_ and residual_ up to date from a store in another memory.
+  absl::Status ReadStore() const;
+  void SyncHostCopies() const;
   bool DenseAt(int64_t step) const;
   double DensityAt(int64_t step) const;
   absl::Status TakeMask(int64_t step);
   void Apply(float* params, int64_t size, double lr, bool dense);
   // θ_j ← θ_j·(1 − ηλ) for the decayed j of [begin, end): off the mask.
   void DecayRun(float* params, int64_t begin, int64_t end, float decay) const;
-  // kReference's update from the averaged payload b (values_).
-  void ApplyReference(float* params, int64_t size, double lr, bool dense);
+  // kReference's update from the summed payload (the store's values).
+  absl::Status ApplyReference(float* params, double lr, bool dense);
   // This rank's part of the mask for step `step`.
   std::vector<int64_t> SelectOwnPart(int64_t step);
   // The statistic of coordinates [from, to) into out[0, to − from).
@@ -240,12 +294,18 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   ParameterPartition partition_;
   MaskExchange exchange_;
   int64_t step_ = 0;
-  std::vector<float> m_;          // first moment, identical on every rank
+  // First moment (identical on every rank) and this rank's unsent
+  // increments. Mutable: with a device store they are host copies, read on
+  // demand by the const accessors.
+  mutable std::vector<float> m_;
   std::vector<float> vbar_;       // smoothed AdamS normalizer, identical on every rank
-  std::vector<float> residual_;   // this rank's unsent increments
+  mutable std::vector<float> residual_;
   std::vector<int64_t> last_sync_;  // step each coordinate was last synchronized (−1: never)
   std::vector<double> lr_sum_;      // Σ η up to and including each step
   std::vector<float> values_;     // packed buffer of the all-reduce
+  // kReference's m, e and per-coordinate work (never null); every rule
+  // packs its values through it (the host store for the other rules).
+  std::unique_ptr<ScapeReferenceStore> reference_store_;
   // kReference: |c^r| over this rank's range at the last step, what the next
   // mask is chosen from.
   std::vector<float> reference_statistic_;

@@ -14,6 +14,7 @@
 #include "runtime/data/dataset_manifest.h"
 #include "runtime/data/shard_set.h"
 #include "runtime/train/device_dense_optimizer.h"
+#include "runtime/train/device_scape_store.h"
 #include "runtime/train/model_batch.h"
 
 namespace corescape::train {
@@ -157,31 +158,41 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
       std::fill(decay_mask.begin() + slot.offset, decay_mask.begin() + slot.offset + slot.size, 1);
     }
   }
-  // A device backend keeps a dense optimizer's state beside the parameters,
-  // so a step moves nothing to the host; the sparse optimizers still run on
-  // the host over downloaded gradients.
+  // A device backend keeps the optimizer's state beside the parameters
+  // where it can (the dense optimizers, SCAPE's reference rule), so a step
+  // moves no gradient or parameter to the host; the other sparse optimizers
+  // run on the host over downloaded gradients.
   auto traits = optim::FindOptimizer(config.optimizer.name);
   if (!traits.ok()) return traits.status();
-  if (!trainer->model_->ops().parameters_in_place() &&
-      DeviceDenseOptimizer::Supports((*traits)->kind)) {
-    auto optimizer = DeviceDenseOptimizer::Create(config.optimizer, group,
-                                                  &trainer->model_->ops(), std::move(decay_mask));
+  model::ModelOps& backend = trainer->model_->ops();
+  const bool device_backend = !backend.parameters_in_place();
+  if (device_backend && DeviceDenseOptimizer::Supports((*traits)->kind)) {
+    auto optimizer = DeviceDenseOptimizer::Create(config.optimizer, group, &backend,
+                                                  std::move(decay_mask));
     if (!optimizer.ok()) return optimizer.status();
     trainer->optimizer_ = *std::move(optimizer);
     trainer->optimizer_on_device_ = true;
-    LOG(INFO) << "optimizer " << config.optimizer.name << ": state on "
-              << trainer->model_->ops().device().ToString() << " beside the parameters";
-    return trainer;
+  } else {
+    std::unique_ptr<optim::ScapeReferenceStore> store;
+    if (device_backend && DeviceScapeStore::Supports(config.optimizer)) {
+      auto created = DeviceScapeStore::Create(&backend, decay_mask);
+      if (!created.ok()) return created.status();
+      store = *std::move(created);
+      trainer->optimizer_on_device_ = true;
+    }
+    auto optimizer =
+        optim::CreateOptimizer(config.optimizer, group, std::move(decay_mask),
+                               trainer->model_->layout().TensorBounds(), std::move(store));
+    if (!optimizer.ok()) return optimizer.status();
+    trainer->optimizer_ = *std::move(optimizer);
   }
-  if (!trainer->model_->ops().parameters_in_place()) {
+  if (trainer->optimizer_on_device_) {
+    LOG(INFO) << "optimizer " << config.optimizer.name << ": state on " << backend.device().ToString()
+              << " beside the parameters";
+  } else if (device_backend) {
     LOG(INFO) << "optimizer " << config.optimizer.name << ": on the host (each step downloads "
-              << "the gradients from " << trainer->model_->ops().device().ToString()
-              << " and uploads the parameters)";
+              << "the gradients from " << backend.device().ToString() << " and uploads the parameters)";
   }
-  auto optimizer = optim::CreateOptimizer(config.optimizer, group, std::move(decay_mask),
-                                          trainer->model_->layout().TensorBounds());
-  if (!optimizer.ok()) return optimizer.status();
-  trainer->optimizer_ = *std::move(optimizer);
   return trainer;
 }
 

@@ -120,8 +120,9 @@ class DataParallelTrainer {
   // parameters are current only after DownloadParameters().
   const model::Transformer& model() const { return *model_; }
   absl::Status DownloadParameters() { return model_->DownloadParameters(); }
-  // Whether the optimizer's state lives on the model's device (a dense
-  // optimizer with a device backend) rather than on the host.
+  // Whether the optimizer's state lives on the model's device (a device
+  // backend with a dense optimizer or SCAPE's reference rule) rather than
+  // on the host.
   bool optimizer_on_device() const { return optimizer_on_device_; }
   // The optimizer the trainer built (CreateOptimizer, like every job).
   optim::DataParallelOptimizer& optimizer() { return *optimizer_; }

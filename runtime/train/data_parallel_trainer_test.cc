@@ -348,13 +348,19 @@ TEST(DataParallelTrainerTest, DeviceCopiesTrainBitwiseLikeInPlace) {
     const char* optimizer;
     double grad_clip;
     bool on_device;
+    optim::ScapeRule rule = optim::ScapeConfig{}.rule;
   };
-  for (const Case& c : {Case{"adamw", optim::kDefaultGradClip, true}, Case{"adamw", 1e-3, true},
-                        Case{"adams", 0, true}, Case{"scape", 0, false}}) {
-    SCOPED_TRACE(absl::StrCat(c.optimizer, " clip ", c.grad_clip));
+  for (const Case& c :
+       {Case{"adamw", optim::kDefaultGradClip, true}, Case{"adamw", 1e-3, true},
+        Case{"adams", 0, true}, Case{"scape", 0, false},
+        Case{"scape", 1e-3, true, optim::ScapeRule::kReference},
+        Case{"scape", optim::kDefaultGradClip, true, optim::ScapeRule::kReference}}) {
+    SCOPED_TRACE(absl::StrCat(c.optimizer, " clip ", c.grad_clip, " rule ",
+                              optim::ScapeRuleName(c.rule)));
     TrainerConfig config = Config(2);
     config.optimizer.name = c.optimizer;
     config.optimizer.grad_clip = c.grad_clip;
+    config.optimizer.scape.rule = c.rule;
     SingleProcessGroup group;
     auto in_place = DataParallelTrainer::Create(config, &group);
     ASSERT_TRUE(in_place.ok()) << in_place.status();
@@ -409,7 +415,7 @@ TEST(DataParallelTrainerTest, DeviceCopiesTrainBitwiseLikeInPlace) {
 // backend's gradient buffer: they stay identical and match two ranks on
 // the host step bitwise.
 TEST(DataParallelTrainerTest, TwoRanksWithTheOptimizerOnTheDeviceMatchTheHostStep) {
-  for (const char* optimizer : {"adamw", "adams"}) {
+  for (const char* optimizer : {"adamw", "adams", "scape"}) {
     SCOPED_TRACE(optimizer);
     std::vector<float> parameters[2];
     std::array<std::vector<double>, 2> losses[2];
@@ -420,6 +426,11 @@ TEST(DataParallelTrainerTest, TwoRanksWithTheOptimizerOnTheDeviceMatchTheHostSte
       for (int r = 0; r < 2; ++r) {
         TrainerConfig config = Config(2);
         config.optimizer.name = optimizer;
+        // SCAPE's reference rule with every path of its step: sparse from
+        // step 1, a dense refresh, residual syncs.
+        config.optimizer.scape.rule = optim::ScapeRule::kReference;
+        config.optimizer.scape.dense_refresh_interval = 3;
+        config.optimizer.scape.residual_sync_period = 2;
         if (device) {
           config.ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr);
         }
@@ -428,7 +439,7 @@ TEST(DataParallelTrainerTest, TwoRanksWithTheOptimizerOnTheDeviceMatchTheHostSte
         EXPECT_EQ((*trainer)->optimizer_on_device(), device == 1);
         ranks[r] = *std::move(trainer);
       }
-      losses[device] = StepBothRanks(ranks, 4);
+      losses[device] = StepBothRanks(ranks, 5);
       for (int r = 0; r < 2; ++r) ASSERT_TRUE(ranks[r]->DownloadParameters().ok());
       EXPECT_EQ(ranks[0]->model().parameters(), ranks[1]->model().parameters());
       parameters[device] = ranks[0]->model().parameters();

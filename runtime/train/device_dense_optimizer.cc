@@ -51,8 +51,7 @@ absl::Status DeviceDenseOptimizer::Step(float* params, float* grads, int64_t siz
   const absl::Time start = absl::Now();
   // The collective reads what the backend's stream wrote.
   CORESCAPE_RETURN_IF_ERROR(ops_->Synchronize());
-  CORESCAPE_RETURN_IF_ERROR(ops_->host_addressable() ? group_->AllReduceSum(grads, size)
-                                                     : group_->AllReduceSumOnDevice(grads, size));
+  CORESCAPE_RETURN_IF_ERROR(group_->AllReduceSumIn(grads, size, ops_->host_addressable()));
   const absl::Time reduced = absl::Now();
   double grad_norm = 0;
   if (kind_ == optim::OptimizerKind::kAdamW) {

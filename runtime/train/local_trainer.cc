@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "runtime/job/trainer_config.h"
+#include "runtime/optim/scape_optimizer.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/train/data_parallel_trainer.h"
 
@@ -42,6 +43,11 @@ absl::Status LocalTrainConfig::Validate() const {
     return Invalid("optimizer", traits.status().message());
   }
   if (!(density > 0 && density <= 1)) return Invalid("density", "must be in (0, 1]");
+  if (!scape_rule.empty()) {
+    if (auto rule = optim::ParseScapeRule(scape_rule); !rule.ok()) {
+      return Invalid("scape_rule", rule.status().message());
+    }
+  }
   if (eval_interval < 0) return Invalid("eval_interval", "must not be negative");
   if (eval_batches < 0) return Invalid("eval_batches", "must not be negative");
   if (threads < 0 || threads > 1024) return Invalid("threads", "must be in [0, 1024]");
@@ -110,6 +116,7 @@ absl::StatusOr<LocalTrainConfig> ParseLocalTrainConfig(absl::string_view text,
     else if (key == "grad_clip") status = read_double(config.grad_clip);
     else if (key == "optimizer") status = read_string(config.optimizer);
     else if (key == "density") status = read_double(config.density);
+    else if (key == "scape_rule") status = read_string(config.scape_rule);
     else if (key == "eval_interval") status = read_int(config.eval_interval);
     else if (key == "eval_batches") status = read_int(config.eval_batches);
     else if (key == "seed") status = read_int(config.seed);
@@ -145,6 +152,7 @@ v1::JobSpec LocalTrainConfig::ToJobSpec() const {
   o.set_grad_clip(grad_clip);
   if (auto traits = optim::FindOptimizer(optimizer); traits.ok() && (*traits)->sparse) {
     o.mutable_scape()->set_density(density);
+    if (!scape_rule.empty()) o.mutable_scape()->set_rule(scape_rule);
   }
   spec.set_steps(steps);
   spec.set_eval_interval_steps(eval_interval);

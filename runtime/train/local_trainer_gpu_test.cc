@@ -69,5 +69,25 @@ TEST(LocalTrainerGpuTest, ScapeAtDensityOneTrainsLikeAdamSOnTheGpu) {
   EXPECT_NEAR(scape.final_val_loss, adams.final_val_loss, 1e-3 * adams.final_val_loss);
 }
 
+// SCAPE's reference rule with its state on the GPU (its mask selection and
+// exchange on the host) descends like the same run on the CPU.
+TEST(LocalTrainerGpuTest, ScapeReferenceOnTheGpuDescendsLikeTheCpuRun) {
+  if (device::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA GPU on this machine";
+  const std::string data = PrepareGrammarCorpus(2000);
+  LocalTrainConfig config;
+  config.optimizer = "scape";
+  config.scape_rule = "reference";
+  config.density = 0.1;
+  std::vector<double> cpu_losses, gpu_losses;
+  const LocalTrainSummary cpu = Train(data, "cpu", cpu_losses, config);
+  const LocalTrainSummary gpu = Train(data, "cuda:0", gpu_losses, config);
+  ASSERT_EQ(gpu_losses.size(), 50u);
+  EXPECT_LT(gpu.final_val_loss, gpu.first_val_loss - 1.0);
+  EXPECT_NEAR(gpu.final_val_loss, cpu.final_val_loss, 0.05 * cpu.final_val_loss);
+  for (int step : {0, 9, 24, 49}) {
+    EXPECT_NEAR(gpu_losses[step], cpu_losses[step], 0.05 * cpu_losses[step]) << "step " << step;
+  }
+}
+
 }  // namespace
 }  // namespace corescape::train

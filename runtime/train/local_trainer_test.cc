@@ -78,6 +78,15 @@ TEST(LocalTrainerTest, BadConfigNamesTheField) {
   ASSERT_TRUE(parsed.ok());
   EXPECT_EQ(parsed->steps, 12);
   EXPECT_EQ(parsed->lr, 0.01);
+
+  // SCAPE's rule reaches the job spec; an unknown one is named.
+  parsed = ParseLocalTrainConfig(R"({"optimizer": "scape", "scape_rule": "reference"})", config,
+                                 "job.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->ToJobSpec().optimizer().scape().rule(), "reference");
+  parsed->scape_rule = "lazy";
+  EXPECT_NE(parsed->Validate().message().find("scape_rule"), std::string::npos)
+      << parsed->Validate();
 }
 
 TEST(LocalTrainerTest, DeviceAndPrecisionAreValidatedAndNamed) {

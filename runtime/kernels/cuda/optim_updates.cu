@@ -35,7 +35,9 @@ __global__ void UnpackAtMaskKernel(const int64_t* mask, int64_t count, const flo
 
 __global__ void ReconstructKernel(float* values, const int64_t* mask, int64_t count, const float* m,
                                   ScapeReferenceScalars s) {
-  for (int64_t p = GridStart(); p < count; p += GridStride()) ScapeReconstructElement(values[p], m[mask[p]], s);
+  for (int64_t p = GridStart(); p < count; p += GridStride()) {
+    ScapeReconstructElement(values[p], m[mask != nullptr ? mask[p] : p], s);
+  }
 }
 
 // Σ values² in a fixed order, so every rank that holds the same values gets
@@ -84,7 +86,7 @@ __global__ void OffMaskKernel(float* theta, float* m, const uint32_t* mask_words
 __global__ void OnMaskKernel(float* theta, float* m, const float* g_hat, const int64_t* mask, int64_t count,
                              const uint8_t* decays, ScapeReferenceScalars s) {
   for (int64_t p = GridStart(); p < count; p += GridStride()) {
-    const int64_t j = mask[p];
+    const int64_t j = mask != nullptr ? mask[p] : p;
     ScapeReferenceOnMask(theta[j], m[j], g_hat[p], decays[j] != 0, s);
   }
 }
@@ -150,8 +152,11 @@ absl::Status LaunchScapeReferenceApply(float* theta, float* m, const float* g_ha
                                        int64_t n, const ScapeReferenceScalars& s, cudaStream_t stream) {
   if (n <= 0) return absl::OkStatus();
   // Disjoint coordinates: off the mask by its bits, on it by its indices.
-  OffMaskKernel<<<BlocksFor(n), kThreads, 0, stream>>>(theta, m, mask_words, decays, n, s);
-  if (absl::Status st = LaunchStatus("LaunchScapeReferenceApply (off mask)"); !st.ok()) return st;
+  // No mask: every coordinate is on it.
+  if (mask != nullptr) {
+    OffMaskKernel<<<BlocksFor(n), kThreads, 0, stream>>>(theta, m, mask_words, decays, n, s);
+    if (absl::Status st = LaunchStatus("LaunchScapeReferenceApply (off mask)"); !st.ok()) return st;
+  }
   if (count <= 0) return absl::OkStatus();
   OnMaskKernel<<<BlocksFor(count), kThreads, 0, stream>>>(theta, m, g_hat, mask, count, decays, s);
   return LaunchStatus("LaunchScapeReferenceApply (on mask)");

@@ -30,6 +30,8 @@ absl::Status LaunchPackAtMask(const int64_t* mask, int64_t count, float* residua
                               cudaStream_t stream);
 absl::Status LaunchUnpackAtMask(const int64_t* mask, int64_t count, const float* values, float* dense,
                                 cudaStream_t stream);
+// A null `mask` in LaunchScapeReconstruct and LaunchScapeReferenceApply is
+// every coordinate in order (a dense step: count = n, no mask words).
 absl::Status LaunchScapeReconstruct(float* values, const int64_t* mask, int64_t count, const float* m,
                                     const ScapeReferenceScalars& s, cudaStream_t stream);
 // The sum of squares behind the global norm runs in a fixed order, so equal
