@@ -189,6 +189,21 @@ class CpuModelOps final : public ModelOps {
 
 }  // namespace
 
+absl::StatusOr<device::DeviceBuffer> AllocateZeroed(ModelOps& ops, size_t bytes) {
+  auto buffer = ops.Allocate(bytes);
+  if (!buffer.ok()) return buffer.status();
+  if (absl::Status s = ops.Zero(buffer->data(), bytes); !s.ok()) return s;
+  return buffer;
+}
+
+absl::StatusOr<device::DeviceBuffer> AllocateCopy(ModelOps& ops, const void* host_src,
+                                                  size_t bytes) {
+  auto buffer = ops.Allocate(bytes);
+  if (!buffer.ok()) return buffer.status();
+  if (absl::Status s = ops.Upload(buffer->data(), host_src, bytes); !s.ok()) return s;
+  return buffer;
+}
+
 std::unique_ptr<ModelOps> NewCpuModelOps(CpuParameterMode mode, ThreadPool* pool,
                                          int64_t capacity_bytes) {
   return std::make_unique<CpuModelOps>(mode, pool, capacity_bytes);

@@ -135,6 +135,12 @@ class ModelOps {
   virtual CoreAttentionExecutor& local_attention() = 0;
 };
 
+// A buffer of `bytes` in `ops`' memory, zeroed, or holding a copy of
+// `host_src` (state an optimizer keeps beside the parameters).
+absl::StatusOr<device::DeviceBuffer> AllocateZeroed(ModelOps& ops, size_t bytes);
+absl::StatusOr<device::DeviceBuffer> AllocateCopy(ModelOps& ops, const void* host_src,
+                                                  size_t bytes);
+
 // How a CPU backend holds the model's parameters and gradients.
 enum class CpuParameterMode {
   // The kernels read the host parameter vector and write the host gradient

@@ -2,21 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-
 namespace corescape::optim {
-absl::StatusOr<ScapeConfig> ScapeConfigFor(const OptimizerOptions& options) {
-  auto traits = FindOptimizer(options.name);
-  if (!traits.ok()) return traits.status();
-  const OptimizerKind kind = (*traits)->kind;
-  if (kind != OptimizerKind::kScape && kind != OptimizerKind::kScapeGlobal) {
-    return absl::InvalidArgumentError(absl::StrCat("'", options.name, "' is not SCAPE"));
-  }
-  ScapeConfig scape = options.scape;
-  scape.adams = options.adam;
-  scape.grad_clip = options.grad_clip;
-  scape.scope = kind == OptimizerKind::kScape ? MaskScope::kPartitioned : MaskScope::kWholeBuffer;
-  return scape;
-}
 
 absl::StatusOr<std::unique_ptr<DataParallelOptimizer>> CreateOptimizer(
     const OptimizerOptions& options, RankGroup* group, DecayMask decay_mask,
@@ -46,9 +32,12 @@ absl::StatusOr<std::unique_ptr<DataParallelOptimizer>> CreateOptimizer(
                                                  options.scape.dense_warmup_steps);
     case OptimizerKind::kScape:
     case OptimizerKind::kScapeGlobal: {
-      auto scape = ScapeConfigFor(options);
-      if (!scape.ok()) return scape.status();
-      auto optimizer = ScapeOptimizer::Create(group, *scape, std::move(decay_mask),
+      ScapeConfig scape = options.scape;
+      scape.adams = options.adam;
+      scape.grad_clip = options.grad_clip;
+      scape.scope = kind == OptimizerKind::kScape ? MaskScope::kPartitioned
+                                                  : MaskScope::kWholeBuffer;
+      auto optimizer = ScapeOptimizer::Create(group, scape, std::move(decay_mask),
                                              std::move(tensor_bounds), std::move(reference_store));
       if (!optimizer.ok()) return optimizer.status();
       return std::unique_ptr<DataParallelOptimizer>(*std::move(optimizer));

@@ -39,10 +39,6 @@ absl::StatusOr<std::unique_ptr<DataParallelOptimizer>> CreateOptimizer(
     std::vector<int64_t> tensor_bounds = {},
     std::unique_ptr<ScapeReferenceStore> reference_store = nullptr);
 
-// The SCAPE configuration `options` gives the optimizer it names (scape or
-// scape-global): its AdamS hyper-parameters, clipping and mask scope.
-absl::StatusOr<ScapeConfig> ScapeConfigFor(const OptimizerOptions& options);
-
 }  // namespace corescape::optim
 
 #endif  // CORESCAPE_RUNTIME_OPTIM_OPTIMIZER_REGISTRY_H_

@@ -389,6 +389,8 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
                                (lr_weighted ? lr : 1.0) / group_->world_size())
           : 0.0f;
   const bool decayed = config_.decayed_residual && config_.rule == ScapeRule::kCatchUp;
+  // The reference rule's per-step scalars (t + 1: bias correction counts
+  // steps from 1), for its payload and its update.
   const kernels::cuda::ScapeReferenceScalars reference_scalars =
       kernels::cuda::ScapeReferenceScalarsAt(config_.adams, t + 1, lr, group_->world_size());
   if (reference) {
@@ -454,7 +456,7 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   lap(phases.all_reduce_wait);
 
   if (reference) {
-    if (absl::Status s = ApplyReference(params, lr, dense); !s.ok()) {
+    if (absl::Status s = ApplyReference(params, reference_scalars, dense); !s.ok()) {
       if (selection) selection->wait();
       return s;
     }
@@ -464,18 +466,14 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   lap(phases.update);
   if (!dense && ResidualSyncAfter(t)) {
     // Every rank takes the ranks' mean residual (a dense step has none left).
+    // Through the store, wherever it keeps the residual (the host's for
+    // every rule but a device-held reference rule).
+    auto residual = reference_store_->Residual();
+    if (!residual.ok()) return residual.status();
+    if (absl::Status s = group_->AllReduceSumIn(*residual, n, host_values); !s.ok()) return s;
+    lap(phases.all_reduce_wait);
     const float inverse_ranks = 1.0f / static_cast<float>(group_->world_size());
-    if (reference) {
-      auto residual = reference_store_->Residual();
-      if (!residual.ok()) return residual.status();
-      if (absl::Status s = group_->AllReduceSumIn(*residual, n, host_values); !s.ok()) return s;
-      lap(phases.all_reduce_wait);
-      if (absl::Status s = reference_store_->ScaleResidual(inverse_ranks); !s.ok()) return s;
-    } else {
-      if (absl::Status s = group_->AllReduceSum(residual_.data(), n); !s.ok()) return s;
-      lap(phases.all_reduce_wait);
-      for (float& e : residual_) e *= inverse_ranks;
-    }
+    if (absl::Status s = reference_store_->ScaleResidual(inverse_ranks); !s.ok()) return s;
     lap(phases.update);
   }
   ++step_;
@@ -513,11 +511,9 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   return absl::OkStatus();
 }
 
-absl::Status ScapeOptimizer::ApplyReference(float* params, double lr, bool dense) {
-  auto norm = reference_store_->Apply(
-      params,
-      kernels::cuda::ScapeReferenceScalarsAt(config_.adams, step_ + 1, lr, group_->world_size()),
-      config_.grad_clip);
+absl::Status ScapeOptimizer::ApplyReference(
+    float* params, const kernels::cuda::ScapeReferenceScalars& scalars, bool dense) {
+  auto norm = reference_store_->Apply(params, scalars, config_.grad_clip);
   if (!norm.ok()) return norm.status();
   last_grad_norm_ = *norm;
   // The ages, on the host wherever m and e live.

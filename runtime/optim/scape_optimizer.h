@@ -267,7 +267,8 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // θ_j ← θ_j·(1 − ηλ) for the decayed j of [begin, end): off the mask.
   void DecayRun(float* params, int64_t begin, int64_t end, float decay) const;
   // kReference's update from the summed payload (the store's values).
-  absl::Status ApplyReference(float* params, double lr, bool dense);
+  absl::Status ApplyReference(float* params, const kernels::cuda::ScapeReferenceScalars& scalars,
+                              bool dense);
   // This rank's part of the mask for step `step`.
   std::vector<int64_t> SelectOwnPart(int64_t step);
   // The statistic of coordinates [from, to) into out[0, to − from).

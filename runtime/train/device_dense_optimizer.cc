@@ -27,18 +27,17 @@ absl::StatusOr<std::unique_ptr<DeviceDenseOptimizer>> DeviceDenseOptimizer::Crea
   std::unique_ptr<DeviceDenseOptimizer> optimizer(
       new DeviceDenseOptimizer((*traits)->kind, options, group, ops, size));
   const size_t float_bytes = static_cast<size_t>(size) * sizeof(float);
-  for (device::DeviceBuffer* buffer : {&optimizer->m_, &optimizer->v_}) {
-    if (buffer == &optimizer->v_ && !optimizer->has_v()) continue;
-    auto allocated = ops->Allocate(float_bytes);
-    if (!allocated.ok()) return allocated.status();
-    *buffer = *std::move(allocated);
-    CORESCAPE_RETURN_IF_ERROR(ops->Zero(buffer->data(), float_bytes));
+  auto m = model::AllocateZeroed(*ops, float_bytes);
+  if (!m.ok()) return m.status();
+  optimizer->m_ = *std::move(m);
+  if (optimizer->has_v()) {
+    auto v = model::AllocateZeroed(*ops, float_bytes);
+    if (!v.ok()) return v.status();
+    optimizer->v_ = *std::move(v);
   }
-  auto decays = ops->Allocate(decay_mask.size());
+  auto decays = model::AllocateCopy(*ops, decay_mask.data(), decay_mask.size());
   if (!decays.ok()) return decays.status();
   optimizer->decays_ = *std::move(decays);
-  CORESCAPE_RETURN_IF_ERROR(
-      ops->Upload(optimizer->decays_.data(), decay_mask.data(), decay_mask.size()));
   return optimizer;
 }
 

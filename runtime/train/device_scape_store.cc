@@ -34,15 +34,13 @@ absl::StatusOr<std::unique_ptr<DeviceScapeStore>> DeviceScapeStore::Create(
   std::unique_ptr<DeviceScapeStore> store(new DeviceScapeStore(ops, size));
   const size_t float_bytes = static_cast<size_t>(size) * sizeof(float);
   for (device::DeviceBuffer* buffer : {&store->m_, &store->residual_, &store->values_}) {
-    auto allocated = ops->Allocate(float_bytes);
-    if (!allocated.ok()) return allocated.status();
-    *buffer = *std::move(allocated);
-    CORESCAPE_RETURN_IF_ERROR(ops->Zero(buffer->data(), float_bytes));
+    auto zeroed = model::AllocateZeroed(*ops, float_bytes);
+    if (!zeroed.ok()) return zeroed.status();
+    *buffer = *std::move(zeroed);
   }
-  auto decays = ops->Allocate(decay_mask.size());
+  auto decays = model::AllocateCopy(*ops, decay_mask.data(), decay_mask.size());
   if (!decays.ok()) return decays.status();
   store->decays_ = *std::move(decays);
-  CORESCAPE_RETURN_IF_ERROR(ops->Upload(store->decays_.data(), decay_mask.data(), decay_mask.size()));
   return store;
 }
 
