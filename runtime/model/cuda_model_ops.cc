@@ -145,6 +145,18 @@ class CudaModelOps final : public ModelOps {
     return stream_->Synchronize();
   }
   absl::Status Synchronize() override { return stream_->Synchronize(); }
+  absl::StatusOr<device::PinnedHostBuffer> AllocatePinned(size_t bytes) override {
+    return device::PinnedHostBuffer::Allocate(runtime_.get(), bytes);
+  }
+  absl::Status StageThrough(float* host, int64_t n, float* const staging[2], int64_t chunk,
+                            device::StagingPipeline::ChunkKernel kernel) override {
+    if (staging_ == nullptr) {
+      auto pipeline = device::StagingPipeline::Create(runtime_.get(), stream_.get());
+      if (!pipeline.ok()) return pipeline.status();
+      staging_ = *std::move(pipeline);
+    }
+    return staging_->Run(host, n, staging, chunk, kernel);
+  }
   absl::Status CastToBf16(const float* fp32, uint16_t* bf16, int64_t n) override {
     return kc::LaunchBf16FromFloat(fp32, bf16, n, stream());
   }
@@ -340,6 +352,7 @@ class CudaModelOps final : public ModelOps {
   std::unique_ptr<kc::CublasHandle> cublas_;
   device::DeviceBuffer bf16_scratch_[2];
   CudaCoreAttention attention_;
+  std::unique_ptr<device::StagingPipeline> staging_;  // made at the first StageThrough
 };
 
 }  // namespace

@@ -54,6 +54,22 @@ class CpuModelOps final : public ModelOps {
     return absl::OkStatus();
   }
   absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::StatusOr<device::PinnedHostBuffer> AllocatePinned(size_t bytes) override {
+    return device::PinnedHostBuffer::Allocate(&runtime_, bytes);
+  }
+  absl::Status StageThrough(float* host, int64_t n, float* const staging[2], int64_t chunk,
+                            device::StagingPipeline::ChunkKernel kernel) override {
+    if (staging_ == nullptr) {
+      // The kernels run as they are called: a CPU stream orders nothing more.
+      auto stream = runtime_.CreateStream();
+      if (!stream.ok()) return stream.status();
+      auto pipeline = device::StagingPipeline::Create(&runtime_, stream->get());
+      if (!pipeline.ok()) return pipeline.status();
+      compute_stream_ = *std::move(stream);
+      staging_ = *std::move(pipeline);
+    }
+    return staging_->Run(host, n, staging, chunk, kernel);
+  }
   absl::Status CastToBf16(const float* fp32, uint16_t* bf16, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) bf16[i] = kernels::cuda::Bf16FromFloat(fp32[i]);
     return absl::OkStatus();
@@ -185,6 +201,8 @@ class CpuModelOps final : public ModelOps {
   device::CpuDeviceRuntime runtime_;
   device::CachingAllocator allocator_;
   LocalCoreAttention attention_;
+  std::unique_ptr<device::Stream> compute_stream_;
+  std::unique_ptr<device::StagingPipeline> staging_;
 };
 
 }  // namespace

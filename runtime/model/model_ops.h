@@ -12,6 +12,7 @@
 #include "runtime/device/caching_allocator.h"
 #include "runtime/device/device.h"
 #include "runtime/device/device_runtime.h"
+#include "runtime/device/staging_pipeline.h"
 #include "runtime/kernels/cuda/optim_updates.h"
 #include "runtime/model/core_attention_executor.h"
 #include "runtime/model/precision.h"
@@ -52,6 +53,17 @@ class ModelOps {
   virtual absl::Status Synchronize() = 0;
   // Writes the bf16 rounding of fp32[0, n) (round to nearest even).
   virtual absl::Status CastToBf16(const float* fp32, uint16_t* bf16, int64_t n) = 0;
+
+  // Host memory this backend copies to and from asynchronously (page-locked
+  // under CUDA): state kept off the device between steps.
+  virtual absl::StatusOr<device::PinnedHostBuffer> AllocatePinned(size_t bytes) = 0;
+  // Runs `kernel` (which issues this backend's calls) over host[0, n), from
+  // AllocatePinned, `chunk` floats at a time through two staging buffers in
+  // this backend's memory (device::StagingPipeline: chunk i+1 uploads and
+  // chunk i−1 downloads while chunk i computes). Returns once host holds the
+  // results.
+  virtual absl::Status StageThrough(float* host, int64_t n, float* const staging[2], int64_t chunk,
+                                    device::StagingPipeline::ChunkKernel kernel) = 0;
 
   // The dense kernels (runtime/kernels/cpu/*.h say what each computes).
   virtual absl::Status EmbeddingForward(const int32_t* tokens, const float* table, float* out,

@@ -1,6 +1,8 @@
 #include "runtime/train/device_scape_store.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -29,11 +31,32 @@ bool DeviceScapeStore::Supports(const optim::OptimizerOptions& options) {
 }
 
 absl::StatusOr<std::unique_ptr<DeviceScapeStore>> DeviceScapeStore::Create(
-    model::ModelOps* ops, const optim::DecayMask& decay_mask) {
+    model::ModelOps* ops, const optim::DecayMask& decay_mask, ResidualPlacement placement,
+    int64_t staging_floats) {
+  if (staging_floats <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scape device state: staging chunks of ", staging_floats, " floats"));
+  }
   const int64_t size = static_cast<int64_t>(decay_mask.size());
-  std::unique_ptr<DeviceScapeStore> store(new DeviceScapeStore(ops, size));
+  std::unique_ptr<DeviceScapeStore> store(
+      new DeviceScapeStore(ops, size, placement, staging_floats));
   const size_t float_bytes = static_cast<size_t>(size) * sizeof(float);
-  for (device::DeviceBuffer* buffer : {&store->m_, &store->residual_, &store->values_}) {
+  std::vector<device::DeviceBuffer*> zeroed_buffers = {&store->m_, &store->values_};
+  if (store->offloaded()) {
+    auto pinned = ops->AllocatePinned(float_bytes);
+    if (!pinned.ok()) return pinned.status();
+    store->host_residual_ = *std::move(pinned);
+    if (float_bytes > 0) std::memset(store->host_residual_.data(), 0, float_bytes);
+    const size_t chunk_bytes = static_cast<size_t>(std::min(staging_floats, size)) * sizeof(float);
+    for (device::DeviceBuffer& chunk : store->staging_) {
+      auto allocated = ops->Allocate(chunk_bytes);
+      if (!allocated.ok()) return allocated.status();
+      chunk = *std::move(allocated);
+    }
+  } else {
+    zeroed_buffers.push_back(&store->residual_);
+  }
+  for (device::DeviceBuffer* buffer : zeroed_buffers) {
     auto zeroed = model::AllocateZeroed(*ops, float_bytes);
     if (!zeroed.ok()) return zeroed.status();
     *buffer = *std::move(zeroed);
@@ -51,13 +74,47 @@ absl::Status DeviceScapeStore::Payload(const float* grads,
     return absl::InvalidArgumentError(
         absl::StrCat("scape device state: range [", begin, ", ", end, ") of ", size_));
   }
-  CORESCAPE_RETURN_IF_ERROR(
-      ops_->ScapePayload(residual_.as<float>(), m_.as<float>(), grads, size_, scalars));
   statistic.resize(end - begin);
-  CORESCAPE_RETURN_IF_ERROR(ops_->Download(statistic.data(), residual_.as<float>() + begin,
-                                           statistic.size() * sizeof(float)));
+  if (offloaded()) {
+    float* const staging[2] = {staging_[0].as<float>(), staging_[1].as<float>()};
+    const float* m = m_.as<float>();
+    float* e = host_residual_.as<float>();
+    CORESCAPE_RETURN_IF_ERROR(ops_->StageThrough(
+        e, size_, staging, staging_floats_, [&](float* staged, int64_t first, int64_t count) {
+          return ops_->ScapePayload(staged, m + first, grads + first, count, scalars);
+        }));
+    std::copy(e + begin, e + end, statistic.begin());
+  } else {
+    CORESCAPE_RETURN_IF_ERROR(
+        ops_->ScapePayload(residual_.as<float>(), m_.as<float>(), grads, size_, scalars));
+    CORESCAPE_RETURN_IF_ERROR(ops_->Download(statistic.data(), residual_.as<float>() + begin,
+                                             statistic.size() * sizeof(float)));
+  }
   for (float& x : statistic) x = std::fabs(x);
   return absl::OkStatus();
+}
+
+absl::Status DeviceScapeStore::PackOnHost(const std::vector<int64_t>& mask, bool dense) {
+  float* e = host_residual_.as<float>();
+  const size_t bytes = static_cast<size_t>(count_) * sizeof(float);
+  if (dense) {
+    CORESCAPE_RETURN_IF_ERROR(ops_->Upload(values_.data(), e, bytes));
+    std::fill(e, e + size_, 0.0f);
+    return absl::OkStatus();
+  }
+  if (host_values_.size() < bytes) {
+    auto grown = ops_->AllocatePinned(bytes);
+    if (!grown.ok()) return grown.status();
+    host_values_ = *std::move(grown);
+  }
+  // Ascending: the ends bound every index.
+  if (count_ > 0 && (mask.front() < 0 || mask.back() >= size_)) {
+    return absl::InvalidArgumentError(absl::StrCat("scape device state: a mask over [",
+                                                   mask.front(), ", ", mask.back(), "] of ", size_));
+  }
+  float* packed = host_values_.as<float>();
+  for (int64_t p = 0; p < count_; ++p) kernels::cuda::PackAtMaskElement(p, mask.data(), e, packed);
+  return ops_->Upload(values_.data(), packed, bytes);
 }
 
 absl::StatusOr<float*> DeviceScapeStore::Pack(const std::vector<int64_t>& mask, bool dense) {
@@ -81,8 +138,12 @@ absl::StatusOr<float*> DeviceScapeStore::Pack(const std::vector<int64_t>& mask, 
     CORESCAPE_RETURN_IF_ERROR(ops_->Upload(mask_.data(), mask.data(), bytes));
     device_mask = mask_.as<int64_t>();
   }
-  CORESCAPE_RETURN_IF_ERROR(
-      ops_->ScapePack(device_mask, count_, residual_.as<float>(), values_.as<float>()));
+  if (offloaded()) {
+    CORESCAPE_RETURN_IF_ERROR(PackOnHost(mask, dense));
+  } else {
+    CORESCAPE_RETURN_IF_ERROR(
+        ops_->ScapePack(device_mask, count_, residual_.as<float>(), values_.as<float>()));
+  }
   // The all-reduce reads the values outside the backend's stream.
   CORESCAPE_RETURN_IF_ERROR(ops_->Synchronize());
   return values_.as<float>();
@@ -103,12 +164,28 @@ absl::StatusOr<double> DeviceScapeStore::Apply(float* params,
 }
 
 absl::StatusOr<float*> DeviceScapeStore::Residual() {
+  if (offloaded()) {
+    // The step's values are consumed by now: their buffer (N floats) holds
+    // the residual while it all-reduces.
+    CORESCAPE_RETURN_IF_ERROR(ops_->Upload(values_.data(), host_residual_.data(),
+                                           static_cast<size_t>(size_) * sizeof(float)));
+    residual_in_values_ = true;
+    return values_.as<float>();
+  }
   CORESCAPE_RETURN_IF_ERROR(ops_->Synchronize());
   return residual_.as<float>();
 }
 
 absl::Status DeviceScapeStore::ScaleResidual(float scale) {
-  return ops_->Scale(residual_.as<float>(), size_, scale);
+  if (!offloaded()) return ops_->Scale(residual_.as<float>(), size_, scale);
+  float* e = host_residual_.as<float>();
+  if (!residual_in_values_) {
+    for (int64_t j = 0; j < size_; ++j) e[j] *= scale;
+    return absl::OkStatus();
+  }
+  residual_in_values_ = false;
+  CORESCAPE_RETURN_IF_ERROR(ops_->Scale(values_.as<float>(), size_, scale));
+  return ops_->Download(e, values_.data(), static_cast<size_t>(size_) * sizeof(float));
 }
 
 absl::Status DeviceScapeStore::Read(std::vector<float>& m, std::vector<float>& e) {
@@ -116,6 +193,10 @@ absl::Status DeviceScapeStore::Read(std::vector<float>& m, std::vector<float>& e
   e.resize(size_);
   const size_t bytes = static_cast<size_t>(size_) * sizeof(float);
   CORESCAPE_RETURN_IF_ERROR(ops_->Download(m.data(), m_.data(), bytes));
+  if (offloaded()) {
+    std::copy(host_residual_.as<float>(), host_residual_.as<float>() + size_, e.begin());
+    return absl::OkStatus();
+  }
   return ops_->Download(e.data(), residual_.data(), bytes);
 }
 
@@ -124,6 +205,10 @@ absl::Status DeviceScapeStore::Write(const std::vector<float>& m, const std::vec
   CORESCAPE_RETURN_IF_ERROR(CheckSize(e, size_, "residual"));
   const size_t bytes = static_cast<size_t>(size_) * sizeof(float);
   CORESCAPE_RETURN_IF_ERROR(ops_->Upload(m_.data(), m.data(), bytes));
+  if (offloaded()) {
+    std::copy(e.begin(), e.end(), host_residual_.as<float>());
+    return absl::OkStatus();
+  }
   return ops_->Upload(residual_.data(), e.data(), bytes);
 }
 

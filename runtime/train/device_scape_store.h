@@ -21,16 +21,30 @@ namespace corescape::train {
 // (|e| over its partition range, N/P floats) for the next mask's top-k, and
 // the mask's indices go up; the values all-reduce and everything else stays
 // on the device.
+//
+// With ResidualPlacement::kPinnedHost the residual (N floats per rank, the
+// largest piece of SCAPE's state) lives in pinned host memory instead:
+// the payload streams it through two staging chunks on the device
+// (device::StagingPipeline), the pack reads it on the host and uploads only
+// the packed values, and the statistic needs no download. The device then
+// holds m, the values and the staging chunks; the bits are the same.
 class DeviceScapeStore final : public optim::ScapeReferenceStore {
  public:
   // Whether `options` names SCAPE with the reference rule, whose state this
   // store can hold.
   static bool Supports(const optim::OptimizerOptions& options);
 
+  enum class ResidualPlacement { kDevice, kPinnedHost };
+  // Floats per staging chunk of an offloaded residual (16 MiB each).
+  static constexpr int64_t kDefaultStagingFloats = int64_t{1} << 22;
+
   // For a buffer of decay_mask.size() coordinates; the backend's errors (out
-  // of memory) for the state.
-  static absl::StatusOr<std::unique_ptr<DeviceScapeStore>> Create(model::ModelOps* ops,
-                                                                  const optim::DecayMask& decay_mask);
+  // of memory) for the state. `staging_floats` (kPinnedHost) bounds each of
+  // the two staging chunks.
+  static absl::StatusOr<std::unique_ptr<DeviceScapeStore>> Create(
+      model::ModelOps* ops, const optim::DecayMask& decay_mask,
+      ResidualPlacement placement = ResidualPlacement::kDevice,
+      int64_t staging_floats = kDefaultStagingFloats);
 
   bool host_addressable() const override { return ops_->host_addressable(); }
   absl::Status Payload(const float* grads, const kernels::cuda::ScapeReferenceScalars& scalars,
@@ -44,11 +58,24 @@ class DeviceScapeStore final : public optim::ScapeReferenceStore {
   absl::Status Write(const std::vector<float>& m, const std::vector<float>& e) override;
 
  private:
-  DeviceScapeStore(model::ModelOps* ops, int64_t size) : ops_(ops), size_(size) {}
+  DeviceScapeStore(model::ModelOps* ops, int64_t size, ResidualPlacement placement,
+                   int64_t staging_floats)
+      : ops_(ops), size_(size), placement_(placement), staging_floats_(staging_floats) {}
+  bool offloaded() const { return placement_ == ResidualPlacement::kPinnedHost; }
+  // kPinnedHost: the packed values, on the host, uploaded into values_.
+  absl::Status PackOnHost(const std::vector<int64_t>& mask, bool dense);
 
   model::ModelOps* ops_;
   int64_t size_;
+  ResidualPlacement placement_;
+  int64_t staging_floats_;
+  // kDevice: residual_ holds e. kPinnedHost: host_residual_ does, through
+  // staging_; Residual() stages the whole of it in values_ (free by then)
+  // for the all-reduce and ScaleResidual brings the result home.
   device::DeviceBuffer m_, residual_, values_, decays_, mask_;
+  device::DeviceBuffer staging_[2];
+  device::PinnedHostBuffer host_residual_, host_values_;
+  bool residual_in_values_ = false;
   // The last Pack's mask: `count` indices in mask_, or every coordinate.
   int64_t count_ = 0;
   bool dense_ = true;

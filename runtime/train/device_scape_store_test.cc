@@ -22,6 +22,11 @@ namespace {
 constexpr int64_t kSize = 6000;
 const std::vector<int64_t> kTensorBounds = {0, 2000, 2100, 6000};
 
+using Placement = DeviceScapeStore::ResidualPlacement;
+// Offloaded residuals go through staging chunks that do not divide the
+// buffer, so the last chunk is partial.
+constexpr int64_t kStagingFloats = 1536;
+
 class DeviceScapeStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -61,11 +66,15 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+class DeviceScapeStorePlacementTest : public DeviceScapeStoreTest,
+                                      public ::testing::WithParamInterface<Placement> {};
+
 // Six steps: the first mask chosen synchronously, sparse steps, a dense
 // refresh, a residual sync; then a checkpoint of the device form restores
 // into the host form. The clipping norm is summed in another order on a
 // GPU, so the GPU build runs without clipping (then every bit agrees).
-TEST_F(DeviceScapeStoreTest, ReferenceRuleMatchesTheHostOptimizerBitwise) {
+// With the residual in pinned host memory every bit is the same too.
+TEST_P(DeviceScapeStorePlacementTest, ReferenceRuleMatchesTheHostOptimizerBitwise) {
   std::unique_ptr<model::ModelOps> ops = Backend();
   ASSERT_NE(ops, nullptr);
   optim::ScapeConfig config;
@@ -81,7 +90,7 @@ TEST_F(DeviceScapeStoreTest, ReferenceRuleMatchesTheHostOptimizerBitwise) {
   SingleProcessGroup group;
   auto host = optim::ScapeOptimizer::Create(&group, config, Decays(), kTensorBounds);
   ASSERT_TRUE(host.ok()) << host.status();
-  auto store = DeviceScapeStore::Create(ops.get(), Decays());
+  auto store = DeviceScapeStore::Create(ops.get(), Decays(), GetParam(), kStagingFloats);
   ASSERT_TRUE(store.ok()) << store.status();
   auto on_device =
       optim::ScapeOptimizer::Create(&group, config, Decays(), kTensorBounds, *std::move(store));
@@ -116,12 +125,40 @@ TEST_F(DeviceScapeStoreTest, ReferenceRuleMatchesTheHostOptimizerBitwise) {
   auto saved = (*on_device)->SaveState();
   ASSERT_TRUE(saved.ok()) << saved.status();
   EXPECT_EQ(*saved, *(*host)->SaveState());
-  auto restored = optim::ScapeOptimizer::Create(&group, config, Decays(), kTensorBounds,
-                                                *DeviceScapeStore::Create(ops.get(), Decays()));
+  auto restored = optim::ScapeOptimizer::Create(
+      &group, config, Decays(), kTensorBounds,
+      *DeviceScapeStore::Create(ops.get(), Decays(), GetParam(), kStagingFloats));
   ASSERT_TRUE(restored.ok());
   ASSERT_TRUE((*restored)->RestoreState(*saved).ok());
   EXPECT_TRUE(SameBits((*restored)->residual(), (*host)->residual()));
+  EXPECT_TRUE(SameBits((*restored)->first_moment(), (*host)->first_moment()));
 }
+
+INSTANTIATE_TEST_SUITE_P(Placements, DeviceScapeStorePlacementTest,
+                         ::testing::Values(Placement::kDevice, Placement::kPinnedHost),
+                         [](const ::testing::TestParamInfo<Placement>& info) {
+                           return info.param == Placement::kDevice ? std::string("ResidualOnDevice")
+                                                                   : std::string("ResidualOffloaded");
+                         });
+
+#ifndef CORESCAPE_DEVICE_SCAPE_STORE_ON_GPU
+// What offloading is for: a device that holds m, the values and two small
+// staging chunks but not the residual too.
+TEST_F(DeviceScapeStoreTest, OffloadedResidualsLeaveTheirBytesOffTheDevice) {
+  // m, values: 24576 bytes each in the allocator's size classes; the decay
+  // bytes 6144; two staging chunks of 256 floats, 1024 each: 57344 in all,
+  // where on-device residuals need 79872.
+  constexpr int64_t kCapacity = 65536;
+  auto full = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr, kCapacity);
+  auto on_device = DeviceScapeStore::Create(full.get(), Decays(), Placement::kDevice);
+  EXPECT_EQ(on_device.status().code(), absl::StatusCode::kResourceExhausted) << on_device.status();
+  auto ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr, kCapacity);
+  auto offloaded = DeviceScapeStore::Create(ops.get(), Decays(), Placement::kPinnedHost, 256);
+  EXPECT_TRUE(offloaded.ok()) << offloaded.status();
+  EXPECT_EQ(DeviceScapeStore::Create(ops.get(), Decays(), Placement::kPinnedHost, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+#endif
 
 TEST_F(DeviceScapeStoreTest, OnlyTheReferenceRuleKeepsItsStateOnADevice) {
   std::unique_ptr<model::ModelOps> ops = Backend();
