@@ -48,6 +48,7 @@ absl::StatusOr<optim::ScapeConfig> ScapeConfigFromSpec(const v1::OptimizerSpec& 
     config.statistic = *statistic;
   }
   config.per_tensor_masks = scape.per_tensor_masks();
+  config.offload_residuals = scape.offload_residuals();
   config.dense_small_tensors = scape.dense_small_tensors();
   const v1::DensitySchedule& schedule = scape.density_schedule();
   if (schedule.warmup_steps() > 0) {
@@ -308,10 +309,6 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
         return Invalid("optimizer.scape.mask_statistic", statistic.status().message());
       }
     }
-    if (opt.scape().offload_residuals()) {
-      return Invalid("optimizer.scape.offload_residuals",
-                     "not implemented: residuals stay in host memory next to the model");
-    }
     if (opt.scape().dense_warmup_steps() < 0) {
       return Invalid("optimizer.scape.dense_warmup_steps", "must not be negative");
     }
@@ -327,6 +324,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
       if (reference && !scape) {
         return Invalid("optimizer.scape.rule", "reference needs per-tensor masks: optimizer scape");
       }
+    }
+    if (opt.scape().offload_residuals() && !reference) {
+      return Invalid("optimizer.scape.offload_residuals",
+                     "needs rule reference: the other rules keep all their state in host memory");
     }
     if (opt.scape().per_tensor_masks() && !scape) {
       return Invalid("optimizer.scape.per_tensor_masks", "only optimizer scape has per-tensor masks");

@@ -104,10 +104,21 @@ TEST(ValidateJobSpecTest, ScapeMaskStatisticAndOffloadAreChecked) {
                                "'abs_gradient'"),
             std::string::npos)
       << bad;
+  // Residual offload is the reference rule's (its state is on the device).
   spec = ValidSpec("scape");
   spec.mutable_optimizer()->mutable_scape()->set_offload_residuals(true);
-  EXPECT_NE(ValidateJobSpec(spec).message().find("spec.optimizer.scape.offload_residuals"),
-            std::string::npos);
+  EXPECT_NE(ValidateJobSpec(spec).message().find(
+                "spec.optimizer.scape.offload_residuals: needs rule reference"),
+            std::string::npos)
+      << ValidateJobSpec(spec);
+  spec.mutable_optimizer()->mutable_scape()->set_rule("reference");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  auto scape = ScapeConfigFromSpec(spec.optimizer());
+  ASSERT_TRUE(scape.ok()) << scape.status();
+  EXPECT_TRUE(scape->offload_residuals);
+  EXPECT_TRUE(scape->Validate().ok()) << scape->Validate();
+  scape->rule = optim::ScapeRule::kCatchUp;
+  EXPECT_NE(scape->Validate().message().find("offload_residuals"), std::string::npos);
 }
 
 TEST(ValidateJobSpecTest, ScapeRuleMaskShapeAndDensityScheduleAreChecked) {

@@ -93,6 +93,11 @@ absl::Status ScapeConfig::Validate() const {
   if (dense_small_tensors && !PerTensor()) {
     return absl::InvalidArgumentError("scape: dense_small_tensors needs per-tensor masks");
   }
+  if (offload_residuals && rule != ScapeRule::kReference) {
+    return absl::InvalidArgumentError(
+        "scape: offload_residuals needs rule reference: the other rules keep all their state in "
+        "host memory");
+  }
   if (!(forecast >= 0 && forecast <= 1)) return absl::InvalidArgumentError("scape: forecast must be in [0, 1]");
   if (!(normalizer_beta >= 0 && normalizer_beta < 1)) {
     return absl::InvalidArgumentError("scape: normalizer_beta must be in [0, 1)");

@@ -146,6 +146,12 @@ struct ScapeConfig {
   // The epoch's forced dense refresh steps (e.g. its first step after a
   // membership change).
   std::vector<int64_t> forced_dense_steps;
+  // kReference with its state on a device backend (runtime/train's
+  // DeviceScapeStore): this rank's residual in pinned host memory, streamed
+  // through two staging chunks each step, instead of in device memory. Where
+  // the state lives, not what it is: the bits are the same, so it is not part
+  // of ToString() and a checkpoint restores either way.
+  bool offload_residuals = false;
 
   absl::Status Validate() const;
   std::string ToString() const;     // every field; stored in checkpoints

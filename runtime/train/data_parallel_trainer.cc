@@ -175,7 +175,11 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
   } else {
     std::unique_ptr<optim::ScapeReferenceStore> store;
     if (device_backend && DeviceScapeStore::Supports(config.optimizer)) {
-      auto created = DeviceScapeStore::Create(&backend, decay_mask);
+      auto created = DeviceScapeStore::Create(
+          &backend, decay_mask,
+          config.optimizer.scape.offload_residuals
+              ? DeviceScapeStore::ResidualPlacement::kPinnedHost
+              : DeviceScapeStore::ResidualPlacement::kDevice);
       if (!created.ok()) return created.status();
       store = *std::move(created);
       trainer->optimizer_on_device_ = true;
@@ -187,8 +191,14 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     trainer->optimizer_ = *std::move(optimizer);
   }
   if (trainer->optimizer_on_device_) {
+    const bool offloaded = DeviceScapeStore::Supports(config.optimizer) &&
+                           config.optimizer.scape.offload_residuals;
     LOG(INFO) << "optimizer " << config.optimizer.name << ": state on " << backend.device().ToString()
-              << " beside the parameters";
+              << " beside the parameters"
+              << (offloaded ? ", residuals in pinned host memory (staged each step)" : "");
+  } else if (config.optimizer.scape.offload_residuals && !device_backend) {
+    LOG(INFO) << "optimizer " << config.optimizer.name
+              << ": offload_residuals has nothing to move (the CPU backend's state is host memory)";
   } else if (device_backend) {
     LOG(INFO) << "optimizer " << config.optimizer.name << ": on the host (each step downloads "
               << "the gradients from " << backend.device().ToString() << " and uploads the parameters)";

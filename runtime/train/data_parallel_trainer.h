@@ -39,7 +39,8 @@ struct TrainerConfig {
   optim::LrSchedule schedule;
   int threads = 0;           // 0: CORESCAPE_NUM_THREADS or all cores
   // Where the step runs, and what its GEMMs compute in (bf16 only on a GPU;
-  // model::DefaultPrecision). The optimizer runs on the host either way.
+  // model::DefaultPrecision). The optimizer's state follows the parameters
+  // where it can (optimizer_on_device()).
   device::Device device;
   model::Precision precision = model::Precision::kFp32;
   // The step's backend; null: model::OpenModelOps(device, precision). Tests

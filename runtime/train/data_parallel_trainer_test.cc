@@ -349,18 +349,21 @@ TEST(DataParallelTrainerTest, DeviceCopiesTrainBitwiseLikeInPlace) {
     double grad_clip;
     bool on_device;
     optim::ScapeRule rule = optim::ScapeConfig{}.rule;
+    bool offload_residuals = false;
   };
   for (const Case& c :
        {Case{"adamw", optim::kDefaultGradClip, true}, Case{"adamw", 1e-3, true},
         Case{"adams", 0, true}, Case{"scape", 0, false},
         Case{"scape", 1e-3, true, optim::ScapeRule::kReference},
-        Case{"scape", optim::kDefaultGradClip, true, optim::ScapeRule::kReference}}) {
+        Case{"scape", optim::kDefaultGradClip, true, optim::ScapeRule::kReference},
+        Case{"scape", 1e-3, true, optim::ScapeRule::kReference, true}}) {
     SCOPED_TRACE(absl::StrCat(c.optimizer, " clip ", c.grad_clip, " rule ",
-                              optim::ScapeRuleName(c.rule)));
+                              optim::ScapeRuleName(c.rule), " offload ", c.offload_residuals));
     TrainerConfig config = Config(2);
     config.optimizer.name = c.optimizer;
     config.optimizer.grad_clip = c.grad_clip;
     config.optimizer.scape.rule = c.rule;
+    config.optimizer.scape.offload_residuals = c.offload_residuals;
     SingleProcessGroup group;
     auto in_place = DataParallelTrainer::Create(config, &group);
     ASSERT_TRUE(in_place.ok()) << in_place.status();
@@ -415,8 +418,13 @@ TEST(DataParallelTrainerTest, DeviceCopiesTrainBitwiseLikeInPlace) {
 // backend's gradient buffer: they stay identical and match two ranks on
 // the host step bitwise.
 TEST(DataParallelTrainerTest, TwoRanksWithTheOptimizerOnTheDeviceMatchTheHostStep) {
-  for (const char* optimizer : {"adamw", "adams", "scape"}) {
-    SCOPED_TRACE(optimizer);
+  struct Case {
+    const char* optimizer;
+    bool offload_residuals;
+  };
+  for (const Case& c : {Case{"adamw", false}, Case{"adams", false}, Case{"scape", false},
+                        Case{"scape", true}}) {
+    SCOPED_TRACE(absl::StrCat(c.optimizer, " offload ", c.offload_residuals));
     std::vector<float> parameters[2];
     std::array<std::vector<double>, 2> losses[2];
     for (int device = 0; device < 2; ++device) {
@@ -425,10 +433,12 @@ TEST(DataParallelTrainerTest, TwoRanksWithTheOptimizerOnTheDeviceMatchTheHostSte
       std::unique_ptr<DataParallelTrainer> ranks[2];
       for (int r = 0; r < 2; ++r) {
         TrainerConfig config = Config(2);
-        config.optimizer.name = optimizer;
+        config.optimizer.name = c.optimizer;
         // SCAPE's reference rule with every path of its step: sparse from
-        // step 1, a dense refresh, residual syncs.
+        // step 1, a dense refresh, residual syncs (through the staging
+        // buffer when the residual is offloaded).
         config.optimizer.scape.rule = optim::ScapeRule::kReference;
+        config.optimizer.scape.offload_residuals = c.offload_residuals;
         config.optimizer.scape.dense_refresh_interval = 3;
         config.optimizer.scape.residual_sync_period = 2;
         if (device) {

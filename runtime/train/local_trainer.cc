@@ -48,6 +48,12 @@ absl::Status LocalTrainConfig::Validate() const {
       return Invalid("scape_rule", rule.status().message());
     }
   }
+  if (offload_residuals && !(optimizer == optim::OptimizerName(optim::OptimizerKind::kScape) &&
+                             scape_rule == optim::ScapeRuleName(optim::ScapeRule::kReference))) {
+    return Invalid("offload_residuals",
+                   "needs optimizer scape with scape_rule reference (the rule whose state lives "
+                   "on the GPU)");
+  }
   if (eval_interval < 0) return Invalid("eval_interval", "must not be negative");
   if (eval_batches < 0) return Invalid("eval_batches", "must not be negative");
   if (threads < 0 || threads > 1024) return Invalid("threads", "must be in [0, 1024]");
@@ -93,6 +99,11 @@ absl::StatusOr<LocalTrainConfig> ParseLocalTrainConfig(absl::string_view text,
       out = value.get<std::remove_reference_t<decltype(out)>>();
       return absl::OkStatus();
     };
+    auto read_bool = [&](bool& out) -> absl::Status {
+      if (!value.is_boolean()) return wrong_type("true or false");
+      out = value.get<bool>();
+      return absl::OkStatus();
+    };
     auto read_double = [&](double& out) -> absl::Status {
       if (!value.is_number()) return wrong_type("a number");
       out = value.get<double>();
@@ -117,6 +128,7 @@ absl::StatusOr<LocalTrainConfig> ParseLocalTrainConfig(absl::string_view text,
     else if (key == "optimizer") status = read_string(config.optimizer);
     else if (key == "density") status = read_double(config.density);
     else if (key == "scape_rule") status = read_string(config.scape_rule);
+    else if (key == "offload_residuals") status = read_bool(config.offload_residuals);
     else if (key == "eval_interval") status = read_int(config.eval_interval);
     else if (key == "eval_batches") status = read_int(config.eval_batches);
     else if (key == "seed") status = read_int(config.seed);
@@ -153,6 +165,7 @@ v1::JobSpec LocalTrainConfig::ToJobSpec() const {
   if (auto traits = optim::FindOptimizer(optimizer); traits.ok() && (*traits)->sparse) {
     o.mutable_scape()->set_density(density);
     if (!scape_rule.empty()) o.mutable_scape()->set_rule(scape_rule);
+    o.mutable_scape()->set_offload_residuals(offload_residuals);
   }
   spec.set_steps(steps);
   spec.set_eval_interval_steps(eval_interval);

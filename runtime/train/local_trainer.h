@@ -41,6 +41,7 @@ struct LocalTrainConfig {
   double grad_clip = optim::kDefaultGradClip;
   double density = optim::kDefaultDensity;  // sparse optimizers
   std::string scape_rule;        // scape: optimizer.scape.rule (empty: its default)
+  bool offload_residuals = false;  // scape, rule reference on a GPU: residuals in pinned host memory
   int64_t eval_interval = 50;    // 0: only at the end
   int64_t eval_batches = 0;      // 0: the whole validation split
   uint64_t seed = 1;

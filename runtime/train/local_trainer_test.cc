@@ -87,6 +87,23 @@ TEST(LocalTrainerTest, BadConfigNamesTheField) {
   parsed->scape_rule = "lazy";
   EXPECT_NE(parsed->Validate().message().find("scape_rule"), std::string::npos)
       << parsed->Validate();
+
+  // Residual offload reaches the spec with the reference rule; elsewhere it
+  // is refused by name, as is a value that is not a boolean.
+  parsed = ParseLocalTrainConfig(
+      R"({"optimizer": "scape", "scape_rule": "reference", "offload_residuals": true})", config,
+      "job.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->ToJobSpec().optimizer().scape().offload_residuals());
+  parsed->data = "/some/dataset";
+  EXPECT_TRUE(parsed->Validate().ok()) << parsed->Validate();
+  parsed->scape_rule = "catch-up";
+  EXPECT_NE(parsed->Validate().message().find("offload_residuals"), std::string::npos)
+      << parsed->Validate();
+  parsed = ParseLocalTrainConfig(R"({"offload_residuals": "yes"})", config, "job.json");
+  EXPECT_NE(parsed.status().message().find("offload_residuals: expected true or false"),
+            std::string::npos)
+      << parsed.status();
 }
 
 TEST(LocalTrainerTest, DeviceAndPrecisionAreValidatedAndNamed) {

@@ -39,6 +39,8 @@ ABSL_FLAG(std::string, optimizer, kDefaults.optimizer, "as a job spec's optimize
 ABSL_FLAG(double, density, kDefaults.density, "sparse optimizers: fraction of entries sent per step");
 ABSL_FLAG(std::string, scape_rule, kDefaults.scape_rule,
           "scape: the update rule, as a job spec's optimizer.scape.rule (empty: its default)");
+ABSL_FLAG(bool, offload_residuals, kDefaults.offload_residuals,
+          "scape with --scape_rule=reference on a GPU: keep the residuals in pinned host memory");
 ABSL_FLAG(int64_t, eval_interval, kDefaults.eval_interval, "validate every N steps (and at the end)");
 ABSL_FLAG(int64_t, eval_batches, kDefaults.eval_batches, "validation micro-batches (0: all)");
 ABSL_FLAG(uint64_t, seed, kDefaults.seed, "weights and data order");
@@ -101,6 +103,7 @@ int main(int argc, char** argv) {
   Override(FLAGS_optimizer, config.optimizer);
   Override(FLAGS_density, config.density);
   Override(FLAGS_scape_rule, config.scape_rule);
+  Override(FLAGS_offload_residuals, config.offload_residuals);
   Override(FLAGS_eval_interval, config.eval_interval);
   Override(FLAGS_eval_batches, config.eval_batches);
   Override(FLAGS_seed, config.seed);
