@@ -26,6 +26,7 @@
 #include "runtime/kernels/cuda/rmsnorm_cuda.h"
 #include "runtime/kernels/cuda/rope_cuda.h"
 #include "runtime/kernels/cuda/swiglu_cuda.h"
+#include "runtime/kernels/cuda/topk_cuda.h"
 
 namespace corescape::model {
 namespace {
@@ -317,6 +318,22 @@ class CudaModelOps final : public ModelOps {
     // The words go back to the cache when this returns; the stream still reads them.
     return stream_->Synchronize();
   }
+  absl::Status SelectLargestMagnitudes(const float* values, int64_t n, int64_t begin, int64_t k,
+                                       int64_t* out_indices) override {
+    if (k <= 0 || n <= 0) return absl::OkStatus();
+    auto bytes = kc::TopKScratchBytes(n);
+    if (!bytes.ok()) return bytes.status();
+    if (topk_scratch_.size() < *bytes) {
+      // The stream may still sort in the old block (the cache hands it out again).
+      CORESCAPE_RETURN_IF_ERROR(stream_->Synchronize());
+      topk_scratch_.Reset();
+      auto grown = allocator_->Allocate(*bytes);
+      if (!grown.ok()) return grown.status();
+      topk_scratch_ = *std::move(grown);
+    }
+    return kc::SelectTopKOnDevice(values, n, begin, k, out_indices, topk_scratch_.data(),
+                                  topk_scratch_.size(), stream(), kc::TopKBy::kMagnitude);
+  }
   CoreAttentionExecutor& local_attention() override { return attention_; }
 
  private:
@@ -351,6 +368,7 @@ class CudaModelOps final : public ModelOps {
   std::unique_ptr<device::Stream> stream_;
   std::unique_ptr<kc::CublasHandle> cublas_;
   device::DeviceBuffer bf16_scratch_[2];
+  device::DeviceBuffer topk_scratch_;  // the largest top-k's, grown as needed
   CudaCoreAttention attention_;
   std::unique_ptr<device::StagingPipeline> staging_;  // made at the first StageThrough
 };

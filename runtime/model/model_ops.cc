@@ -1,6 +1,7 @@
 #include "runtime/model/model_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -15,6 +16,7 @@
 #include "runtime/kernels/cuda/casts.h"
 #include "runtime/optim/adams.h"
 #include "runtime/optim/adamw.h"
+#include "runtime/optim/sparse_mask.h"
 
 #ifdef CORESCAPE_WITH_CUDA
 #include "runtime/model/cuda_model_ops.h"
@@ -185,6 +187,14 @@ class CpuModelOps final : public ModelOps {
         kernels::cuda::ScapeReferenceOffMask(theta[j], m[j], decays[j] != 0, scalars);
       }
     }
+    return absl::OkStatus();
+  }
+  absl::Status SelectLargestMagnitudes(const float* values, int64_t n, int64_t begin, int64_t k,
+                                       int64_t* out_indices) override {
+    std::vector<float> magnitudes(std::max<int64_t>(n, 0));
+    for (int64_t i = 0; i < n; ++i) magnitudes[i] = std::fabs(values[i]);
+    const std::vector<int64_t> chosen = optim::SelectTopK(magnitudes, begin, k);
+    std::copy(chosen.begin(), chosen.end(), out_indices);
     return absl::OkStatus();
   }
   absl::StatusOr<CrossEntropyResult> CrossEntropy(const float* logits, const int32_t* targets,

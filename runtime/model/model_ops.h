@@ -143,6 +143,13 @@ class ModelOps {
       float* theta, float* m, const float* g_hat, const int64_t* mask, int64_t count,
       const uint8_t* decays, int64_t n, const kernels::cuda::ScapeReferenceScalars& scalars) = 0;
 
+  // The k coordinates of values[0, n) with the largest magnitude, as
+  // begin + i, ascending, into out_indices[0, k): the set optim::SelectTopK
+  // picks from |values| (NaN as −∞, ties to the lower index). Both arrays in
+  // this backend's memory; k is clamped to [0, n].
+  virtual absl::Status SelectLargestMagnitudes(const float* values, int64_t n, int64_t begin,
+                                               int64_t k, int64_t* out_indices) = 0;
+
   // The colocated core-attention executor for this backend's memory.
   virtual CoreAttentionExecutor& local_attention() = 0;
 };

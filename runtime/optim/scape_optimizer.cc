@@ -398,6 +398,7 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   // steps from 1), for its payload and its update.
   const kernels::cuda::ScapeReferenceScalars reference_scalars =
       kernels::cuda::ScapeReferenceScalarsAt(config_.adams, t + 1, lr, group_->world_size());
+  std::optional<std::vector<int64_t>> preselected;
   if (reference) {
     const int64_t begin = exchange_.RangeBegin(group_->rank()), end = exchange_.RangeEnd(group_->rank());
     if (absl::Status s =
@@ -407,14 +408,24 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
     }
     if (first_mask_now) {
       lap(phases.pack);
-      const std::vector<int64_t> own = SelectOwnPart(t);
+      auto own = SelectOwnPart(t);
+      if (!own.ok()) return own.status();
       lap(phases.select);
-      if (absl::Status s = exchange_.Start(*group_, config_.mask_epoch, t, own, &current_); !s.ok()) {
+      if (absl::Status s = exchange_.Start(*group_, config_.mask_epoch, t, *own, &current_); !s.ok()) {
         return s;
       }
       lap_exchange(exchange_.last_encode_seconds());
       if (absl::Status s = TakeMask(t); !s.ok()) return s;
       lap_exchange(exchange_.last_decode_seconds());
+    }
+    if (reference_store_->selects() && !DenseAt(t + 1)) {
+      // The store ranks e where it keeps it: the next mask is chosen now,
+      // from c^r, before the pack zeroes e at this one.
+      lap(phases.pack);
+      auto next = SelectOwnPart(t + 1);
+      if (!next.ok()) return next.status();
+      preselected = *std::move(next);
+      lap(phases.select);
     }
   } else if (forecast_share != 0.0f) {
     for (int64_t j = 0; j < n; ++j) residual_[j] += one_minus_b1 * grads[j] - forecast_share * m_[j];
@@ -437,14 +448,14 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   lap(phases.pack);
   // The next mask's selection runs beside the values all-reduce and the
   // update when it does not depend on them (SelectsDuringUpdate).
-  std::optional<std::future<std::vector<int64_t>>> selection;
+  std::optional<std::future<absl::StatusOr<std::vector<int64_t>>>> selection;
   double selection_seconds = 0;
-  if (SelectsDuringUpdate(t, dense)) {
+  if (!preselected && SelectsDuringUpdate(t, dense)) {
     auto select = [this, t, &selection_seconds] {
       const absl::Time start = absl::Now();
-      std::vector<int64_t> chosen = config_.rule == ScapeRule::kReference
-                                        ? SelectOwnPart(t + 1)
-                                        : SelectOffMaskCandidates(t + 1);
+      absl::StatusOr<std::vector<int64_t>> chosen = config_.rule == ScapeRule::kReference
+                                                        ? SelectOwnPart(t + 1)
+                                                        : SelectOffMaskCandidates(t + 1);
       selection_seconds = absl::ToDoubleSeconds(absl::Now() - start);
       return chosen;
     };
@@ -486,12 +497,17 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   int64_t part_bytes = 0;
   if (!DenseAt(step_)) {
     std::vector<int64_t> own;
-    if (!selection) {
-      own = SelectOwnPart(step_);
-    } else if (config_.rule == ScapeRule::kReference) {
-      own = selection->get();
+    if (preselected) {
+      own = *std::move(preselected);
+    } else if (!selection) {
+      auto chosen = SelectOwnPart(step_);
+      if (!chosen.ok()) return chosen.status();
+      own = *std::move(chosen);
     } else {
-      own = SelectFromCandidates(step_, selection->get());
+      absl::StatusOr<std::vector<int64_t>> chosen = selection->get();
+      if (!chosen.ok()) return chosen.status();
+      own = config_.rule == ScapeRule::kReference ? *std::move(chosen)
+                                                  : SelectFromCandidates(step_, *chosen);
     }
     lap(phases.select);
     phases.select_overlapped = selection_seconds;
@@ -794,30 +810,59 @@ std::vector<int64_t> ScapeOptimizer::SelectFromCandidates(int64_t step,
   return chosen;
 }
 
-std::vector<int64_t> ScapeOptimizer::SelectPerTensor(const std::vector<float>& statistic,
-                                                      int64_t begin, double density) const {
-  const int64_t end = begin + static_cast<int64_t>(statistic.size());
-  std::vector<int64_t> chosen;
-  // The rank owns whole tensors (CheckTensorAligned at construction).
+absl::StatusOr<std::vector<int64_t>> ScapeOptimizer::SelectPerTensor(int64_t begin, int64_t end,
+                                                                      double density) {
+  // The rank owns whole tensors (CheckTensorAligned at construction). A
+  // segment with k < 0 is taken whole.
+  std::vector<ScapeReferenceStore::TopKSegment> plan;
   auto first = std::lower_bound(tensor_bounds_.begin(), tensor_bounds_.end(), begin);
   for (auto it = first; it + 1 != tensor_bounds_.end() && *it < end; ++it) {
     const int64_t offset = *it, numel = *(it + 1) - *it;
-    if (config_.dense_small_tensors && !decay_mask_[offset]) {
-      for (int64_t j = offset; j < offset + numel; ++j) chosen.push_back(j);
-      continue;
+    const bool whole = config_.dense_small_tensors && !decay_mask_[offset];
+    plan.push_back({offset, numel, whole ? -1 : MaskCountForTensor(numel, density)});
+  }
+  // The store ranks every tensor at once (one download); the host, each
+  // from the statistic.
+  const bool by_store = config_.rule == ScapeRule::kReference && reference_store_->selects();
+  std::vector<int64_t> stored;
+  if (by_store) {
+    std::vector<ScapeReferenceStore::TopKSegment> ranked;
+    for (const auto& segment : plan) {
+      if (segment.k >= 0) ranked.push_back(segment);
     }
-    const std::vector<int64_t> top =
-        SelectTopK(absl::MakeConstSpan(statistic).subspan(offset - begin, numel), offset,
-                   MaskCountForTensor(numel, density));
-    chosen.insert(chosen.end(), top.begin(), top.end());
+    auto top = reference_store_->SelectLargestResiduals(ranked);
+    if (!top.ok()) return top.status();
+    stored = *std::move(top);
+  }
+  const std::vector<float>* statistic = by_store ? nullptr : &StatisticOfRange();
+  std::vector<int64_t> chosen;
+  auto next = stored.cbegin();
+  for (const auto& segment : plan) {
+    if (segment.k < 0) {
+      for (int64_t j = segment.offset; j < segment.offset + segment.numel; ++j) chosen.push_back(j);
+    } else if (by_store) {
+      // Tensors in order, each one's indices ascending: the merge is a walk.
+      const int64_t taken = std::clamp<int64_t>(segment.k, 0, segment.numel);
+      if (stored.cend() - next < taken) {
+        return absl::InternalError(absl::StrCat("scape: the store selected ", stored.size(),
+                                                " coordinates, fewer than the plan's"));
+      }
+      chosen.insert(chosen.end(), next, next + taken);
+      next += taken;
+    } else {
+      const std::vector<int64_t> top = SelectTopK(
+          absl::MakeConstSpan(*statistic).subspan(segment.offset - begin, segment.numel),
+          segment.offset, segment.k);
+      chosen.insert(chosen.end(), top.begin(), top.end());
+    }
   }
   return chosen;
 }
 
-std::vector<int64_t> ScapeOptimizer::SelectOwnPart(int64_t step) {
+absl::StatusOr<std::vector<int64_t>> ScapeOptimizer::SelectOwnPart(int64_t step) {
   const int rank = group_->rank();
   const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
-  if (config_.PerTensor()) return SelectPerTensor(StatisticOfRange(), begin, DensityAt(step));
+  if (config_.PerTensor()) return SelectPerTensor(begin, end, DensityAt(step));
   const int64_t k = MaskCountForRange(end - begin, DensityAt(step));
   const int64_t k_explore = static_cast<int64_t>(std::floor(config_.exploration * k));
   std::vector<int64_t> chosen = SelectTopK(StatisticOfRange(), begin, k - k_explore);

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "runtime/kernels/cuda/optim_updates.h"
 #include "runtime/optim/adams.h"
 #include "runtime/optim/data_parallel_optimizer.h"
@@ -185,6 +186,21 @@ class ScapeReferenceStore {
   virtual absl::Status Payload(const float* grads,
                                const kernels::cuda::ScapeReferenceScalars& scalars, int64_t begin,
                                int64_t end, std::vector<float>& statistic) = 0;
+  // Whether the store ranks e where it keeps it (SelectLargestResiduals):
+  // Payload then leaves `statistic` empty and the optimizer chooses the
+  // next mask right after it, before Pack zeroes e at the current one.
+  virtual bool selects() const { return false; }
+  // One tensor of a selection: the k coordinates of [offset, offset + numel)
+  // with the largest |e|.
+  struct TopKSegment {
+    int64_t offset = 0, numel = 0, k = 0;
+  };
+  // Each segment's top k of |e| (optim::SelectTopK's set: ties to the lower
+  // coordinate), ascending, the segments' one after another (host).
+  virtual absl::StatusOr<std::vector<int64_t>> SelectLargestResiduals(
+      absl::Span<const TopKSegment> segments) {
+    return absl::UnimplementedError("this SCAPE state store ranks no residuals (selects() is false)");
+  }
   // Packs e at `mask` (host, ascending; `dense`: every coordinate) into the
   // values buffer in mask order and zeroes e there. Returns the buffer,
   // ready for the all-reduce.
@@ -256,7 +272,8 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   void SetPendingMask(GlobalMask mask) { pending_ = std::move(mask); }
 
   // This rank's statistic over its scope after the last step: what the next
-  // mask is selected from.
+  // mask is selected from (empty where a reference-rule store ranks it
+  // itself: ScapeReferenceStore::selects()).
   std::vector<float> MaskStatisticValues() const;
 
  private:
@@ -276,7 +293,7 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   absl::Status ApplyReference(float* params, const kernels::cuda::ScapeReferenceScalars& scalars,
                               bool dense);
   // This rank's part of the mask for step `step`.
-  std::vector<int64_t> SelectOwnPart(int64_t step);
+  absl::StatusOr<std::vector<int64_t>> SelectOwnPart(int64_t step);
   // The statistic of coordinates [from, to) into out[0, to − from).
   void ComputeStatistic(int64_t from, int64_t to, float* out) const;
   // This rank's statistic over its scope (kReference: its |c^r|).
@@ -291,8 +308,9 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // After the update: the top k of the candidates and the current mask's
   // entries in this rank's range, which holds the true top k.
   std::vector<int64_t> SelectFromCandidates(int64_t step, const std::vector<int64_t>& candidates);
-  std::vector<int64_t> SelectPerTensor(const std::vector<float>& statistic, int64_t begin,
-                                       double density) const;
+  // Per tensor of [begin, end): its top MaskCountForTensor, or all of it
+  // (dense_small_tensors), from StatisticOfRange or by the store.
+  absl::StatusOr<std::vector<int64_t>> SelectPerTensor(int64_t begin, int64_t end, double density);
 
   RankGroup* group_;
   ScapeConfig config_;

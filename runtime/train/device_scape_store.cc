@@ -74,8 +74,8 @@ absl::Status DeviceScapeStore::Payload(const float* grads,
     return absl::InvalidArgumentError(
         absl::StrCat("scape device state: range [", begin, ", ", end, ") of ", size_));
   }
-  statistic.resize(end - begin);
   if (offloaded()) {
+    statistic.resize(end - begin);
     float* const staging[2] = {staging_[0].as<float>(), staging_[1].as<float>()};
     const float* m = m_.as<float>();
     float* e = host_residual_.as<float>();
@@ -83,15 +83,49 @@ absl::Status DeviceScapeStore::Payload(const float* grads,
         e, size_, staging, staging_floats_, [&](float* staged, int64_t first, int64_t count) {
           return ops_->ScapePayload(staged, m + first, grads + first, count, scalars);
         }));
-    std::copy(e + begin, e + end, statistic.begin());
-  } else {
-    CORESCAPE_RETURN_IF_ERROR(
-        ops_->ScapePayload(residual_.as<float>(), m_.as<float>(), grads, size_, scalars));
-    CORESCAPE_RETURN_IF_ERROR(ops_->Download(statistic.data(), residual_.as<float>() + begin,
-                                             statistic.size() * sizeof(float)));
+    for (int64_t j = begin; j < end; ++j) statistic[j - begin] = std::fabs(e[j]);
+    return absl::OkStatus();
   }
-  for (float& x : statistic) x = std::fabs(x);
-  return absl::OkStatus();
+  // SelectLargestResiduals ranks e on the device: nothing comes down.
+  statistic.clear();
+  return ops_->ScapePayload(residual_.as<float>(), m_.as<float>(), grads, size_, scalars);
+}
+
+absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectLargestResiduals(
+    absl::Span<const TopKSegment> segments) {
+  if (offloaded()) {
+    return absl::FailedPreconditionError(
+        "scape device state: an offloaded residual is ranked on the host");
+  }
+  int64_t total = 0;
+  for (const TopKSegment& segment : segments) {
+    if (segment.offset < 0 || segment.numel < 0 || segment.offset > size_ - segment.numel) {
+      return absl::InvalidArgumentError(absl::StrCat("scape device state: a segment [",
+                                                     segment.offset, ", +", segment.numel,
+                                                     ") of ", size_));
+    }
+    total += std::clamp<int64_t>(segment.k, 0, segment.numel);
+  }
+  const size_t bytes = static_cast<size_t>(total) * sizeof(int64_t);
+  if (selected_.size() < bytes) {
+    // The stream may still write the old indices (the cache hands them out again).
+    CORESCAPE_RETURN_IF_ERROR(ops_->Synchronize());
+    selected_.Reset();
+    auto grown = ops_->Allocate(bytes);
+    if (!grown.ok()) return grown.status();
+    selected_ = *std::move(grown);
+  }
+  int64_t written = 0;
+  for (const TopKSegment& segment : segments) {
+    const int64_t k = std::clamp<int64_t>(segment.k, 0, segment.numel);
+    CORESCAPE_RETURN_IF_ERROR(ops_->SelectLargestMagnitudes(
+        residual_.as<float>() + segment.offset, segment.numel, segment.offset, k,
+        selected_.as<int64_t>() + written));
+    written += k;
+  }
+  std::vector<int64_t> chosen(total);
+  CORESCAPE_RETURN_IF_ERROR(ops_->Download(chosen.data(), selected_.data(), bytes));
+  return chosen;
 }
 
 absl::Status DeviceScapeStore::PackOnHost(const std::vector<int64_t>& mask, bool dense) {

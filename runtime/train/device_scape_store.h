@@ -17,17 +17,19 @@ namespace corescape::train {
 // SCAPE's reference-rule state (the first moment and this rank's residual)
 // in a model backend's memory beside the parameters, its per-coordinate
 // work run by the backend's kernels (ModelOps::Scape*). The optimizer keeps
-// the masks on the host: per step the rank's statistic range comes down
-// (|e| over its partition range, N/P floats) for the next mask's top-k, and
-// the mask's indices go up; the values all-reduce and everything else stays
-// on the device.
+// the masks on the host: per step the next mask's top-k of |e| runs on the
+// device, one per tensor of the rank's range (ModelOps::
+// SelectLargestMagnitudes), and only the chosen indices come down; the
+// mask's indices go up; the values all-reduce and everything else stays on
+// the device.
 //
 // With ResidualPlacement::kPinnedHost the residual (N floats per rank, the
 // largest piece of SCAPE's state) lives in pinned host memory instead:
 // the payload streams it through two staging chunks on the device
 // (device::StagingPipeline), the pack reads it on the host and uploads only
-// the packed values, and the statistic needs no download. The device then
-// holds m, the values and the staging chunks; the bits are the same.
+// the packed values, and the top-k runs on the host over |e| (no download;
+// no device copy of e to rank). The device then holds m, the values and the
+// staging chunks; the bits are the same.
 class DeviceScapeStore final : public optim::ScapeReferenceStore {
  public:
   // Whether `options` names SCAPE with the reference rule, whose state this
@@ -49,6 +51,10 @@ class DeviceScapeStore final : public optim::ScapeReferenceStore {
   bool host_addressable() const override { return ops_->host_addressable(); }
   absl::Status Payload(const float* grads, const kernels::cuda::ScapeReferenceScalars& scalars,
                        int64_t begin, int64_t end, std::vector<float>& statistic) override;
+  // With the residual on the device: the top-k runs there too.
+  bool selects() const override { return !offloaded(); }
+  absl::StatusOr<std::vector<int64_t>> SelectLargestResiduals(
+      absl::Span<const TopKSegment> segments) override;
   absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense) override;
   absl::StatusOr<double> Apply(float* params, const kernels::cuda::ScapeReferenceScalars& scalars,
                                double grad_clip) override;
@@ -74,6 +80,7 @@ class DeviceScapeStore final : public optim::ScapeReferenceStore {
   // for the all-reduce and ScaleResidual brings the result home.
   device::DeviceBuffer m_, residual_, values_, decays_, mask_;
   device::DeviceBuffer staging_[2];
+  device::DeviceBuffer selected_;  // SelectLargestResiduals' indices, grown as needed
   device::PinnedHostBuffer host_residual_, host_values_;
   bool residual_in_values_ = false;
   // The last Pack's mask: `count` indices in mask_, or every coordinate.

@@ -66,14 +66,23 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+struct StoreCase {
+  Placement placement;
+  bool dense_small_tensors;  // the norm gain sent whole beside the ranked tensors
+  const char* name;
+};
+void PrintTo(const StoreCase& c, std::ostream* os) { *os << c.name; }
+
 class DeviceScapeStorePlacementTest : public DeviceScapeStoreTest,
-                                      public ::testing::WithParamInterface<Placement> {};
+                                      public ::testing::WithParamInterface<StoreCase> {};
 
 // Six steps: the first mask chosen synchronously, sparse steps, a dense
 // refresh, a residual sync; then a checkpoint of the device form restores
 // into the host form. The clipping norm is summed in another order on a
 // GPU, so the GPU build runs without clipping (then every bit agrees).
-// With the residual in pinned host memory every bit is the same too.
+// With the residual in pinned host memory every bit is the same too. On
+// the device the masks are ranked there (ModelOps::SelectLargestMagnitudes),
+// offloaded on the host.
 TEST_P(DeviceScapeStorePlacementTest, ReferenceRuleMatchesTheHostOptimizerBitwise) {
   std::unique_ptr<model::ModelOps> ops = Backend();
   ASSERT_NE(ops, nullptr);
@@ -82,6 +91,7 @@ TEST_P(DeviceScapeStorePlacementTest, ReferenceRuleMatchesTheHostOptimizerBitwis
   config.density = 0.05;
   config.dense_refresh_interval = 4;
   config.residual_sync_period = 3;
+  config.dense_small_tensors = GetParam().dense_small_tensors;
 #ifdef CORESCAPE_DEVICE_SCAPE_STORE_ON_GPU
   config.grad_clip = 0;
 #else
@@ -90,7 +100,7 @@ TEST_P(DeviceScapeStorePlacementTest, ReferenceRuleMatchesTheHostOptimizerBitwis
   SingleProcessGroup group;
   auto host = optim::ScapeOptimizer::Create(&group, config, Decays(), kTensorBounds);
   ASSERT_TRUE(host.ok()) << host.status();
-  auto store = DeviceScapeStore::Create(ops.get(), Decays(), GetParam(), kStagingFloats);
+  auto store = DeviceScapeStore::Create(ops.get(), Decays(), GetParam().placement, kStagingFloats);
   ASSERT_TRUE(store.ok()) << store.status();
   auto on_device =
       optim::ScapeOptimizer::Create(&group, config, Decays(), kTensorBounds, *std::move(store));
@@ -127,7 +137,7 @@ TEST_P(DeviceScapeStorePlacementTest, ReferenceRuleMatchesTheHostOptimizerBitwis
   EXPECT_EQ(*saved, *(*host)->SaveState());
   auto restored = optim::ScapeOptimizer::Create(
       &group, config, Decays(), kTensorBounds,
-      *DeviceScapeStore::Create(ops.get(), Decays(), GetParam(), kStagingFloats));
+      *DeviceScapeStore::Create(ops.get(), Decays(), GetParam().placement, kStagingFloats));
   ASSERT_TRUE(restored.ok());
   ASSERT_TRUE((*restored)->RestoreState(*saved).ok());
   EXPECT_TRUE(SameBits((*restored)->residual(), (*host)->residual()));
@@ -135,10 +145,13 @@ TEST_P(DeviceScapeStorePlacementTest, ReferenceRuleMatchesTheHostOptimizerBitwis
 }
 
 INSTANTIATE_TEST_SUITE_P(Placements, DeviceScapeStorePlacementTest,
-                         ::testing::Values(Placement::kDevice, Placement::kPinnedHost),
-                         [](const ::testing::TestParamInfo<Placement>& info) {
-                           return info.param == Placement::kDevice ? std::string("ResidualOnDevice")
-                                                                   : std::string("ResidualOffloaded");
+                         ::testing::Values(StoreCase{Placement::kDevice, false, "ResidualOnDevice"},
+                                           StoreCase{Placement::kDevice, true,
+                                                     "ResidualOnDeviceSmallTensorsWhole"},
+                                           StoreCase{Placement::kPinnedHost, false,
+                                                     "ResidualOffloaded"}),
+                         [](const ::testing::TestParamInfo<StoreCase>& info) {
+                           return std::string(info.param.name);
                          });
 
 #ifndef CORESCAPE_DEVICE_SCAPE_STORE_ON_GPU

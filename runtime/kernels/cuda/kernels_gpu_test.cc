@@ -221,6 +221,33 @@ TEST_F(KernelsGpuTest, TopKSelectsWhatSelectTopKSelects) {
       EXPECT_EQ(Download<int64_t>(out_dev, k), optim::SelectTopK(s, 777, k)) << "n " << n << " k " << k;
     }
   }
+}
+
+TEST_F(KernelsGpuTest, TopKByMagnitudeSelectsWhatSelectTopKOfTheMagnitudesSelects) {
+  for (int64_t n : {1, 1000, 100003}) {
+    std::vector<float> v = RandomFloats(n, 26 + n);
+    for (int64_t i = 0; i < n; i += 13) v[i] = -v[i / 2];  // ties of opposite signs
+    for (int64_t i = 5; i < n; i += 101) v[i] = NAN;
+    if (n > 3) v[3] = -0.0f;
+    std::vector<float> magnitudes(n);
+    for (int64_t i = 0; i < n; ++i) magnitudes[i] = std::fabs(v[i]);
+    auto v_dev = Upload(v);
+    auto scratch_bytes = TopKScratchBytes(n);
+    ASSERT_TRUE(scratch_bytes.ok()) << scratch_bytes.status();
+    auto scratch = allocator_->Allocate(*scratch_bytes);
+    ASSERT_TRUE(scratch.ok());
+    for (int64_t k : {int64_t{1}, n / 100 + 1, n / 10 + 1, n}) {
+      auto out_dev = Zeros<int64_t>(k);
+      ASSERT_TRUE(SelectTopKOnDevice(v_dev.as<float>(), n, 40, k, out_dev.as<int64_t>(), scratch->data(),
+                                     *scratch_bytes, stream(), TopKBy::kMagnitude)
+                      .ok());
+      EXPECT_EQ(Download<int64_t>(out_dev, k), optim::SelectTopK(magnitudes, 40, k))
+          << "n " << n << " k " << k;
+    }
+  }
+}
+
+TEST_F(KernelsGpuTest, TopKRefusesTooSmallAScratch) {
   auto small = allocator_->Allocate(16);
   ASSERT_TRUE(small.ok());
   auto s_dev = Upload(std::vector<float>(1000, 1.0f));

@@ -8,9 +8,10 @@
 namespace corescape::kernels::cuda {
 namespace {
 
-__global__ void KeysKernel(const float* statistic, int64_t n, int64_t begin, float* keys, int64_t* indices) {
+__global__ void KeysKernel(const float* statistic, int64_t n, int64_t begin, TopKBy by, float* keys,
+                           int64_t* indices) {
   for (int64_t i = GridStart(); i < n; i += GridStride()) {
-    keys[i] = TopKKey(statistic[i]);
+    keys[i] = TopKKey(statistic[i], by);
     indices[i] = begin + i;
   }
 }
@@ -62,7 +63,7 @@ absl::StatusOr<size_t> TopKScratchBytes(int64_t n) {
 
 absl::Status SelectTopKOnDevice(const float* statistic, int64_t n, int64_t begin, int64_t k,
                                 int64_t* out_indices, void* scratch, size_t scratch_bytes,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, TopKBy by) {
   k = k < 0 ? 0 : (k > n ? n : k);
   if (k == 0) return absl::OkStatus();
   if (n > (int64_t{1} << 31) - 1) {
@@ -80,7 +81,7 @@ absl::Status SelectTopKOnDevice(const float* statistic, int64_t n, int64_t begin
   int64_t* indices_in = reinterpret_cast<int64_t*>(base + 2 * layout->keys);
   int64_t* indices_out = reinterpret_cast<int64_t*>(base + 2 * layout->keys + layout->indices);
   void* cub_temp = base + 2 * layout->keys + 2 * layout->indices;
-  KeysKernel<<<BlocksFor(n), kThreads, 0, stream>>>(statistic, n, begin, keys_in, indices_in);
+  KeysKernel<<<BlocksFor(n), kThreads, 0, stream>>>(statistic, n, begin, by, keys_in, indices_in);
   if (absl::Status s = LaunchStatus("SelectTopKOnDevice (keys)"); !s.ok()) return s;
   size_t temp_bytes = layout->cub;
   // Stable: equal keys keep index order, so ties go to the lower index.

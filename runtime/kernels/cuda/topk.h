@@ -14,6 +14,16 @@ CORESCAPE_HOST_DEVICE float TopKKey(float statistic) {
   return statistic == 0.0f ? 0.0f : statistic;
 }
 
+// What the top-k ranks: the values themselves, or their magnitudes (SCAPE's
+// reference statistic |e|, read straight from the residual).
+enum class TopKBy { kValue, kMagnitude };
+
+CORESCAPE_HOST_DEVICE float TopKKey(float value, TopKBy by) {
+  // -x, not fabsf: the same on both sides of the compiler; −0 becomes +0,
+  // NaN stays NaN.
+  return TopKKey(by == TopKBy::kMagnitude && value < 0.0f ? -value : value);
+}
+
 }  // namespace corescape::kernels::cuda
 
 #endif  // CORESCAPE_RUNTIME_KERNELS_CUDA_TOPK_H_

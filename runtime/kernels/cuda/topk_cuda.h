@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "runtime/kernels/cuda/topk.h"
 
 namespace corescape::kernels::cuda {
 
@@ -17,10 +18,11 @@ absl::StatusOr<size_t> TopKScratchBytes(int64_t n);
 // ascending, into out_indices[k] — the set optim::SelectTopK returns (NaN as
 // −∞, ties to the lower index): CUB's stable radix sort of (TopKKey, index)
 // pairs descending, then the first k indices sorted ascending. `scratch`
-// holds TopKScratchBytes(n) bytes. k is clamped to [0, n].
+// holds TopKScratchBytes(n) bytes. k is clamped to [0, n]. With
+// TopKBy::kMagnitude the statistic is |statistic[i]|.
 absl::Status SelectTopKOnDevice(const float* statistic, int64_t n, int64_t begin, int64_t k,
                                 int64_t* out_indices, void* scratch, size_t scratch_bytes,
-                                cudaStream_t stream);
+                                cudaStream_t stream, TopKBy by = TopKBy::kValue);
 
 }  // namespace corescape::kernels::cuda
 

@@ -15,11 +15,12 @@
 namespace corescape::kernels::cuda {
 namespace {
 
-std::vector<int64_t> StableSortSelection(const std::vector<float>& statistic, int64_t begin, int64_t k) {
+std::vector<int64_t> StableSortSelection(const std::vector<float>& statistic, int64_t begin, int64_t k,
+                                         TopKBy by = TopKBy::kValue) {
   std::vector<int64_t> order(statistic.size());
   std::iota(order.begin(), order.end(), int64_t{0});
   std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return TopKKey(statistic[a]) > TopKKey(statistic[b]); });
+                   [&](int64_t a, int64_t b) { return TopKKey(statistic[a], by) > TopKKey(statistic[b], by); });
   order.resize(std::clamp<int64_t>(k, 0, statistic.size()));
   std::sort(order.begin(), order.end());
   for (int64_t& i : order) i += begin;
@@ -50,11 +51,42 @@ TEST(TopKKey, SelectsWhatSelectTopKSelects) {
   }
 }
 
+TEST(TopKKey, ByMagnitudeSelectsWhatSelectTopKOfTheMagnitudesSelects) {
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int> small(0, 5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t n = 1 + trial * 7;
+    std::vector<float> v(n);
+    for (float& x : v) {
+      switch (small(rng)) {
+        case 0: x = NAN; break;
+        case 1: x = -0.0f; break;
+        case 2: x = -static_cast<float>(small(rng));  // ties across signs
+          break;
+        case 3: x = static_cast<float>(small(rng)); break;
+        case 4: x = -INFINITY; break;
+        default: x = std::ldexp(static_cast<float>(rng() % 1000) - 500.0f, -5); break;
+      }
+    }
+    std::vector<float> magnitudes(n);
+    for (int64_t i = 0; i < n; ++i) magnitudes[i] = std::fabs(v[i]);
+    for (int64_t k : {int64_t{0}, int64_t{1}, n / 10, n / 2, n, n + 3}) {
+      ASSERT_EQ(StableSortSelection(v, 64, k, TopKBy::kMagnitude),
+                optim::SelectTopK(magnitudes, 64, k))
+          << "trial " << trial << " k " << k;
+    }
+  }
+}
+
 TEST(TopKKey, MapsNaNToMinusInfinityAndMinusZeroToZero) {
   EXPECT_EQ(TopKKey(NAN), -INFINITY);
   EXPECT_FALSE(std::signbit(TopKKey(-0.0f)));
   EXPECT_EQ(TopKKey(-2.5f), -2.5f);
   EXPECT_EQ(TopKKey(INFINITY), INFINITY);
+  EXPECT_EQ(TopKKey(-2.5f, TopKBy::kMagnitude), 2.5f);
+  EXPECT_EQ(TopKKey(-INFINITY, TopKBy::kMagnitude), INFINITY);
+  EXPECT_EQ(TopKKey(NAN, TopKBy::kMagnitude), -INFINITY);
+  EXPECT_FALSE(std::signbit(TopKKey(-0.0f, TopKBy::kMagnitude)));
 }
 
 }  // namespace
