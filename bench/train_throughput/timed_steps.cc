@@ -4,10 +4,11 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "runtime/optim/optimizer_names.h"
 #include "runtime/train/data_parallel_group.h"
-#include "runtime/train/device_dense_optimizer.h"
+#include "runtime/train/optimizer_placement.h"
 
 namespace corescape::bench {
 
@@ -55,9 +56,15 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
   std::unique_ptr<optim::DataParallelOptimizer> optimizer;
   const bool on_device = placement == OptimizerPlacement::kModelDevice;
   if (on_device) {
-    auto created = train::DeviceDenseOptimizer::Create(options, &group, &model.ops(), decay);
-    if (!created.ok()) return created.status();
-    optimizer = *std::move(created);
+    auto placed = train::CreatePlacedOptimizer(options, &group, model.ops(), decay,
+                                               model.layout().TensorBounds());
+    if (!placed.ok()) return placed.status();
+    if (!placed->on_device) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer ", options.name, ": no form with its state on ",
+                       model.ops().device().ToString(), " (", placed->placement, ")"));
+    }
+    optimizer = std::move(placed->optimizer);
   } else {
     // A device optimizer may have run on this model before.
     if (absl::Status s = model.DownloadParameters(); !s.ok()) return s;

@@ -31,7 +31,9 @@ struct TimedSteps {
 
 enum class OptimizerPlacement {
   kHost,         // gradients downloaded, the optimizer on the host (any backend)
-  kModelDevice,  // a dense optimizer's state beside the parameters (a device backend)
+  // The state beside the parameters (a device backend; AdamW, AdamS and
+  // SCAPE's reference rule: train::CreatePlacedOptimizer).
+  kModelDevice,
 };
 
 // AdamW without clipping: what the benchmarks time unless told otherwise.

@@ -41,12 +41,25 @@ TEST(TimedStepsTest, EveryPlacementAndSparseOverheadOnADeviceBackend) {
   EXPECT_LT(sparse->sparse_overhead_seconds, sparse->step_seconds);
   EXPECT_LT(sparse->last_loss, device->last_loss + 1.0);
 
-  // SCAPE has no device form yet.
+  // SCAPE's default rule has no device form; the reference rule has, with
+  // the residual on the device or offloaded.
   EXPECT_EQ(TimeTrainingSteps(*model, ops->local_attention(), batch, 0, 1,
                               OptimizerPlacement::kModelDevice, scape)
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+  scape.scape.rule = optim::ScapeRule::kReference;
+  for (bool offload : {false, true}) {
+    SCOPED_TRACE(offload ? "offloaded" : "on the device");
+    scape.scape.offload_residuals = offload;
+    auto reference = TimeTrainingSteps(*model, ops->local_attention(), batch, 1, 3,
+                                       OptimizerPlacement::kModelDevice, scape);
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    EXPECT_GT(reference->sparse_overhead_seconds, 0);
+    EXPECT_LT(reference->sparse_overhead_seconds, reference->step_seconds);
+    EXPECT_TRUE(std::isfinite(reference->last_loss));
+    EXPECT_FALSE(model->host_parameters_current());
+  }
 }
 
 }  // namespace

@@ -5,10 +5,13 @@
 // peak (--peak_tflops; 989 for an H100/H200 SXM); and, measured in the same
 // run, the step with AdamW on the host (gradients downloaded, parameters
 // uploaded) as the baseline the device optimizer is compared with; and the
-// step with SCAPE at each --scape_densities (its update still on the host)
-// with its own work's share (selection, mask coding, packing). Last line:
+// step with SCAPE at each --scape_densities — the default rule on the host,
+// the reference rule with its state on the GPU, and that with its residuals
+// offloaded to pinned host memory — each with its ratio to the AdamW step
+// and its own work's share (selection, mask coding, packing). Last line:
 // one JSON object. Without a GPU it says why and exits 0.
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,8 +39,10 @@ ABSL_FLAG(int32_t, warmup_steps, 2, "untimed steps first");
 ABSL_FLAG(bool, host_optimizer_baseline, true,
           "also time the step with AdamW on the host, for the ratio");
 ABSL_FLAG(std::string, scape_densities, "0.01,0.1",
-          "densities at which to time the step with SCAPE (on the host) and its own "
-          "work's share of the step; empty: none");
+          "densities at which to time the step with SCAPE (the default rule on the host, the "
+          "reference rule on the GPU) and its own work's share of the step; empty: none");
+ABSL_FLAG(bool, offload_residuals, true,
+          "also time the reference rule with its residuals in pinned host memory");
 
 namespace corescape::bench {
 
@@ -118,7 +123,32 @@ int RunBenchmark() {
         1e3 * timed->optimizer_seconds, tokens_per_s, mfu, compute_mfu, timed->last_loss,
         1e3 * host_step_seconds, speedup);
     std::fflush(stdout);
-    std::vector<std::string> scape_results;
+    // SCAPE's step at one density: `label` names the form in the output.
+    auto time_scape = [&](const char* label, absl::string_view density_text,
+                          const optim::OptimizerOptions& scape,
+                          OptimizerPlacement placement) -> std::optional<std::string> {
+      auto sparse = TimeTrainingSteps(*model, shared_ops->local_attention(), batch,
+                                      absl::GetFlag(FLAGS_warmup_steps),
+                                      absl::GetFlag(FLAGS_steps), placement, scape);
+      if (!sparse.ok()) {
+        std::printf("%s %dx%d %s d=%s: %s\n", parts[0].c_str(), rows, seq, label,
+                    std::string(density_text).c_str(), sparse.status().ToString().c_str());
+        return std::nullopt;
+      }
+      const double share = sparse->sparse_overhead_seconds / sparse->step_seconds;
+      const double ratio = sparse->step_seconds / timed->step_seconds;
+      std::printf("%-11s %dx%-5d %-15s d=%-5s step %8.1f ms (%.2fx AdamW's; optimizer %7.1f, own "
+                  "work %6.1f = %.3f of the step)\n",
+                  parts[0].c_str(), rows, seq, label, std::string(density_text).c_str(),
+                  1e3 * sparse->step_seconds, ratio, 1e3 * sparse->optimizer_seconds,
+                  1e3 * sparse->sparse_overhead_seconds, share);
+      std::fflush(stdout);
+      return absl::StrFormat(
+          "\"%s\": {\"step_ms\": %.1f, \"step_vs_adamw\": %.3f, \"optimizer_ms\": %.1f, "
+          "\"own_work_share\": %.4f}",
+          density_text, 1e3 * sparse->step_seconds, ratio, 1e3 * sparse->optimizer_seconds, share);
+    };
+    std::vector<std::string> scape_results, reference_results, offload_results;
     for (absl::string_view text :
          absl::StrSplit(absl::GetFlag(FLAGS_scape_densities), ',', absl::SkipEmpty())) {
       double density = 0;
@@ -130,33 +160,30 @@ int RunBenchmark() {
       optim::OptimizerOptions scape;
       scape.name = optim::OptimizerName(optim::OptimizerKind::kScape);
       scape.scape.density = density;
-      auto sparse = TimeTrainingSteps(*model, shared_ops->local_attention(), batch,
-                                      absl::GetFlag(FLAGS_warmup_steps),
-                                      absl::GetFlag(FLAGS_steps), OptimizerPlacement::kHost, scape);
-      if (!sparse.ok()) {
-        std::printf("%s %dx%d scape d=%s: %s\n", parts[0].c_str(), rows, seq,
-                    std::string(text).c_str(), sparse.status().ToString().c_str());
-        continue;
+      if (auto r = time_scape("scape", text, scape, OptimizerPlacement::kHost)) {
+        scape_results.push_back(*r);
       }
-      const double share = sparse->sparse_overhead_seconds / sparse->step_seconds;
-      std::printf("%-11s %dx%-5d scape d=%-5s step %8.1f ms (optimizer %7.1f, own work %6.1f = "
-                  "%.3f of the step)\n",
-                  parts[0].c_str(), rows, seq, std::string(text).c_str(),
-                  1e3 * sparse->step_seconds, 1e3 * sparse->optimizer_seconds,
-                  1e3 * sparse->sparse_overhead_seconds, share);
-      std::fflush(stdout);
-      scape_results.push_back(absl::StrFormat(
-          "\"%s\": {\"step_ms\": %.1f, \"optimizer_ms\": %.1f, \"own_work_share\": %.4f}",
-          text, 1e3 * sparse->step_seconds, 1e3 * sparse->optimizer_seconds, share));
+      scape.scape.rule = optim::ScapeRule::kReference;
+      if (auto r = time_scape("scape-reference", text, scape, OptimizerPlacement::kModelDevice)) {
+        reference_results.push_back(*r);
+      }
+      if (absl::GetFlag(FLAGS_offload_residuals)) {
+        scape.scape.offload_residuals = true;
+        if (auto r = time_scape("reference-offl", text, scape, OptimizerPlacement::kModelDevice)) {
+          offload_results.push_back(*r);
+        }
+      }
     }
     results.push_back(absl::StrFormat(
         "\"%s\": {\"rows\": %d, \"seq\": %d, \"tokens_per_s\": %.0f, \"fwd_bwd_tokens_per_s\": "
         "%.0f, \"mfu\": %.4f, \"fwd_bwd_mfu\": %.4f, \"step_ms\": %.1f, \"optimizer_ms\": %.1f, "
         "\"host_optimizer_step_ms\": %.1f, \"device_optimizer_speedup\": %.2f, "
-        "\"scape\": {%s}}",
+        "\"scape\": {%s}, \"scape_reference_on_device\": {%s}, "
+        "\"scape_reference_offloaded\": {%s}}",
         parts[0], rows, seq, tokens_per_s, compute_tokens_per_s, mfu, compute_mfu,
         1e3 * timed->step_seconds, 1e3 * timed->optimizer_seconds, 1e3 * host_step_seconds,
-        speedup, absl::StrJoin(scape_results, ", ")));
+        speedup, absl::StrJoin(scape_results, ", "), absl::StrJoin(reference_results, ", "),
+        absl::StrJoin(offload_results, ", ")));
   }
   std::printf("{\"precision\": \"%s\", \"peak_tflops\": %.0f, %s}\n",
               std::string(model::PrecisionName(*precision)).c_str(), peak / 1e12,

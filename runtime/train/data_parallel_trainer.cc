@@ -13,9 +13,8 @@
 #include "nlohmann/json.hpp"
 #include "runtime/data/dataset_manifest.h"
 #include "runtime/data/shard_set.h"
-#include "runtime/train/device_dense_optimizer.h"
-#include "runtime/train/device_scape_store.h"
 #include "runtime/train/model_batch.h"
+#include "runtime/train/optimizer_placement.h"
 
 namespace corescape::train {
 namespace {
@@ -159,49 +158,15 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     }
   }
   // A device backend keeps the optimizer's state beside the parameters
-  // where it can (the dense optimizers, SCAPE's reference rule), so a step
-  // moves no gradient or parameter to the host; the other sparse optimizers
-  // run on the host over downloaded gradients.
-  auto traits = optim::FindOptimizer(config.optimizer.name);
-  if (!traits.ok()) return traits.status();
-  model::ModelOps& backend = trainer->model_->ops();
-  const bool device_backend = !backend.parameters_in_place();
-  if (device_backend && DeviceDenseOptimizer::Supports((*traits)->kind)) {
-    auto optimizer = DeviceDenseOptimizer::Create(config.optimizer, group, &backend,
-                                                  std::move(decay_mask));
-    if (!optimizer.ok()) return optimizer.status();
-    trainer->optimizer_ = *std::move(optimizer);
-    trainer->optimizer_on_device_ = true;
-  } else {
-    std::unique_ptr<optim::ScapeReferenceStore> store;
-    if (device_backend && DeviceScapeStore::Supports(config.optimizer)) {
-      auto created = DeviceScapeStore::Create(
-          &backend, decay_mask,
-          config.optimizer.scape.offload_residuals
-              ? DeviceScapeStore::ResidualPlacement::kPinnedHost
-              : DeviceScapeStore::ResidualPlacement::kDevice);
-      if (!created.ok()) return created.status();
-      store = *std::move(created);
-      trainer->optimizer_on_device_ = true;
-    }
-    auto optimizer =
-        optim::CreateOptimizer(config.optimizer, group, std::move(decay_mask),
-                               trainer->model_->layout().TensorBounds(), std::move(store));
-    if (!optimizer.ok()) return optimizer.status();
-    trainer->optimizer_ = *std::move(optimizer);
-  }
-  if (trainer->optimizer_on_device_) {
-    const bool offloaded = DeviceScapeStore::Supports(config.optimizer) &&
-                           config.optimizer.scape.offload_residuals;
-    LOG(INFO) << "optimizer " << config.optimizer.name << ": state on " << backend.device().ToString()
-              << " beside the parameters"
-              << (offloaded ? ", residuals in pinned host memory (staged each step)" : "");
-  } else if (config.optimizer.scape.offload_residuals && !device_backend) {
-    LOG(INFO) << "optimizer " << config.optimizer.name
-              << ": offload_residuals has nothing to move (the CPU backend's state is host memory)";
-  } else if (device_backend) {
-    LOG(INFO) << "optimizer " << config.optimizer.name << ": on the host (each step downloads "
-              << "the gradients from " << backend.device().ToString() << " and uploads the parameters)";
+  // where it can, so a step moves no gradient or parameter to the host.
+  auto placed = CreatePlacedOptimizer(config.optimizer, group, trainer->model_->ops(),
+                                      std::move(decay_mask),
+                                      trainer->model_->layout().TensorBounds());
+  if (!placed.ok()) return placed.status();
+  trainer->optimizer_ = std::move(placed->optimizer);
+  trainer->optimizer_on_device_ = placed->on_device;
+  if (!placed->placement.empty()) {
+    LOG(INFO) << "optimizer " << config.optimizer.name << ": " << placed->placement;
   }
   return trainer;
 }

@@ -1,0 +1,54 @@
+#include "runtime/train/optimizer_placement.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/train/device_dense_optimizer.h"
+#include "runtime/train/device_scape_store.h"
+
+namespace corescape::train {
+
+absl::StatusOr<PlacedOptimizer> CreatePlacedOptimizer(const optim::OptimizerOptions& options,
+                                                      optim::RankGroup* group,
+                                                      model::ModelOps& backend,
+                                                      optim::DecayMask decay_mask,
+                                                      std::vector<int64_t> tensor_bounds) {
+  auto traits = optim::FindOptimizer(options.name);
+  if (!traits.ok()) return traits.status();
+  const bool device_backend = !backend.parameters_in_place();
+  const std::string device = backend.device().ToString();
+  PlacedOptimizer placed;
+  if (device_backend && DeviceDenseOptimizer::Supports((*traits)->kind)) {
+    auto optimizer = DeviceDenseOptimizer::Create(options, group, &backend, std::move(decay_mask));
+    if (!optimizer.ok()) return optimizer.status();
+    placed.optimizer = *std::move(optimizer);
+    placed.on_device = true;
+    placed.placement = absl::StrCat("state on ", device, " beside the parameters");
+    return placed;
+  }
+  std::unique_ptr<optim::ScapeReferenceStore> store;
+  if (device_backend && DeviceScapeStore::Supports(options)) {
+    const bool offload = options.scape.offload_residuals;
+    auto created = DeviceScapeStore::Create(&backend, decay_mask,
+                                            offload ? DeviceScapeStore::ResidualPlacement::kPinnedHost
+                                                    : DeviceScapeStore::ResidualPlacement::kDevice);
+    if (!created.ok()) return created.status();
+    store = *std::move(created);
+    placed.on_device = true;
+    placed.placement = absl::StrCat(
+        "state on ", device, " beside the parameters",
+        offload ? ", residuals in pinned host memory (staged each step)" : "");
+  } else if (device_backend) {
+    placed.placement = absl::StrCat("on the host (each step downloads the gradients from ", device,
+                                    " and uploads the parameters)");
+  } else if (options.scape.offload_residuals) {
+    placed.placement = "offload_residuals has nothing to move (the CPU backend's state is host memory)";
+  }
+  auto optimizer = optim::CreateOptimizer(options, group, std::move(decay_mask),
+                                          std::move(tensor_bounds), std::move(store));
+  if (!optimizer.ok()) return optimizer.status();
+  placed.optimizer = *std::move(optimizer);
+  return placed;
+}
+
+}  // namespace corescape::train
