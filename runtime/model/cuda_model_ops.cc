@@ -323,14 +323,7 @@ class CudaModelOps final : public ModelOps {
     if (k <= 0 || n <= 0) return absl::OkStatus();
     auto bytes = kc::TopKScratchBytes(n);
     if (!bytes.ok()) return bytes.status();
-    if (topk_scratch_.size() < *bytes) {
-      // The stream may still sort in the old block (the cache hands it out again).
-      CORESCAPE_RETURN_IF_ERROR(stream_->Synchronize());
-      topk_scratch_.Reset();
-      auto grown = allocator_->Allocate(*bytes);
-      if (!grown.ok()) return grown.status();
-      topk_scratch_ = *std::move(grown);
-    }
+    CORESCAPE_RETURN_IF_ERROR(EnsureCapacity(*this, topk_scratch_, *bytes));
     return kc::SelectTopKOnDevice(values, n, begin, k, out_indices, topk_scratch_.data(),
                                   topk_scratch_.size(), stream(), kc::TopKBy::kMagnitude);
   }
@@ -349,14 +342,7 @@ class CudaModelOps final : public ModelOps {
   absl::StatusOr<const uint16_t*> Bf16Scratch(int slot, const float* src, int64_t n) {
     const size_t bytes = static_cast<size_t>(n) * sizeof(uint16_t);
     device::DeviceBuffer& buffer = bf16_scratch_[slot];
-    if (buffer.size() < bytes) {
-      // The stream may still read the old block (the cache hands it out again).
-      CORESCAPE_RETURN_IF_ERROR(stream_->Synchronize());
-      buffer.Reset();
-      auto grown = allocator_->Allocate(bytes);
-      if (!grown.ok()) return grown.status();
-      buffer = *std::move(grown);
-    }
+    CORESCAPE_RETURN_IF_ERROR(EnsureCapacity(*this, buffer, bytes));
     CORESCAPE_RETURN_IF_ERROR(kc::LaunchBf16FromFloat(src, buffer.as<uint16_t>(), n, stream()));
     return buffer.as<uint16_t>();
   }

@@ -232,6 +232,16 @@ absl::StatusOr<device::DeviceBuffer> AllocateCopy(ModelOps& ops, const void* hos
   return buffer;
 }
 
+absl::Status EnsureCapacity(ModelOps& ops, device::DeviceBuffer& buffer, size_t bytes) {
+  if (buffer.size() >= bytes) return absl::OkStatus();
+  if (absl::Status s = ops.Synchronize(); !s.ok()) return s;
+  buffer.Reset();
+  auto grown = ops.Allocate(bytes);
+  if (!grown.ok()) return grown.status();
+  buffer = *std::move(grown);
+  return absl::OkStatus();
+}
+
 std::unique_ptr<ModelOps> NewCpuModelOps(CpuParameterMode mode, ThreadPool* pool,
                                          int64_t capacity_bytes) {
   return std::make_unique<CpuModelOps>(mode, pool, capacity_bytes);

@@ -159,6 +159,10 @@ class ModelOps {
 absl::StatusOr<device::DeviceBuffer> AllocateZeroed(ModelOps& ops, size_t bytes);
 absl::StatusOr<device::DeviceBuffer> AllocateCopy(ModelOps& ops, const void* host_src,
                                                   size_t bytes);
+// Grows `buffer` (in `ops`' memory) to at least `bytes`, contents not kept.
+// It synchronizes before giving the old block back: the stream may still
+// use it, and the cache hands it out again.
+absl::Status EnsureCapacity(ModelOps& ops, device::DeviceBuffer& buffer, size_t bytes);
 
 // How a CPU backend holds the model's parameters and gradients.
 enum class CpuParameterMode {

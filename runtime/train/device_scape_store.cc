@@ -107,14 +107,7 @@ absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectLargestResiduals(
     total += std::clamp<int64_t>(segment.k, 0, segment.numel);
   }
   const size_t bytes = static_cast<size_t>(total) * sizeof(int64_t);
-  if (selected_.size() < bytes) {
-    // The stream may still write the old indices (the cache hands them out again).
-    CORESCAPE_RETURN_IF_ERROR(ops_->Synchronize());
-    selected_.Reset();
-    auto grown = ops_->Allocate(bytes);
-    if (!grown.ok()) return grown.status();
-    selected_ = *std::move(grown);
-  }
+  CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, selected_, bytes));
   int64_t written = 0;
   for (const TopKSegment& segment : segments) {
     const int64_t k = std::clamp<int64_t>(segment.k, 0, segment.numel);
@@ -161,14 +154,7 @@ absl::StatusOr<float*> DeviceScapeStore::Pack(const std::vector<int64_t>& mask, 
   const int64_t* device_mask = nullptr;
   if (!dense) {
     const size_t bytes = mask.size() * sizeof(int64_t);
-    if (mask_.size() < bytes) {
-      // The stream may still read the old indices (the cache hands them out again).
-      CORESCAPE_RETURN_IF_ERROR(ops_->Synchronize());
-      mask_.Reset();
-      auto grown = ops_->Allocate(bytes);
-      if (!grown.ok()) return grown.status();
-      mask_ = *std::move(grown);
-    }
+    CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, mask_, bytes));
     CORESCAPE_RETURN_IF_ERROR(ops_->Upload(mask_.data(), mask.data(), bytes));
     device_mask = mask_.as<int64_t>();
   }

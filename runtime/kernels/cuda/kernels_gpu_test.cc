@@ -200,49 +200,33 @@ TEST_F(KernelsGpuTest, CrossEntropyMatchesTheCpuKernel) {
   ExpectNear(Download<float>(dz_dev, rows * vocab), dz, 1e-6f, 1e-30f);
 }
 
+// By value over signed statistics, and by magnitude (SCAPE's |e|, ties of
+// opposite signs).
 TEST_F(KernelsGpuTest, TopKSelectsWhatSelectTopKSelects) {
-  std::mt19937 rng(15);
-  for (int64_t n : {1, 1000, 100003}) {
-    std::vector<float> s = RandomFloats(n, 16 + n);
-    for (int64_t i = 0; i < n; i += 13) s[i] = std::fabs(s[i / 2]);  // ties
-    for (int64_t i = 5; i < n; i += 101) s[i] = NAN;
-    for (float& x : s) x = std::fabs(x);
-    if (n > 3) s[3] = -0.0f;
-    auto s_dev = Upload(s);
-    auto scratch_bytes = TopKScratchBytes(n);
-    ASSERT_TRUE(scratch_bytes.ok()) << scratch_bytes.status();
-    auto scratch = allocator_->Allocate(*scratch_bytes);
-    ASSERT_TRUE(scratch.ok());
-    for (int64_t k : {int64_t{1}, n / 100 + 1, n / 10 + 1, n}) {
-      auto out_dev = Zeros<int64_t>(k);
-      ASSERT_TRUE(SelectTopKOnDevice(s_dev.as<float>(), n, 777, k, out_dev.as<int64_t>(), scratch->data(),
-                                     *scratch_bytes, stream())
-                      .ok());
-      EXPECT_EQ(Download<int64_t>(out_dev, k), optim::SelectTopK(s, 777, k)) << "n " << n << " k " << k;
-    }
-  }
-}
-
-TEST_F(KernelsGpuTest, TopKByMagnitudeSelectsWhatSelectTopKOfTheMagnitudesSelects) {
-  for (int64_t n : {1, 1000, 100003}) {
-    std::vector<float> v = RandomFloats(n, 26 + n);
-    for (int64_t i = 0; i < n; i += 13) v[i] = -v[i / 2];  // ties of opposite signs
-    for (int64_t i = 5; i < n; i += 101) v[i] = NAN;
-    if (n > 3) v[3] = -0.0f;
-    std::vector<float> magnitudes(n);
-    for (int64_t i = 0; i < n; ++i) magnitudes[i] = std::fabs(v[i]);
-    auto v_dev = Upload(v);
-    auto scratch_bytes = TopKScratchBytes(n);
-    ASSERT_TRUE(scratch_bytes.ok()) << scratch_bytes.status();
-    auto scratch = allocator_->Allocate(*scratch_bytes);
-    ASSERT_TRUE(scratch.ok());
-    for (int64_t k : {int64_t{1}, n / 100 + 1, n / 10 + 1, n}) {
-      auto out_dev = Zeros<int64_t>(k);
-      ASSERT_TRUE(SelectTopKOnDevice(v_dev.as<float>(), n, 40, k, out_dev.as<int64_t>(), scratch->data(),
-                                     *scratch_bytes, stream(), TopKBy::kMagnitude)
-                      .ok());
-      EXPECT_EQ(Download<int64_t>(out_dev, k), optim::SelectTopK(magnitudes, 40, k))
-          << "n " << n << " k " << k;
+  for (TopKBy by : {TopKBy::kValue, TopKBy::kMagnitude}) {
+    for (int64_t n : {1, 1000, 100003}) {
+      std::vector<float> v = RandomFloats(n, 16 + n);
+      for (int64_t i = 0; i < n; i += 13) v[i] = -v[i / 2];  // ties in magnitude
+      for (int64_t i = 7; i < n; i += 17) v[i] = v[i / 3];   // ties in value
+      for (int64_t i = 5; i < n; i += 101) v[i] = NAN;
+      if (n > 3) v[3] = -0.0f;
+      std::vector<float> statistic = v;
+      if (by == TopKBy::kMagnitude) {
+        for (float& x : statistic) x = std::fabs(x);
+      }
+      auto v_dev = Upload(v);
+      auto scratch_bytes = TopKScratchBytes(n);
+      ASSERT_TRUE(scratch_bytes.ok()) << scratch_bytes.status();
+      auto scratch = allocator_->Allocate(*scratch_bytes);
+      ASSERT_TRUE(scratch.ok());
+      for (int64_t k : {int64_t{1}, n / 100 + 1, n / 10 + 1, n}) {
+        auto out_dev = Zeros<int64_t>(k);
+        ASSERT_TRUE(SelectTopKOnDevice(v_dev.as<float>(), n, 777, k, out_dev.as<int64_t>(),
+                                       scratch->data(), *scratch_bytes, stream(), by)
+                        .ok());
+        EXPECT_EQ(Download<int64_t>(out_dev, k), optim::SelectTopK(statistic, 777, k))
+            << (by == TopKBy::kMagnitude ? "by magnitude" : "by value") << " n " << n << " k " << k;
+      }
     }
   }
 }

@@ -27,53 +27,35 @@ std::vector<int64_t> StableSortSelection(const std::vector<float>& statistic, in
   return order;
 }
 
+// By value and by magnitude, over values full of ties (in value and across
+// signs), NaN, signed zeros and infinities.
 TEST(TopKKey, SelectsWhatSelectTopKSelects) {
-  std::mt19937 rng(17);
-  std::uniform_int_distribution<int> small(0, 5);
-  for (int trial = 0; trial < 200; ++trial) {
-    const int64_t n = 1 + trial * 7;
-    std::vector<float> s(n);
-    for (float& x : s) {
-      switch (small(rng)) {
-        case 0: x = NAN; break;
-        case 1: x = -0.0f; break;
-        case 2: x = 0.0f; break;
-        case 3: x = static_cast<float>(small(rng));  // many ties
-          break;
-        case 4: x = -INFINITY; break;
-        default: x = std::ldexp(static_cast<float>(rng() % 1000), -5); break;
+  for (TopKBy by : {TopKBy::kValue, TopKBy::kMagnitude}) {
+    std::mt19937 rng(17);
+    std::uniform_int_distribution<int> small(0, 6);
+    for (int trial = 0; trial < 200; ++trial) {
+      const int64_t n = 1 + trial * 7;
+      std::vector<float> v(n);
+      for (float& x : v) {
+        switch (small(rng)) {
+          case 0: x = NAN; break;
+          case 1: x = -0.0f; break;
+          case 2: x = 0.0f; break;
+          case 3: x = static_cast<float>(small(rng)); break;
+          case 4: x = -static_cast<float>(small(rng)); break;
+          case 5: x = -INFINITY; break;
+          default: x = std::ldexp(static_cast<float>(rng() % 1000) - 500.0f, -5); break;
+        }
       }
-    }
-    for (int64_t k : {int64_t{0}, int64_t{1}, n / 10, n / 2, n, n + 3}) {
-      ASSERT_EQ(StableSortSelection(s, 1000, k), optim::SelectTopK(s, 1000, k))
-          << "trial " << trial << " k " << k;
-    }
-  }
-}
-
-TEST(TopKKey, ByMagnitudeSelectsWhatSelectTopKOfTheMagnitudesSelects) {
-  std::mt19937 rng(23);
-  std::uniform_int_distribution<int> small(0, 5);
-  for (int trial = 0; trial < 200; ++trial) {
-    const int64_t n = 1 + trial * 7;
-    std::vector<float> v(n);
-    for (float& x : v) {
-      switch (small(rng)) {
-        case 0: x = NAN; break;
-        case 1: x = -0.0f; break;
-        case 2: x = -static_cast<float>(small(rng));  // ties across signs
-          break;
-        case 3: x = static_cast<float>(small(rng)); break;
-        case 4: x = -INFINITY; break;
-        default: x = std::ldexp(static_cast<float>(rng() % 1000) - 500.0f, -5); break;
+      std::vector<float> statistic = v;
+      if (by == TopKBy::kMagnitude) {
+        for (float& x : statistic) x = std::fabs(x);
       }
-    }
-    std::vector<float> magnitudes(n);
-    for (int64_t i = 0; i < n; ++i) magnitudes[i] = std::fabs(v[i]);
-    for (int64_t k : {int64_t{0}, int64_t{1}, n / 10, n / 2, n, n + 3}) {
-      ASSERT_EQ(StableSortSelection(v, 64, k, TopKBy::kMagnitude),
-                optim::SelectTopK(magnitudes, 64, k))
-          << "trial " << trial << " k " << k;
+      for (int64_t k : {int64_t{0}, int64_t{1}, n / 10, n / 2, n, n + 3}) {
+        ASSERT_EQ(StableSortSelection(v, 1000, k, by), optim::SelectTopK(statistic, 1000, k))
+            << (by == TopKBy::kMagnitude ? "by magnitude" : "by value") << " trial " << trial
+            << " k " << k;
+      }
     }
   }
 }
