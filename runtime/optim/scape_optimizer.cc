@@ -685,6 +685,8 @@ void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
           theta -= flr * m / denominator;
           break;
         }
+        case ScapeRule::kReference:  // ApplyReference's, through the store
+          break;
       }
       continue;
     }
@@ -704,6 +706,8 @@ void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
         m = static_cast<float>(a) * m;
         theta *= d;
         theta -= flr * m / (std::sqrt(vbar_[j]) + eps);
+        break;
+      case ScapeRule::kReference:
         break;
     }
   }
