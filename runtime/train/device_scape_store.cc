@@ -86,9 +86,13 @@ absl::Status DeviceScapeStore::Payload(const float* grads,
     for (int64_t j = begin; j < end; ++j) statistic[j - begin] = std::fabs(e[j]);
     return absl::OkStatus();
   }
-  // SelectLargestResiduals ranks e on the device: nothing comes down.
+  // SelectLargestResiduals ranks e on the device: nothing comes down. The
+  // wait keeps the payload's time out of the selection's in the step's
+  // phases (the pack waits for the stream anyway).
   statistic.clear();
-  return ops_->ScapePayload(residual_.as<float>(), m_.as<float>(), grads, size_, scalars);
+  CORESCAPE_RETURN_IF_ERROR(
+      ops_->ScapePayload(residual_.as<float>(), m_.as<float>(), grads, size_, scalars));
+  return ops_->Synchronize();
 }
 
 absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectLargestResiduals(
