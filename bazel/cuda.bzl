@@ -41,11 +41,21 @@ def cuda_library(name, srcs, hdrs = [], cu_hdrs = [], deps = [], nvcc_opts = [],
             name = "%s_%s_nvcc" % (name, src[:-len(".cu")].replace("/", "_")),
             srcs = [src] + hdrs + cu_hdrs,
             outs = [obj],
-            cmd = " ".join([_NVCC] + _NVCC_OPTS + nvcc_opts + [
+            # nvcc names its temporaries after its pid; the sandbox gives
+            # every action its own pid namespace over one shared /tmp, so
+            # two concurrent nvcc runs would overwrite each other's files
+            # ("Failed to open for read host compiler properties"). Each
+            # run gets a private TMPDIR.
+            cmd = " ".join([
+                "NVCC_TMP=$$(mktemp -d) &&",
+                "TMPDIR=$$NVCC_TMP",
+                _NVCC,
+            ] + _NVCC_OPTS + nvcc_opts + [
                 "-I.",
                 "-I$(GENDIR)",
                 "-c $(location %s)" % src,
-                "-o $@",
+                "-o $@;",
+                "status=$$?; rm -rf $$NVCC_TMP; exit $$status",
             ]),
             tags = ["manual"],
             visibility = ["//visibility:private"],
