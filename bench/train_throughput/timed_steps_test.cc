@@ -4,10 +4,13 @@
 
 #include <cmath>
 #include <memory>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/model/model_ops.h"
 #include "runtime/optim/optimizer_names.h"
+#include "runtime/optim/scape_optimizer.h"
 
 namespace corescape::bench {
 namespace {
@@ -41,23 +44,30 @@ TEST(TimedStepsTest, EveryPlacementAndSparseOverheadOnADeviceBackend) {
   EXPECT_LT(sparse->sparse_overhead_seconds, sparse->step_seconds);
   EXPECT_LT(sparse->last_loss, device->last_loss + 1.0);
 
-  // SCAPE's default rule has no device form; the reference rule has, with
-  // the residual on the device or offloaded.
+  // The reconstructed rule has no device form; the default catch-up rule
+  // has, and the reference rule with its residual on the device or
+  // offloaded.
+  scape.scape.rule = optim::ScapeRule::kReconstructed;
   EXPECT_EQ(TimeTrainingSteps(*model, ops->local_attention(), batch, 0, 1,
                               OptimizerPlacement::kModelDevice, scape)
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  scape.scape.rule = optim::ScapeRule::kReference;
-  for (bool offload : {false, true}) {
-    SCOPED_TRACE(offload ? "offloaded" : "on the device");
+  const std::pair<optim::ScapeRule, bool> device_forms[] = {
+      {optim::ScapeRule::kCatchUp, false},
+      {optim::ScapeRule::kReference, false},
+      {optim::ScapeRule::kReference, true}};
+  for (const auto& [rule, offload] : device_forms) {
+    SCOPED_TRACE(
+        absl::StrCat(optim::ScapeRuleName(rule), offload ? " offloaded" : " on the device"));
+    scape.scape.rule = rule;
     scape.scape.offload_residuals = offload;
-    auto reference = TimeTrainingSteps(*model, ops->local_attention(), batch, 1, 3,
-                                       OptimizerPlacement::kModelDevice, scape);
-    ASSERT_TRUE(reference.ok()) << reference.status();
-    EXPECT_GT(reference->sparse_overhead_seconds, 0);
-    EXPECT_LT(reference->sparse_overhead_seconds, reference->step_seconds);
-    EXPECT_TRUE(std::isfinite(reference->last_loss));
+    auto timed = TimeTrainingSteps(*model, ops->local_attention(), batch, 1, 3,
+                                   OptimizerPlacement::kModelDevice, scape);
+    ASSERT_TRUE(timed.ok()) << timed.status();
+    EXPECT_GT(timed->sparse_overhead_seconds, 0);
+    EXPECT_LT(timed->sparse_overhead_seconds, timed->step_seconds);
+    EXPECT_TRUE(std::isfinite(timed->last_loss));
     EXPECT_FALSE(model->host_parameters_current());
   }
 }

@@ -5,10 +5,11 @@
 // peak (--peak_tflops; 989 for an H100/H200 SXM); and, measured in the same
 // run, the step with AdamW on the host (gradients downloaded, parameters
 // uploaded) as the baseline the device optimizer is compared with; and the
-// step with SCAPE at each --scape_densities — the default rule on the host,
-// the reference rule with its state on the GPU, and that with its residuals
-// offloaded to pinned host memory — each with its ratio to the AdamW step
-// and its own work's share (selection, mask coding, packing). Last line:
+// step with SCAPE at each --scape_densities — the default catch-up rule and
+// the reference rule with their state on the GPU, and the reference rule
+// with its residuals offloaded to pinned host memory — each with its ratio
+// to the AdamW step and its own work's share (selection, mask coding,
+// packing). Last line:
 // one JSON object. Without a GPU it says why and exits 0.
 #include <cstdio>
 #include <optional>
@@ -39,8 +40,8 @@ ABSL_FLAG(int32_t, warmup_steps, 2, "untimed steps first");
 ABSL_FLAG(bool, host_optimizer_baseline, true,
           "also time the step with AdamW on the host, for the ratio");
 ABSL_FLAG(std::string, scape_densities, "0.01,0.1",
-          "densities at which to time the step with SCAPE (the default rule on the host, the "
-          "reference rule on the GPU) and its own work's share of the step; empty: none");
+          "densities at which to time the step with SCAPE (the default and the reference rule, "
+          "both on the GPU) and its own work's share of the step; empty: none");
 ABSL_FLAG(bool, offload_residuals, true,
           "also time the reference rule with its residuals in pinned host memory");
 
@@ -160,7 +161,7 @@ int RunBenchmark() {
       optim::OptimizerOptions scape;
       scape.name = optim::OptimizerName(optim::OptimizerKind::kScape);
       scape.scape.density = density;
-      if (auto r = time_scape("scape", text, scape, OptimizerPlacement::kHost)) {
+      if (auto r = time_scape("scape", text, scape, OptimizerPlacement::kModelDevice)) {
         scape_results.push_back(*r);
       }
       scape.scape.rule = optim::ScapeRule::kReference;
@@ -178,7 +179,7 @@ int RunBenchmark() {
         "\"%s\": {\"rows\": %d, \"seq\": %d, \"tokens_per_s\": %.0f, \"fwd_bwd_tokens_per_s\": "
         "%.0f, \"mfu\": %.4f, \"fwd_bwd_mfu\": %.4f, \"step_ms\": %.1f, \"optimizer_ms\": %.1f, "
         "\"host_optimizer_step_ms\": %.1f, \"device_optimizer_speedup\": %.2f, "
-        "\"scape\": {%s}, \"scape_reference_on_device\": {%s}, "
+        "\"scape_on_device\": {%s}, \"scape_reference_on_device\": {%s}, "
         "\"scape_reference_offloaded\": {%s}}",
         parts[0], rows, seq, tokens_per_s, compute_tokens_per_s, mfu, compute_mfu,
         1e3 * timed->step_seconds, 1e3 * timed->optimizer_seconds, 1e3 * host_step_seconds,

@@ -318,6 +318,23 @@ class CudaModelOps final : public ModelOps {
     // The words go back to the cache when this returns; the stream still reads them.
     return stream_->Synchronize();
   }
+  absl::Status ScapeAccumulate(float* residual, const float* g, int64_t n,
+                               const kc::ScapeCatchUpScalars& scalars) override {
+    return kc::LaunchScapeAccumulate(residual, g, n, scalars, stream());
+  }
+  absl::Status ScapeCatchUpApply(float* theta, float* m, float* vbar, const float* values,
+                                 const int64_t* mask, const int32_t* windows, int64_t count,
+                                 const uint8_t* decays, int64_t n,
+                                 const kc::ScapeCatchUpScalars& scalars,
+                                 const kc::CatchUpPowers& powers) override {
+    return kc::LaunchScapeCatchUpApply(theta, m, vbar, values, mask, windows, count, decays, n,
+                                       scalars, powers, stream());
+  }
+  absl::Status ScapeMaskStatistic(const float* m, const float* e, const float* vbar, int64_t n,
+                                  kc::MaskStatistic statistic,
+                                  const kc::MaskStatisticScalars& scalars, float* out) override {
+    return kc::LaunchMaskStatistic(m, e, vbar, n, statistic, scalars, out, stream());
+  }
   absl::Status SelectLargestMagnitudes(const float* values, int64_t n, int64_t begin, int64_t k,
                                        int64_t* out_indices) override {
     if (k <= 0 || n <= 0) return absl::OkStatus();

@@ -189,6 +189,37 @@ class CpuModelOps final : public ModelOps {
     }
     return absl::OkStatus();
   }
+  absl::Status ScapeAccumulate(float* residual, const float* g, int64_t n,
+                               const kernels::cuda::ScapeCatchUpScalars& scalars) override {
+    for (int64_t j = 0; j < n; ++j) kernels::cuda::ScapeAccumulateElement(residual[j], g[j], scalars);
+    return absl::OkStatus();
+  }
+  absl::Status ScapeCatchUpApply(float* theta, float* m, float* vbar, const float* values,
+                                 const int64_t* mask, const int32_t* windows, int64_t count,
+                                 const uint8_t* decays, int64_t n,
+                                 const kernels::cuda::ScapeCatchUpScalars& scalars,
+                                 const kernels::cuda::CatchUpPowers& powers) override {
+    for (int64_t j = 0; j < n; ++j) theta[j] *= decays[j] ? scalars.decay : 1.0f;
+    for (int64_t p = 0; p < count; ++p) {
+      const int64_t j = mask != nullptr ? mask[p] : p;
+      const int64_t k = windows[p];
+      kernels::cuda::ScapeCatchUpOnMask(theta[j], m[j], vbar[j], values[p], k,
+                                        kernels::cuda::CatchUpBeta1Power(k, powers),
+                                        kernels::cuda::CatchUpSteps(k, powers), scalars);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status ScapeMaskStatistic(const float* m, const float* e, const float* vbar, int64_t n,
+                                  kernels::cuda::MaskStatistic statistic,
+                                  const kernels::cuda::MaskStatisticScalars& scalars,
+                                  float* out) override {
+    const bool reads_v = statistic == kernels::cuda::MaskStatistic::kNormalizedResidual;
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = kernels::cuda::MaskStatisticElement(statistic, m[i], e[i], reads_v ? vbar[i] : 0.0f,
+                                                   scalars);
+    }
+    return absl::OkStatus();
+  }
   absl::Status SelectLargestMagnitudes(const float* values, int64_t n, int64_t begin, int64_t k,
                                        int64_t* out_indices) override {
     std::vector<float> magnitudes(std::max<int64_t>(n, 0));

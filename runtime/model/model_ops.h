@@ -143,6 +143,25 @@ class ModelOps {
       float* theta, float* m, const float* g_hat, const int64_t* mask, int64_t count,
       const uint8_t* decays, int64_t n, const kernels::cuda::ScapeReferenceScalars& scalars) = 0;
 
+  // SCAPE's catch-up rule (the same bodies; `mask` as above):
+  //   e ← e + (1−β1)·g (decayed residuals: β1·e + (1−β1)·g) over n.
+  virtual absl::Status ScapeAccumulate(float* residual, const float* g, int64_t n,
+                                       const kernels::cuda::ScapeCatchUpScalars& scalars) = 0;
+  //   θ ← θ·decay over n (decays[j] ≠ 0), then at mask entry p (window
+  //   windows[p]) the catch-up from the summed value values[p]. `powers`'
+  //   tables are in this backend's memory.
+  virtual absl::Status ScapeCatchUpApply(float* theta, float* m, float* vbar, const float* values,
+                                         const int64_t* mask, const int32_t* windows,
+                                         int64_t count, const uint8_t* decays, int64_t n,
+                                         const kernels::cuda::ScapeCatchUpScalars& scalars,
+                                         const kernels::cuda::CatchUpPowers& powers) = 0;
+  //   out[i] = the mask statistic of (m[i], e[i], vbar[i]) over n (vbar is
+  //   read only by kNormalizedResidual).
+  virtual absl::Status ScapeMaskStatistic(const float* m, const float* e, const float* vbar,
+                                          int64_t n, kernels::cuda::MaskStatistic statistic,
+                                          const kernels::cuda::MaskStatisticScalars& scalars,
+                                          float* out) = 0;
+
   // The k coordinates of values[0, n) with the largest magnitude, as
   // begin + i, ascending, into out_indices[0, k): the set optim::SelectTopK
   // picks from |values| (NaN as −∞, ties to the lower index). Both arrays in

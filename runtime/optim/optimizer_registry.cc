@@ -6,14 +6,14 @@ namespace corescape::optim {
 
 absl::StatusOr<std::unique_ptr<DataParallelOptimizer>> CreateOptimizer(
     const OptimizerOptions& options, RankGroup* group, DecayMask decay_mask,
-    std::vector<int64_t> tensor_bounds, std::unique_ptr<ScapeReferenceStore> reference_store) {
+    std::vector<int64_t> tensor_bounds, std::unique_ptr<ScapeStateStore> state_store) {
   auto traits = FindOptimizer(options.name);
   if (!traits.ok()) return traits.status();
   const OptimizerKind kind = (*traits)->kind;
-  if (reference_store != nullptr && kind != OptimizerKind::kScape &&
+  if (state_store != nullptr && kind != OptimizerKind::kScape &&
       kind != OptimizerKind::kScapeGlobal) {
     return absl::InvalidArgumentError(
-        absl::StrCat("'", options.name, "' keeps no SCAPE reference-rule state"));
+        absl::StrCat("'", options.name, "' keeps no SCAPE state"));
   }
   switch (kind) {
     case OptimizerKind::kAdamW:
@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<DataParallelOptimizer>> CreateOptimizer(
       scape.scope = kind == OptimizerKind::kScape ? MaskScope::kPartitioned
                                                   : MaskScope::kWholeBuffer;
       auto optimizer = ScapeOptimizer::Create(group, scape, std::move(decay_mask),
-                                             std::move(tensor_bounds), std::move(reference_store));
+                                             std::move(tensor_bounds), std::move(state_store));
       if (!optimizer.ok()) return optimizer.status();
       return std::unique_ptr<DataParallelOptimizer>(*std::move(optimizer));
     }

@@ -31,13 +31,13 @@ struct OptimizerOptions {
 
 // The optimizer `options.name` names, over `group`. `tensor_bounds` are the
 // T + 1 offsets of the buffer's tensors (empty: one tensor), for per-tensor
-// masks. `reference_store` (null: host memory) holds SCAPE's reference-rule
+// masks. `state_store` (null: host memory) holds SCAPE's
 // state elsewhere (ScapeOptimizer::Create). INVALID_ARGUMENT for an unknown
 // name or a configuration the optimizer refuses.
 absl::StatusOr<std::unique_ptr<DataParallelOptimizer>> CreateOptimizer(
     const OptimizerOptions& options, RankGroup* group, DecayMask decay_mask,
     std::vector<int64_t> tensor_bounds = {},
-    std::unique_ptr<ScapeReferenceStore> reference_store = nullptr);
+    std::unique_ptr<ScapeStateStore> state_store = nullptr);
 
 }  // namespace corescape::optim
 

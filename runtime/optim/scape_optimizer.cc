@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <future>
+#include <limits>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
@@ -131,12 +132,27 @@ absl::StatusOr<ParameterPartition> ScapePartition(const ScapeConfig& config,
   return ParameterPartition::Balanced(tensor_bounds.back(), world_size);
 }
 
+absl::Status CheckCatchUpInStore(const ScapeConfig& config) {
+  if (config.exploration > 0) {
+    return absl::InvalidArgumentError(
+        "scape: exploration ranks coordinates by age on the host; the catch-up rule's state "
+        "cannot live on a device with it");
+  }
+  if (config.catch_up_exponent_consistent >= 0) {
+    return absl::InvalidArgumentError(
+        "scape: catch_up_exponent_consistent varies the exponent per coordinate; the catch-up "
+        "rule's state cannot live on a device with it");
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
-// The reference rule's state in the optimizer's own host vectors.
-class HostReferenceStore final : public ScapeReferenceStore {
+// SCAPE's state in the optimizer's own host vectors (every rule's updates
+// but the reference rule's run in the optimizer's loops).
+class HostStateStore final : public ScapeStateStore {
  public:
-  HostReferenceStore(std::vector<float>* m, std::vector<float>* residual,
+  HostStateStore(std::vector<float>* m, std::vector<float>* residual,
                      std::vector<float>* values, const DecayMask* decay_mask)
       : m_(*m), residual_(*residual), values_(*values), decay_mask_(*decay_mask) {}
 
@@ -212,10 +228,11 @@ class HostReferenceStore final : public ScapeReferenceStore {
     for (float& e : residual_) e *= scale;
     return absl::OkStatus();
   }
-  absl::Status Read(std::vector<float>&, std::vector<float>&) override {
+  absl::Status Read(std::vector<float>&, std::vector<float>&, std::vector<float>&) override {
     return absl::OkStatus();
   }
-  absl::Status Write(const std::vector<float>&, const std::vector<float>&) override {
+  absl::Status Write(const std::vector<float>&, const std::vector<float>&,
+                     const std::vector<float>&) override {
     return absl::OkStatus();
   }
 
@@ -232,12 +249,15 @@ class HostReferenceStore final : public ScapeReferenceStore {
 
 absl::StatusOr<std::unique_ptr<ScapeOptimizer>> ScapeOptimizer::Create(
     RankGroup* group, ScapeConfig config, DecayMask decay_mask, std::vector<int64_t> tensor_bounds,
-    std::unique_ptr<ScapeReferenceStore> reference_store) {
+    std::unique_ptr<ScapeStateStore> state_store) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
-  if (reference_store != nullptr && config.rule != ScapeRule::kReference) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "scape: only the reference rule (rule: reference) keeps its state on a device, not '",
-        ScapeRuleName(config.rule), "'"));
+  if (state_store != nullptr && config.rule != ScapeRule::kReference) {
+    if (config.rule != ScapeRule::kCatchUp || !state_store->runs_catch_up()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scape: only the reference and catch-up rules keep their state on a device, not '",
+          ScapeRuleName(config.rule), "'"));
+    }
+    if (absl::Status s = CheckCatchUpInStore(config); !s.ok()) return s;
   }
   const int64_t total = static_cast<int64_t>(decay_mask.size());
   if (tensor_bounds.empty()) tensor_bounds = {0, total};
@@ -256,12 +276,12 @@ absl::StatusOr<std::unique_ptr<ScapeOptimizer>> ScapeOptimizer::Create(
   }
   return std::unique_ptr<ScapeOptimizer>(
       new ScapeOptimizer(group, config, std::move(decay_mask), std::move(tensor_bounds),
-                         std::move(*partition), std::move(reference_store)));
+                         std::move(*partition), std::move(state_store)));
 }
 
 ScapeOptimizer::ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask decay_mask,
                                std::vector<int64_t> tensor_bounds, ParameterPartition partition,
-                               std::unique_ptr<ScapeReferenceStore> reference_store)
+                               std::unique_ptr<ScapeStateStore> state_store)
     : group_(group),
       config_(config),
       decay_mask_(std::move(decay_mask)),
@@ -272,16 +292,16 @@ ScapeOptimizer::ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask d
       vbar_(decay_mask_.size(), 0.0f),
       residual_(decay_mask_.size(), 0.0f),
       last_sync_(decay_mask_.size(), -1),
-      reference_store_(std::move(reference_store)) {
-  if (reference_store_ == nullptr) {
-    reference_store_ =
-        std::make_unique<HostReferenceStore>(&m_, &residual_, &values_, &decay_mask_);
+      state_store_(std::move(state_store)) {
+  if (state_store_ == nullptr) {
+    state_store_ =
+        std::make_unique<HostStateStore>(&m_, &residual_, &values_, &decay_mask_);
   }
 }
 
 absl::Status ScapeOptimizer::ReadStore() const {
-  // The host store's Read is nothing: m_ and residual_ are its state.
-  return reference_store_->Read(m_, residual_);
+  // The host store's Read is nothing: m_, residual_ and vbar_ are its state.
+  return state_store_->Read(m_, residual_, vbar_);
 }
 
 void ScapeOptimizer::SyncHostCopies() const {
@@ -289,6 +309,7 @@ void ScapeOptimizer::SyncHostCopies() const {
     LOG(ERROR) << "scape: state not downloaded: " << s;
     m_.clear();
     residual_.clear();
+    vbar_.clear();
   }
 }
 
@@ -366,6 +387,7 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   };
   const bool dense = DenseAt(t);
   const bool reference = config_.rule == ScapeRule::kReference;
+  const bool catch_up_in_store = state_store_->runs_catch_up();
   const bool first_mask_now = reference && !dense && !exchange_.in_flight() && !pending_;
   if (dense) {
     if (exchange_.in_flight() || pending_) {
@@ -402,7 +424,7 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   if (reference) {
     const int64_t begin = exchange_.RangeBegin(group_->rank()), end = exchange_.RangeEnd(group_->rank());
     if (absl::Status s =
-            reference_store_->Payload(grads, reference_scalars, begin, end, reference_statistic_);
+            state_store_->Payload(grads, reference_scalars, begin, end, reference_statistic_);
         !s.ok()) {
       return s;
     }
@@ -418,7 +440,7 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
       if (absl::Status s = TakeMask(t); !s.ok()) return s;
       lap_exchange(exchange_.last_decode_seconds());
     }
-    if (reference_store_->selects() && !DenseAt(t + 1)) {
+    if (state_store_->selects() && !DenseAt(t + 1)) {
       // The store ranks e where it keeps it: the next mask is chosen now,
       // from c^r, before the pack zeroes e at this one.
       lap(phases.pack);
@@ -429,11 +451,17 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
     }
   } else if (forecast_share != 0.0f) {
     for (int64_t j = 0; j < n; ++j) residual_[j] += one_minus_b1 * grads[j] - forecast_share * m_[j];
-  } else if (decayed) {
-    const float b1 = static_cast<float>(config_.adams.beta1);
-    for (int64_t j = 0; j < n; ++j) residual_[j] = b1 * residual_[j] + one_minus_b1 * grads[j];
   } else {
-    for (int64_t j = 0; j < n; ++j) residual_[j] += one_minus_b1 * grads[j];
+    kernels::cuda::ScapeCatchUpScalars accumulate = kernels::cuda::ScapeCatchUpScalarsAt(
+        config_.adams, lr, config_.normalizer_beta, t == 0, decayed);
+    accumulate.residual_one_minus_beta1 = one_minus_b1;  // lr-weighted: η·(1−β1)
+    if (catch_up_in_store) {
+      if (absl::Status s = state_store_->Accumulate(grads, accumulate); !s.ok()) return s;
+    } else {
+      for (int64_t j = 0; j < n; ++j) {
+        kernels::cuda::ScapeAccumulateElement(residual_[j], grads[j], accumulate);
+      }
+    }
   }
 
   // Pack at the mask (in mask order) and zero what is sent: ONE all-reduce.
@@ -441,8 +469,8 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   const int64_t synced = dense ? n : static_cast<int64_t>(mask.size());
   // Every rule packs the same way; only the reference rule's store may
   // keep its buffers on a device (Create refuses one for the others).
-  const bool host_values = reference_store_->host_addressable();
-  auto packed = reference_store_->Pack(mask, dense);
+  const bool host_values = state_store_->host_addressable();
+  auto packed = state_store_->Pack(mask, dense);
   if (!packed.ok()) return packed.status();
   float* values = *packed;
   lap(phases.pack);
@@ -476,6 +504,9 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
       if (selection) selection->wait();
       return s;
     }
+  } else if (catch_up_in_store) {
+    // Nothing selects beside it (SelectsDuringUpdate).
+    if (absl::Status s = ApplyCatchUpInStore(params, lr, dense); !s.ok()) return s;
   } else {
     Apply(params, n, lr, dense);
   }
@@ -484,12 +515,12 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
     // Every rank takes the ranks' mean residual (a dense step has none left).
     // Through the store, wherever it keeps the residual (the host's for
     // every rule but a device-held reference rule).
-    auto residual = reference_store_->Residual();
+    auto residual = state_store_->Residual();
     if (!residual.ok()) return residual.status();
     if (absl::Status s = group_->AllReduceSumIn(*residual, n, host_values); !s.ok()) return s;
     lap(phases.all_reduce_wait);
     const float inverse_ranks = 1.0f / static_cast<float>(group_->world_size());
-    if (absl::Status s = reference_store_->ScaleResidual(inverse_ranks); !s.ok()) return s;
+    if (absl::Status s = state_store_->ScaleResidual(inverse_ranks); !s.ok()) return s;
     lap(phases.update);
   }
   ++step_;
@@ -532,9 +563,37 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   return absl::OkStatus();
 }
 
+absl::Status ScapeOptimizer::ApplyCatchUpInStore(float* params, double lr, bool dense) {
+  const int64_t t = step_;
+  const std::vector<int64_t>& mask = current_.indices;
+  const int64_t count = dense ? static_cast<int64_t>(last_sync_.size())
+                              : static_cast<int64_t>(mask.size());
+  // Each synchronized coordinate's window K = t − (its last step), ≥ 1; the
+  // ages stay on the host.
+  windows_.resize(count);
+  for (int64_t p = 0; p < count; ++p) {
+    int64_t& since = last_sync_[dense ? p : mask[p]];
+    if (t - since > std::numeric_limits<int32_t>::max()) {
+      return absl::OutOfRangeError(absl::StrCat("scape: a window of ", t - since, " steps"));
+    }
+    windows_[p] = static_cast<int32_t>(t - since);
+    since = t;
+  }
+  if (!catch_up_powers_) {
+    // Every window of every step: the host's tables for t ≥ 254.
+    catch_up_powers_ = kernels::cuda::CatchUpPowerTablesOf(
+        config_.adams.beta1, config_.catch_up_exponent, kernels::cuda::kCatchUpCachedWindows);
+  }
+  return state_store_->CatchUpApply(
+      params, windows_,
+      kernels::cuda::ScapeCatchUpScalarsAt(config_.adams, lr, config_.normalizer_beta, t == 0,
+                                           config_.decayed_residual),
+      *catch_up_powers_);
+}
+
 absl::Status ScapeOptimizer::ApplyReference(
     float* params, const kernels::cuda::ScapeReferenceScalars& scalars, bool dense) {
-  auto norm = reference_store_->Apply(params, scalars, config_.grad_clip);
+  auto norm = state_store_->Apply(params, scalars, config_.grad_clip);
   if (!norm.ok()) return norm.status();
   last_grad_norm_ = *norm;
   // The ages, on the host wherever m and e live.
@@ -565,20 +624,16 @@ void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
   // the noise share of AdamS's v (β2(1−β1)/(1+β1) + 1−β2 ≈ 0.1).
   const double c_noise = c.adams.beta2 * (1.0 - c.adams.beta1) / (1.0 + c.adams.beta1) +
                          (1.0 - c.adams.beta2);
-  // kCatchUp's powers of a window length K: β1^K and K^α, the same values
-  // std::pow gives per coordinate, computed once per K (most windows are short).
-  constexpr int64_t kCachedWindows = 256;
-  std::vector<float> b1_to_k, k_to_alpha;
+  // kCatchUp's powers of a window length K (every window is at most t + 1).
+  kernels::cuda::CatchUpPowerTables powers;
+  kernels::cuda::ScapeCatchUpScalars catch_up{};
   if (c.rule == ScapeRule::kCatchUp) {
-    const int64_t longest = std::min<int64_t>(kCachedWindows, t + 2);
-    b1_to_k.resize(longest);
-    k_to_alpha.resize(longest);
-    for (int64_t k = 1; k < longest; ++k) {
-      b1_to_k[k] = static_cast<float>(std::pow(c.adams.beta1, static_cast<double>(k)));
-      k_to_alpha[k] = static_cast<float>(std::pow(static_cast<double>(k), c.catch_up_exponent));
-    }
+    powers = kernels::cuda::CatchUpPowerTablesOf(
+        c.adams.beta1, c.catch_up_exponent,
+        std::min<int64_t>(kernels::cuda::kCatchUpCachedWindows, t + 2));
+    catch_up = kernels::cuda::ScapeCatchUpScalarsAt(c.adams, lr, c.normalizer_beta, t == 0,
+                                                    c.decayed_residual);
   }
-  const int64_t cached_windows = static_cast<int64_t>(b1_to_k.size());
 
   // Rules under which an off-mask coordinate only decays: the run up to the
   // next mask entry is one vectorizable loop.
@@ -613,29 +668,20 @@ void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
           break;
         }
         case ScapeRule::kCatchUp: {
-          const bool cached = k < cached_windows;
-          const float b1k = cached ? b1_to_k[k]
-                                   : static_cast<float>(std::pow(c.adams.beta1, static_cast<double>(k)));
-          // Window mean gradient: b holds (1−β1)·Σg, or with decayed
-          // residuals the EMA share Σ(1−β1)β1^(K−s)g_s = (1−β1^K)·ĝ.
-          const float g_hat = c.decayed_residual ? b / (1.0f - b1k)
-                                                 : b / (one_minus_b1 * static_cast<float>(k));
-          const float v = b2 * m * m + (1.0f - b2) * g_hat * g_hat;
-          vbar_[j] = t == 0 ? v : rho * vbar_[j] + (1.0f - rho) * v;
+          const float b1k = kernels::cuda::CatchUpBeta1Power(k, powers.OnHost());
           double exponent = c.catch_up_exponent;
           if (c.catch_up_exponent_consistent >= 0 && k > 1) {
+            const float g_hat = kernels::cuda::CatchUpMeanGradient(b, k, b1k, catch_up);
             const double agree = std::max(0.0, double{g_hat} * m) /
                                  std::max({double{g_hat} * g_hat, double{m} * m, 1e-30});
             exponent += (c.catch_up_exponent_consistent - c.catch_up_exponent) * agree;
           }
-          m = c.decayed_residual ? b1k * m + b : b1k * m + (1.0f - b1k) * g_hat;
+          // The table holds K^α of the configured exponent only.
+          kernels::cuda::CatchUpPowers at_exponent = powers.OnHost();
+          if (exponent != c.catch_up_exponent) at_exponent = {nullptr, nullptr, 0, c.adams.beta1, exponent};
+          const float steps = kernels::cuda::CatchUpSteps(k, at_exponent);
           theta *= d;
-          const float steps =
-              exponent == 1.0 ? static_cast<float>(k)
-              : cached && exponent == c.catch_up_exponent
-                  ? k_to_alpha[k]
-                  : static_cast<float>(std::pow(static_cast<double>(k), exponent));
-          theta -= flr * steps * m / (std::sqrt(v) + eps);
+          kernels::cuda::ScapeCatchUpOnMask(theta, m, vbar_[j], b, k, b1k, steps, catch_up);
           break;
         }
         case ScapeRule::kLinearized: {
@@ -718,14 +764,21 @@ std::vector<float> ScapeOptimizer::MaskStatisticValues() const {
   const int rank = group_->rank();
   const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
   std::vector<float> out(end - begin);
+  SyncHostCopies();  // a store in another memory: its state, downloaded
   ComputeStatistic(begin, end, out.data());
   return out;
 }
 
+MaskStatistic ScapeOptimizer::RankedStatistic() const {
+  // The reference rule ranks its payload c^r, which e holds until the pack.
+  return config_.rule == ScapeRule::kReference ? MaskStatistic::kResidual : config_.statistic;
+}
+
+kernels::cuda::MaskStatisticScalars ScapeOptimizer::StatisticScalars() const {
+  return kernels::cuda::MaskStatisticScalarsOf(config_.adams, group_->world_size());
+}
+
 void ScapeOptimizer::ComputeStatistic(int64_t from, int64_t to, float* out) const {
-  const float b1 = static_cast<float>(config_.adams.beta1);
-  const float eps = static_cast<float>(config_.adams.epsilon);
-  const float world = static_cast<float>(group_->world_size());
   const float* m = m_.data();
   const float* e = residual_.data();
   const float* v = vbar_.data();
@@ -733,22 +786,21 @@ void ScapeOptimizer::ComputeStatistic(int64_t from, int64_t to, float* out) cons
   m += from;
   e += from;
   v += from;
-  // One loop per statistic, so each vectorizes.
+  const kernels::cuda::MaskStatisticScalars s = StatisticScalars();
+  // One loop per statistic (a constant in each), so each vectorizes.
+  auto fill = [&](auto statistic) {
+    for (int64_t i = 0; i < count; ++i) {
+      out[i] = kernels::cuda::MaskStatisticElement(statistic.value, m[i], e[i], v[i], s);
+    }
+  };
+  using S = MaskStatistic;
   switch (config_.statistic) {
-    case MaskStatistic::kMomentumPlusResidual:
-      for (int64_t i = 0; i < count; ++i) out[i] = std::fabs(b1 * m[i] + e[i]);
-      break;
-    case MaskStatistic::kResidual:
-      for (int64_t i = 0; i < count; ++i) out[i] = std::fabs(e[i]);
-      break;
-    case MaskStatistic::kMomentum:
-      for (int64_t i = 0; i < count; ++i) out[i] = std::fabs(m[i]);
-      break;
-    case MaskStatistic::kNormalizedResidual:
-      for (int64_t i = 0; i < count; ++i) out[i] = std::fabs(e[i]) / (std::sqrt(v[i]) + eps);
-      break;
-    case MaskStatistic::kMomentumPlusScaledResidual:
-      for (int64_t i = 0; i < count; ++i) out[i] = std::fabs(b1 * m[i] + world * e[i]);
+    case S::kMomentumPlusResidual: fill(std::integral_constant<S, S::kMomentumPlusResidual>()); break;
+    case S::kResidual: fill(std::integral_constant<S, S::kResidual>()); break;
+    case S::kMomentum: fill(std::integral_constant<S, S::kMomentum>()); break;
+    case S::kNormalizedResidual: fill(std::integral_constant<S, S::kNormalizedResidual>()); break;
+    case S::kMomentumPlusScaledResidual:
+      fill(std::integral_constant<S, S::kMomentumPlusScaledResidual>());
       break;
   }
 }
@@ -764,8 +816,10 @@ const std::vector<float>& ScapeOptimizer::StatisticOfRange() {
 
 bool ScapeOptimizer::SelectsDuringUpdate(int64_t step, bool dense) const {
   if (dense || DenseAt(step + 1) || ResidualSyncAfter(step)) return false;
-  // The reference rule selects from c^r, final before the all-reduce.
+  // The reference rule selects from c^r, final before the all-reduce; a
+  // store running the catch-up rule ranks after the update, in its memory.
   if (config_.rule == ScapeRule::kReference) return true;
+  if (state_store_->runs_catch_up()) return false;
   // Otherwise the update must leave every off-mask coordinate's statistic
   // as it is (candidates are chosen off the mask, the mask's own entries
   // are added after the update), and the selection be by statistic alone.
@@ -818,7 +872,7 @@ absl::StatusOr<std::vector<int64_t>> ScapeOptimizer::SelectPerTensor(int64_t beg
                                                                       double density) {
   // The rank owns whole tensors (CheckTensorAligned at construction). A
   // segment with k < 0 is taken whole.
-  std::vector<ScapeReferenceStore::TopKSegment> plan;
+  std::vector<ScapeStateStore::TopKSegment> plan;
   auto first = std::lower_bound(tensor_bounds_.begin(), tensor_bounds_.end(), begin);
   for (auto it = first; it + 1 != tensor_bounds_.end() && *it < end; ++it) {
     const int64_t offset = *it, numel = *(it + 1) - *it;
@@ -827,14 +881,14 @@ absl::StatusOr<std::vector<int64_t>> ScapeOptimizer::SelectPerTensor(int64_t beg
   }
   // The store ranks every tensor at once (one download); the host, each
   // from the statistic.
-  const bool by_store = config_.rule == ScapeRule::kReference && reference_store_->selects();
+  const bool by_store = state_store_->selects();
   std::vector<int64_t> stored;
   if (by_store) {
-    std::vector<ScapeReferenceStore::TopKSegment> ranked;
+    std::vector<ScapeStateStore::TopKSegment> ranked;
     for (const auto& segment : plan) {
       if (segment.k >= 0) ranked.push_back(segment);
     }
-    auto top = reference_store_->SelectLargestResiduals(ranked);
+    auto top = state_store_->SelectByStatistic(ranked, RankedStatistic(), StatisticScalars());
     if (!top.ok()) return top.status();
     stored = *std::move(top);
   }
@@ -869,6 +923,11 @@ absl::StatusOr<std::vector<int64_t>> ScapeOptimizer::SelectOwnPart(int64_t step)
   if (config_.PerTensor()) return SelectPerTensor(begin, end, DensityAt(step));
   const int64_t k = MaskCountForRange(end - begin, DensityAt(step));
   const int64_t k_explore = static_cast<int64_t>(std::floor(config_.exploration * k));
+  if (state_store_->selects()) {
+    // No exploration here (CheckCatchUpInStore): the statistic's top k.
+    const ScapeStateStore::TopKSegment range[] = {{begin, end - begin, k}};
+    return state_store_->SelectByStatistic(range, RankedStatistic(), StatisticScalars());
+  }
   std::vector<int64_t> chosen = SelectTopK(StatisticOfRange(), begin, k - k_explore);
   if (k_explore == 0) return chosen;
   // The rest: the least recently synchronized coordinates not chosen yet.
@@ -1028,7 +1087,7 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
     if (!mask.ok()) return mask.status();
     pending = std::move(*mask);
   }
-  if (absl::Status s = reference_store_->Write(*m, *residual); !s.ok()) return s;
+  if (absl::Status s = state_store_->Write(*m, *residual, *vbar); !s.ok()) return s;
   step_ = *step;
   m_ = std::move(*m);
   vbar_ = std::move(*vbar);

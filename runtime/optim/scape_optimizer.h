@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "runtime/kernels/cuda/optim_scalars.h"
 #include "runtime/kernels/cuda/optim_updates.h"
 #include "runtime/optim/adams.h"
 #include "runtime/optim/data_parallel_optimizer.h"
@@ -50,15 +51,9 @@ absl::StatusOr<ScapeRule> ParseScapeRule(absl::string_view name);
 // Off-mask rule for kReconstructed.
 enum class OffMaskRule { kDecayOnly, kFrozen, kMomentumKeepsMoving };
 
-// The first-moment statistic rank r ranks its range by.
-enum class MaskStatistic {
-  kMomentumPlusResidual,  // |β1·m + e^r|
-  kResidual,              // |e^r|
-  kMomentum,              // |m|
-  kNormalizedResidual,    // |e^r| / (√v̄ + ε): pending movement in steps
-  kMomentumPlusScaledResidual,  // |β1·m + P·e^r|: e^r is rank r's 1/P share
-                                // of the global residual, scaled up to estimate it
-};
+// The first-moment statistic rank r ranks its range by (defined beside its
+// per-coordinate body, which the host and the device both run).
+using MaskStatistic = kernels::cuda::MaskStatistic;
 
 // The statistics' names in job specs and flags ("momentum-plus-scaled-residual",
 // "momentum-plus-residual", "residual", "momentum", "normalized-residual").
@@ -167,58 +162,87 @@ absl::StatusOr<ParameterPartition> ScapePartition(const ScapeConfig& config,
                                                   const std::vector<int64_t>& tensor_bounds,
                                                   int world_size);
 
-// Where the reference rule (ScapeRule::kReference) keeps the first moment m
-// and this rank's residual e, and what runs its per-coordinate work. The
-// default is ScapeOptimizer's own host vectors and loops; a model backend's
-// memory (runtime/train: DeviceScapeStore) keeps them beside the parameters,
-// and Step then takes that backend's parameter and gradient buffers. Masks
-// stay on the host either way (selection, coding, exchange, ages), and so
-// does the checkpoint format.
-class ScapeReferenceStore {
+// Where SCAPE keeps the first moment m, this rank's residual e (and the
+// catch-up rule's v̄), and what runs their per-coordinate work. The default
+// is ScapeOptimizer's own host vectors and loops; a model backend's memory
+// (runtime/train: DeviceScapeStore) keeps them beside the parameters, and
+// Step then takes that backend's parameter and gradient buffers. Masks and
+// ages stay on the host either way (selection's bookkeeping, coding,
+// exchange), and so does the checkpoint format. Every rule packs its values
+// through the store; the reference rule's payload and update always run in
+// it, the catch-up rule's where runs_catch_up().
+class ScapeStateStore {
  public:
-  virtual ~ScapeReferenceStore() = default;
+  virtual ~ScapeStateStore() = default;
   // Whether the store's buffers (and so Step's params and grads) are host
   // memory.
   virtual bool host_addressable() const = 0;
-  // e ← c = β1·m + (1−β1)·P·g + e over every coordinate, then
-  // statistic ← |e| over [begin, end) (host; what the next mask is chosen
-  // from).
+  // The reference rule: e ← c = β1·m + (1−β1)·P·g + e over every
+  // coordinate, then statistic ← |e| over [begin, end) (host; what the next
+  // mask is chosen from).
   virtual absl::Status Payload(const float* grads,
                                const kernels::cuda::ScapeReferenceScalars& scalars, int64_t begin,
                                int64_t end, std::vector<float>& statistic) = 0;
-  // Whether the store ranks e where it keeps it (SelectLargestResiduals):
-  // Payload then leaves `statistic` empty and the optimizer chooses the
-  // next mask right after it, before Pack zeroes e at the current one.
+  // Whether the store ranks its state where it keeps it (SelectByStatistic).
+  // The reference rule's Payload then leaves `statistic` empty and the
+  // optimizer chooses the next mask right after it, before Pack zeroes e at
+  // the current one; the catch-up rule's after the update.
   virtual bool selects() const { return false; }
   // One tensor of a selection: the k coordinates of [offset, offset + numel)
-  // with the largest |e|.
+  // with the largest statistic.
   struct TopKSegment {
     int64_t offset = 0, numel = 0, k = 0;
   };
-  // Each segment's top k of |e| (optim::SelectTopK's set: ties to the lower
-  // coordinate), ascending, the segments' one after another (host).
-  virtual absl::StatusOr<std::vector<int64_t>> SelectLargestResiduals(
-      absl::Span<const TopKSegment> segments) {
-    return absl::UnimplementedError("this SCAPE state store ranks no residuals (selects() is false)");
+  // Each segment's top k by `statistic` (optim::SelectTopK's set: ties to
+  // the lower coordinate), ascending, the segments' one after another
+  // (host).
+  virtual absl::StatusOr<std::vector<int64_t>> SelectByStatistic(
+      absl::Span<const TopKSegment> segments, MaskStatistic statistic,
+      const kernels::cuda::MaskStatisticScalars& scalars) {
+    return absl::UnimplementedError("this SCAPE state store ranks nothing (selects() is false)");
   }
   // Packs e at `mask` (host, ascending; `dense`: every coordinate) into the
   // values buffer in mask order and zeroes e there. Returns the buffer,
   // ready for the all-reduce.
   virtual absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense) = 0;
-  // From the summed values at the mask of the last Pack: ĝ, clipped to a
-  // global norm of grad_clip (<= 0: not clipped), then bias-corrected AdamS
-  // on the mask, m ← 0 and decay off it. Returns ‖ĝ‖ before clipping.
+  // The reference rule, from the summed values at the mask of the last
+  // Pack: ĝ, clipped to a global norm of grad_clip (<= 0: not clipped), then
+  // bias-corrected AdamS on the mask, m ← 0 and decay off it. Returns ‖ĝ‖
+  // before clipping.
   virtual absl::StatusOr<double> Apply(float* params,
                                        const kernels::cuda::ScapeReferenceScalars& scalars,
                                        double grad_clip) = 0;
+  // Whether the catch-up rule's accumulation and update run in the store
+  // (Accumulate, CatchUpApply).
+  virtual bool runs_catch_up() const { return false; }
+  // e ← e + (1−β1)·g (decayed residuals: β1·e + (1−β1)·g).
+  virtual absl::Status Accumulate(const float* grads,
+                                  const kernels::cuda::ScapeCatchUpScalars& scalars) {
+    return absl::UnimplementedError("this SCAPE state store runs no catch-up rule");
+  }
+  // The catch-up update from the summed values at the last Pack's mask:
+  // θ decays everywhere, then the mask's p-th coordinate, last synchronized
+  // windows[p] steps ago (host), catches up. `powers` are host tables.
+  virtual absl::Status CatchUpApply(float* params, absl::Span<const int32_t> windows,
+                                    const kernels::cuda::ScapeCatchUpScalars& scalars,
+                                    const kernels::cuda::CatchUpPowerTables& powers) {
+    return absl::UnimplementedError("this SCAPE state store runs no catch-up rule");
+  }
   // The residual, ready for an all-reduce; then e ← e·scale.
   virtual absl::StatusOr<float*> Residual() = 0;
   virtual absl::Status ScaleResidual(float scale) = 0;
-  // Host copies of m and e (the host store: they are already), and
-  // replacing the store's from them.
-  virtual absl::Status Read(std::vector<float>& m, std::vector<float>& e) = 0;
-  virtual absl::Status Write(const std::vector<float>& m, const std::vector<float>& e) = 0;
+  // Host copies of m, e and v̄ (the host store: they are already; a store
+  // that keeps no v̄ leaves it), and replacing the store's from them.
+  virtual absl::Status Read(std::vector<float>& m, std::vector<float>& e,
+                            std::vector<float>& vbar) = 0;
+  virtual absl::Status Write(const std::vector<float>& m, const std::vector<float>& e,
+                             const std::vector<float>& vbar) = 0;
 };
+
+// Whether the catch-up rule under `config` can run in a store
+// (runs_catch_up()): not with age-based exploration or a per-coordinate
+// exponent, which need the host's state.
+absl::Status CheckCatchUpInStore(const ScapeConfig& config);
 
 // SCAPE (arXiv 2607.01678) as one rank runs it, over a RankGroup:
 //  - the mask for step t+1 is selected at the end of step t from first-moment
@@ -235,13 +259,13 @@ class ScapeReferenceStore {
 class ScapeOptimizer final : public DataParallelOptimizer {
  public:
   // `tensor_bounds`: the T + 1 offsets of the buffer's tensors (empty: one
-  // tensor, the whole buffer); per-tensor masks use them. `reference_store`
-  // (null: host memory) holds the reference rule's state; other rules
-  // refuse one.
+  // tensor, the whole buffer); per-tensor masks use them. `state_store`
+  // (null: host memory) holds the reference rule's state, or the catch-up
+  // rule's where it runs_catch_up(); other rules refuse one.
   static absl::StatusOr<std::unique_ptr<ScapeOptimizer>> Create(
       RankGroup* group, ScapeConfig config, DecayMask decay_mask,
       std::vector<int64_t> tensor_bounds = {},
-      std::unique_ptr<ScapeReferenceStore> reference_store = nullptr);
+      std::unique_ptr<ScapeStateStore> state_store = nullptr);
 
   // scape-global too: the same optimizer and state with whole-buffer masks.
   std::string name() const override { return OptimizerName(OptimizerKind::kScape); }
@@ -261,7 +285,10 @@ class ScapeOptimizer final : public DataParallelOptimizer {
     SyncHostCopies();
     return residual_;
   }
-  const std::vector<float>& normalizer() const { return vbar_; }
+  const std::vector<float>& normalizer() const {
+    SyncHostCopies();
+    return vbar_;
+  }
   const std::vector<int64_t>& last_sync() const { return last_sync_; }
   // The mask applied at the last step (step = that step; no parts if dense).
   const GlobalMask& current_mask() const { return current_; }
@@ -272,15 +299,15 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   void SetPendingMask(GlobalMask mask) { pending_ = std::move(mask); }
 
   // This rank's statistic over its scope after the last step: what the next
-  // mask is selected from (empty where a reference-rule store ranks it
-  // itself: ScapeReferenceStore::selects()).
+  // mask is selected from (the reference rule: empty where its store ranks
+  // it itself, ScapeStateStore::selects()).
   std::vector<float> MaskStatisticValues() const;
 
  private:
   ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask decay_mask,
                  std::vector<int64_t> tensor_bounds, ParameterPartition partition,
-                 std::unique_ptr<ScapeReferenceStore> reference_store);
-  // Brings m_ and residual_ up to date from a store in another memory.
+                 std::unique_ptr<ScapeStateStore> state_store);
+  // Brings m_, residual_ and vbar_ up to date from a store in another memory.
   absl::Status ReadStore() const;
   void SyncHostCopies() const;
   bool DenseAt(int64_t step) const;
@@ -289,11 +316,18 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   void Apply(float* params, int64_t size, double lr, bool dense);
   // θ_j ← θ_j·(1 − ηλ) for the decayed j of [begin, end): off the mask.
   void DecayRun(float* params, int64_t begin, int64_t end, float decay) const;
+  // kCatchUp's update in the store (runs_catch_up()): the windows of the
+  // mask's coordinates from their ages, then the store's update.
+  absl::Status ApplyCatchUpInStore(float* params, double lr, bool dense);
   // kReference's update from the summed payload (the store's values).
   absl::Status ApplyReference(float* params, const kernels::cuda::ScapeReferenceScalars& scalars,
                               bool dense);
   // This rank's part of the mask for step `step`.
   absl::StatusOr<std::vector<int64_t>> SelectOwnPart(int64_t step);
+  // What the store ranks by (the reference rule: |e| = |c^r|), and its
+  // per-step scalars.
+  MaskStatistic RankedStatistic() const;
+  kernels::cuda::MaskStatisticScalars StatisticScalars() const;
   // The statistic of coordinates [from, to) into out[0, to − from).
   void ComputeStatistic(int64_t from, int64_t to, float* out) const;
   // This rank's statistic over its scope (kReference: its |c^r|).
@@ -323,19 +357,22 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // increments. Mutable: with a device store they are host copies, read on
   // demand by the const accessors.
   mutable std::vector<float> m_;
-  std::vector<float> vbar_;       // smoothed AdamS normalizer, identical on every rank
+  mutable std::vector<float> vbar_;  // smoothed AdamS normalizer, identical on every rank
   mutable std::vector<float> residual_;
   std::vector<int64_t> last_sync_;  // step each coordinate was last synchronized (−1: never)
   std::vector<double> lr_sum_;      // Σ η up to and including each step
   std::vector<float> values_;     // packed buffer of the all-reduce
-  // kReference's m, e and per-coordinate work (never null); every rule
-  // packs its values through it (the host store for the other rules).
-  std::unique_ptr<ScapeReferenceStore> reference_store_;
+  // Where m, e (and v̄) live and their per-coordinate work runs (never
+  // null; the host store keeps them in the vectors above).
+  std::unique_ptr<ScapeStateStore> state_store_;
   // kReference: |c^r| over this rank's range at the last step, what the next
   // mask is chosen from.
   std::vector<float> reference_statistic_;
   std::vector<float> statistic_;  // the statistic over this rank's range, reused
   double last_grad_norm_ = 0;  // kReference: ‖ĝ‖ of the last step, before clipping
+  // kCatchUp in a store: the windows of the last mask, and the power tables.
+  std::vector<int32_t> windows_;
+  std::optional<kernels::cuda::CatchUpPowerTables> catch_up_powers_;
   GlobalMask current_;
   // A step forced dense because the restored pending mask was cut for another
   // partition map (−1: none).

@@ -339,10 +339,11 @@ TEST(DataParallelTrainerTest, ResumeFromSnapshotContinuesBitwise) {
 }
 
 // A GPU's data flow on the CPU kernels trains bitwise like the in-place
-// step: for adamw (clipping binding or not) and adams the optimizer's state
-// lives in the backend and nothing is downloaded per step; for scape the
-// gradients are downloaded and the host optimizer runs. Checkpoints move
-// between the two in both directions.
+// step: for adamw (clipping binding or not), adams and scape's reference and
+// catch-up rules the optimizer's state lives in the backend and nothing is
+// downloaded per step; for a scape rule with no device form the gradients
+// are downloaded and the host optimizer runs. Checkpoints move between the
+// two in both directions.
 TEST(DataParallelTrainerTest, DeviceCopiesTrainBitwiseLikeInPlace) {
   struct Case {
     const char* optimizer;
@@ -353,7 +354,9 @@ TEST(DataParallelTrainerTest, DeviceCopiesTrainBitwiseLikeInPlace) {
   };
   for (const Case& c :
        {Case{"adamw", optim::kDefaultGradClip, true}, Case{"adamw", 1e-3, true},
-        Case{"adams", 0, true}, Case{"scape", 0, false},
+        Case{"adams", 0, true}, Case{"scape", 0, true},
+        Case{"scape", 1e-3, true, optim::ScapeRule::kCatchUp},
+        Case{"scape", 0, false, optim::ScapeRule::kReconstructed},
         Case{"scape", 1e-3, true, optim::ScapeRule::kReference},
         Case{"scape", optim::kDefaultGradClip, true, optim::ScapeRule::kReference},
         Case{"scape", 1e-3, true, optim::ScapeRule::kReference, true}}) {
@@ -459,8 +462,8 @@ TEST(DataParallelTrainerTest, TwoRanksWithTheOptimizerOnTheDeviceMatchTheHostSte
   }
 }
 
-// SCAPE at density 1 (its update on the host over downloaded gradients) and
-// dense AdamS (its state in the backend) are the same optimizer up to fp32
+// SCAPE at density 1 (its default catch-up rule in the backend, every
+// window one step) and dense AdamS are the same optimizer up to fp32
 // rounding ((1−β1)·Σg/(1−β1) vs Σg), through a device backend's data flow.
 TEST(DataParallelTrainerTest, ScapeAtDensityOneMatchesAdamSOnTheDevice) {
   std::vector<float> parameters[2];
@@ -474,7 +477,7 @@ TEST(DataParallelTrainerTest, ScapeAtDensityOneMatchesAdamSOnTheDevice) {
     SingleProcessGroup group;
     auto trainer = DataParallelTrainer::Create(config, &group);
     ASSERT_TRUE(trainer.ok()) << trainer.status();
-    EXPECT_EQ((*trainer)->optimizer_on_device(), i == 0);
+    EXPECT_TRUE((*trainer)->optimizer_on_device());
     for (int step = 0; step < 4; ++step) {
       auto result = (*trainer)->Step();
       ASSERT_TRUE(result.ok()) << optimizers[i] << ": " << result.status();

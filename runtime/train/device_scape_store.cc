@@ -26,22 +26,34 @@ bool DeviceScapeStore::Supports(const optim::OptimizerOptions& options) {
   auto traits = optim::FindOptimizer(options.name);
   if (!traits.ok()) return false;
   const optim::OptimizerKind kind = (*traits)->kind;
-  return (kind == optim::OptimizerKind::kScape || kind == optim::OptimizerKind::kScapeGlobal) &&
-         options.scape.rule == optim::ScapeRule::kReference;
+  if (kind != optim::OptimizerKind::kScape && kind != optim::OptimizerKind::kScapeGlobal) return false;
+  return options.scape.rule == optim::ScapeRule::kReference ||
+         (options.scape.rule == optim::ScapeRule::kCatchUp &&
+          optim::CheckCatchUpInStore(options.scape).ok());
 }
 
 absl::StatusOr<std::unique_ptr<DeviceScapeStore>> DeviceScapeStore::Create(
-    model::ModelOps* ops, const optim::DecayMask& decay_mask, ResidualPlacement placement,
-    int64_t staging_floats) {
+    model::ModelOps* ops, const optim::DecayMask& decay_mask, optim::ScapeRule rule,
+    ResidualPlacement placement, int64_t staging_floats) {
   if (staging_floats <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("scape device state: staging chunks of ", staging_floats, " floats"));
   }
+  if (rule != optim::ScapeRule::kReference && rule != optim::ScapeRule::kCatchUp) {
+    return absl::InvalidArgumentError(absl::StrCat("scape device state: the '",
+                                                   optim::ScapeRuleName(rule),
+                                                   "' rule runs on the host only"));
+  }
+  if (rule != optim::ScapeRule::kReference && placement == ResidualPlacement::kPinnedHost) {
+    return absl::InvalidArgumentError(
+        "scape device state: only the reference rule's residual can live in pinned host memory");
+  }
   const int64_t size = static_cast<int64_t>(decay_mask.size());
   std::unique_ptr<DeviceScapeStore> store(
-      new DeviceScapeStore(ops, size, placement, staging_floats));
+      new DeviceScapeStore(ops, size, rule, placement, staging_floats));
   const size_t float_bytes = static_cast<size_t>(size) * sizeof(float);
   std::vector<device::DeviceBuffer*> zeroed_buffers = {&store->m_, &store->values_};
+  if (store->runs_catch_up()) zeroed_buffers.push_back(&store->vbar_);
   if (store->offloaded()) {
     auto pinned = ops->AllocatePinned(float_bytes);
     if (!pinned.ok()) return pinned.status();
@@ -70,6 +82,9 @@ absl::StatusOr<std::unique_ptr<DeviceScapeStore>> DeviceScapeStore::Create(
 absl::Status DeviceScapeStore::Payload(const float* grads,
                                        const kernels::cuda::ScapeReferenceScalars& scalars,
                                        int64_t begin, int64_t end, std::vector<float>& statistic) {
+  if (runs_catch_up()) {
+    return absl::FailedPreconditionError("scape device state: holds the catch-up rule's state");
+  }
   if (begin < 0 || end < begin || end > size_) {
     return absl::InvalidArgumentError(
         absl::StrCat("scape device state: range [", begin, ", ", end, ") of ", size_));
@@ -86,7 +101,7 @@ absl::Status DeviceScapeStore::Payload(const float* grads,
     for (int64_t j = begin; j < end; ++j) statistic[j - begin] = std::fabs(e[j]);
     return absl::OkStatus();
   }
-  // SelectLargestResiduals ranks e on the device: nothing comes down. The
+  // SelectByStatistic ranks e on the device: nothing comes down. The
   // wait keeps the payload's time out of the selection's in the step's
   // phases (the pack waits for the stream anyway).
   statistic.clear();
@@ -95,11 +110,16 @@ absl::Status DeviceScapeStore::Payload(const float* grads,
   return ops_->Synchronize();
 }
 
-absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectLargestResiduals(
-    absl::Span<const TopKSegment> segments) {
+absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectByStatistic(
+    absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
+    const kernels::cuda::MaskStatisticScalars& scalars) {
   if (offloaded()) {
     return absl::FailedPreconditionError(
         "scape device state: an offloaded residual is ranked on the host");
+  }
+  if (statistic == optim::MaskStatistic::kNormalizedResidual && !runs_catch_up()) {
+    return absl::FailedPreconditionError(
+        "scape device state: the normalized-residual statistic needs the catch-up rule's v̄");
   }
   int64_t total = 0;
   for (const TopKSegment& segment : segments) {
@@ -115,9 +135,20 @@ absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectLargestResiduals(
   int64_t written = 0;
   for (const TopKSegment& segment : segments) {
     const int64_t k = std::clamp<int64_t>(segment.k, 0, segment.numel);
+    // |e| is the residual's magnitude: ranked in place. Any other statistic
+    // is computed into its own buffer first.
+    const float* ranked = residual_.as<float>() + segment.offset;
+    if (statistic != optim::MaskStatistic::kResidual && k > 0) {
+      CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(
+          *ops_, statistic_, static_cast<size_t>(segment.numel) * sizeof(float)));
+      const float* vbar = runs_catch_up() ? vbar_.as<float>() + segment.offset : nullptr;
+      CORESCAPE_RETURN_IF_ERROR(ops_->ScapeMaskStatistic(
+          m_.as<float>() + segment.offset, ranked, vbar, segment.numel, statistic, scalars,
+          statistic_.as<float>()));
+      ranked = statistic_.as<float>();
+    }
     CORESCAPE_RETURN_IF_ERROR(ops_->SelectLargestMagnitudes(
-        residual_.as<float>() + segment.offset, segment.numel, segment.offset, k,
-        selected_.as<int64_t>() + written));
+        ranked, segment.numel, segment.offset, k, selected_.as<int64_t>() + written));
     written += k;
   }
   std::vector<int64_t> chosen(total);
@@ -176,6 +207,9 @@ absl::StatusOr<float*> DeviceScapeStore::Pack(const std::vector<int64_t>& mask, 
 absl::StatusOr<double> DeviceScapeStore::Apply(float* params,
                                                const kernels::cuda::ScapeReferenceScalars& scalars,
                                                double grad_clip) {
+  if (runs_catch_up()) {
+    return absl::FailedPreconditionError("scape device state: holds the catch-up rule's state");
+  }
   const int64_t* device_mask = dense_ ? nullptr : mask_.as<int64_t>();
   CORESCAPE_RETURN_IF_ERROR(
       ops_->ScapeReconstruct(values_.as<float>(), device_mask, count_, m_.as<float>(), scalars));
@@ -185,6 +219,49 @@ absl::StatusOr<double> DeviceScapeStore::Apply(float* params,
                                                       device_mask, count_,
                                                       decays_.as<uint8_t>(), size_, scalars));
   return *norm;
+}
+
+absl::Status DeviceScapeStore::Accumulate(const float* grads,
+                                          const kernels::cuda::ScapeCatchUpScalars& scalars) {
+  if (!runs_catch_up()) {
+    return absl::FailedPreconditionError("scape device state: holds the reference rule's state");
+  }
+  return ops_->ScapeAccumulate(residual_.as<float>(), grads, size_, scalars);
+}
+
+absl::Status DeviceScapeStore::CatchUpApply(float* params, absl::Span<const int32_t> windows,
+                                            const kernels::cuda::ScapeCatchUpScalars& scalars,
+                                            const kernels::cuda::CatchUpPowerTables& powers) {
+  if (!runs_catch_up()) {
+    return absl::FailedPreconditionError("scape device state: holds the reference rule's state");
+  }
+  if (static_cast<int64_t>(windows.size()) != count_) {
+    return absl::InvalidArgumentError(absl::StrCat("scape device state: ", windows.size(),
+                                                   " windows for a mask of ", count_));
+  }
+  for (int32_t k : windows) {
+    if (k < 1) return absl::InvalidArgumentError(absl::StrCat("scape device state: a window of ", k));
+  }
+  const int64_t cached = powers.size();
+  if (static_cast<int64_t>(powers.k_to_alpha.size()) != cached) {
+    return absl::InvalidArgumentError("scape device state: power tables of unequal length");
+  }
+  const size_t table_bytes = static_cast<size_t>(cached) * sizeof(float);
+  if (powers_size_ != cached) {
+    CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, powers_, 2 * table_bytes));
+    CORESCAPE_RETURN_IF_ERROR(ops_->Upload(powers_.data(), powers.b1_to_k.data(), table_bytes));
+    CORESCAPE_RETURN_IF_ERROR(
+        ops_->Upload(powers_.as<float>() + cached, powers.k_to_alpha.data(), table_bytes));
+    powers_size_ = cached;
+  }
+  const size_t window_bytes = windows.size() * sizeof(int32_t);
+  CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, windows_, window_bytes));
+  CORESCAPE_RETURN_IF_ERROR(ops_->Upload(windows_.data(), windows.data(), window_bytes));
+  const kernels::cuda::CatchUpPowers device_powers{powers_.as<float>(), powers_.as<float>() + cached,
+                                                   cached, powers.beta1, powers.exponent};
+  return ops_->ScapeCatchUpApply(params, m_.as<float>(), vbar_.as<float>(), values_.as<float>(),
+                                 dense_ ? nullptr : mask_.as<int64_t>(), windows_.as<int32_t>(),
+                                 count_, decays_.as<uint8_t>(), size_, scalars, device_powers);
 }
 
 absl::StatusOr<float*> DeviceScapeStore::Residual() {
@@ -212,11 +289,16 @@ absl::Status DeviceScapeStore::ScaleResidual(float scale) {
   return ops_->Download(e, values_.data(), static_cast<size_t>(size_) * sizeof(float));
 }
 
-absl::Status DeviceScapeStore::Read(std::vector<float>& m, std::vector<float>& e) {
+absl::Status DeviceScapeStore::Read(std::vector<float>& m, std::vector<float>& e,
+                                    std::vector<float>& vbar) {
   m.resize(size_);
   e.resize(size_);
   const size_t bytes = static_cast<size_t>(size_) * sizeof(float);
   CORESCAPE_RETURN_IF_ERROR(ops_->Download(m.data(), m_.data(), bytes));
+  if (runs_catch_up()) {
+    vbar.resize(size_);
+    CORESCAPE_RETURN_IF_ERROR(ops_->Download(vbar.data(), vbar_.data(), bytes));
+  }
   if (offloaded()) {
     std::copy(host_residual_.as<float>(), host_residual_.as<float>() + size_, e.begin());
     return absl::OkStatus();
@@ -224,11 +306,16 @@ absl::Status DeviceScapeStore::Read(std::vector<float>& m, std::vector<float>& e
   return ops_->Download(e.data(), residual_.data(), bytes);
 }
 
-absl::Status DeviceScapeStore::Write(const std::vector<float>& m, const std::vector<float>& e) {
+absl::Status DeviceScapeStore::Write(const std::vector<float>& m, const std::vector<float>& e,
+                                     const std::vector<float>& vbar) {
   CORESCAPE_RETURN_IF_ERROR(CheckSize(m, size_, "first moment"));
   CORESCAPE_RETURN_IF_ERROR(CheckSize(e, size_, "residual"));
   const size_t bytes = static_cast<size_t>(size_) * sizeof(float);
   CORESCAPE_RETURN_IF_ERROR(ops_->Upload(m_.data(), m.data(), bytes));
+  if (runs_catch_up()) {
+    CORESCAPE_RETURN_IF_ERROR(CheckSize(vbar, size_, "normalizer"));
+    CORESCAPE_RETURN_IF_ERROR(ops_->Upload(vbar_.data(), vbar.data(), bytes));
+  }
   if (offloaded()) {
     std::copy(e.begin(), e.end(), host_residual_.as<float>());
     return absl::OkStatus();

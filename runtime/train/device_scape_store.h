@@ -14,14 +14,15 @@
 
 namespace corescape::train {
 
-// SCAPE's reference-rule state (the first moment and this rank's residual)
-// in a model backend's memory beside the parameters, its per-coordinate
-// work run by the backend's kernels (ModelOps::Scape*). The optimizer keeps
-// the masks on the host: per step the next mask's top-k of |e| runs on the
-// device, one per tensor of the rank's range (ModelOps::
-// SelectLargestMagnitudes), and only the chosen indices come down; the
-// mask's indices go up; the values all-reduce and everything else stays on
-// the device.
+// SCAPE's state (the first moment, this rank's residual and, for the
+// catch-up rule, the smoothed normalizer v̄) in a model backend's memory
+// beside the parameters, its per-coordinate work run by the backend's
+// kernels (ModelOps::Scape*). The optimizer keeps the masks and ages on the
+// host: per step the next mask's top-k runs on the device (the reference
+// rule: |e|, one per tensor of the rank's range; the catch-up rule: its
+// statistic over the range, or per tensor), and only the chosen indices
+// come down; the mask's indices (and the catch-up rule's windows) go up;
+// the values all-reduce and everything else stays on the device.
 //
 // With ResidualPlacement::kPinnedHost the residual (N floats per rank, the
 // largest piece of SCAPE's state) lives in pinned host memory instead:
@@ -29,22 +30,23 @@ namespace corescape::train {
 // (device::StagingPipeline), the pack reads it on the host and uploads only
 // the packed values, and the top-k runs on the host over |e| (no download;
 // no device copy of e to rank). The device then holds m, the values and the
-// staging chunks; the bits are the same.
-class DeviceScapeStore final : public optim::ScapeReferenceStore {
+// staging chunks; the bits are the same. (The reference rule only.)
+class DeviceScapeStore final : public optim::ScapeStateStore {
  public:
-  // Whether `options` names SCAPE with the reference rule, whose state this
-  // store can hold.
+  // Whether `options` names SCAPE with a rule whose state this store can
+  // hold: the reference rule, or the catch-up rule (optim::
+  // CheckCatchUpInStore).
   static bool Supports(const optim::OptimizerOptions& options);
 
   enum class ResidualPlacement { kDevice, kPinnedHost };
   // Floats per staging chunk of an offloaded residual (16 MiB each).
   static constexpr int64_t kDefaultStagingFloats = int64_t{1} << 22;
 
-  // For a buffer of decay_mask.size() coordinates; the backend's errors (out
-  // of memory) for the state. `staging_floats` (kPinnedHost) bounds each of
-  // the two staging chunks.
+  // For `rule` (kReference or kCatchUp) over a buffer of decay_mask.size()
+  // coordinates; the backend's errors (out of memory) for the state.
+  // `staging_floats` (kPinnedHost) bounds each of the two staging chunks.
   static absl::StatusOr<std::unique_ptr<DeviceScapeStore>> Create(
-      model::ModelOps* ops, const optim::DecayMask& decay_mask,
+      model::ModelOps* ops, const optim::DecayMask& decay_mask, optim::ScapeRule rule,
       ResidualPlacement placement = ResidualPlacement::kDevice,
       int64_t staging_floats = kDefaultStagingFloats);
 
@@ -53,26 +55,40 @@ class DeviceScapeStore final : public optim::ScapeReferenceStore {
                        int64_t begin, int64_t end, std::vector<float>& statistic) override;
   // With the residual on the device: the top-k runs there too.
   bool selects() const override { return !offloaded(); }
-  absl::StatusOr<std::vector<int64_t>> SelectLargestResiduals(
-      absl::Span<const TopKSegment> segments) override;
+  absl::StatusOr<std::vector<int64_t>> SelectByStatistic(
+      absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
+      const kernels::cuda::MaskStatisticScalars& scalars) override;
   absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense) override;
   absl::StatusOr<double> Apply(float* params, const kernels::cuda::ScapeReferenceScalars& scalars,
                                double grad_clip) override;
+  bool runs_catch_up() const override { return rule_ == optim::ScapeRule::kCatchUp; }
+  absl::Status Accumulate(const float* grads,
+                          const kernels::cuda::ScapeCatchUpScalars& scalars) override;
+  absl::Status CatchUpApply(float* params, absl::Span<const int32_t> windows,
+                            const kernels::cuda::ScapeCatchUpScalars& scalars,
+                            const kernels::cuda::CatchUpPowerTables& powers) override;
   absl::StatusOr<float*> Residual() override;
   absl::Status ScaleResidual(float scale) override;
-  absl::Status Read(std::vector<float>& m, std::vector<float>& e) override;
-  absl::Status Write(const std::vector<float>& m, const std::vector<float>& e) override;
+  absl::Status Read(std::vector<float>& m, std::vector<float>& e,
+                    std::vector<float>& vbar) override;
+  absl::Status Write(const std::vector<float>& m, const std::vector<float>& e,
+                     const std::vector<float>& vbar) override;
 
  private:
-  DeviceScapeStore(model::ModelOps* ops, int64_t size, ResidualPlacement placement,
-                   int64_t staging_floats)
-      : ops_(ops), size_(size), placement_(placement), staging_floats_(staging_floats) {}
+  DeviceScapeStore(model::ModelOps* ops, int64_t size, optim::ScapeRule rule,
+                   ResidualPlacement placement, int64_t staging_floats)
+      : ops_(ops),
+        size_(size),
+        rule_(rule),
+        placement_(placement),
+        staging_floats_(staging_floats) {}
   bool offloaded() const { return placement_ == ResidualPlacement::kPinnedHost; }
   // kPinnedHost: the packed values, on the host, uploaded into values_.
   absl::Status PackOnHost(const std::vector<int64_t>& mask, bool dense);
 
   model::ModelOps* ops_;
   int64_t size_;
+  optim::ScapeRule rule_;
   ResidualPlacement placement_;
   int64_t staging_floats_;
   // kDevice: residual_ holds e. kPinnedHost: host_residual_ does, through
@@ -80,7 +96,11 @@ class DeviceScapeStore final : public optim::ScapeReferenceStore {
   // for the all-reduce and ScaleResidual brings the result home.
   device::DeviceBuffer m_, residual_, values_, decays_, mask_;
   device::DeviceBuffer staging_[2];
-  device::DeviceBuffer selected_;  // SelectLargestResiduals' indices, grown as needed
+  device::DeviceBuffer selected_;  // SelectByStatistic's indices, grown as needed
+  // kCatchUp: v̄; the windows of the last mask; the power tables (uploaded
+  // once: they depend on the configuration only); a segment's statistic.
+  device::DeviceBuffer vbar_, windows_, powers_, statistic_;
+  int64_t powers_size_ = -1;
   device::PinnedHostBuffer host_residual_, host_values_;
   bool residual_in_values_ = false;
   // The last Pack's mask: `count` indices in mask_, or every coordinate.

@@ -1,15 +1,19 @@
-// SCAPE's reference rule with its state in a model backend (DeviceScapeStore)
-// against the same optimizer on the host. The same source runs on the CPU
+// SCAPE's reference and catch-up rules with their state in a model backend
+// (DeviceScapeStore) against the same optimizer on the host. The same source runs on the CPU
 // device-copies backend (in CI) and, built as device_scape_store_gpu_test,
 // on cuda:0.
 #include "runtime/train/device_scape_store.h"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/device/caching_allocator.h"
 #include "runtime/device/device.h"
 #include "runtime/device/device_runtime.h"
 #include "runtime/model/model_ops.h"
@@ -66,6 +70,55 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// The host optimizer and the same configuration over a device store, each
+// with its own copy of the same initial parameters, and the backend's
+// gradient buffer.
+struct HostAndDeviceRun {
+  std::unique_ptr<optim::ScapeOptimizer> host, on_device;
+  std::vector<float> params;  // the host optimizer's
+  device::DeviceBuffer device_params, device_grads;
+};
+
+void StartRun(model::ModelOps* ops, optim::RankGroup* group, const optim::ScapeConfig& config,
+              absl::StatusOr<std::unique_ptr<DeviceScapeStore>> store, HostAndDeviceRun& run) {
+  auto host = optim::ScapeOptimizer::Create(group, config, Decays(), kTensorBounds);
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto on_device =
+      optim::ScapeOptimizer::Create(group, config, Decays(), kTensorBounds, *std::move(store));
+  ASSERT_TRUE(on_device.ok()) << on_device.status();
+  run.host = *std::move(host);
+  run.on_device = *std::move(on_device);
+  run.params = Random(1, 0.02f);
+  auto device_params = ops->Allocate(kSize * sizeof(float));
+  auto device_grads = ops->Allocate(kSize * sizeof(float));
+  ASSERT_TRUE(device_params.ok() && device_grads.ok());
+  run.device_params = *std::move(device_params);
+  run.device_grads = *std::move(device_grads);
+  ASSERT_TRUE(ops->Upload(run.device_params.data(), run.params.data(), kSize * sizeof(float)).ok());
+}
+
+// Step `step` (from 0) of both with the same gradients; then the
+// parameters, m, e and the step's mask agree bit for bit.
+void StepBoth(model::ModelOps* ops, HostAndDeviceRun& run, int step, double lr) {
+  std::vector<float> grads = Random(100 + step, 0.05f);
+  ASSERT_TRUE(ops->Upload(run.device_grads.data(), grads.data(), kSize * sizeof(float)).ok());
+  ASSERT_TRUE(run.host->Step(run.params.data(), grads.data(), kSize, lr).ok());
+  absl::Status s = run.on_device->Step(run.device_params.as<float>(),
+                                       run.device_grads.as<float>(), kSize, lr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(run.on_device->last_step().dense, run.host->last_step().dense);
+  EXPECT_EQ(run.on_device->last_step().synced_values, run.host->last_step().synced_values);
+  EXPECT_EQ(run.on_device->last_step().grad_norm, run.host->last_step().grad_norm);
+  std::vector<float> downloaded(kSize);
+  ASSERT_TRUE(
+      ops->Download(downloaded.data(), run.device_params.data(), kSize * sizeof(float)).ok());
+  ASSERT_TRUE(SameBits(downloaded, run.params));
+  ASSERT_TRUE(SameBits(run.on_device->first_moment(), run.host->first_moment()));
+  ASSERT_TRUE(SameBits(run.on_device->residual(), run.host->residual()));
+  ASSERT_EQ(run.on_device->current_mask().indices, run.host->current_mask().indices);
+}
+
 struct StoreCase {
   Placement placement;
   bool dense_small_tensors;  // the norm gain sent whole beside the ranked tensors
@@ -98,50 +151,29 @@ TEST_P(DeviceScapeStorePlacementTest, ReferenceRuleMatchesTheHostOptimizerBitwis
   config.grad_clip = 0.5;
 #endif
   SingleProcessGroup group;
-  auto host = optim::ScapeOptimizer::Create(&group, config, Decays(), kTensorBounds);
-  ASSERT_TRUE(host.ok()) << host.status();
-  auto store = DeviceScapeStore::Create(ops.get(), Decays(), GetParam().placement, kStagingFloats);
-  ASSERT_TRUE(store.ok()) << store.status();
-  auto on_device =
-      optim::ScapeOptimizer::Create(&group, config, Decays(), kTensorBounds, *std::move(store));
-  ASSERT_TRUE(on_device.ok()) << on_device.status();
-
-  std::vector<float> params = Random(1, 0.02f);
-  auto device_params = ops->Allocate(kSize * sizeof(float));
-  auto device_grads = ops->Allocate(kSize * sizeof(float));
-  ASSERT_TRUE(device_params.ok() && device_grads.ok());
-  ASSERT_TRUE(ops->Upload(device_params->data(), params.data(), kSize * sizeof(float)).ok());
-  std::vector<float> downloaded(kSize);
+  HostAndDeviceRun run;
+  ASSERT_NO_FATAL_FAILURE(StartRun(ops.get(), &group, config,
+                                   DeviceScapeStore::Create(ops.get(), Decays(),
+                                                            optim::ScapeRule::kReference,
+                                                            GetParam().placement, kStagingFloats),
+                                   run));
   for (int step = 0; step < 6; ++step) {
     SCOPED_TRACE(absl::StrCat("step ", step + 1));
-    std::vector<float> grads = Random(100 + step, 0.05f);
-    ASSERT_TRUE(ops->Upload(device_grads->data(), grads.data(), kSize * sizeof(float)).ok());
-    const double lr = 1e-3;
-    ASSERT_TRUE((*host)->Step(params.data(), grads.data(), kSize, lr).ok());
-    absl::Status s =
-        (*on_device)->Step(device_params->as<float>(), device_grads->as<float>(), kSize, lr);
-    ASSERT_TRUE(s.ok()) << s;
-    EXPECT_EQ((*on_device)->last_step().dense, (*host)->last_step().dense);
-    EXPECT_EQ((*on_device)->last_step().synced_values, (*host)->last_step().synced_values);
-    EXPECT_EQ((*on_device)->last_step().grad_norm, (*host)->last_step().grad_norm);
-    ASSERT_TRUE(ops->Download(downloaded.data(), device_params->data(), kSize * sizeof(float)).ok());
-    ASSERT_TRUE(SameBits(downloaded, params));
-    ASSERT_TRUE(SameBits((*on_device)->first_moment(), (*host)->first_moment()));
-    ASSERT_TRUE(SameBits((*on_device)->residual(), (*host)->residual()));
-    EXPECT_EQ((*on_device)->current_mask().indices, (*host)->current_mask().indices);
+    ASSERT_NO_FATAL_FAILURE(StepBoth(ops.get(), run, step, 1e-3));
   }
 
   // One state format: the device form's checkpoint is the host form's.
-  auto saved = (*on_device)->SaveState();
+  auto saved = run.on_device->SaveState();
   ASSERT_TRUE(saved.ok()) << saved.status();
-  EXPECT_EQ(*saved, *(*host)->SaveState());
+  EXPECT_EQ(*saved, *run.host->SaveState());
   auto restored = optim::ScapeOptimizer::Create(
       &group, config, Decays(), kTensorBounds,
-      *DeviceScapeStore::Create(ops.get(), Decays(), GetParam().placement, kStagingFloats));
+      *DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kReference, GetParam().placement,
+                               kStagingFloats));
   ASSERT_TRUE(restored.ok());
   ASSERT_TRUE((*restored)->RestoreState(*saved).ok());
-  EXPECT_TRUE(SameBits((*restored)->residual(), (*host)->residual()));
-  EXPECT_TRUE(SameBits((*restored)->first_moment(), (*host)->first_moment()));
+  EXPECT_TRUE(SameBits((*restored)->residual(), run.host->residual()));
+  EXPECT_TRUE(SameBits((*restored)->first_moment(), run.host->first_moment()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Placements, DeviceScapeStorePlacementTest,
@@ -163,29 +195,137 @@ TEST_F(DeviceScapeStoreTest, OffloadedResidualsLeaveTheirBytesOffTheDevice) {
   // where on-device residuals need 79872.
   constexpr int64_t kCapacity = 65536;
   auto full = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr, kCapacity);
-  auto on_device = DeviceScapeStore::Create(full.get(), Decays(), Placement::kDevice);
+  auto on_device = DeviceScapeStore::Create(full.get(), Decays(), optim::ScapeRule::kReference, Placement::kDevice);
   EXPECT_EQ(on_device.status().code(), absl::StatusCode::kResourceExhausted) << on_device.status();
   auto ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr, kCapacity);
-  auto offloaded = DeviceScapeStore::Create(ops.get(), Decays(), Placement::kPinnedHost, 256);
+  auto offloaded = DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kReference,
+                                            Placement::kPinnedHost, 256);
   EXPECT_TRUE(offloaded.ok()) << offloaded.status();
-  EXPECT_EQ(DeviceScapeStore::Create(ops.get(), Decays(), Placement::kPinnedHost, 0).status().code(),
+  EXPECT_EQ(DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kReference,
+                                     Placement::kPinnedHost, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 #endif
 
-TEST_F(DeviceScapeStoreTest, OnlyTheReferenceRuleKeepsItsStateOnADevice) {
+struct CatchUpCase {
+  optim::MaskStatistic statistic;
+  bool per_tensor_masks;
+  bool decayed_residual;
+  double catch_up_exponent;
+  const char* name;
+};
+void PrintTo(const CatchUpCase& c, std::ostream* os) { *os << c.name; }
+
+class DeviceScapeStoreCatchUpTest : public DeviceScapeStoreTest,
+                                    public ::testing::WithParamInterface<CatchUpCase> {};
+
+// SCAPE's default rule: a dense first step, sparse steps whose coordinates
+// wait several steps (windows K > 1, the catch-up powers from the tables),
+// a dense refresh, a residual sync and a changing learning rate; the masks
+// ranked on the device by the statistic over the rank's range or per
+// tensor. Every bit of θ, m, e, v̄ and every mask agrees with the host
+// optimizer's, and so does the checkpoint.
+TEST_P(DeviceScapeStoreCatchUpTest, CatchUpRuleMatchesTheHostOptimizerBitwise) {
   std::unique_ptr<model::ModelOps> ops = Backend();
   ASSERT_NE(ops, nullptr);
+  const CatchUpCase& c = GetParam();
   optim::ScapeConfig config;
-  config.rule = optim::ScapeRule::kCatchUp;
+  ASSERT_EQ(config.rule, optim::ScapeRule::kCatchUp);
+  config.density = 0.05;
+  config.dense_refresh_interval = 7;
+  config.residual_sync_period = 5;
+  config.statistic = c.statistic;
+  config.per_tensor_masks = c.per_tensor_masks;
+  config.decayed_residual = c.decayed_residual;
+  config.catch_up_exponent = c.catch_up_exponent;
+  config.adams.weight_decay = 0.1;
   SingleProcessGroup group;
-  auto optimizer = optim::ScapeOptimizer::Create(&group, config, Decays(), kTensorBounds,
-                                                 *DeviceScapeStore::Create(ops.get(), Decays()));
-  ASSERT_EQ(optimizer.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(optimizer.status().message().find("catch-up"), std::string::npos)
-      << optimizer.status();
+  HostAndDeviceRun run;
+  ASSERT_NO_FATAL_FAILURE(StartRun(
+      ops.get(), &group, config,
+      DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kCatchUp), run));
+  int64_t longest_window = 0;
+  for (int step = 0; step < 12; ++step) {
+    SCOPED_TRACE(absl::StrCat("step ", step + 1));
+    const std::vector<int64_t> synced_before = run.host->last_sync();
+    ASSERT_NO_FATAL_FAILURE(StepBoth(ops.get(), run, step, 1e-3 * (1.0 - 0.05 * step)));
+    for (int64_t j : run.host->current_mask().indices) {
+      longest_window = std::max(longest_window, step - synced_before[j]);
+    }
+    ASSERT_TRUE(SameBits(run.on_device->normalizer(), run.host->normalizer()));
+    ASSERT_EQ(run.on_device->last_sync(), run.host->last_sync());
+  }
+  // The run exercised catch-up over several steps, not only K = 1.
+  EXPECT_GE(longest_window, 3);
+
+  auto saved = run.on_device->SaveState();
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(*saved, *run.host->SaveState());
+  auto restored = optim::ScapeOptimizer::Create(
+      &group, config, Decays(), kTensorBounds,
+      *DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kCatchUp));
+  ASSERT_TRUE(restored.ok());
+  ASSERT_TRUE((*restored)->RestoreState(*saved).ok());
+  EXPECT_TRUE(SameBits((*restored)->normalizer(), run.host->normalizer()));
+  EXPECT_TRUE(SameBits((*restored)->residual(), run.host->residual()));
+  EXPECT_TRUE(SameBits((*restored)->first_moment(), run.host->first_moment()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Configurations, DeviceScapeStoreCatchUpTest,
+    ::testing::Values(
+        CatchUpCase{optim::MaskStatistic::kMomentumPlusScaledResidual, false, false, 0.65,
+                    "DefaultConfiguration"},
+        CatchUpCase{optim::MaskStatistic::kNormalizedResidual, true, true, 0.65,
+                    "PerTensorDecayedNormalized"},
+        CatchUpCase{optim::MaskStatistic::kResidual, false, false, 1.0, "FullCatchUpByResidual"}),
+    [](const ::testing::TestParamInfo<CatchUpCase>& info) { return std::string(info.param.name); });
+
+TEST_F(DeviceScapeStoreTest, RulesThatNeedTheHostAreRefusedOnADevice) {
+  std::unique_ptr<model::ModelOps> ops = Backend();
+  ASSERT_NE(ops, nullptr);
+  SingleProcessGroup group;
+  optim::ScapeConfig config;
+  config.rule = optim::ScapeRule::kLinearized;
+  auto linearized = optim::ScapeOptimizer::Create(
+      &group, config, Decays(), kTensorBounds,
+      *DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kCatchUp));
+  ASSERT_EQ(linearized.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(linearized.status().message().find("linearized"), std::string::npos)
+      << linearized.status();
+  // A reference-rule store cannot run the catch-up rule.
+  config.rule = optim::ScapeRule::kCatchUp;
+  auto mismatched = optim::ScapeOptimizer::Create(
+      &group, config, Decays(), kTensorBounds,
+      *DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kReference));
+  EXPECT_EQ(mismatched.status().code(), absl::StatusCode::kInvalidArgument);
+  config.exploration = 0.1;
+  auto exploring = optim::ScapeOptimizer::Create(
+      &group, config, Decays(), kTensorBounds,
+      *DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kCatchUp));
+  ASSERT_EQ(exploring.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(exploring.status().message().find("exploration"), std::string::npos)
+      << exploring.status();
+  EXPECT_EQ(DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kReconstructed)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kCatchUp,
+                                     Placement::kPinnedHost)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+
   optim::OptimizerOptions options;
   options.name = "scape";
+  EXPECT_TRUE(DeviceScapeStore::Supports(options));  // the default rule: catch-up
+  options.scape.exploration = 0.1;
+  EXPECT_FALSE(DeviceScapeStore::Supports(options));
+  options.scape.exploration = 0;
+  options.scape.catch_up_exponent_consistent = 0.9;
+  EXPECT_FALSE(DeviceScapeStore::Supports(options));
+  options.scape.catch_up_exponent_consistent = -1;
+  options.scape.rule = optim::ScapeRule::kReconstructed;
   EXPECT_FALSE(DeviceScapeStore::Supports(options));
   options.scape.rule = optim::ScapeRule::kReference;
   EXPECT_TRUE(DeviceScapeStore::Supports(options));

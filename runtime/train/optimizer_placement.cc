@@ -26,10 +26,10 @@ absl::StatusOr<PlacedOptimizer> CreatePlacedOptimizer(const optim::OptimizerOpti
     placed.placement = absl::StrCat("state on ", device, " beside the parameters");
     return placed;
   }
-  std::unique_ptr<optim::ScapeReferenceStore> store;
+  std::unique_ptr<optim::ScapeStateStore> store;
   if (device_backend && DeviceScapeStore::Supports(options)) {
     const bool offload = options.scape.offload_residuals;
-    auto created = DeviceScapeStore::Create(&backend, decay_mask,
+    auto created = DeviceScapeStore::Create(&backend, decay_mask, options.scape.rule,
                                             offload ? DeviceScapeStore::ResidualPlacement::kPinnedHost
                                                     : DeviceScapeStore::ResidualPlacement::kDevice);
     if (!created.ok()) return created.status();

@@ -91,7 +91,84 @@ __global__ void OnMaskKernel(float* theta, float* m, const float* g_hat, const i
   }
 }
 
+__global__ void ScapeAccumulateKernel(float* residual, const float* g, int64_t n,
+                                      ScapeCatchUpScalars s) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) ScapeAccumulateElement(residual[i], g[i], s);
+}
+
+__global__ void DecayKernel(float* theta, const uint8_t* decays, int64_t n, float decay) {
+  for (int64_t j = GridStart(); j < n; j += GridStride()) theta[j] *= decays[j] ? decay : 1.0f;
+}
+
+__global__ void CatchUpOnMaskKernel(float* theta, float* m, float* vbar, const float* values,
+                                    const int64_t* mask, const int32_t* windows, int64_t count,
+                                    ScapeCatchUpScalars s, CatchUpPowers powers) {
+  for (int64_t p = GridStart(); p < count; p += GridStride()) {
+    const int64_t j = mask != nullptr ? mask[p] : p;
+    const int64_t k = windows[p];
+    ScapeCatchUpOnMask(theta[j], m[j], vbar[j], values[p], k, CatchUpBeta1Power(k, powers),
+                       CatchUpSteps(k, powers), s);
+  }
+}
+
+template <MaskStatistic kStatistic>
+__global__ void MaskStatisticKernel(const float* m, const float* e, const float* vbar, int64_t n,
+                                    MaskStatisticScalars s, float* out) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) {
+    out[i] = MaskStatisticElement(kStatistic, m[i], e[i],
+                                  kStatistic == MaskStatistic::kNormalizedResidual ? vbar[i] : 0.0f, s);
+  }
+}
+
 }  // namespace
+
+absl::Status LaunchScapeAccumulate(float* residual, const float* g, int64_t n,
+                                   const ScapeCatchUpScalars& s, cudaStream_t stream) {
+  if (n <= 0) return absl::OkStatus();
+  ScapeAccumulateKernel<<<BlocksFor(n), kThreads, 0, stream>>>(residual, g, n, s);
+  return LaunchStatus("LaunchScapeAccumulate");
+}
+
+absl::Status LaunchScapeCatchUpApply(float* theta, float* m, float* vbar, const float* values,
+                                     const int64_t* mask, const int32_t* windows, int64_t count,
+                                     const uint8_t* decays, int64_t n, const ScapeCatchUpScalars& s,
+                                     const CatchUpPowers& powers, cudaStream_t stream) {
+  if (n <= 0) return absl::OkStatus();
+  // Every θ decays, the mask's before their update: the host's order.
+  DecayKernel<<<BlocksFor(n), kThreads, 0, stream>>>(theta, decays, n, s.decay);
+  if (absl::Status st = LaunchStatus("LaunchScapeCatchUpApply (decay)"); !st.ok()) return st;
+  if (count <= 0) return absl::OkStatus();
+  CatchUpOnMaskKernel<<<BlocksFor(count), kThreads, 0, stream>>>(theta, m, vbar, values, mask, windows,
+                                                                 count, s, powers);
+  return LaunchStatus("LaunchScapeCatchUpApply (on mask)");
+}
+
+absl::Status LaunchMaskStatistic(const float* m, const float* e, const float* vbar, int64_t n,
+                                 MaskStatistic statistic, const MaskStatisticScalars& s, float* out,
+                                 cudaStream_t stream) {
+  if (n <= 0) return absl::OkStatus();
+  using S = MaskStatistic;
+  const unsigned blocks = BlocksFor(n);
+  switch (statistic) {
+    case S::kMomentumPlusResidual:
+      MaskStatisticKernel<S::kMomentumPlusResidual><<<blocks, kThreads, 0, stream>>>(m, e, vbar, n, s, out);
+      break;
+    case S::kResidual:
+      MaskStatisticKernel<S::kResidual><<<blocks, kThreads, 0, stream>>>(m, e, vbar, n, s, out);
+      break;
+    case S::kMomentum:
+      MaskStatisticKernel<S::kMomentum><<<blocks, kThreads, 0, stream>>>(m, e, vbar, n, s, out);
+      break;
+    case S::kNormalizedResidual:
+      MaskStatisticKernel<S::kNormalizedResidual><<<blocks, kThreads, 0, stream>>>(m, e, vbar, n, s, out);
+      break;
+    case S::kMomentumPlusScaledResidual:
+      MaskStatisticKernel<S::kMomentumPlusScaledResidual><<<blocks, kThreads, 0, stream>>>(m, e, vbar, n, s,
+                                                                                          out);
+      break;
+  }
+  return LaunchStatus("LaunchMaskStatistic");
+}
 
 absl::Status LaunchAdamW(float* theta, float* m, float* v, const float* g, const uint8_t* decays,
                          int64_t n, const AdamWScalars& s, cudaStream_t stream) {

@@ -2,10 +2,11 @@
 #define CORESCAPE_RUNTIME_KERNELS_CUDA_OPTIM_UPDATES_H_
 
 // Per-coordinate bodies of the optimizers in runtime/optim (AdamW, AdamS,
-// SCAPE's reference rule and its error-feedback payload), in the same float
-// operations and the same order, so a launch built from them (with
-// --fmad=false) gives the CPU optimizer's bits. runtime/optim keeps its own
-// loops; these mirror them, and optim_updates_test holds the two together.
+// SCAPE's reference and catch-up rules, the error-feedback residuals and the
+// mask statistic), in the same float operations and the same order, so a
+// launch built from them (with --fmad=false) gives the CPU optimizer's bits.
+// runtime/optim runs them in its host loops (or mirrors them, and
+// optim_updates_test holds the two together).
 // The per-step scalars come from optim_scalars.h (host, in double, as there).
 #include "runtime/kernels/cuda/host_device.h"
 
@@ -100,6 +101,91 @@ CORESCAPE_HOST_DEVICE void ScapeReferenceOffMask(float& theta, float& m, bool de
                                                  const ScapeReferenceScalars& s) {
   m = 0.0f;
   theta *= decays ? s.decay : 1.0f;
+}
+
+// ---- SCAPE, catch-up rule (runtime/optim/scape_optimizer.cc, Apply) ----
+struct ScapeCatchUpScalars {
+  float beta1, beta2, eps, lr;
+  float decay;                    // 1 − ηλ
+  float rho;                      // the smoothed normalizer's ρ
+  float residual_one_minus_beta1;  // (float)(1 − β1), computed in double as Step does
+  bool first_step;                // t = 0: v̄ ← v
+  bool decayed_residual;          // e ← β1·e + (1−β1)·g, and m ← β1^K·m + b
+};
+
+// A rank's unsent increment: e ← e + (1−β1)·g, or with decayed residuals
+// e ← β1·e + (1−β1)·g.
+CORESCAPE_HOST_DEVICE void ScapeAccumulateElement(float& residual, float g,
+                                                  const ScapeCatchUpScalars& s) {
+  residual = s.decayed_residual ? s.beta1 * residual + s.residual_one_minus_beta1 * g
+                                : residual + s.residual_one_minus_beta1 * g;
+}
+
+// β1^K and K^α of a window length K ≥ 1: table[K] where K < cached (the
+// tables hold the double std::pow rounded to float), else computed. The
+// tables are in the memory of whatever runs the body.
+struct CatchUpPowers {
+  const float* b1_to_k = nullptr;
+  const float* k_to_alpha = nullptr;
+  int64_t cached = 0;
+  double beta1 = 0, exponent = 1;
+};
+CORESCAPE_HOST_DEVICE float CatchUpBeta1Power(int64_t k, const CatchUpPowers& p) {
+  return k < p.cached ? p.b1_to_k[k] : static_cast<float>(pow(p.beta1, static_cast<double>(k)));
+}
+// K^α: the steps' worth of movement a value covering K steps makes.
+CORESCAPE_HOST_DEVICE float CatchUpSteps(int64_t k, const CatchUpPowers& p) {
+  return p.exponent == 1.0 ? static_cast<float>(k)
+         : k < p.cached    ? p.k_to_alpha[k]
+                           : static_cast<float>(pow(static_cast<double>(k), p.exponent));
+}
+
+// The window's mean gradient from a value b covering K steps: b holds
+// (1−β1)·Σg, or with decayed residuals the EMA share (1−β1^K)·ĝ.
+CORESCAPE_HOST_DEVICE float CatchUpMeanGradient(float b, int64_t k, float b1k,
+                                                const ScapeCatchUpScalars& s) {
+  return s.decayed_residual ? b / (1.0f - b1k) : b / ((1.0f - s.beta1) * static_cast<float>(k));
+}
+
+// A coordinate synchronized after K steps with value b: v̄ refreshed, m
+// caught up by K steps, θ moved `steps` steps' worth (θ already decayed).
+CORESCAPE_HOST_DEVICE void ScapeCatchUpOnMask(float& theta, float& m, float& vbar, float b,
+                                              int64_t k, float b1k, float steps,
+                                              const ScapeCatchUpScalars& s) {
+  const float g_hat = CatchUpMeanGradient(b, k, b1k, s);
+  const float v = s.beta2 * m * m + (1.0f - s.beta2) * g_hat * g_hat;
+  vbar = s.first_step ? v : s.rho * vbar + (1.0f - s.rho) * v;
+  m = s.decayed_residual ? b1k * m + b : b1k * m + (1.0f - b1k) * g_hat;
+  theta -= s.lr * steps * m / (sqrtf(v) + s.eps);
+}
+
+// ---- SCAPE's mask statistic (what each rank ranks its range by) ----
+enum class MaskStatistic {
+  kMomentumPlusResidual,  // |β1·m + e^r|
+  kResidual,              // |e^r|
+  kMomentum,              // |m|
+  kNormalizedResidual,    // |e^r| / (√v̄ + ε): pending movement in steps
+  kMomentumPlusScaledResidual,  // |β1·m + P·e^r|: e^r is rank r's 1/P share
+                                // of the global residual, scaled up to estimate it
+};
+
+struct MaskStatisticScalars {
+  float beta1, eps;
+  float world;  // P
+};
+
+// One coordinate's statistic. Written per statistic so a loop over one
+// (the statistic a constant) vectorizes.
+CORESCAPE_HOST_DEVICE float MaskStatisticElement(MaskStatistic statistic, float m, float e, float v,
+                                                 const MaskStatisticScalars& s) {
+  switch (statistic) {
+    case MaskStatistic::kMomentumPlusResidual: return fabsf(s.beta1 * m + e);
+    case MaskStatistic::kResidual: return fabsf(e);
+    case MaskStatistic::kMomentum: return fabsf(m);
+    case MaskStatistic::kNormalizedResidual: return fabsf(e) / (sqrtf(v) + s.eps);
+    case MaskStatistic::kMomentumPlusScaledResidual: return fabsf(s.beta1 * m + s.world * e);
+  }
+  return 0.0f;
 }
 
 // The factor ClipGradientNorm (runtime/optim/adamw.cc) scales by, given the

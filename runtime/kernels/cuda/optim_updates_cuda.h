@@ -49,6 +49,23 @@ absl::Status LaunchScapeReferenceApply(float* theta, float* m, const float* g_ha
                                        int64_t count, const uint32_t* mask_words, const uint8_t* decays,
                                        int64_t n, const ScapeReferenceScalars& s, cudaStream_t stream);
 
+// SCAPE's catch-up rule on the device:
+//   LaunchScapeAccumulate     e ← e + (1−β1)·g (decayed: β1·e + (1−β1)·g)
+//   LaunchPackAtMask, the all-reduce, then
+//   LaunchScapeCatchUpApply   θ decays everywhere; the mask (null: every
+//                             coordinate) catches up from the summed values,
+//                             entry p over windows[p] steps
+//   LaunchMaskStatistic       the statistic the next mask's top-k ranks
+absl::Status LaunchScapeAccumulate(float* residual, const float* g, int64_t n,
+                                   const ScapeCatchUpScalars& s, cudaStream_t stream);
+absl::Status LaunchScapeCatchUpApply(float* theta, float* m, float* vbar, const float* values,
+                                     const int64_t* mask, const int32_t* windows, int64_t count,
+                                     const uint8_t* decays, int64_t n, const ScapeCatchUpScalars& s,
+                                     const CatchUpPowers& powers, cudaStream_t stream);
+absl::Status LaunchMaskStatistic(const float* m, const float* e, const float* vbar, int64_t n,
+                                 MaskStatistic statistic, const MaskStatisticScalars& s, float* out,
+                                 cudaStream_t stream);
+
 }  // namespace corescape::kernels::cuda
 
 #endif  // CORESCAPE_RUNTIME_KERNELS_CUDA_OPTIM_UPDATES_CUDA_H_

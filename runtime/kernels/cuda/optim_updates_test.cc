@@ -178,5 +178,79 @@ TEST(UnpackAtMaskElement, InvertsThePacking) {
   }
 }
 
+// A value covering one step is AdamS: the catch-up body at K = 1 gives
+// AdamSElement's bits.
+TEST(ScapeCatchUpOnMask, IsAdamSForAWindowOfOneStep) {
+  optim::AdamConfig config;
+  const ScapeCatchUpScalars s = ScapeCatchUpScalarsAt(config, 0.01, 0.95, false, false);
+  const AdamSScalars adams = AdamSScalarsAt(config, 0.01);
+  const CatchUpPowerTables tables = CatchUpPowerTablesOf(config.beta1, 0.65, kCatchUpCachedWindows);
+  const std::vector<float> g = RandomFloats(kSize, 3, 0.1f), m0 = RandomFloats(kSize, 4, 0.05f),
+                           theta0 = RandomFloats(kSize, 5);
+  for (int64_t j = 0; j < kSize; ++j) {
+    float theta = theta0[j], m = m0[j], vbar = 0.0f;
+    const float b = (1.0f - s.beta1) * g[j];  // one step's payload
+    ScapeCatchUpOnMask(theta, m, vbar, b, 1, CatchUpBeta1Power(1, tables.OnHost()),
+                       CatchUpSteps(1, tables.OnHost()), s);
+    float theta_adams = theta0[j], m_adams = m0[j];
+    AdamSElement(theta_adams, m_adams, b / (1.0f - s.beta1), false, adams);
+    ASSERT_EQ(theta, theta_adams) << j;
+    ASSERT_EQ(m, m_adams) << j;
+  }
+}
+
+// K > 1 against the catch-up equations in double (docs/scape.md): the mean
+// gradient ĝ = b/((1−β1)K), m ← β1^K·m + (1−β1^K)·ĝ, θ ← θ − η·K^α·m/(√v+ε)
+// with v = β2·m_prev² + (1−β2)·ĝ², v̄ ← ρ·v̄ + (1−ρ)·v; decayed residuals:
+// ĝ = b/(1−β1^K), m ← β1^K·m + b. Windows past the tables take pow.
+TEST(ScapeCatchUpOnMask, MatchesTheCatchUpEquations) {
+  optim::AdamConfig config;
+  for (bool decayed : {false, true}) {
+    const ScapeCatchUpScalars s = ScapeCatchUpScalarsAt(config, 0.01, 0.9, false, decayed);
+    const CatchUpPowerTables tables = CatchUpPowerTablesOf(config.beta1, 0.65, 64);
+    for (int64_t k : {2, 7, 63, 64, 300}) {
+      const double b = 0.013, m0 = -0.004, vbar0 = 2e-5, theta0 = 0.3, b1 = config.beta1;
+      const double b1k = std::pow(b1, static_cast<double>(k));
+      const double g_hat = decayed ? b / (1.0 - b1k) : b / ((1.0 - b1) * k);
+      const double v = config.beta2 * m0 * m0 + (1.0 - config.beta2) * g_hat * g_hat;
+      const double m1 = decayed ? b1k * m0 + b : b1k * m0 + (1.0 - b1k) * g_hat;
+      const double theta1 =
+          theta0 - 0.01 * std::pow(static_cast<double>(k), 0.65) * m1 / (std::sqrt(v) + config.epsilon);
+      float theta = static_cast<float>(theta0), m = static_cast<float>(m0),
+            vbar = static_cast<float>(vbar0);
+      ScapeCatchUpOnMask(theta, m, vbar, static_cast<float>(b), k, CatchUpBeta1Power(k, tables.OnHost()),
+                         CatchUpSteps(k, tables.OnHost()), s);
+      EXPECT_NEAR(m, m1, 1e-5 * std::fabs(m1)) << "K = " << k << (decayed ? ", decayed" : "");
+      EXPECT_NEAR(vbar, 0.9 * vbar0 + 0.1 * v, 1e-5 * vbar0) << "K = " << k;
+      EXPECT_NEAR(theta, theta1, 1e-6) << "K = " << k;
+    }
+  }
+}
+
+TEST(MaskStatisticElement, MatchesEachStatisticsDefinition) {
+  const MaskStatisticScalars s{0.9f, 1e-8f, 4.0f};
+  const float m = -0.3f, e = 0.05f, v = 0.0004f;
+  EXPECT_FLOAT_EQ(MaskStatisticElement(MaskStatistic::kMomentumPlusResidual, m, e, v, s),
+                  std::fabs(0.9f * m + e));
+  EXPECT_FLOAT_EQ(MaskStatisticElement(MaskStatistic::kResidual, m, -e, v, s), e);
+  EXPECT_FLOAT_EQ(MaskStatisticElement(MaskStatistic::kMomentum, m, e, v, s), 0.3f);
+  EXPECT_FLOAT_EQ(MaskStatisticElement(MaskStatistic::kNormalizedResidual, m, e, v, s),
+                  e / (0.02f + 1e-8f));
+  EXPECT_FLOAT_EQ(MaskStatisticElement(MaskStatistic::kMomentumPlusScaledResidual, m, e, v, s),
+                  std::fabs(0.9f * m + 4.0f * e));
+}
+
+TEST(ScapeAccumulateElement, AddsOrDecaysTheIncrement) {
+  optim::AdamConfig config;
+  ScapeCatchUpScalars s = ScapeCatchUpScalarsAt(config, 0.01, 0.9, false, false);
+  float e = 0.5f;
+  ScapeAccumulateElement(e, 2.0f, s);
+  EXPECT_FLOAT_EQ(e, 0.5f + 0.1f * 2.0f);
+  s.decayed_residual = true;
+  e = 0.5f;
+  ScapeAccumulateElement(e, 2.0f, s);
+  EXPECT_FLOAT_EQ(e, 0.9f * 0.5f + 0.1f * 2.0f);
+}
+
 }  // namespace
 }  // namespace corescape::kernels::cuda
