@@ -45,7 +45,7 @@ TEST(TimedStepsTest, EveryPlacementAndSparseOverheadOnADeviceBackend) {
   EXPECT_LT(sparse->last_loss, device->last_loss + 1.0);
 
   // The reconstructed rule has no device form; the default catch-up rule
-  // has, and the reference rule with its residual on the device or
+  // and the reference rule have, each with its residual on the device or
   // offloaded.
   scape.scape.rule = optim::ScapeRule::kReconstructed;
   EXPECT_EQ(TimeTrainingSteps(*model, ops->local_attention(), batch, 0, 1,
@@ -55,6 +55,7 @@ TEST(TimedStepsTest, EveryPlacementAndSparseOverheadOnADeviceBackend) {
             absl::StatusCode::kInvalidArgument);
   const std::pair<optim::ScapeRule, bool> device_forms[] = {
       {optim::ScapeRule::kCatchUp, false},
+      {optim::ScapeRule::kCatchUp, true},
       {optim::ScapeRule::kReference, false},
       {optim::ScapeRule::kReference, true}};
   for (const auto& [rule, offload] : device_forms) {

@@ -325,9 +325,16 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
         return Invalid("optimizer.scape.rule", "reference needs per-tensor masks: optimizer scape");
       }
     }
-    if (opt.scape().offload_residuals() && !reference) {
-      return Invalid("optimizer.scape.offload_residuals",
-                     "needs rule reference: the other rules keep all their state in host memory");
+    if (opt.scape().offload_residuals()) {
+      if (!UsesMaskEpochs(opt.name())) {
+        return Invalid("optimizer.scape.offload_residuals",
+                       absl::StrCat("'", opt.name(), "' keeps all its state in host memory"));
+      }
+      auto config = ScapeConfigFromSpec(opt);
+      if (!config.ok()) return Invalid("optimizer.scape", config.status().message());
+      if (absl::Status s = optim::CheckResidualOffload(*config); !s.ok()) {
+        return Invalid("optimizer.scape.offload_residuals", s.message());
+      }
     }
     if (opt.scape().per_tensor_masks() && !scape) {
       return Invalid("optimizer.scape.per_tensor_masks", "only optimizer scape has per-tensor masks");

@@ -104,11 +104,14 @@ TEST(ValidateJobSpecTest, ScapeMaskStatisticAndOffloadAreChecked) {
                                "'abs_gradient'"),
             std::string::npos)
       << bad;
-  // Residual offload is the reference rule's (its state is on the device).
+  // Residual offload is for the rules whose state a device holds: the
+  // default catch-up rule and the reference rule.
   spec = ValidSpec("scape");
   spec.mutable_optimizer()->mutable_scape()->set_offload_residuals(true);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.mutable_optimizer()->mutable_scape()->set_rule("reconstructed");
   EXPECT_NE(ValidateJobSpec(spec).message().find(
-                "spec.optimizer.scape.offload_residuals: needs rule reference"),
+                "spec.optimizer.scape.offload_residuals: needs rule reference or catch-up"),
             std::string::npos)
       << ValidateJobSpec(spec);
   spec.mutable_optimizer()->mutable_scape()->set_rule("reference");
@@ -118,7 +121,18 @@ TEST(ValidateJobSpecTest, ScapeMaskStatisticAndOffloadAreChecked) {
   EXPECT_TRUE(scape->offload_residuals);
   EXPECT_TRUE(scape->Validate().ok()) << scape->Validate();
   scape->rule = optim::ScapeRule::kCatchUp;
+  EXPECT_TRUE(scape->Validate().ok()) << scape->Validate();
+  scape->exploration = 0.1;  // ranks by age on the host
   EXPECT_NE(scape->Validate().message().find("offload_residuals"), std::string::npos);
+  scape->exploration = 0;
+  scape->rule = optim::ScapeRule::kLinearized;
+  EXPECT_NE(scape->Validate().message().find("offload_residuals"), std::string::npos);
+  spec = ValidSpec("topk-adamw");
+  spec.mutable_optimizer()->mutable_scape()->set_offload_residuals(true);
+  EXPECT_NE(ValidateJobSpec(spec).message().find(
+                "offload_residuals: 'topk-adamw' keeps all its state in host memory"),
+            std::string::npos)
+      << ValidateJobSpec(spec);
 }
 
 TEST(ValidateJobSpecTest, ScapeRuleMaskShapeAndDensityScheduleAreChecked) {

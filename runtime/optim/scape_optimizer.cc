@@ -94,10 +94,8 @@ absl::Status ScapeConfig::Validate() const {
   if (dense_small_tensors && !PerTensor()) {
     return absl::InvalidArgumentError("scape: dense_small_tensors needs per-tensor masks");
   }
-  if (offload_residuals && rule != ScapeRule::kReference) {
-    return absl::InvalidArgumentError(
-        "scape: offload_residuals needs rule reference: the other rules keep all their state in "
-        "host memory");
+  if (absl::Status s = CheckResidualOffload(*this); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("scape: offload_residuals ", s.message()));
   }
   if (!(forecast >= 0 && forecast <= 1)) return absl::InvalidArgumentError("scape: forecast must be in [0, 1]");
   if (!(normalizer_beta >= 0 && normalizer_beta < 1)) {
@@ -144,6 +142,16 @@ absl::Status CheckCatchUpInStore(const ScapeConfig& config) {
         "rule's state cannot live on a device with it");
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckResidualOffload(const ScapeConfig& config) {
+  if (!config.offload_residuals || config.rule == ScapeRule::kReference ||
+      (config.rule == ScapeRule::kCatchUp && CheckCatchUpInStore(config).ok())) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      "needs rule reference or catch-up (without exploration or catch_up_exponent_consistent): "
+      "the other forms keep all their state in host memory");
 }
 
 namespace {
@@ -778,23 +786,22 @@ kernels::cuda::MaskStatisticScalars ScapeOptimizer::StatisticScalars() const {
   return kernels::cuda::MaskStatisticScalarsOf(config_.adams, group_->world_size());
 }
 
-void ScapeOptimizer::ComputeStatistic(int64_t from, int64_t to, float* out) const {
-  const float* m = m_.data();
-  const float* e = residual_.data();
-  const float* v = vbar_.data();
-  const int64_t count = to - from;
-  m += from;
-  e += from;
-  v += from;
-  const kernels::cuda::MaskStatisticScalars s = StatisticScalars();
-  // One loop per statistic (a constant in each), so each vectorizes.
-  auto fill = [&](auto statistic) {
-    for (int64_t i = 0; i < count; ++i) {
-      out[i] = kernels::cuda::MaskStatisticElement(statistic.value, m[i], e[i], v[i], s);
+void FillMaskStatistic(MaskStatistic statistic, const float* m, const float* e, const float* vbar,
+                       int64_t n, const kernels::cuda::MaskStatisticScalars& scalars, float* out) {
+  // One loop per statistic (a constant in each), so each vectorizes and
+  // reads only what its statistic needs.
+  auto fill = [&](auto constant) {
+    constexpr MaskStatistic kStatistic = decltype(constant)::value;
+    constexpr bool kReadsM =
+        kStatistic != MaskStatistic::kResidual && kStatistic != MaskStatistic::kNormalizedResidual;
+    constexpr bool kReadsV = kStatistic == MaskStatistic::kNormalizedResidual;
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = kernels::cuda::MaskStatisticElement(kStatistic, kReadsM ? m[i] : 0.0f, e[i],
+                                                   kReadsV ? vbar[i] : 0.0f, scalars);
     }
   };
   using S = MaskStatistic;
-  switch (config_.statistic) {
+  switch (statistic) {
     case S::kMomentumPlusResidual: fill(std::integral_constant<S, S::kMomentumPlusResidual>()); break;
     case S::kResidual: fill(std::integral_constant<S, S::kResidual>()); break;
     case S::kMomentum: fill(std::integral_constant<S, S::kMomentum>()); break;
@@ -803,6 +810,11 @@ void ScapeOptimizer::ComputeStatistic(int64_t from, int64_t to, float* out) cons
       fill(std::integral_constant<S, S::kMomentumPlusScaledResidual>());
       break;
   }
+}
+
+void ScapeOptimizer::ComputeStatistic(int64_t from, int64_t to, float* out) const {
+  FillMaskStatistic(config_.statistic, m_.data() + from, residual_.data() + from,
+                    vbar_.data() + from, to - from, StatisticScalars(), out);
 }
 
 const std::vector<float>& ScapeOptimizer::StatisticOfRange() {

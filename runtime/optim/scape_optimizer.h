@@ -55,6 +55,13 @@ enum class OffMaskRule { kDecayOnly, kFrozen, kMomentumKeepsMoving };
 // per-coordinate body, which the host and the device both run).
 using MaskStatistic = kernels::cuda::MaskStatistic;
 
+// `statistic` of each of n coordinates into out (the per-coordinate body
+// the device runs too): m is read unless the statistic is kResidual or
+// kNormalizedResidual, vbar only by kNormalizedResidual (either may be null
+// where it is not read).
+void FillMaskStatistic(MaskStatistic statistic, const float* m, const float* e, const float* vbar,
+                       int64_t n, const kernels::cuda::MaskStatisticScalars& scalars, float* out);
+
 // The statistics' names in job specs and flags ("momentum-plus-scaled-residual",
 // "momentum-plus-residual", "residual", "momentum", "normalized-residual").
 const char* MaskStatisticName(MaskStatistic statistic);
@@ -243,6 +250,12 @@ class ScapeStateStore {
 // (runs_catch_up()): not with age-based exploration or a per-coordinate
 // exponent, which need the host's state.
 absl::Status CheckCatchUpInStore(const ScapeConfig& config);
+
+// Whether config.offload_residuals can hold: only where the state lives in
+// a store that can keep the residual in pinned host memory (the reference
+// rule, or the catch-up rule as CheckCatchUpInStore allows). The error says
+// what it needs, for the caller to prefix with the field's name.
+absl::Status CheckResidualOffload(const ScapeConfig& config);
 
 // SCAPE (arXiv 2607.01678) as one rank runs it, over a RankGroup:
 //  - the mask for step t+1 is selected at the end of step t from first-moment

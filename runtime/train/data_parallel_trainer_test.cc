@@ -356,6 +356,7 @@ TEST(DataParallelTrainerTest, DeviceCopiesTrainBitwiseLikeInPlace) {
        {Case{"adamw", optim::kDefaultGradClip, true}, Case{"adamw", 1e-3, true},
         Case{"adams", 0, true}, Case{"scape", 0, true},
         Case{"scape", 1e-3, true, optim::ScapeRule::kCatchUp},
+        Case{"scape", 0, true, optim::ScapeRule::kCatchUp, true},
         Case{"scape", 0, false, optim::ScapeRule::kReconstructed},
         Case{"scape", 1e-3, true, optim::ScapeRule::kReference},
         Case{"scape", optim::kDefaultGradClip, true, optim::ScapeRule::kReference},
@@ -424,10 +425,14 @@ TEST(DataParallelTrainerTest, TwoRanksWithTheOptimizerOnTheDeviceMatchTheHostSte
   struct Case {
     const char* optimizer;
     bool offload_residuals;
+    optim::ScapeRule rule = optim::ScapeRule::kReference;
   };
-  for (const Case& c : {Case{"adamw", false}, Case{"adams", false}, Case{"scape", false},
-                        Case{"scape", true}}) {
-    SCOPED_TRACE(absl::StrCat(c.optimizer, " offload ", c.offload_residuals));
+  for (const Case& c :
+       {Case{"adamw", false}, Case{"adams", false}, Case{"scape", false}, Case{"scape", true},
+        Case{"scape", false, optim::ScapeRule::kCatchUp},
+        Case{"scape", true, optim::ScapeRule::kCatchUp}}) {
+    SCOPED_TRACE(absl::StrCat(c.optimizer, " rule ", optim::ScapeRuleName(c.rule), " offload ",
+                              c.offload_residuals));
     std::vector<float> parameters[2];
     std::array<std::vector<double>, 2> losses[2];
     for (int device = 0; device < 2; ++device) {
@@ -437,10 +442,10 @@ TEST(DataParallelTrainerTest, TwoRanksWithTheOptimizerOnTheDeviceMatchTheHostSte
       for (int r = 0; r < 2; ++r) {
         TrainerConfig config = Config(2);
         config.optimizer.name = c.optimizer;
-        // SCAPE's reference rule with every path of its step: sparse from
-        // step 1, a dense refresh, residual syncs (through the staging
-        // buffer when the residual is offloaded).
-        config.optimizer.scape.rule = optim::ScapeRule::kReference;
+        // SCAPE with every path of its step: sparse steps, a dense
+        // refresh, residual syncs (through the staging buffer when the
+        // residual is offloaded).
+        config.optimizer.scape.rule = c.rule;
         config.optimizer.scape.offload_residuals = c.offload_residuals;
         config.optimizer.scape.dense_refresh_interval = 3;
         config.optimizer.scape.residual_sync_period = 2;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/optim/optimizer_names.h"
+#include "runtime/optim/sparse_mask.h"
 
 namespace corescape::train {
 namespace {
@@ -43,10 +44,6 @@ absl::StatusOr<std::unique_ptr<DeviceScapeStore>> DeviceScapeStore::Create(
     return absl::InvalidArgumentError(absl::StrCat("scape device state: the '",
                                                    optim::ScapeRuleName(rule),
                                                    "' rule runs on the host only"));
-  }
-  if (rule != optim::ScapeRule::kReference && placement == ResidualPlacement::kPinnedHost) {
-    return absl::InvalidArgumentError(
-        "scape device state: only the reference rule's residual can live in pinned host memory");
   }
   const int64_t size = static_cast<int64_t>(decay_mask.size());
   std::unique_ptr<DeviceScapeStore> store(
@@ -113,9 +110,9 @@ absl::Status DeviceScapeStore::Payload(const float* grads,
 absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectByStatistic(
     absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
     const kernels::cuda::MaskStatisticScalars& scalars) {
-  if (offloaded()) {
+  if (offloaded() && !runs_catch_up()) {
     return absl::FailedPreconditionError(
-        "scape device state: an offloaded residual is ranked on the host");
+        "scape device state: the reference rule's offloaded residual is ranked by the optimizer");
   }
   if (statistic == optim::MaskStatistic::kNormalizedResidual && !runs_catch_up()) {
     return absl::FailedPreconditionError(
@@ -130,6 +127,7 @@ absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectByStatistic(
     }
     total += std::clamp<int64_t>(segment.k, 0, segment.numel);
   }
+  if (offloaded()) return SelectOnHost(segments, statistic, scalars);
   const size_t bytes = static_cast<size_t>(total) * sizeof(int64_t);
   CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, selected_, bytes));
   int64_t written = 0;
@@ -153,6 +151,35 @@ absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectByStatistic(
   }
   std::vector<int64_t> chosen(total);
   CORESCAPE_RETURN_IF_ERROR(ops_->Download(chosen.data(), selected_.data(), bytes));
+  return chosen;
+}
+
+absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectOnHost(
+    absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
+    const kernels::cuda::MaskStatisticScalars& scalars) {
+  const bool reads_m = statistic != optim::MaskStatistic::kResidual &&
+                       statistic != optim::MaskStatistic::kNormalizedResidual;
+  const bool reads_v = statistic == optim::MaskStatistic::kNormalizedResidual;
+  std::vector<int64_t> chosen;
+  for (const TopKSegment& segment : segments) {
+    const int64_t k = std::clamp<int64_t>(segment.k, 0, segment.numel);
+    if (k == 0) continue;
+    const size_t bytes = static_cast<size_t>(segment.numel) * sizeof(float);
+    host_statistic_.resize(segment.numel);
+    if (reads_m) {
+      host_m_.resize(segment.numel);
+      CORESCAPE_RETURN_IF_ERROR(ops_->Download(host_m_.data(), m_.as<float>() + segment.offset, bytes));
+    }
+    if (reads_v) {
+      host_vbar_.resize(segment.numel);
+      CORESCAPE_RETURN_IF_ERROR(
+          ops_->Download(host_vbar_.data(), vbar_.as<float>() + segment.offset, bytes));
+    }
+    optim::FillMaskStatistic(statistic, host_m_.data(), host_residual_.as<float>() + segment.offset,
+                             host_vbar_.data(), segment.numel, scalars, host_statistic_.data());
+    const std::vector<int64_t> top = optim::SelectTopK(host_statistic_, segment.offset, k);
+    chosen.insert(chosen.end(), top.begin(), top.end());
+  }
   return chosen;
 }
 
@@ -226,7 +253,12 @@ absl::Status DeviceScapeStore::Accumulate(const float* grads,
   if (!runs_catch_up()) {
     return absl::FailedPreconditionError("scape device state: holds the reference rule's state");
   }
-  return ops_->ScapeAccumulate(residual_.as<float>(), grads, size_, scalars);
+  if (!offloaded()) return ops_->ScapeAccumulate(residual_.as<float>(), grads, size_, scalars);
+  float* const staging[2] = {staging_[0].as<float>(), staging_[1].as<float>()};
+  return ops_->StageThrough(host_residual_.as<float>(), size_, staging, staging_floats_,
+                            [&](float* staged, int64_t first, int64_t count) {
+                              return ops_->ScapeAccumulate(staged, grads + first, count, scalars);
+                            });
 }
 
 absl::Status DeviceScapeStore::CatchUpApply(float* params, absl::Span<const int32_t> windows,

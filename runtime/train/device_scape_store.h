@@ -26,11 +26,13 @@ namespace corescape::train {
 //
 // With ResidualPlacement::kPinnedHost the residual (N floats per rank, the
 // largest piece of SCAPE's state) lives in pinned host memory instead:
-// the payload streams it through two staging chunks on the device
-// (device::StagingPipeline), the pack reads it on the host and uploads only
-// the packed values, and the top-k runs on the host over |e| (no download;
-// no device copy of e to rank). The device then holds m, the values and the
-// staging chunks; the bits are the same. (The reference rule only.)
+// the payload (the catch-up rule: the accumulation) streams it through two
+// staging chunks on the device (device::StagingPipeline), the pack reads it
+// on the host and uploads only the packed values, and the top-k runs on
+// the host (the reference rule: over |e|, no download; the catch-up rule:
+// its statistic, with the rank's range of m, or of v̄, downloaded), never
+// copying e to the device to rank it. The device then holds m (and v̄), the
+// values and the staging chunks; the bits are the same.
 class DeviceScapeStore final : public optim::ScapeStateStore {
  public:
   // Whether `options` names SCAPE with a rule whose state this store can
@@ -53,8 +55,9 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   bool host_addressable() const override { return ops_->host_addressable(); }
   absl::Status Payload(const float* grads, const kernels::cuda::ScapeReferenceScalars& scalars,
                        int64_t begin, int64_t end, std::vector<float>& statistic) override;
-  // With the residual on the device: the top-k runs there too.
-  bool selects() const override { return !offloaded(); }
+  // With the residual on the device the top-k runs there too; the
+  // catch-up rule's offloaded residual is ranked on the host by the store.
+  bool selects() const override { return !offloaded() || runs_catch_up(); }
   absl::StatusOr<std::vector<int64_t>> SelectByStatistic(
       absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
       const kernels::cuda::MaskStatisticScalars& scalars) override;
@@ -85,6 +88,12 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   bool offloaded() const { return placement_ == ResidualPlacement::kPinnedHost; }
   // kPinnedHost: the packed values, on the host, uploaded into values_.
   absl::Status PackOnHost(const std::vector<int64_t>& mask, bool dense);
+  // kPinnedHost, the catch-up rule: each segment's statistic on the host
+  // from the pinned residual and the segment's m (or v̄) downloaded, ranked
+  // by optim::SelectTopK.
+  absl::StatusOr<std::vector<int64_t>> SelectOnHost(
+      absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
+      const kernels::cuda::MaskStatisticScalars& scalars);
 
   model::ModelOps* ops_;
   int64_t size_;
@@ -102,6 +111,8 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   device::DeviceBuffer vbar_, windows_, powers_, statistic_;
   int64_t powers_size_ = -1;
   device::PinnedHostBuffer host_residual_, host_values_;
+  // SelectOnHost's segment: m or v̄ downloaded, and the statistic.
+  std::vector<float> host_m_, host_vbar_, host_statistic_;
   bool residual_in_values_ = false;
   // The last Pack's mask: `count` indices in mask_, or every coordinate.
   int64_t count_ = 0;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
+#include "runtime/job/job_spec.h"
 #include "runtime/job/trainer_config.h"
 #include "runtime/optim/scape_optimizer.h"
 #include "runtime/optim/lr_schedule.h"
@@ -48,11 +49,16 @@ absl::Status LocalTrainConfig::Validate() const {
       return Invalid("scape_rule", rule.status().message());
     }
   }
-  if (offload_residuals && !(optimizer == optim::OptimizerName(optim::OptimizerKind::kScape) &&
-                             scape_rule == optim::ScapeRuleName(optim::ScapeRule::kReference))) {
-    return Invalid("offload_residuals",
-                   "needs optimizer scape with scape_rule reference (the rule whose state lives "
-                   "on the GPU)");
+  if (offload_residuals) {
+    if (!job::UsesMaskEpochs(optimizer)) {
+      return Invalid("offload_residuals",
+                     absl::StrCat("'", optimizer, "' keeps all its state in host memory"));
+    }
+    auto scape = job::ScapeConfigFromSpec(ToJobSpec().optimizer());
+    if (!scape.ok()) return Invalid("scape_rule", scape.status().message());
+    if (absl::Status s = optim::CheckResidualOffload(*scape); !s.ok()) {
+      return Invalid("offload_residuals", s.message());
+    }
   }
   if (eval_interval < 0) return Invalid("eval_interval", "must not be negative");
   if (eval_batches < 0) return Invalid("eval_batches", "must not be negative");

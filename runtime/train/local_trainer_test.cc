@@ -88,8 +88,9 @@ TEST(LocalTrainerTest, BadConfigNamesTheField) {
   EXPECT_NE(parsed->Validate().message().find("scape_rule"), std::string::npos)
       << parsed->Validate();
 
-  // Residual offload reaches the spec with the reference rule; elsewhere it
-  // is refused by name, as is a value that is not a boolean.
+  // Residual offload reaches the spec with the reference rule and the
+  // default catch-up rule; elsewhere it is refused by name, as is a value
+  // that is not a boolean.
   parsed = ParseLocalTrainConfig(
       R"({"optimizer": "scape", "scape_rule": "reference", "offload_residuals": true})", config,
       "job.json");
@@ -98,7 +99,15 @@ TEST(LocalTrainerTest, BadConfigNamesTheField) {
   parsed->data = "/some/dataset";
   EXPECT_TRUE(parsed->Validate().ok()) << parsed->Validate();
   parsed->scape_rule = "catch-up";
-  EXPECT_NE(parsed->Validate().message().find("offload_residuals"), std::string::npos)
+  EXPECT_TRUE(parsed->Validate().ok()) << parsed->Validate();
+  parsed->scape_rule = "linearized";
+  EXPECT_NE(parsed->Validate().message().find("offload_residuals: needs rule reference or catch-up"),
+            std::string::npos)
+      << parsed->Validate();
+  parsed->scape_rule = "";
+  parsed->optimizer = "adamw";
+  EXPECT_NE(parsed->Validate().message().find("offload_residuals: 'adamw' keeps all its state"),
+            std::string::npos)
       << parsed->Validate();
   parsed = ParseLocalTrainConfig(R"({"offload_residuals": "yes"})", config, "job.json");
   EXPECT_NE(parsed.status().message().find("offload_residuals: expected true or false"),

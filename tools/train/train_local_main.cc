@@ -40,7 +40,8 @@ ABSL_FLAG(double, density, kDefaults.density, "sparse optimizers: fraction of en
 ABSL_FLAG(std::string, scape_rule, kDefaults.scape_rule,
           "scape: the update rule, as a job spec's optimizer.scape.rule (empty: its default)");
 ABSL_FLAG(bool, offload_residuals, kDefaults.offload_residuals,
-          "scape with --scape_rule=reference on a GPU: keep the residuals in pinned host memory");
+          "scape (the default catch-up rule or --scape_rule=reference) on a GPU: keep the "
+          "residuals in pinned host memory");
 ABSL_FLAG(int64_t, eval_interval, kDefaults.eval_interval, "validate every N steps (and at the end)");
 ABSL_FLAG(int64_t, eval_batches, kDefaults.eval_batches, "validation micro-batches (0: all)");
 ABSL_FLAG(uint64_t, seed, kDefaults.seed, "weights and data order");
