@@ -18,8 +18,13 @@
 # run, with "gpu": null. docs/gpu.md ("The device check") says more.
 #
 # Environment: BAZEL (default bazel); DEVICE_CHECK_MAX_BYTES (64 MiB);
-# DEVICE_CHECK_BUDGET_S (470), DEVICE_CHECK_TEST_TIMEOUT_S (120),
-# DEVICE_CHECK_BENCH_TIMEOUT_S (240).
+# DEVICE_CHECK_BUDGET_S (470), DEVICE_CHECK_TEST_TIMEOUT_S (150),
+# DEVICE_CHECK_BENCH_TIMEOUT_S (240); for a short rerun inside what is
+# left of a lease, DEVICE_CHECK_ONLY (comma-separated labels to run, e.g.
+# //runtime/train:local_trainer_gpu_test) and DEVICE_CHECK_ARGS (a JSON
+# object from a label to the extra arguments it gets, e.g.
+# {"//bench/core_attention:core_attention_gpu_bench": ["--lengths=4096"]};
+# GTEST_FILTER narrows the tests).
 set -euo pipefail
 
 usage() {
@@ -139,7 +144,7 @@ import xml.etree.ElementTree as ET
 
 dir_, out = os.environ["DEVICE_CHECK_DIR"], os.environ["DEVICE_CHECK_OUT"]
 budget = float(os.environ.get("DEVICE_CHECK_BUDGET_S", "470"))
-timeouts = {"test": float(os.environ.get("DEVICE_CHECK_TEST_TIMEOUT_S", "120")),
+timeouts = {"test": float(os.environ.get("DEVICE_CHECK_TEST_TIMEOUT_S", "150")),
             "benchmark": float(os.environ.get("DEVICE_CHECK_BENCH_TIMEOUT_S", "240"))}
 start = time.monotonic()
 work = tempfile.mkdtemp(prefix="device_check.")
@@ -198,6 +203,19 @@ with open(os.path.join(dir_, "manifest.tsv")) as f:
         if len(parts) == 4:
             entries.append(dict(zip(("kind", "label", "flat", "exe"), parts)))
 entries.sort(key=lambda e: e["kind"] != "test")  # tests first, then benchmarks
+only = [label for label in os.environ.get("DEVICE_CHECK_ONLY", "").split(",") if label]
+unknown = [label for label in only if label not in {e["label"] for e in entries}]
+if unknown:
+    sys.exit("device_check: DEVICE_CHECK_ONLY names what is not packaged: " + ", ".join(unknown))
+if only:
+    entries = [e for e in entries if e["label"] in only]
+try:
+    extra_args = json.loads(os.environ.get("DEVICE_CHECK_ARGS") or "{}")
+except ValueError as error:
+    sys.exit(f"device_check: DEVICE_CHECK_ARGS is not JSON: {error}")
+if not isinstance(extra_args, dict) or not all(
+        isinstance(v, list) and all(isinstance(a, str) for a in v) for v in extra_args.values()):
+    sys.exit("device_check: DEVICE_CHECK_ARGS must map labels to lists of strings")
 
 env_base = dict(os.environ)
 lib_dir = os.path.join(dir_, "lib")
@@ -230,7 +248,7 @@ for e in entries:
     tmp = tempfile.mkdtemp(prefix=name + ".", dir=work)
     env = dict(env_base, TEST_SRCDIR=runfiles, RUNFILES_DIR=runfiles, TEST_WORKSPACE=workspace,
                TEST_TMPDIR=tmp, XML_OUTPUT_FILE=xml_path, DEVICE_CHECK_GPU=gpu or "")
-    argv = [os.path.join(runfiles, e["exe"])]
+    argv = [os.path.join(runfiles, e["exe"])] + extra_args.get(e["label"], [])
     if e["kind"] == "test":
         argv.append("--gtest_output=xml:" + xml_path)
     limit = min(timeouts[e["kind"]], remaining)

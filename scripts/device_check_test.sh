@@ -4,8 +4,9 @@
 # benchmark by tag and nothing else, with their runfiles, and refuses a
 # package over the size limit; --run on this machine (no GPU: the device
 # case skips) reports passes, skips, a failure and the benchmark's figures
-# in its final JSON line; a workspace with nothing tagged gpu packages and
-# runs nothing.
+# in its final JSON line, and DEVICE_CHECK_ONLY / DEVICE_CHECK_ARGS run one
+# binary with extra arguments (an unknown label is refused); a workspace
+# with nothing tagged gpu packages and runs nothing.
 set -euo pipefail
 
 RUNFILES="${TEST_SRCDIR}/${TEST_WORKSPACE}"
@@ -78,7 +79,7 @@ TEST(Fake, OnTheDevice) {
 }
 EOF
 echo runfile >"${WS}/fake/fake_data.txt"
-printf '#!/bin/sh\necho "warming up"\necho '"'"'{"fake_tflops": 1.5}'"'"'\n' \
+printf '#!/bin/sh\necho "warming up"\necho "{\\"fake_tflops\\": 1.5, \\"args\\": \\"$*\\"}"\n' \
   >"${WS}/fake/fake_gpu_bench.sh"
 chmod +x "${WS}/fake/fake_gpu_bench.sh"
 
@@ -122,12 +123,31 @@ if shutil.which("nvidia-smi") is None:
     assert r["gpu"] is None, r
     assert (r["tests_passed"], r["tests_skipped"]) == (1, 1), r
 assert r["benchmarks_run"] == 1 and r["benchmarks_failed"] == 0, r
-assert r["figures"] == {"fake_gpu_bench": {"fake_tflops": 1.5}}, r
+assert r["figures"] == {"fake_gpu_bench": {"fake_tflops": 1.5, "args": ""}}, r
 ' || { cat run.log; fail "final JSON line"; }
 grep -q "^SKIP .*//fake:fake_gpu_test\|^PASS .*//fake:fake_gpu_test" run.log ||
   { cat run.log; fail "summary line of the test"; }
 tar -tzf "${OUT_DIR}/results.tar.gz" | grep -qx "fake__fake_gpu_test.xml" ||
   fail "the gtest XML is in results.tar.gz"
+
+# A short rerun: only the named binary, with the extra arguments given.
+DEVICE_CHECK_ONLY=//fake:fake_gpu_bench \
+  DEVICE_CHECK_ARGS='{"//fake:fake_gpu_bench": ["--lengths=4096", "--repeats=1"]}' \
+  "${PKG}/device_check.sh" --run "${PKG}" "${TEST_TMPDIR}/out-only" >only.log 2>&1 ||
+  { cat only.log; fail "--run with DEVICE_CHECK_ONLY exited $?"; }
+tail -n 1 only.log | ${PY} -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+assert r["tests_passed"] == r["tests_failed"] == r["tests_skipped"] == 0, r
+assert r["benchmarks_run"] == 1, r
+(figures,) = r["figures"].values()
+assert figures["args"] == "--lengths=4096 --repeats=1", figures
+' || { cat only.log; fail "DEVICE_CHECK_ONLY / DEVICE_CHECK_ARGS"; }
+if DEVICE_CHECK_ONLY=//fake:nothing "${PKG}/device_check.sh" --run "${PKG}" \
+  "${TEST_TMPDIR}/out-unknown" >unknown.log 2>&1; then
+  fail "--run accepted a DEVICE_CHECK_ONLY label that is not packaged"
+fi
+grep -q "names what is not packaged: //fake:nothing" unknown.log || { cat unknown.log; fail "unknown label message"; }
 
 # A failing test fails the run and is counted.
 if FAKE_FAIL=1 "${PKG}/device_check.sh" --run "${PKG}" "${TEST_TMPDIR}/out-fail" \

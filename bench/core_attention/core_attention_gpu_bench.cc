@@ -159,6 +159,8 @@ int Run() {
               shape.n_kv_heads, shape.head_dim);
   std::printf("%8s %6s %10s %10s %10s %12s %14s\n", "length", "inputs", "fwd ms", "bwd ms", "TFLOP/s", "fwd TFLOP/s",
               "vs bf16 GEMM");
+  // Each line as it is measured: a run stopped at a time limit keeps them.
+  std::fflush(stdout);
 
   const int64_t max_length = *std::max_element(lengths.begin(), lengths.end());
   std::mt19937 rng(1);
@@ -217,6 +219,7 @@ int Run() {
       const char* inputs = bf16 ? "bf16" : "fp32";
       std::printf("%8lld %6s %10.2f %10.2f %10.2f %12.2f %13.3fx\n", static_cast<long long>(length), inputs,
                   *forward_ms, *backward_ms, total_tflops, forward_tflops, total_tflops / *gemm);
+      std::fflush(stdout);
       absl::StrAppend(&json, ",\"core_attention_", inputs, "_fwd_bwd_tflops_", length, "\":", total_tflops);
     }
   }

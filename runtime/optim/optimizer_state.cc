@@ -99,6 +99,19 @@ absl::StatusOr<StateReader> StateReader::Parse(absl::string_view blob) {
   return reader;
 }
 
+namespace {
+
+// An entry's bytes as whole values of T (an empty entry: none; memcpy
+// must not see the empty vector's null data).
+template <typename T, typename Bytes>
+std::vector<T> ValuesOf(const Bytes& bytes) {
+  std::vector<T> out(bytes.size() / sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<const StateReader::Entry*> StateReader::Find(const std::string& name,
                                                             uint8_t type) const {
   auto it = entries_.find(name);
@@ -114,25 +127,19 @@ absl::StatusOr<const StateReader::Entry*> StateReader::Find(const std::string& n
 absl::StatusOr<std::vector<float>> StateReader::Floats(const std::string& name) const {
   auto entry = Find(name, kFloat);
   if (!entry.ok()) return entry.status();
-  std::vector<float> out((*entry)->bytes.size() / sizeof(float));
-  std::memcpy(out.data(), (*entry)->bytes.data(), out.size() * sizeof(float));
-  return out;
+  return ValuesOf<float>((*entry)->bytes);
 }
 
 absl::StatusOr<std::vector<int64_t>> StateReader::Int64s(const std::string& name) const {
   auto entry = Find(name, kInt64);
   if (!entry.ok()) return entry.status();
-  std::vector<int64_t> out((*entry)->bytes.size() / sizeof(int64_t));
-  std::memcpy(out.data(), (*entry)->bytes.data(), out.size() * sizeof(int64_t));
-  return out;
+  return ValuesOf<int64_t>((*entry)->bytes);
 }
 
 absl::StatusOr<std::vector<double>> StateReader::Doubles(const std::string& name) const {
   auto entry = Find(name, kDouble);
   if (!entry.ok()) return entry.status();
-  std::vector<double> out((*entry)->bytes.size() / sizeof(double));
-  std::memcpy(out.data(), (*entry)->bytes.data(), out.size() * sizeof(double));
-  return out;
+  return ValuesOf<double>((*entry)->bytes);
 }
 
 absl::StatusOr<int64_t> StateReader::Int64(const std::string& name) const {

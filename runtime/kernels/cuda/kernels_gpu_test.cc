@@ -146,7 +146,10 @@ TEST_F(KernelsGpuTest, SwiGluMatchesTheCpuKernelWithinExpfError) {
                                    du_dev.as<float>(), n, stream())
                   .ok());
   ExpectNear(Download<float>(h_dev, n), h, 1e-6f, 1e-30f);
-  ExpectNear(Download<float>(dg_dev, n), dg, 1e-6f, 1e-30f);
+  // The gate's gradient holds 1 − σ(g), which cancels as σ → 1: for
+  // |g| ≤ 4 it magnifies σ's few-ulp difference up to 1/(1 − σ(4)) ≈ 55
+  // times (seen on an H200: 3.6e-6 relative).
+  ExpectNear(Download<float>(dg_dev, n), dg, 3e-5f, 1e-30f);
   ExpectNear(Download<float>(du_dev, n), du, 1e-6f, 1e-30f);
 }
 
