@@ -146,11 +146,17 @@ TEST_F(KernelsGpuTest, SwiGluMatchesTheCpuKernelWithinExpfError) {
                                    du_dev.as<float>(), n, stream())
                   .ok());
   ExpectNear(Download<float>(h_dev, n), h, 1e-6f, 1e-30f);
-  // The gate's gradient holds 1 − σ(g), which cancels as σ → 1: for
-  // |g| ≤ 4 it magnifies σ's few-ulp difference up to 1/(1 − σ(4)) ≈ 55
-  // times (seen on an H200: 3.6e-6 relative).
-  ExpectNear(Download<float>(dg_dev, n), dg, 3e-5f, 1e-30f);
   ExpectNear(Download<float>(du_dev, n), du, 1e-6f, 1e-30f);
+  // The gate's gradient d_h·u·σ(g)·(1 + g·(1 − σ(g))) sums terms of size up
+  // to |d_h·u|·(1 + |g|) that cancel (1 − σ as σ → 1, and the whole factor
+  // near g ≈ −1.28), so σ's few-ulp difference is bounded against the
+  // terms, not the result (seen on an H200: 4.2e-5 of a result 0.028% of
+  // its terms' scale).
+  const std::vector<float> dg_got = Download<float>(dg_dev, n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float terms = std::fabs(d_h[i] * up[i]) * (1.0f + std::fabs(gate[i]));
+    ASSERT_NEAR(dg_got[i], dg[i], 8e-6f * terms + 1e-30f) << "entry " << i;
+  }
 }
 
 TEST_F(KernelsGpuTest, EmbeddingMatchesTheCpuKernelBitwise) {
