@@ -139,7 +139,7 @@ run() {
   local python=python3
   command -v python3 >/dev/null || python=/usr/bin/python3
   DEVICE_CHECK_DIR="${dir}" DEVICE_CHECK_OUT="${out}" exec "${python}" -u - <<'PY'
-import json, os, re, shutil, subprocess, sys, tarfile, tempfile, time
+import glob, json, os, re, shutil, subprocess, sys, tarfile, tempfile, time
 import xml.etree.ElementTree as ET
 
 dir_, out = os.environ["DEVICE_CHECK_DIR"], os.environ["DEVICE_CHECK_OUT"]
@@ -226,6 +226,12 @@ if os.path.exists(packed_libs):
         packed.extractall(os.path.dirname(lib_dir))
 library_path = [lib_dir, "/usr/local/cuda/lib64",
                 "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/nvidia/lib64"]
+# After the toolkit's own: the NVIDIA Python packages' libraries, where a
+# machine whose toolkit has no NCCL keeps it (nvidia/nccl/lib, nvidia/cu13/lib).
+for pattern in ("/opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib",
+                "/usr/local/lib/python3*/dist-packages/nvidia/*/lib",
+                "/usr/lib/python3/dist-packages/nvidia/*/lib"):
+    library_path.extend(sorted(glob.glob(pattern)))
 if env_base.get("LD_LIBRARY_PATH"):
     library_path.append(env_base["LD_LIBRARY_PATH"])
 env_base["LD_LIBRARY_PATH"] = ":".join(library_path)
