@@ -43,6 +43,9 @@ echo "== SCAPE quality and volume, P=4 in-process ranks (bench/scape, ~5 min)"
 echo
 echo "== SCAPE step breakdown: own cost vs dense AdamS's step compute, small, P=2 (bench/scape)"
 ./bench/scape/step_breakdown.sh
+echo
+echo "== SCAPE mask coding per index vs copying the indices, small's range at d=0.1 (bench/mask_codec)"
+bazel run -c opt //bench/mask_codec:mask_codec_bench -- --repeats=5 2>/dev/null
 if [ "$(id -u)" = 0 ]; then
   echo
   echo "== SCAPE wall-clock with shaped links in network namespaces (bench/scape, root)"

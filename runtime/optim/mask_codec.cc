@@ -54,13 +54,6 @@ T GetFixed(const char* p) {
   return value;
 }
 
-// Coordinates in exactly one of two sorted lists.
-std::vector<int64_t> SymmetricDifference(absl::Span<const int64_t> a, absl::Span<const int64_t> b) {
-  std::vector<int64_t> out;
-  std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
-  return out;
-}
-
 int64_t GapListBytes(absl::Span<const int64_t> sorted, int64_t begin) {
   int64_t bytes = 0;
   int64_t next = begin;  // smallest value the next entry may take
@@ -79,10 +72,24 @@ void PutGapList(std::string& out, absl::Span<const int64_t> sorted, int64_t begi
   }
 }
 
-absl::Status GetGapList(absl::string_view& in, int64_t count, int64_t begin, int64_t end,
-                        std::vector<int64_t>& out) {
-  out.clear();
-  out.reserve(count);
+// Appends begin + the position of every set bit of words[0, n_words),
+// ascending, visiting only the set bits.
+template <typename WordAt>
+void AppendSetBits(WordAt word_at, int64_t n_words, int64_t begin, std::vector<int64_t>& out) {
+  for (int64_t w = 0; w < n_words; ++w) {
+    uint64_t word = word_at(w);
+    while (word != 0) {
+      out.push_back(begin + 64 * w + std::countr_zero(word));
+      word &= word - 1;
+    }
+  }
+}
+
+// Reads `count` gaps and hands each index they give, ascending and inside
+// [begin, end), to visit(index).
+template <typename Visit>
+absl::Status ForEachGap(absl::string_view& in, int64_t count, int64_t begin, int64_t end,
+                        Visit visit) {
   int64_t next = begin;
   for (int64_t i = 0; i < count; ++i) {
     uint64_t gap;
@@ -90,10 +97,71 @@ absl::Status GetGapList(absl::string_view& in, int64_t count, int64_t begin, int
     if (gap >= static_cast<uint64_t>(end - next)) {
       return absl::DataLossError("mask: index past the end of its range");
     }
-    out.push_back(next + static_cast<int64_t>(gap));
-    next = out.back() + 1;
+    const int64_t index = next + static_cast<int64_t>(gap);
+    visit(index);
+    next = index + 1;
   }
   return absl::OkStatus();
+}
+
+absl::Status GetGapList(absl::string_view& in, int64_t count, int64_t begin, int64_t end,
+                        std::vector<int64_t>& out) {
+  out.clear();
+  out.reserve(count);
+  return ForEachGap(in, count, begin, end, [&](int64_t index) { out.push_back(index); });
+}
+
+// A zeroed bitmap of `words` words, reused by the thread's next call: a
+// fresh one per mask would fault its pages in every step.
+std::vector<uint64_t>& ScratchBitmap(int64_t words) {
+  thread_local std::vector<uint64_t> bits;
+  bits.assign(words, 0);
+  return bits;
+}
+
+void FlipBit(std::vector<uint64_t>& bits, int64_t offset) {
+  bits[offset >> 6] ^= uint64_t{1} << (offset & 63);
+}
+
+// The set bits of a bitmap over [begin, ...), ascending.
+std::vector<int64_t> SetBitsOf(const std::vector<uint64_t>& bits, int64_t begin) {
+  int64_t count = 0;
+  for (uint64_t word : bits) count += std::popcount(word);
+  std::vector<int64_t> out;
+  out.reserve(count);
+  AppendSetBits([&](int64_t w) { return bits[w]; }, static_cast<int64_t>(bits.size()), begin, out);
+  return out;
+}
+
+// Whether a symmetric difference over `range` coordinates of lists with
+// `entries` entries in all goes through a bitmap: when it has no more
+// words than the lists have entries (a merge of random masks mispredicts a
+// branch on about every other entry; the bitmap's XORs and bit scan do
+// not).
+bool DifferenceByBitmap(int64_t range, int64_t entries) { return (range + 63) / 64 <= entries; }
+
+// Coordinates in exactly one of two sorted, duplicate-free lists of
+// [begin, end) (DifferenceByBitmap says how).
+std::vector<int64_t> SymmetricDifference(absl::Span<const int64_t> a, absl::Span<const int64_t> b,
+                                         int64_t begin, int64_t end) {
+  auto merge = [&] {
+    std::vector<int64_t> merged;
+    merged.reserve(a.size() + b.size());
+    std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(),
+                                  std::back_inserter(merged));
+    return merged;
+  };
+  if (!DifferenceByBitmap(end - begin, static_cast<int64_t>(a.size() + b.size()))) return merge();
+  std::vector<uint64_t>& bits = ScratchBitmap((end - begin + 63) / 64);
+  const uint64_t range = static_cast<uint64_t>(end - begin);
+  for (absl::Span<const int64_t> list : {a, b}) {
+    for (int64_t index : list) {
+      const uint64_t offset = static_cast<uint64_t>(index - begin);
+      if (offset >= range) return merge();  // not this range's list: no bit to set
+      FlipBit(bits, static_cast<int64_t>(offset));
+    }
+  }
+  return SetBitsOf(bits, begin);
 }
 
 }  // namespace
@@ -117,7 +185,8 @@ std::optional<int64_t> MaskPayloadBytes(MaskEncoding encoding, const MaskPartiti
     case MaskEncoding::kDeltaIndices: return GapListBytes(mask.indices, mask.begin);
     case MaskEncoding::kChangeFromPrevious: {
       if (previous == nullptr) return std::nullopt;
-      const std::vector<int64_t> changed = SymmetricDifference(mask.indices, *previous);
+      const std::vector<int64_t> changed =
+          SymmetricDifference(mask.indices, *previous, mask.begin, mask.end);
       return VarintBytes(changed.size()) + GapListBytes(changed, mask.begin);
     }
   }
@@ -148,7 +217,7 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
   // The sizes MaskPayloadBytes gives, with the symmetric difference computed
   // once for both sizing and writing.
   std::vector<int64_t> changed;
-  if (previous != nullptr) changed = SymmetricDifference(mask.indices, *previous);
+  if (previous != nullptr) changed = SymmetricDifference(mask.indices, *previous, mask.begin, mask.end);
   auto payload_bytes = [&](MaskEncoding e) -> std::optional<int64_t> {
     if (e != MaskEncoding::kChangeFromPrevious) return MaskPayloadBytes(e, mask, nullptr);
     if (previous == nullptr) return std::nullopt;
@@ -234,13 +303,8 @@ absl::StatusOr<DecodedMaskPartition> DecodeMaskPartition(absl::string_view bytes
       // range in the last byte are ignored.
       out.indices.reserve(h.count);
       const int64_t words = range / 64;
-      for (int64_t w = 0; w < words; ++w) {
-        uint64_t word = GetFixed<uint64_t>(payload.data() + 8 * w);
-        while (word != 0) {
-          out.indices.push_back(begin + 64 * w + std::countr_zero(word));
-          word &= word - 1;
-        }
-      }
+      AppendSetBits([&](int64_t w) { return GetFixed<uint64_t>(payload.data() + 8 * w); }, words,
+                    begin, out.indices);
       for (int64_t offset = 64 * words; offset < range; ++offset) {
         if ((static_cast<uint8_t>(payload[offset / 8]) >> (offset % 8)) & 1) {
           out.indices.push_back(begin + offset);
@@ -252,6 +316,7 @@ absl::StatusOr<DecodedMaskPartition> DecodeMaskPartition(absl::string_view bytes
       if (static_cast<int64_t>(payload.size()) != h.count * 4) {
         return absl::DataLossError("mask: index list of the wrong size");
       }
+      out.indices.reserve(h.count);
       for (int64_t i = 0; i < h.count; ++i) {
         const int64_t index = begin + GetFixed<uint32_t>(payload.data() + 4 * i);
         if (index >= end || (!out.indices.empty() && index <= out.indices.back())) {
@@ -274,9 +339,30 @@ absl::StatusOr<DecodedMaskPartition> DecodeMaskPartition(absl::string_view bytes
       if (!GetVarint(payload, changes) || changes > static_cast<uint64_t>(range)) {
         return absl::DataLossError("mask: bad change count");
       }
-      std::vector<int64_t> changed;
-      if (absl::Status s = GetGapList(payload, changes, begin, end, changed); !s.ok()) return s;
-      out.indices = SymmetricDifference(*previous, changed);
+      // The previous mask is the receiver's own, sorted: its ends bound it.
+      if (!previous->empty() && (previous->front() < begin || previous->back() >= end)) {
+        return absl::FailedPreconditionError("mask: the previous mask is outside the range");
+      }
+      if (DifferenceByBitmap(range, static_cast<int64_t>(previous->size() + changes))) {
+        // The changes flip the previous mask's bits as they are read.
+        std::vector<uint64_t>& bits = ScratchBitmap((range + 63) / 64);
+        for (int64_t index : *previous) {
+          if (static_cast<uint64_t>(index - begin) >= static_cast<uint64_t>(range)) {
+            return absl::FailedPreconditionError("mask: the previous mask is outside the range");
+          }
+          FlipBit(bits, index - begin);
+        }
+        if (absl::Status s = ForEachGap(payload, static_cast<int64_t>(changes), begin, end,
+                                        [&](int64_t index) { FlipBit(bits, index - begin); });
+            !s.ok()) {
+          return s;
+        }
+        out.indices = SetBitsOf(bits, begin);
+      } else {
+        std::vector<int64_t> changed;
+        if (absl::Status s = GetGapList(payload, changes, begin, end, changed); !s.ok()) return s;
+        out.indices = SymmetricDifference(*previous, changed, begin, end);
+      }
       break;
     }
   }

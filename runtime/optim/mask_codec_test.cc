@@ -79,6 +79,30 @@ TEST(MaskCodecTest, PicksTheSmallestEncoding) {
   EXPECT_EQ(static_cast<MaskEncoding>((*e4)[1]), MaskEncoding::kDeltaIndices);
 }
 
+// Change-from-previous applies the changes through a bitmap when the masks
+// are dense enough and by merging when not; both give the mask back, on a
+// range that is not whole words from an offset that is not one either, and
+// both refuse a previous mask from outside the range.
+TEST(MaskCodecTest, ChangeFromPreviousRoundTripsThroughEitherPath) {
+  const int64_t begin = 37, end = 37 + 1001;
+  for (double density : {0.002, 0.02, 0.3, 0.9}) {
+    for (double previous_density : {0.002, 0.5}) {
+      const std::vector<int64_t> mask = RandomMask(begin, end, density, 21);
+      const std::vector<int64_t> previous = RandomMask(begin, end, previous_density, 22);
+      auto encoded = EncodeMaskPartition(Header(), {begin, end, mask}, &previous,
+                                         MaskEncoding::kChangeFromPrevious);
+      ASSERT_TRUE(encoded.ok()) << encoded.status();
+      auto decoded = DecodeMaskPartition(*encoded, begin, end, &previous);
+      ASSERT_TRUE(decoded.ok()) << decoded.status();
+      EXPECT_EQ(decoded->indices, mask) << "d=" << density << " previous d=" << previous_density;
+      std::vector<int64_t> shifted = previous;
+      for (int64_t& index : shifted) index += end - begin;  // the next range's
+      EXPECT_EQ(DecodeMaskPartition(*encoded, begin, end, &shifted).status().code(),
+                absl::StatusCode::kFailedPrecondition);
+    }
+  }
+}
+
 TEST(MaskCodecTest, RefusesBadInputAndCorruption) {
   const std::vector<int64_t> unsorted = {5, 3};
   EXPECT_FALSE(EncodeMaskPartition(Header(), {0, 10, unsorted}, nullptr).ok());
