@@ -250,7 +250,11 @@ absl::Status MaskExchange::Start(RankGroup& group, uint64_t mask_epoch, int64_t 
                              previous->mask_epoch == mask_epoch &&
                              static_cast<int>(previous->parts.size()) == group.world_size();
   if (have_previous) {
-    previous_copy_ = *previous;
+    // Decoding needs the parts alone (the union is as large again).
+    previous_copy_.mask_epoch = previous->mask_epoch;
+    previous_copy_.step = previous->step;
+    previous_copy_.parts = previous->parts;
+    previous_copy_.indices.clear();
     previous_ = &previous_copy_;
   } else {
     previous_ = nullptr;

@@ -133,6 +133,8 @@ class MaskExchange {
   std::vector<int64_t> sizes_;
   std::unique_ptr<PendingCollective> pending_;
   const GlobalMask* previous_ = nullptr;
+  // The previous mask's parts (what decoding reads; not its union), held
+  // while the exchange is in flight.
   GlobalMask previous_copy_;
   int64_t last_part_bytes_ = 0;
   MaskEncoding last_encoding_ = MaskEncoding::kBitmask;

@@ -470,6 +470,9 @@ TEST(DataParallelTrainerTest, TwoRanksWithTheOptimizerOnTheDeviceMatchTheHostSte
 // SCAPE at density 1 (its default catch-up rule in the backend, every
 // window one step) and dense AdamS are the same optimizer up to fp32
 // rounding ((1−β1)·Σg/(1−β1) vs Σg), through a device backend's data flow.
+// Where m is a near-cancellation of larger gradients, AdamS's m/√v turns
+// that rounding into up to ~5e-4 of a step (a few of the 300k parameters
+// here); a wrong update moves many by a whole step (lr).
 TEST(DataParallelTrainerTest, ScapeAtDensityOneMatchesAdamSOnTheDevice) {
   std::vector<float> parameters[2];
   std::vector<double> losses[2];
@@ -495,7 +498,7 @@ TEST(DataParallelTrainerTest, ScapeAtDensityOneMatchesAdamSOnTheDevice) {
   for (size_t j = 0; j < parameters[0].size(); ++j) {
     worst = std::max(worst, double{std::fabs(parameters[0][j] - parameters[1][j])});
   }
-  EXPECT_LT(worst, 1e-6);
+  EXPECT_LT(worst, 2e-3 * Config(2).schedule.peak_lr);
   for (int step = 0; step < 4; ++step) {
     EXPECT_NEAR(losses[1][step], losses[0][step], 1e-5 * losses[0][step]) << "step " << step + 1;
   }
