@@ -33,38 +33,75 @@ namespace {
 
 namespace kc = kernels::cuda;
 
-// Core attention on the GPU over device pointers. The tile plan depends only
-// on the task list and the row count, which every layer of a micro-batch
-// shares: it is planned and uploaded once per distinct list (two kept, for
-// the two halves of ping-pong).
+// Core attention on the GPU over device pointers: the fp32 launches in fp32
+// precision, the tensor-core ones in bf16 (Q, K, V and dO rounded to bf16
+// into scratch first, again in the backward, which is cheaper than keeping
+// every layer's copies). The tile plan depends only on the task list and
+// the row count, which every layer of a micro-batch shares: it is planned
+// and uploaded once per distinct list (two kept, for the two halves of
+// ping-pong).
 class CudaCoreAttention final : public CoreAttentionExecutor {
  public:
-  CudaCoreAttention(device::CachingAllocator* allocator, device::Stream* stream)
-      : allocator_(allocator), stream_(stream) {}
+  CudaCoreAttention(ModelOps* ops, device::CachingAllocator* allocator, device::Stream* stream,
+                    Precision precision)
+      : ops_(ops), allocator_(allocator), stream_(stream), precision_(precision) {}
 
   absl::Status Forward(const AttentionForwardCall& c) override {
     auto tiles = TilesFor(c.in);
     if (!tiles.ok()) return tiles.status();
-    return kc::LaunchCoreAttentionForward((*tiles)->view(), c.in.q, c.in.k, c.in.v, c.o, c.lse,
-                                          device::CudaStreamOf(*stream_));
+    if (precision_ == Precision::kFp32) {
+      return kc::LaunchCoreAttentionForward((*tiles)->view(), c.in.q, c.in.k, c.in.v, c.o, c.lse,
+                                            device::CudaStreamOf(*stream_));
+    }
+    auto inputs = Bf16Inputs(c.in, nullptr);
+    if (!inputs.ok()) return inputs.status();
+    return kc::LaunchCoreAttentionForwardBf16((*tiles)->view(), inputs->q, inputs->k, inputs->v, c.o,
+                                              c.lse, device::CudaStreamOf(*stream_));
   }
   absl::Status Backward(const AttentionBackwardCall& c) override {
     auto tiles = TilesFor(c.in);
     if (!tiles.ok()) return tiles.status();
     const size_t delta_bytes =
         static_cast<size_t>(c.in.rows) * c.in.shape.n_heads * sizeof(float);
-    if (delta_.size() < delta_bytes) {
-      delta_.Reset();
-      auto buffer = allocator_->Allocate(delta_bytes);
-      if (!buffer.ok()) return buffer.status();
-      delta_ = *std::move(buffer);
+    CORESCAPE_RETURN_IF_ERROR(EnsureCapacity(*ops_, delta_, delta_bytes));
+    if (precision_ == Precision::kFp32) {
+      return kc::LaunchCoreAttentionBackward((*tiles)->view(), c.in.q, c.in.k, c.in.v, c.o, c.lse,
+                                             c.d_o, delta_.as<float>(), c.d_q, c.d_k, c.d_v,
+                                             device::CudaStreamOf(*stream_));
     }
-    return kc::LaunchCoreAttentionBackward((*tiles)->view(), c.in.q, c.in.k, c.in.v, c.o, c.lse,
-                                           c.d_o, delta_.as<float>(), c.d_q, c.d_k, c.d_v,
-                                           device::CudaStreamOf(*stream_));
+    auto inputs = Bf16Inputs(c.in, c.d_o);
+    if (!inputs.ok()) return inputs.status();
+    return kc::LaunchCoreAttentionBackwardBf16((*tiles)->view(), inputs->q, inputs->k, inputs->v, c.o,
+                                               c.lse, inputs->d_o, delta_.as<float>(), c.d_q, c.d_k,
+                                               c.d_v, device::CudaStreamOf(*stream_));
   }
 
  private:
+  struct Bf16Views {
+    const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *d_o = nullptr;
+  };
+
+  // Q, K, V (and dO when given) rounded to bf16 in this executor's scratch.
+  absl::StatusOr<Bf16Views> Bf16Inputs(const AttentionInputs& in, const float* d_o) {
+    const int64_t q_count = in.rows * in.shape.n_heads * in.shape.head_dim;
+    const int64_t kv_count = in.rows * in.shape.n_kv_heads * in.shape.head_dim;
+    Bf16Views views;
+    auto round = [&](int slot, const float* src, int64_t n,
+                     const uint16_t** out) -> absl::Status {
+      device::DeviceBuffer& buffer = bf16_inputs_[slot];
+      CORESCAPE_RETURN_IF_ERROR(
+          EnsureCapacity(*ops_, buffer, static_cast<size_t>(n) * sizeof(uint16_t)));
+      CORESCAPE_RETURN_IF_ERROR(ops_->CastToBf16(src, buffer.as<uint16_t>(), n));
+      *out = buffer.as<uint16_t>();
+      return absl::OkStatus();
+    };
+    CORESCAPE_RETURN_IF_ERROR(round(0, in.q, q_count, &views.q));
+    CORESCAPE_RETURN_IF_ERROR(round(1, in.k, kv_count, &views.k));
+    CORESCAPE_RETURN_IF_ERROR(round(2, in.v, kv_count, &views.v));
+    if (d_o != nullptr) CORESCAPE_RETURN_IF_ERROR(round(3, d_o, q_count, &views.d_o));
+    return views;
+  }
+
   struct Plan {
     std::vector<kernels::AttentionTask> tasks;
     int64_t rows = 0;
@@ -96,10 +133,13 @@ class CudaCoreAttention final : public CoreAttentionExecutor {
   }
 
   static constexpr size_t kPlansKept = 2;
+  ModelOps* ops_;
   device::CachingAllocator* allocator_;
   device::Stream* stream_;
+  const Precision precision_;
   std::vector<std::unique_ptr<Plan>> plans_;
   device::DeviceBuffer delta_;
+  device::DeviceBuffer bf16_inputs_[4];  // q, k, v, d_o
 };
 
 class CudaModelOps final : public ModelOps {
@@ -113,7 +153,7 @@ class CudaModelOps final : public ModelOps {
         allocator_(std::make_unique<device::CachingAllocator>(runtime_.get())),
         stream_(std::move(stream)),
         cublas_(std::move(cublas)),
-        attention_(allocator_.get(), stream_.get()) {}
+        attention_(this, allocator_.get(), stream_.get(), precision) {}
 
   ~CudaModelOps() override {
     // Work in flight may still read buffers about to go back to the cache.

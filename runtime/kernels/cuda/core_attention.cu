@@ -1,6 +1,6 @@
 #include "runtime/kernels/cuda/core_attention.h"
 #include "runtime/kernels/cuda/core_attention_cuda.h"
-#include "runtime/kernels/cuda/launch_util.cuh"
+#include "runtime/kernels/cuda/core_attention_launch.cuh"
 
 namespace corescape::kernels::cuda {
 namespace {
@@ -150,10 +150,6 @@ __global__ void DkDvKernel(AttentionDims dims, const KeyTile* tiles, const Query
   }
 }
 
-dim3 QueryGrid(const CoreAttentionTilesView& tiles) {
-  return dim3(static_cast<unsigned>(tiles.n_query_tiles), static_cast<unsigned>(tiles.dims.n_heads));
-}
-
 template <typename T>
 absl::Status Forward(const CoreAttentionTilesView& tiles, const T* q, const T* k, const T* v, float* o, float* lse,
                      cudaStream_t stream, const char* launch) {
@@ -171,18 +167,10 @@ absl::Status Backward(const CoreAttentionTilesView& tiles, const T* q, const T* 
   DqKernel<T><<<QueryGrid(tiles), kAttentionQueryTile, 0, stream>>>(tiles.dims, tiles.query_tiles, q, k, v, o, lse,
                                                                     d_o, delta, d_q);
   if (absl::Status s = LaunchStatus(launch); !s.ok()) return s;
-  int64_t begin = 0;
-  for (int64_t w = 0; w < tiles.n_waves; ++w) {
-    const int64_t end = tiles.wave_ends[w];
-    if (end > begin) {
-      DkDvKernel<T><<<dim3(static_cast<unsigned>(end - begin), static_cast<unsigned>(tiles.dims.n_kv_heads)),
-                      kAttentionKeyTile, 0, stream>>>(tiles.dims, tiles.key_tiles + begin, tiles.segments, q, k, v,
-                                                      lse, delta, d_o, d_k, d_v);
-      if (absl::Status s = LaunchStatus(launch); !s.ok()) return s;
-    }
-    begin = end;
-  }
-  return absl::OkStatus();
+  return ForEachKeyWave(tiles, launch, [&](const KeyTile* wave, dim3 grid) {
+    DkDvKernel<T><<<grid, kAttentionKeyTile, 0, stream>>>(tiles.dims, wave, tiles.segments, q, k, v, lse, delta,
+                                                          d_o, d_k, d_v);
+  });
 }
 
 }  // namespace
@@ -192,23 +180,10 @@ absl::Status LaunchCoreAttentionForward(const CoreAttentionTilesView& tiles, con
   return Forward(tiles, q, k, v, o, lse, stream, "LaunchCoreAttentionForward");
 }
 
-absl::Status LaunchCoreAttentionForwardBf16(const CoreAttentionTilesView& tiles, const uint16_t* q,
-                                            const uint16_t* k, const uint16_t* v, float* o, float* lse,
-                                            cudaStream_t stream) {
-  return Forward(tiles, q, k, v, o, lse, stream, "LaunchCoreAttentionForwardBf16");
-}
-
 absl::Status LaunchCoreAttentionBackward(const CoreAttentionTilesView& tiles, const float* q, const float* k,
                                          const float* v, const float* o, const float* lse, const float* d_o,
                                          float* delta, float* d_q, float* d_k, float* d_v, cudaStream_t stream) {
   return Backward(tiles, q, k, v, o, lse, d_o, delta, d_q, d_k, d_v, stream, "LaunchCoreAttentionBackward");
-}
-
-absl::Status LaunchCoreAttentionBackwardBf16(const CoreAttentionTilesView& tiles, const uint16_t* q,
-                                             const uint16_t* k, const uint16_t* v, const float* o, const float* lse,
-                                             const uint16_t* d_o, float* delta, float* d_q, float* d_k, float* d_v,
-                                             cudaStream_t stream) {
-  return Backward(tiles, q, k, v, o, lse, d_o, delta, d_q, d_k, d_v, stream, "LaunchCoreAttentionBackwardBf16");
 }
 
 }  // namespace corescape::kernels::cuda

@@ -1,8 +1,12 @@
 // Core attention's launches on the GPU vs the double-precision reference.
-// Tolerance 2e-5 on ||got − want|| / ||want||, as for the bodies on the CPU
-// (core_attention_test.cc): the launches run those bodies, and fused
-// multiply-adds and the device's expf/logf (within 2 ulp) change rounding
-// at the 1e-7 level, far below what a wrong mask or rescale would cause.
+// fp32 launches: tolerance 2e-5 on ||got − want|| / ||want||, as for the
+// bodies on the CPU (core_attention_test.cc): the launches run those
+// bodies, and fused multiply-adds and the device's expf/logf (within 2 ulp)
+// change rounding at the 1e-7 level, far below what a wrong mask or rescale
+// would cause. Tensor-core (bf16) launches: kMmaAttentionTolerance against
+// the reference, and kMmaVsHostTolerance against their own algorithm run on
+// the host (core_attention_mma_host), from which only the order of the fp32
+// sums inside each MMA and the device's expf differ.
 #include <cmath>
 #include <random>
 #include <string>
@@ -11,10 +15,10 @@
 #include "gtest/gtest.h"
 #include "runtime/kernels/core_attention.h"
 #include "runtime/kernels/cpu/attention_test_util.h"
-#include "runtime/kernels/cpu/core_attention_reference.h"
 #include "runtime/kernels/cuda/bitwise_test_util.h"
-#include "runtime/kernels/cuda/casts.h"
 #include "runtime/kernels/cuda/core_attention_cuda.h"
+#include "runtime/kernels/cuda/core_attention_mma_host.h"
+#include "runtime/kernels/cuda/core_attention_test_util.h"
 #include "runtime/kernels/cuda/core_attention_tiles.h"
 #include "runtime/kernels/cuda/gpu_test_util.h"
 
@@ -22,28 +26,15 @@ namespace corescape::kernels::cuda {
 namespace {
 
 constexpr double kTolerance = 2e-5;
-
-std::vector<uint16_t> ToBf16(const std::vector<float>& x) {
-  std::vector<uint16_t> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) out[i] = Bf16FromFloat(x[i]);
-  return out;
-}
-
-void RoundToBf16(std::vector<float>& x) {
-  for (float& value : x) value = FloatFromBf16(Bf16FromFloat(value));
-}
-
-struct Outputs {
-  std::vector<float> o, lse, d_q, d_k, d_v;
-};
+constexpr double kMmaVsHostTolerance = 1e-3;
 
 class CoreAttentionGpuTest : public GpuTest {
  protected:
 
   // bf16: q, k, v and d_o go to the device as bf16 (b must hold values
-  // bf16 represents exactly, as RoundedToBf16 makes them).
-  Outputs RunOnDevice(const AttentionBatch& b, bool bf16 = false) {
-    Outputs out;
+  // bf16 represents exactly, as RoundInputsToBf16 makes them).
+  AttentionOutputs RunOnDevice(const AttentionBatch& b, bool bf16 = false) {
+    AttentionOutputs out;
     absl::StatusOr<CoreAttentionTiles> plan = PlanCoreAttentionTiles(b.shape, b.tasks, b.q_rows, b.kv_rows);
     EXPECT_TRUE(plan.ok()) << plan.status();
     if (!plan.ok()) return out;
@@ -81,58 +72,58 @@ class CoreAttentionGpuTest : public GpuTest {
   }
 };
 
-Outputs RunReference(const AttentionBatch& b) {
-  Outputs out{std::vector<float>(b.q_floats()), std::vector<float>(b.lse_floats()),
-              std::vector<float>(b.q_floats()), std::vector<float>(b.kv_floats()), std::vector<float>(b.kv_floats())};
-  EXPECT_TRUE(ReferenceAttentionForward(b.shape, b.tasks, b.q.data(), b.q_rows, b.k.data(), b.v.data(), b.kv_rows,
-                                        out.o.data(), out.lse.data())
-                  .ok());
-  EXPECT_TRUE(ReferenceAttentionBackward(b.shape, b.tasks, b.q.data(), b.q_rows, b.k.data(), b.v.data(), b.kv_rows,
-                                         b.d_o.data(), out.d_q.data(), out.d_k.data(), out.d_v.data())
-                  .ok());
-  return out;
-}
-
-AttentionShape Shape(int n_heads, int n_kv_heads, int head_dim) {
-  return {n_heads, n_kv_heads, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim))};
-}
-
-void ExpectNearReference(const Outputs& got, const Outputs& want, const std::string& what) {
-  EXPECT_LT(RelativeError(got.o, want.o), kTolerance) << what << ": O";
-  EXPECT_LT(RelativeError(got.lse, want.lse), kTolerance) << what << ": LSE";
-  EXPECT_LT(RelativeError(got.d_q, want.d_q), kTolerance) << what << ": dQ";
-  EXPECT_LT(RelativeError(got.d_k, want.d_k), kTolerance) << what << ": dK";
-  EXPECT_LT(RelativeError(got.d_v, want.d_v), kTolerance) << what << ": dV";
+// Documents up to 700 tokens: three middle and end ranges of one, a single
+// token, the last of 65; then 6 random ones up to 400.
+std::vector<DocumentPieces> Documents(std::mt19937_64& rng) {
+  std::vector<DocumentPieces> docs = {{700, {{0, 90}, {300, 450}, {610, 700}}}, {1, {{0, 1}}}, {65, {{64, 65}}}};
+  for (DocumentPieces& doc : RandomDocuments(rng, 6, 400)) docs.push_back(std::move(doc));
+  return docs;
 }
 
 TEST_F(CoreAttentionGpuTest, MatchesTheReferenceAcrossGqaGroupsAndHeadDims) {
   for (int head_dim : {16, 64, 128}) {
     for (int group : {1, 2, 4}) {
       std::mt19937_64 rng(head_dim * 10 + group);
-      std::vector<DocumentPieces> docs = {{700, {{0, 90}, {300, 450}, {610, 700}}}, {1, {{0, 1}}}, {65, {{64, 65}}}};
-      for (DocumentPieces& doc : RandomDocuments(rng, 6, 400)) docs.push_back(std::move(doc));
-      const AttentionBatch b = MakeBatch(Shape(4, 4 / group, head_dim), docs, rng);
-      const Outputs got = RunOnDevice(b);
-      const Outputs want = RunReference(b);
-      ExpectNearReference(got, want, "head_dim " + std::to_string(head_dim) + ", group " + std::to_string(group));
+      const AttentionBatch b = MakeBatch(ScaledShape(4, 4 / group, head_dim), Documents(rng), rng);
+      ExpectNear(RunOnDevice(b), RunReference(b), kTolerance,
+                 "head_dim " + std::to_string(head_dim) + ", group " + std::to_string(group));
     }
   }
 }
 
-// bf16 inputs are widened exactly, so against the reference on the same
-// bf16 values the error is the fp32 path's.
-TEST_F(CoreAttentionGpuTest, Bf16InputsMatchTheReferenceOnTheSameValues) {
-  std::mt19937_64 rng(23);
-  AttentionBatch b = MakeBatch(Shape(4, 2, 64), RandomDocuments(rng, 8, 500), rng);
-  for (std::vector<float>* x : {&b.q, &b.k, &b.v, &b.d_o}) RoundToBf16(*x);
-  ExpectNearReference(RunOnDevice(b, /*bf16=*/true), RunReference(b), "bf16");
+// head_dim 20 stages element by element and pads to 32 columns; 64 and
+// 128 move 16-byte chunks and fill theirs.
+TEST_F(CoreAttentionGpuTest, TensorCoreLaunchesMatchTheReferenceAndTheirHostAlgorithm) {
+  for (int head_dim : {20, 64, 128}) {
+    for (int group : {1, 4}) {
+      std::mt19937_64 rng(head_dim * 10 + group + 1);
+      AttentionBatch b = MakeBatch(ScaledShape(4, 4 / group, head_dim), Documents(rng), rng);
+      RoundInputsToBf16(b);
+      const std::string what = "bf16 head_dim " + std::to_string(head_dim) + ", group " + std::to_string(group);
+      const AttentionOutputs got = RunOnDevice(b, /*bf16=*/true);
+      ExpectNear(got, RunReference(b), kMmaAttentionTolerance, what);
+      ExpectNear(got, RunHostMma(b), kMmaVsHostTolerance, what + " vs host");
+    }
+  }
+}
+
+TEST_F(CoreAttentionGpuTest, TensorCoreBackwardIsBitwiseReproducible) {
+  std::mt19937_64 rng(19);
+  AttentionBatch b = MakeBatch(ScaledShape(8, 2, 128), RandomDocuments(rng, 12, 1500), rng);
+  RoundInputsToBf16(b);
+  const AttentionOutputs first = RunOnDevice(b, /*bf16=*/true);
+  const AttentionOutputs second = RunOnDevice(b, /*bf16=*/true);
+  EXPECT_TRUE(SameBits(first.o, second.o));
+  EXPECT_TRUE(SameBits(first.d_q, second.d_q));
+  EXPECT_TRUE(SameBits(first.d_k, second.d_k));
+  EXPECT_TRUE(SameBits(first.d_v, second.d_v));
 }
 
 TEST_F(CoreAttentionGpuTest, BackwardIsBitwiseReproducible) {
   std::mt19937_64 rng(17);
-  const AttentionBatch b = MakeBatch(Shape(8, 2, 64), RandomDocuments(rng, 12, 1500), rng);
-  const Outputs first = RunOnDevice(b);
-  const Outputs second = RunOnDevice(b);
+  const AttentionBatch b = MakeBatch(ScaledShape(8, 2, 64), RandomDocuments(rng, 12, 1500), rng);
+  const AttentionOutputs first = RunOnDevice(b);
+  const AttentionOutputs second = RunOnDevice(b);
   EXPECT_TRUE(SameBits(first.d_q, second.d_q));
   EXPECT_TRUE(SameBits(first.d_k, second.d_k));
   EXPECT_TRUE(SameBits(first.d_v, second.d_v));

@@ -19,7 +19,7 @@
 #include "runtime/device/device_runtime.h"
 #include "runtime/kernels/core_attention.h"
 #include "runtime/kernels/cpu/attention_test_util.h"
-#include "runtime/kernels/cpu/core_attention_reference.h"
+#include "runtime/kernels/cuda/core_attention_test_util.h"
 #include "runtime/kernels/cuda/core_attention_tiles.h"
 
 namespace corescape::kernels::cuda {
@@ -27,20 +27,10 @@ namespace {
 
 constexpr double kTolerance = 2e-5;
 
-struct Outputs {
-  std::vector<float> o, lse, d_q, d_k, d_v;
-};
-
-// d_k and d_v start from `initial_kv_grad` (both accumulate).
-Outputs ZeroOutputs(const AttentionBatch& b, const std::vector<float>& initial_kv_grad) {
-  return {std::vector<float>(b.q_floats()), std::vector<float>(b.lse_floats()), std::vector<float>(b.q_floats()),
-          initial_kv_grad, initial_kv_grad};
-}
-
 // What the launches do, thread by thread, on the host, over the plan as
 // uploaded to the CPU device runtime.
-Outputs RunBodies(const AttentionBatch& b, const std::vector<float>& initial_kv_grad) {
-  Outputs out = ZeroOutputs(b, initial_kv_grad);
+AttentionOutputs RunBodies(const AttentionBatch& b, const std::vector<float>& initial_kv_grad) {
+  AttentionOutputs out = InitialOutputs(b, initial_kv_grad);
   absl::StatusOr<CoreAttentionTiles> plan = PlanCoreAttentionTiles(b.shape, b.tasks, b.q_rows, b.kv_rows);
   EXPECT_TRUE(plan.ok()) << plan.status();
   if (!plan.ok()) return out;
@@ -93,56 +83,16 @@ Outputs RunBodies(const AttentionBatch& b, const std::vector<float>& initial_kv_
   return out;
 }
 
-Outputs RunReference(const AttentionBatch& b, const std::vector<float>& initial_kv_grad) {
-  Outputs out = ZeroOutputs(b, initial_kv_grad);
-  absl::Status forward = ReferenceAttentionForward(b.shape, b.tasks, b.q.data(), b.q_rows, b.k.data(), b.v.data(),
-                                                   b.kv_rows, out.o.data(), out.lse.data());
-  EXPECT_TRUE(forward.ok()) << forward;
-  absl::Status backward =
-      ReferenceAttentionBackward(b.shape, b.tasks, b.q.data(), b.q_rows, b.k.data(), b.v.data(), b.kv_rows,
-                                 b.d_o.data(), out.d_q.data(), out.d_k.data(), out.d_v.data());
-  EXPECT_TRUE(backward.ok()) << backward;
-  return out;
-}
-
 void ExpectMatchesReference(const AttentionBatch& b, const std::string& what) {
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal;
-  std::vector<float> initial_kv_grad(b.kv_floats());
-  for (float& g : initial_kv_grad) g = normal(rng);
-  const Outputs got = RunBodies(b, initial_kv_grad);
-  const Outputs want = RunReference(b, initial_kv_grad);
-  EXPECT_LT(RelativeError(got.o, want.o), kTolerance) << what << ": O";
-  EXPECT_LT(RelativeError(got.lse, want.lse), kTolerance) << what << ": LSE";
-  EXPECT_LT(RelativeError(got.d_q, want.d_q), kTolerance) << what << ": dQ";
-  EXPECT_LT(RelativeError(got.d_k, want.d_k), kTolerance) << what << ": dK";
-  EXPECT_LT(RelativeError(got.d_v, want.d_v), kTolerance) << what << ": dV";
-}
-
-AttentionShape Shape(int n_heads, int n_kv_heads, int head_dim) {
-  return {n_heads, n_kv_heads, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim))};
-}
-
-// Documents of 1 to 300 tokens: whole, a middle range, the end, a mirrored
-// head/tail pair; and random cuts. Lengths cross the 32-key blocks and the
-// 64-row tiles unevenly.
-std::vector<DocumentPieces> Documents(std::mt19937_64& rng) {
-  std::vector<DocumentPieces> docs = {
-      {1, {{0, 1}}},
-      {300, {{100, 180}, {250, 300}}},
-      {97, {{0, 97}}},
-      {130, {{0, 33}, {97, 130}}},
-      {65, {{64, 65}}},
-  };
-  for (DocumentPieces& doc : RandomDocuments(rng, 4, 200)) docs.push_back(std::move(doc));
-  return docs;
+  const std::vector<float> initial_kv_grad = RandomKvGrad(b);
+  ExpectNear(RunBodies(b, initial_kv_grad), RunReference(b, initial_kv_grad), kTolerance, what);
 }
 
 TEST(CoreAttentionBodies, MatchTheReferenceAcrossGqaGroupsAndHeadDims) {
   for (int head_dim : {16, 64}) {
     for (int group : {1, 2, 4}) {
       std::mt19937_64 rng(head_dim * 10 + group);
-      const AttentionBatch batch = MakeBatch(Shape(4, 4 / group, head_dim), Documents(rng), rng);
+      const AttentionBatch batch = MakeBatch(ScaledShape(4, 4 / group, head_dim), TileCrossingDocuments(rng), rng);
       ExpectMatchesReference(batch, "head_dim " + std::to_string(head_dim) + ", group " + std::to_string(group));
     }
   }
@@ -150,7 +100,7 @@ TEST(CoreAttentionBodies, MatchTheReferenceAcrossGqaGroupsAndHeadDims) {
 
 TEST(CoreAttentionBodies, MatchTheReferenceAtTheLargestHeadDim) {
   std::mt19937_64 rng(5);
-  const AttentionBatch batch = MakeBatch(Shape(2, 1, kAttentionMaxHeadDim), {{150, {{0, 40}, {110, 150}}}}, rng);
+  const AttentionBatch batch = MakeBatch(ScaledShape(2, 1, kAttentionMaxHeadDim), {{150, {{0, 40}, {110, 150}}}}, rng);
   ExpectMatchesReference(batch, "head_dim 128");
 }
 
@@ -158,7 +108,7 @@ TEST(CoreAttentionBodies, MatchTheReferenceAtTheLargestHeadDim) {
 // plan puts them in different waves, and both contribute to the shared rows.
 TEST(CoreAttentionBodies, OverlappingDocumentsAccumulateInSeparateWaves) {
   std::mt19937_64 rng(11);
-  AttentionBatch batch = MakeBatch(Shape(2, 2, 16), {{120, {{0, 120}}}}, rng);
+  AttentionBatch batch = MakeBatch(ScaledShape(2, 2, 16), {{120, {{0, 120}}}}, rng);
   const int64_t first_q_rows = batch.q_rows;
   batch.tasks.push_back({10, 90, first_q_rows, 20});  // keys rows 20..109, inside the first document's
   batch.q_rows += 80;
@@ -176,7 +126,7 @@ TEST(CoreAttentionBodies, OverlappingDocumentsAccumulateInSeparateWaves) {
 
 TEST(CoreAttentionTiles, CoverEveryQueryOnceAndEveryKeyOfEveryDocument) {
   std::mt19937_64 rng(3);
-  const AttentionBatch batch = MakeBatch(Shape(4, 2, 16), Documents(rng), rng);
+  const AttentionBatch batch = MakeBatch(ScaledShape(4, 2, 16), TileCrossingDocuments(rng), rng);
   absl::StatusOr<CoreAttentionTiles> plan = PlanCoreAttentionTiles(batch.shape, batch.tasks, batch.q_rows,
                                                                    batch.kv_rows);
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -201,7 +151,7 @@ TEST(CoreAttentionTiles, CoverEveryQueryOnceAndEveryKeyOfEveryDocument) {
 }
 
 TEST(CoreAttentionTiles, NoTasksPlanNoWork) {
-  absl::StatusOr<CoreAttentionTiles> plan = PlanCoreAttentionTiles(Shape(2, 1, 16), {}, 0, 0);
+  absl::StatusOr<CoreAttentionTiles> plan = PlanCoreAttentionTiles(ScaledShape(2, 1, 16), {}, 0, 0);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(plan->query_tiles.empty());
   EXPECT_TRUE(plan->key_tiles.empty());
@@ -210,14 +160,14 @@ TEST(CoreAttentionTiles, NoTasksPlanNoWork) {
 
 TEST(CoreAttentionTiles, RejectBadShapesAndTasksNamingTheProblem) {
   const std::vector<AttentionTask> tasks = {{0, 8, 0, 0}};
-  absl::StatusOr<CoreAttentionTiles> too_wide = PlanCoreAttentionTiles(Shape(2, 2, 256), tasks, 8, 8);
+  absl::StatusOr<CoreAttentionTiles> too_wide = PlanCoreAttentionTiles(ScaledShape(2, 2, 256), tasks, 8, 8);
   ASSERT_EQ(too_wide.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(too_wide.status().message().find("head_dim 256"), std::string::npos) << too_wide.status();
-  EXPECT_EQ(PlanCoreAttentionTiles(Shape(2, 2, 16), tasks, 8, 7).status().code(),
+  EXPECT_EQ(PlanCoreAttentionTiles(ScaledShape(2, 2, 16), tasks, 8, 7).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(PlanCoreAttentionTiles(Shape(3, 2, 16), tasks, 8, 8).status().code(),
+  EXPECT_EQ(PlanCoreAttentionTiles(ScaledShape(3, 2, 16), tasks, 8, 8).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(PlanCoreAttentionTiles(Shape(2, 2, 16), {{{5, 3, 0, 0}}}, 8, 8).status().code(),
+  EXPECT_EQ(PlanCoreAttentionTiles(ScaledShape(2, 2, 16), {{{5, 3, 0, 0}}}, 8, 8).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
