@@ -91,10 +91,10 @@ TEST_F(CoreAttentionGpuTest, MatchesTheReferenceAcrossGqaGroupsAndHeadDims) {
   }
 }
 
-// head_dim 20 stages element by element and pads to 32 columns; 64 and
-// 128 move 16-byte chunks and fill theirs.
+// head_dim 20 stages element by element and pads to 32 columns; 64, 96
+// and 128 move 16-byte chunks and fill theirs.
 TEST_F(CoreAttentionGpuTest, TensorCoreLaunchesMatchTheReferenceAndTheirHostAlgorithm) {
-  for (int head_dim : {20, 64, 128}) {
+  for (int head_dim : {20, 64, 96, 128}) {
     for (int group : {1, 4}) {
       std::mt19937_64 rng(head_dim * 10 + group + 1);
       AttentionBatch b = MakeBatch(ScaledShape(4, 4 / group, head_dim), Documents(rng), rng);

@@ -409,6 +409,8 @@ absl::Status LaunchCoreAttentionForwardBf16(const CoreAttentionTilesView& tiles,
       return Forward<32>(tiles, q, k, v, o, lse, stream);
     case 64:
       return Forward<64>(tiles, q, k, v, o, lse, stream);
+    case 96:
+      return Forward<96>(tiles, q, k, v, o, lse, stream);
     default:
       return Forward<128>(tiles, q, k, v, o, lse, stream);
   }
@@ -424,6 +426,8 @@ absl::Status LaunchCoreAttentionBackwardBf16(const CoreAttentionTilesView& tiles
       return Backward<32>(tiles, q, k, v, o, lse, d_o, delta, d_q, d_k, d_v, stream);
     case 64:
       return Backward<64>(tiles, q, k, v, o, lse, d_o, delta, d_q, d_k, d_v, stream);
+    case 96:
+      return Backward<96>(tiles, q, k, v, o, lse, d_o, delta, d_q, d_k, d_v, stream);
     default:
       return Backward<128>(tiles, q, k, v, o, lse, d_o, delta, d_q, d_k, d_v, stream);
   }

@@ -36,10 +36,11 @@ static_assert(kMmaTileRows == kAttentionQueryTile && kMmaTileRows == kAttentionK
               "the MMA launches walk the same tile plans as the fp32 ones");
 static_assert(kMmaWarpRows * 2 == 32, "two lanes per row fill a warp");
 
-// Head sizes are padded with zero columns to one of these (a multiple of
-// the MMA's 16; zero columns add nothing to a dot product).
+// Head sizes are padded with zero columns to one of these (multiples of
+// the MMA's 16; zero columns add nothing to a dot product). 96 is
+// llama-500m's.
 CORESCAPE_HOST_DEVICE int MmaPaddedHeadDim(int head_dim) {
-  return head_dim <= 32 ? 32 : (head_dim <= 64 ? 64 : 128);
+  return head_dim <= 32 ? 32 : (head_dim <= 64 ? 64 : (head_dim <= 96 ? 96 : 128));
 }
 
 // Forward, step 1: the largest scale·s_c over columns [c0, c0 + n) (keys

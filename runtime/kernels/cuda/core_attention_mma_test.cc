@@ -23,8 +23,9 @@ AttentionBatch Bf16Batch(const AttentionShape& shape, const std::vector<Document
 }
 
 TEST(CoreAttentionMma, HostAlgorithmMatchesTheReferenceAcrossGqaGroupsAndHeadDims) {
-  // 16, 20 and 48 pad to 32, 32 and 64 columns; 64 and 128 fill theirs.
-  for (int head_dim : {16, 20, 48, 64, 128}) {
+  // 16, 20, 48 and 80 pad to 32, 32, 64 and 96 columns; 64, 96 and 128
+  // fill theirs.
+  for (int head_dim : {16, 20, 48, 64, 80, 96, 128}) {
     for (int group : {1, 4}) {
       std::mt19937_64 rng(head_dim * 10 + group);
       const AttentionBatch b = Bf16Batch(ScaledShape(4, 4 / group, head_dim), TileCrossingDocuments(rng), rng);
@@ -81,7 +82,9 @@ TEST(CoreAttentionMma, PaddedHeadDims) {
   EXPECT_EQ(MmaPaddedHeadDim(32), 32);
   EXPECT_EQ(MmaPaddedHeadDim(33), 64);
   EXPECT_EQ(MmaPaddedHeadDim(64), 64);
-  EXPECT_EQ(MmaPaddedHeadDim(65), 128);
+  EXPECT_EQ(MmaPaddedHeadDim(65), 96);
+  EXPECT_EQ(MmaPaddedHeadDim(96), 96);
+  EXPECT_EQ(MmaPaddedHeadDim(97), 128);
   EXPECT_EQ(MmaPaddedHeadDim(kAttentionMaxHeadDim), 128);
 }
 
