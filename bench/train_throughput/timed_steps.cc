@@ -49,7 +49,8 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
                                              model::CoreAttentionExecutor& attention,
                                              const model::ModelBatch& batch, int warmup,
                                              int steps, OptimizerPlacement placement,
-                                             const optim::OptimizerOptions& options) {
+                                             const optim::OptimizerOptions& options,
+                                             bool profile_ops) {
   const int64_t n = model.layout().total_size();
   optim::DecayMask decay(n, 1);
   train::SingleProcessGroup group;
@@ -76,7 +77,11 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
   TimedSteps timed;
   absl::Duration total, compute, update;
   double sparse_overhead = 0;
+  device::OnDemandProfiler& profile = model.ops().op_profile();
   for (int step = 0; step < warmup + steps; ++step) {
+    if (profile_ops && step == warmup) {
+      if (absl::Status s = profile.Start(); !s.ok()) return s;
+    }
     const absl::Time start = absl::Now();
     if (absl::Status s = model.ZeroGradients(); !s.ok()) return s;
     auto loss = model.Forward(batch, attention, activations);
@@ -116,6 +121,12 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
   timed.compute_seconds = absl::ToDoubleSeconds(compute) / steps;
   timed.optimizer_seconds = absl::ToDoubleSeconds(update) / steps;
   timed.sparse_overhead_seconds = sparse_overhead / steps;
+  if (profile_ops) {
+    auto totals = profile.Take();
+    if (!totals.ok()) return totals.status();
+    timed.op_profile = *std::move(totals);
+    for (device::StreamProfiler::Total& total : timed.op_profile) total.milliseconds /= steps;
+  }
   return timed;
 }
 

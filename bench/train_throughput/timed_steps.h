@@ -6,8 +6,10 @@
 // model backend, with the optimizer on the host or on the model's device.
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/device/stream_profiler.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/transformer.h"
 #include "runtime/optim/optimizer_registry.h"
@@ -27,6 +29,9 @@ struct TimedSteps {
   // mask coding and packing (OptimizerStepPhases select + encode + pack).
   double sparse_overhead_seconds = 0;
   double last_loss = 0;
+  // With profile_ops: each op's time per timed step (device time on a GPU),
+  // largest first (model::ModelOps::op_profile).
+  std::vector<device::StreamProfiler::Total> op_profile;
 };
 
 enum class OptimizerPlacement {
@@ -41,11 +46,13 @@ optim::OptimizerOptions PlainAdamW();
 
 // `warmup` untimed steps, then `steps` timed ones, with the optimizer
 // `options` names (every parameter decays) where `placement` says.
+// `profile_ops` also profiles the timed steps' ops (which slows them a
+// little: time them in a run without it).
 absl::StatusOr<TimedSteps> TimeTrainingSteps(
     model::Transformer& model, model::CoreAttentionExecutor& attention,
     const model::ModelBatch& batch, int warmup, int steps,
     OptimizerPlacement placement = OptimizerPlacement::kHost,
-    const optim::OptimizerOptions& options = PlainAdamW());
+    const optim::OptimizerOptions& options = PlainAdamW(), bool profile_ops = false);
 
 // Model FLOPs per token of a forward and backward over `batch`, as MFU is
 // conventionally counted: 6 per weight of the matrices each token is

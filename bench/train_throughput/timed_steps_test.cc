@@ -3,6 +3,8 @@
 #include "bench/train_throughput/timed_steps.h"
 
 #include <cmath>
+#include <map>
+#include <string>
 #include <memory>
 #include <utility>
 
@@ -15,15 +17,29 @@
 namespace corescape::bench {
 namespace {
 
-TEST(TimedStepsTest, EveryPlacementAndSparseOverheadOnADeviceBackend) {
-  auto config = model::PresetConfig("tiny");
-  ASSERT_TRUE(config.ok());
-  std::shared_ptr<model::ModelOps> ops =
-      model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr);
-  auto model = model::Transformer::Create(*config, ops);
-  ASSERT_TRUE(model.ok()) << model.status();
-  model->InitializeWeights(1);
-  const model::ModelBatch batch = PackedRandomBatch(*config, 2, 64, 2);
+// `tiny` on the CPU kernels with a GPU's data flow, and a batch for it.
+class TimedStepsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto config = model::PresetConfig("tiny");
+    ASSERT_TRUE(config.ok());
+    config_ = *config;
+    ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr);
+    auto created = model::Transformer::Create(config_, ops);
+    ASSERT_TRUE(created.ok()) << created.status();
+    model_ = std::make_unique<model::Transformer>(*std::move(created));
+    model_->InitializeWeights(1);
+    batch = PackedRandomBatch(config_, 2, 64, 2);
+  }
+
+  model::ModelConfig config_;
+  std::shared_ptr<model::ModelOps> ops;
+  std::unique_ptr<model::Transformer> model_;
+  model::ModelBatch batch;
+};
+
+TEST_F(TimedStepsTest, EveryPlacementAndSparseOverheadOnADeviceBackend) {
+  model::Transformer* model = model_.get();
 
   auto device = TimeTrainingSteps(*model, ops->local_attention(), batch, 1, 2,
                                   OptimizerPlacement::kModelDevice);
@@ -71,6 +87,39 @@ TEST(TimedStepsTest, EveryPlacementAndSparseOverheadOnADeviceBackend) {
     EXPECT_TRUE(std::isfinite(timed->last_loss));
     EXPECT_FALSE(model->host_parameters_current());
   }
+}
+
+// The op profile names the step's kernels and the attention calls, each
+// counted as often as the step issues it, and adds up to less than the step.
+TEST_F(TimedStepsTest, OpProfileCoversTheStep) {
+  model::Transformer* model = model_.get();
+  const int steps = 2;
+  auto timed = TimeTrainingSteps(*model, ops->local_attention(), batch, 1, steps,
+                                 OptimizerPlacement::kModelDevice, PlainAdamW(),
+                                 /*profile_ops=*/true);
+  ASSERT_TRUE(timed.ok()) << timed.status();
+  std::map<std::string, device::StreamProfiler::Total> by_name;
+  double sum_ms = 0;
+  for (const device::StreamProfiler::Total& total : timed->op_profile) {
+    by_name[total.name] = total;
+    sum_ms += total.milliseconds;
+  }
+  for (const char* name : {"LinearForward", "LinearBackward", "RmsNormForward", "CrossEntropy",
+                           "CoreAttentionForward", "CoreAttentionBackward", "AdamWUpdate"}) {
+    EXPECT_TRUE(by_name.count(name)) << name;
+  }
+  EXPECT_EQ(by_name["CoreAttentionForward"].spans, config_.n_layers * steps);
+  EXPECT_EQ(by_name["CoreAttentionBackward"].spans, config_.n_layers * steps);
+  // The LM head and its loss run in chunks of rows: the same count each step.
+  EXPECT_GE(by_name["CrossEntropy"].spans, steps);
+  EXPECT_EQ(by_name["CrossEntropy"].spans % steps, 0);
+  EXPECT_GT(sum_ms, 0);
+  EXPECT_LT(sum_ms, timed->step_seconds * 1e3);
+  for (size_t i = 1; i < timed->op_profile.size(); ++i) {
+    EXPECT_GE(timed->op_profile[i - 1].milliseconds, timed->op_profile[i].milliseconds);
+  }
+  // Profiling stopped with the run.
+  EXPECT_EQ(ops->op_profile().active(), nullptr);
 }
 
 }  // namespace

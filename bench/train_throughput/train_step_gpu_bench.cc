@@ -41,10 +41,42 @@ ABSL_FLAG(bool, host_optimizer_baseline, true,
 ABSL_FLAG(std::string, scape_densities, "0.01,0.1",
           "densities at which to time the step with SCAPE (the default and the reference rule, "
           "both on the GPU) and its own work's share of the step; empty: none");
+ABSL_FLAG(bool, profile_ops, true,
+          "also run one profiled step (AdamW on the GPU, and SCAPE on the GPU at each density) and "
+          "print each op's device time and share of the step");
 ABSL_FLAG(bool, offload_residuals, true,
           "also time each SCAPE rule with its residuals in pinned host memory");
 
 namespace corescape::bench {
+
+// One profiled step of `options` on the GPU: prints each op's device time
+// against the step's (timed without profiling: `step_seconds`) and returns
+// the ops as JSON members.
+std::string ProfiledStep(const char* label, model::Transformer& model, model::ModelOps& ops,
+                         const model::ModelBatch& batch, const optim::OptimizerOptions& options,
+                         double step_seconds) {
+  auto profiled = TimeTrainingSteps(model, ops.local_attention(), batch, 0, 1,
+                                    OptimizerPlacement::kModelDevice, options, /*profile_ops=*/true);
+  if (!profiled.ok()) {
+    std::printf("  %s op profile: %s\n", label, profiled.status().ToString().c_str());
+    return "";
+  }
+  std::printf("  %s op profile, one step (device ms; share of the %.1f ms step):\n", label,
+              1e3 * step_seconds);
+  std::vector<std::string> members;
+  double profiled_ms = 0;
+  for (const device::StreamProfiler::Total& op : profiled->op_profile) {
+    std::printf("    %-24s %5lld spans %9.2f ms  %5.1f%%\n", op.name.c_str(),
+                static_cast<long long>(op.spans), op.milliseconds,
+                100 * op.milliseconds / (1e3 * step_seconds));
+    members.push_back(absl::StrFormat("\"%s\": %.3f", op.name, op.milliseconds));
+    profiled_ms += op.milliseconds;
+  }
+  std::printf("    %-24s             %9.2f ms  %5.1f%% (the rest: host work, gaps)\n", "all ops",
+              profiled_ms, 100 * profiled_ms / (1e3 * step_seconds));
+  std::fflush(stdout);
+  return absl::StrJoin(members, ", ");
+}
 
 int RunBenchmark() {
   const device::Device gpu = device::Device::Cuda(0);
@@ -123,6 +155,10 @@ int RunBenchmark() {
         1e3 * timed->optimizer_seconds, tokens_per_s, mfu, compute_mfu, timed->last_loss,
         1e3 * host_step_seconds, speedup);
     std::fflush(stdout);
+    const bool profile_ops = absl::GetFlag(FLAGS_profile_ops);
+    const std::string adamw_profile =
+        profile_ops ? ProfiledStep("adamw", *model, *shared_ops, batch, PlainAdamW(), timed->step_seconds)
+                    : "";
     // SCAPE's step at one density: `label` names the form in the output.
     auto time_scape = [&](const char* label, absl::string_view density_text,
                           const optim::OptimizerOptions& scape,
@@ -143,10 +179,16 @@ int RunBenchmark() {
                   1e3 * sparse->step_seconds, ratio, 1e3 * sparse->optimizer_seconds,
                   1e3 * sparse->sparse_overhead_seconds, share);
       std::fflush(stdout);
+      const std::string profile =
+          profile_ops && placement == OptimizerPlacement::kModelDevice && !scape.scape.offload_residuals &&
+                  scape.scape.rule == optim::ScapeRule::kCatchUp
+              ? ProfiledStep(label, *model, *shared_ops, batch, scape, sparse->step_seconds)
+              : "";
       return absl::StrFormat(
           "\"%s\": {\"step_ms\": %.1f, \"step_vs_adamw\": %.3f, \"optimizer_ms\": %.1f, "
-          "\"own_work_share\": %.4f}",
-          density_text, 1e3 * sparse->step_seconds, ratio, 1e3 * sparse->optimizer_seconds, share);
+          "\"own_work_share\": %.4f, \"op_profile_ms\": {%s}}",
+          density_text, 1e3 * sparse->step_seconds, ratio, 1e3 * sparse->optimizer_seconds, share,
+          profile);
     };
     std::vector<std::string> scape_results, scape_offload_results, reference_results,
         reference_offload_results;
@@ -186,11 +228,12 @@ int RunBenchmark() {
         "\"%s\": {\"rows\": %d, \"seq\": %d, \"tokens_per_s\": %.0f, \"fwd_bwd_tokens_per_s\": "
         "%.0f, \"mfu\": %.4f, \"fwd_bwd_mfu\": %.4f, \"step_ms\": %.1f, \"optimizer_ms\": %.1f, "
         "\"host_optimizer_step_ms\": %.1f, \"device_optimizer_speedup\": %.2f, "
+        "\"op_profile_ms\": {%s}, "
         "\"scape_on_device\": {%s}, \"scape_offloaded\": {%s}, "
         "\"scape_reference_on_device\": {%s}, \"scape_reference_offloaded\": {%s}}",
         parts[0], rows, seq, tokens_per_s, compute_tokens_per_s, mfu, compute_mfu,
         1e3 * timed->step_seconds, 1e3 * timed->optimizer_seconds, 1e3 * host_step_seconds,
-        speedup, absl::StrJoin(scape_results, ", "), absl::StrJoin(scape_offload_results, ", "),
+        speedup, adamw_profile, absl::StrJoin(scape_results, ", "), absl::StrJoin(scape_offload_results, ", "),
         absl::StrJoin(reference_results, ", "), absl::StrJoin(reference_offload_results, ", ")));
   }
   std::printf("{\"precision\": \"%s\", \"peak_tflops\": %.0f, %s}\n",

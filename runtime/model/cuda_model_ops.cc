@@ -169,10 +169,12 @@ class CudaModelOps final : public ModelOps {
     return allocator_->Allocate(bytes);
   }
   absl::Status Zero(void* dst, size_t bytes) override {
+    device::ProfileSpan span(op_profile_.active(), "Zero");
     if (bytes == 0) return absl::OkStatus();
     return device::CudaStatus(cudaMemsetAsync(dst, 0, bytes, stream()), "cudaMemsetAsync");
   }
   absl::Status Upload(void* dst, const void* host_src, size_t bytes) override {
+    device::ProfileSpan span(op_profile_.active(), "Upload");
     if (bytes == 0) return absl::OkStatus();
     CORESCAPE_RETURN_IF_ERROR(runtime_->CopyAsync(dst, host_src, bytes,
                                                   device::CopyKind::kHostToDevice, *stream_));
@@ -180,6 +182,7 @@ class CudaModelOps final : public ModelOps {
     return stream_->Synchronize();
   }
   absl::Status Download(void* host_dst, const void* src, size_t bytes) override {
+    device::ProfileSpan span(op_profile_.active(), "Download");
     if (bytes == 0) return absl::OkStatus();
     CORESCAPE_RETURN_IF_ERROR(runtime_->CopyAsync(host_dst, src, bytes,
                                                   device::CopyKind::kDeviceToHost, *stream_));
@@ -191,6 +194,7 @@ class CudaModelOps final : public ModelOps {
   }
   absl::Status StageThrough(float* host, int64_t n, float* const staging[2], int64_t chunk,
                             device::StagingPipeline::ChunkKernel kernel) override {
+    device::ProfileSpan span(op_profile_.active(), "StageThrough");
     if (staging_ == nullptr) {
       auto pipeline = device::StagingPipeline::Create(runtime_.get(), stream_.get());
       if (!pipeline.ok()) return pipeline.status();
@@ -199,28 +203,34 @@ class CudaModelOps final : public ModelOps {
     return staging_->Run(host, n, staging, chunk, kernel);
   }
   absl::Status CastToBf16(const float* fp32, uint16_t* bf16, int64_t n) override {
+    device::ProfileSpan span(op_profile_.active(), "CastToBf16");
     return kc::LaunchBf16FromFloat(fp32, bf16, n, stream());
   }
 
   absl::Status EmbeddingForward(const int32_t* tokens, const float* table, float* out,
                                 int64_t rows, int64_t dim) override {
+    device::ProfileSpan span(op_profile_.active(), "EmbeddingForward");
     return kc::LaunchEmbeddingForward(tokens, table, out, rows, dim, stream());
   }
   absl::Status EmbeddingBackward(const int32_t* tokens, const float* d_out, float* d_table,
                                  int64_t rows, int64_t dim) override {
+    device::ProfileSpan span(op_profile_.active(), "EmbeddingBackward");
     return kc::LaunchEmbeddingBackward(tokens, d_out, d_table, rows, dim, stream());
   }
   absl::Status RmsNormForward(const float* x, const float* weight, float* y, float* rstd,
                               int64_t rows, int64_t dim, float eps) override {
+    device::ProfileSpan span(op_profile_.active(), "RmsNormForward");
     return kc::LaunchRmsNormForward(x, weight, y, rstd, rows, dim, eps, stream());
   }
   absl::Status RmsNormBackward(const float* x, const float* weight, const float* rstd,
                                const float* dy, float* dx, float* dweight, int64_t rows,
                                int64_t dim) override {
+    device::ProfileSpan span(op_profile_.active(), "RmsNormBackward");
     return kc::LaunchRmsNormBackward(x, weight, rstd, dy, dx, dweight, rows, dim, stream());
   }
   absl::Status LinearForward(const float* x, WeightView w, float* y, int64_t m, int64_t k,
                              int64_t n) override {
+    device::ProfileSpan span(op_profile_.active(), "LinearForward");
     if (precision_ == Precision::kFp32) {
       return kc::LinearForwardF32(*cublas_, x, w.fp32, y, m, k, n, stream());
     }
@@ -231,6 +241,7 @@ class CudaModelOps final : public ModelOps {
   }
   absl::Status LinearBackward(const float* x, WeightView w, const float* dy, float* dx,
                               float* dw, int64_t m, int64_t k, int64_t n) override {
+    device::ProfileSpan span(op_profile_.active(), "LinearBackward");
     if (precision_ == Precision::kFp32) {
       return kc::LinearBackwardF32(*cublas_, x, w.fp32, dy, dx, dw, m, k, n, stream());
     }
@@ -243,20 +254,25 @@ class CudaModelOps final : public ModelOps {
   }
   absl::Status RopeForward(float* x, const int32_t* positions, int64_t rows, int heads,
                            int head_dim, double theta) override {
+    device::ProfileSpan span(op_profile_.active(), "RopeForward");
     return kc::LaunchRope(x, positions, rows, heads, head_dim, theta, 1.0, stream());
   }
   absl::Status RopeBackward(float* dx, const int32_t* positions, int64_t rows, int heads,
                             int head_dim, double theta) override {
+    device::ProfileSpan span(op_profile_.active(), "RopeBackward");
     return kc::LaunchRope(dx, positions, rows, heads, head_dim, theta, -1.0, stream());
   }
   absl::Status SwiGluForward(const float* gate, const float* up, float* h, int64_t n) override {
+    device::ProfileSpan span(op_profile_.active(), "SwiGluForward");
     return kc::LaunchSwiGluForward(gate, up, h, n, stream());
   }
   absl::Status SwiGluBackward(const float* gate, const float* up, const float* d_h,
                               float* d_gate, float* d_up, int64_t n) override {
+    device::ProfileSpan span(op_profile_.active(), "SwiGluBackward");
     return kc::LaunchSwiGluBackward(gate, up, d_h, d_gate, d_up, n, stream());
   }
   absl::Status AddInto(float* dst, const float* src, int64_t n) override {
+    device::ProfileSpan span(op_profile_.active(), "AddInto");
     if (n <= 0) return absl::OkStatus();
     if (n > INT_MAX) {
       return absl::InvalidArgumentError(absl::StrCat("AddInto: ", n, " values (at most ", INT_MAX, ")"));
@@ -270,6 +286,7 @@ class CudaModelOps final : public ModelOps {
   absl::StatusOr<CrossEntropyResult> CrossEntropy(const float* logits, const int32_t* targets,
                                                   int64_t rows, int64_t vocab, float* d_logits,
                                                   float grad_scale) override {
+    device::ProfileSpan span(op_profile_.active(), "CrossEntropy");
     const size_t loss_bytes = static_cast<size_t>(rows) * sizeof(double);
     const size_t counted_bytes = static_cast<size_t>(rows);
     auto losses = allocator_->Allocate(loss_bytes);
@@ -295,13 +312,16 @@ class CudaModelOps final : public ModelOps {
   absl::Status AdamWUpdate(float* theta, float* m, float* v, const float* g,
                            const uint8_t* decays, int64_t n,
                            const kc::AdamWScalars& scalars) override {
+    device::ProfileSpan span(op_profile_.active(), "AdamWUpdate");
     return kc::LaunchAdamW(theta, m, v, g, decays, n, scalars, stream());
   }
   absl::Status AdamSUpdate(float* theta, float* m, const float* g, const uint8_t* decays,
                            int64_t n, const kc::AdamSScalars& scalars) override {
+    device::ProfileSpan span(op_profile_.active(), "AdamSUpdate");
     return kc::LaunchAdamS(theta, m, g, decays, n, scalars, stream());
   }
   absl::StatusOr<double> ClipByGlobalNorm(float* g, int64_t n, double max_norm) override {
+    device::ProfileSpan span(op_profile_.active(), "ClipByGlobalNorm");
     constexpr size_t kSumsBytes = (kc::kClipSumBlocks + 1) * sizeof(double);
     auto sums = allocator_->Allocate(kSumsBytes);
     if (!sums.ok()) return sums.status();
@@ -313,9 +333,11 @@ class CudaModelOps final : public ModelOps {
     return std::sqrt(sum_squares);
   }
   absl::Status Copy(void* dst, const void* src, size_t bytes) override {
+    device::ProfileSpan span(op_profile_.active(), "Copy");
     return runtime_->CopyAsync(dst, src, bytes, device::CopyKind::kDeviceToDevice, *stream_);
   }
   absl::Status Scale(float* x, int64_t n, float scale) override {
+    device::ProfileSpan span(op_profile_.active(), "Scale");
     if (n <= 0) return absl::OkStatus();
     if (n > INT_MAX) {
       return absl::InvalidArgumentError(absl::StrCat("Scale: ", n, " values (at most ", INT_MAX, ")"));
@@ -327,10 +349,12 @@ class CudaModelOps final : public ModelOps {
   }
   absl::Status ScapePayload(float* residual, const float* m, const float* g, int64_t n,
                             const kc::ScapeReferenceScalars& scalars) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapePayload");
     return kc::LaunchScapePayload(residual, m, g, n, scalars, stream());
   }
   absl::Status ScapePack(const int64_t* mask, int64_t count, float* residual,
                          float* values) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapePack");
     if (mask != nullptr) return kc::LaunchPackAtMask(mask, count, residual, values, stream());
     const size_t bytes = static_cast<size_t>(count) * sizeof(float);
     CORESCAPE_RETURN_IF_ERROR(Copy(values, residual, bytes));
@@ -338,11 +362,13 @@ class CudaModelOps final : public ModelOps {
   }
   absl::Status ScapeReconstruct(float* values, const int64_t* mask, int64_t count, const float* m,
                                 const kc::ScapeReferenceScalars& scalars) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapeReconstruct");
     return kc::LaunchScapeReconstruct(values, mask, count, m, scalars, stream());
   }
   absl::Status ScapeReferenceApply(float* theta, float* m, const float* g_hat, const int64_t* mask,
                                    int64_t count, const uint8_t* decays, int64_t n,
                                    const kc::ScapeReferenceScalars& scalars) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapeReferenceApply");
     const uint32_t* words = nullptr;
     device::DeviceBuffer mask_words;
     if (mask != nullptr) {
@@ -360,6 +386,7 @@ class CudaModelOps final : public ModelOps {
   }
   absl::Status ScapeAccumulate(float* residual, const float* g, int64_t n,
                                const kc::ScapeCatchUpScalars& scalars) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapeAccumulate");
     return kc::LaunchScapeAccumulate(residual, g, n, scalars, stream());
   }
   absl::Status ScapeCatchUpApply(float* theta, float* m, float* vbar, const float* values,
@@ -367,16 +394,19 @@ class CudaModelOps final : public ModelOps {
                                  const uint8_t* decays, int64_t n,
                                  const kc::ScapeCatchUpScalars& scalars,
                                  const kc::CatchUpPowers& powers) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapeCatchUpApply");
     return kc::LaunchScapeCatchUpApply(theta, m, vbar, values, mask, windows, count, decays, n,
                                        scalars, powers, stream());
   }
   absl::Status ScapeMaskStatistic(const float* m, const float* e, const float* vbar, int64_t n,
                                   kc::MaskStatistic statistic,
                                   const kc::MaskStatisticScalars& scalars, float* out) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapeMaskStatistic");
     return kc::LaunchMaskStatistic(m, e, vbar, n, statistic, scalars, out, stream());
   }
   absl::Status SelectLargestMagnitudes(const float* values, int64_t n, int64_t begin, int64_t k,
                                        int64_t* out_indices) override {
+    device::ProfileSpan span(op_profile_.active(), "SelectLargestMagnitudes");
     if (k <= 0 || n <= 0) return absl::OkStatus();
     auto bytes = kc::TopKScratchBytes(n);
     if (!bytes.ok()) return bytes.status();
@@ -385,6 +415,7 @@ class CudaModelOps final : public ModelOps {
                                   topk_scratch_.size(), stream(), kc::TopKBy::kMagnitude);
   }
   CoreAttentionExecutor& local_attention() override { return attention_; }
+  device::OnDemandProfiler& op_profile() override { return op_profile_; }
 
  private:
   cudaStream_t stream() { return device::CudaStreamOf(*stream_); }
@@ -414,6 +445,7 @@ class CudaModelOps final : public ModelOps {
   device::DeviceBuffer topk_scratch_;  // the largest top-k's, grown as needed
   CudaCoreAttention attention_;
   std::unique_ptr<device::StagingPipeline> staging_;  // made at the first StageThrough
+  device::OnDemandProfiler op_profile_{runtime_.get(), stream_.get()};
 };
 
 }  // namespace

@@ -44,14 +44,17 @@ class CpuModelOps final : public ModelOps {
     return allocator_.Allocate(bytes);
   }
   absl::Status Zero(void* dst, size_t bytes) override {
+    device::ProfileSpan span(op_profile_.active(), "Zero");
     if (bytes > 0) std::memset(dst, 0, bytes);
     return absl::OkStatus();
   }
   absl::Status Upload(void* dst, const void* host_src, size_t bytes) override {
+    device::ProfileSpan span(op_profile_.active(), "Upload");
     if (bytes > 0) std::memcpy(dst, host_src, bytes);
     return absl::OkStatus();
   }
   absl::Status Download(void* host_dst, const void* src, size_t bytes) override {
+    device::ProfileSpan span(op_profile_.active(), "Download");
     if (bytes > 0) std::memcpy(host_dst, src, bytes);
     return absl::OkStatus();
   }
@@ -61,6 +64,7 @@ class CpuModelOps final : public ModelOps {
   }
   absl::Status StageThrough(float* host, int64_t n, float* const staging[2], int64_t chunk,
                             device::StagingPipeline::ChunkKernel kernel) override {
+    device::ProfileSpan span(op_profile_.active(), "StageThrough");
     if (staging_ == nullptr) {
       // The kernels run as they are called: a CPU stream orders nothing more.
       auto stream = runtime_.CreateStream();
@@ -73,93 +77,112 @@ class CpuModelOps final : public ModelOps {
     return staging_->Run(host, n, staging, chunk, kernel);
   }
   absl::Status CastToBf16(const float* fp32, uint16_t* bf16, int64_t n) override {
+    device::ProfileSpan span(op_profile_.active(), "CastToBf16");
     for (int64_t i = 0; i < n; ++i) bf16[i] = kernels::cuda::Bf16FromFloat(fp32[i]);
     return absl::OkStatus();
   }
 
   absl::Status EmbeddingForward(const int32_t* tokens, const float* table, float* out,
                                 int64_t rows, int64_t dim) override {
+    device::ProfileSpan span(op_profile_.active(), "EmbeddingForward");
     kernels::EmbeddingForward(tokens, table, out, rows, dim);
     return absl::OkStatus();
   }
   absl::Status EmbeddingBackward(const int32_t* tokens, const float* d_out, float* d_table,
                                  int64_t rows, int64_t dim) override {
+    device::ProfileSpan span(op_profile_.active(), "EmbeddingBackward");
     kernels::EmbeddingBackward(tokens, d_out, d_table, rows, dim);
     return absl::OkStatus();
   }
   absl::Status RmsNormForward(const float* x, const float* weight, float* y, float* rstd,
                               int64_t rows, int64_t dim, float eps) override {
+    device::ProfileSpan span(op_profile_.active(), "RmsNormForward");
     kernels::RmsNormForward(x, weight, y, rstd, rows, dim, eps);
     return absl::OkStatus();
   }
   absl::Status RmsNormBackward(const float* x, const float* weight, const float* rstd,
                                const float* dy, float* dx, float* dweight, int64_t rows,
                                int64_t dim) override {
+    device::ProfileSpan span(op_profile_.active(), "RmsNormBackward");
     kernels::RmsNormBackward(x, weight, rstd, dy, dx, dweight, rows, dim);
     return absl::OkStatus();
   }
   absl::Status LinearForward(const float* x, WeightView w, float* y, int64_t m, int64_t k,
                              int64_t n) override {
+    device::ProfileSpan span(op_profile_.active(), "LinearForward");
     kernels::LinearForward(x, w.fp32, y, m, k, n);
     return absl::OkStatus();
   }
   absl::Status LinearBackward(const float* x, WeightView w, const float* dy, float* dx,
                               float* dw, int64_t m, int64_t k, int64_t n) override {
+    device::ProfileSpan span(op_profile_.active(), "LinearBackward");
     kernels::LinearBackward(x, w.fp32, dy, dx, dw, m, k, n);
     return absl::OkStatus();
   }
   absl::Status RopeForward(float* x, const int32_t* positions, int64_t rows, int heads,
                            int head_dim, double theta) override {
+    device::ProfileSpan span(op_profile_.active(), "RopeForward");
     kernels::RopeForward(x, positions, rows, heads, head_dim, theta);
     return absl::OkStatus();
   }
   absl::Status RopeBackward(float* dx, const int32_t* positions, int64_t rows, int heads,
                             int head_dim, double theta) override {
+    device::ProfileSpan span(op_profile_.active(), "RopeBackward");
     kernels::RopeBackward(dx, positions, rows, heads, head_dim, theta);
     return absl::OkStatus();
   }
   absl::Status SwiGluForward(const float* gate, const float* up, float* h, int64_t n) override {
+    device::ProfileSpan span(op_profile_.active(), "SwiGluForward");
     kernels::SwiGluForward(gate, up, h, n);
     return absl::OkStatus();
   }
   absl::Status SwiGluBackward(const float* gate, const float* up, const float* d_h,
                               float* d_gate, float* d_up, int64_t n) override {
+    device::ProfileSpan span(op_profile_.active(), "SwiGluBackward");
     kernels::SwiGluBackward(gate, up, d_h, d_gate, d_up, n);
     return absl::OkStatus();
   }
   absl::Status AddInto(float* dst, const float* src, int64_t n) override {
+    device::ProfileSpan span(op_profile_.active(), "AddInto");
     for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
     return absl::OkStatus();
   }
   absl::Status AdamWUpdate(float* theta, float* m, float* v, const float* g,
                            const uint8_t* decays, int64_t n,
                            const kernels::cuda::AdamWScalars& scalars) override {
+    device::ProfileSpan span(op_profile_.active(), "AdamWUpdate");
     optim::AdamWElements(theta, m, v, g, decays, n, scalars);
     return absl::OkStatus();
   }
   absl::Status AdamSUpdate(float* theta, float* m, const float* g, const uint8_t* decays,
                            int64_t n, const kernels::cuda::AdamSScalars& scalars) override {
+    device::ProfileSpan span(op_profile_.active(), "AdamSUpdate");
     optim::AdamSElements(theta, m, g, decays, n, scalars);
     return absl::OkStatus();
   }
   absl::StatusOr<double> ClipByGlobalNorm(float* g, int64_t n, double max_norm) override {
+    device::ProfileSpan span(op_profile_.active(), "ClipByGlobalNorm");
     return optim::ClipGradientNorm(g, n, max_norm);
   }
   absl::Status Copy(void* dst, const void* src, size_t bytes) override {
+    device::ProfileSpan span(op_profile_.active(), "Copy");
     if (bytes > 0) std::memmove(dst, src, bytes);
     return absl::OkStatus();
   }
   absl::Status Scale(float* x, int64_t n, float scale) override {
+    device::ProfileSpan span(op_profile_.active(), "Scale");
     for (int64_t i = 0; i < n; ++i) x[i] *= scale;
     return absl::OkStatus();
   }
   absl::Status ScapePayload(float* residual, const float* m, const float* g, int64_t n,
                             const kernels::cuda::ScapeReferenceScalars& scalars) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapePayload");
     for (int64_t j = 0; j < n; ++j) kernels::cuda::ScapePayloadElement(residual[j], m[j], g[j], scalars);
     return absl::OkStatus();
   }
   absl::Status ScapePack(const int64_t* mask, int64_t count, float* residual,
                          float* values) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapePack");
     if (mask == nullptr) {
       std::memmove(values, residual, static_cast<size_t>(count) * sizeof(float));
       std::fill(residual, residual + count, 0.0f);
@@ -170,6 +193,7 @@ class CpuModelOps final : public ModelOps {
   }
   absl::Status ScapeReconstruct(float* values, const int64_t* mask, int64_t count, const float* m,
                                 const kernels::cuda::ScapeReferenceScalars& scalars) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapeReconstruct");
     for (int64_t p = 0; p < count; ++p) {
       kernels::cuda::ScapeReconstructElement(values[p], m[mask != nullptr ? mask[p] : p], scalars);
     }
@@ -178,6 +202,7 @@ class CpuModelOps final : public ModelOps {
   absl::Status ScapeReferenceApply(float* theta, float* m, const float* g_hat, const int64_t* mask,
                                    int64_t count, const uint8_t* decays, int64_t n,
                                    const kernels::cuda::ScapeReferenceScalars& scalars) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapeReferenceApply");
     // Walks the coordinates once: the mask's in order, the rest between.
     int64_t p = 0;
     for (int64_t j = 0; j < n; ++j) {
@@ -191,6 +216,7 @@ class CpuModelOps final : public ModelOps {
   }
   absl::Status ScapeAccumulate(float* residual, const float* g, int64_t n,
                                const kernels::cuda::ScapeCatchUpScalars& scalars) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapeAccumulate");
     for (int64_t j = 0; j < n; ++j) kernels::cuda::ScapeAccumulateElement(residual[j], g[j], scalars);
     return absl::OkStatus();
   }
@@ -199,6 +225,7 @@ class CpuModelOps final : public ModelOps {
                                  const uint8_t* decays, int64_t n,
                                  const kernels::cuda::ScapeCatchUpScalars& scalars,
                                  const kernels::cuda::CatchUpPowers& powers) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapeCatchUpApply");
     for (int64_t j = 0; j < n; ++j) theta[j] *= decays[j] ? scalars.decay : 1.0f;
     for (int64_t p = 0; p < count; ++p) {
       const int64_t j = mask != nullptr ? mask[p] : p;
@@ -213,6 +240,7 @@ class CpuModelOps final : public ModelOps {
                                   kernels::cuda::MaskStatistic statistic,
                                   const kernels::cuda::MaskStatisticScalars& scalars,
                                   float* out) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapeMaskStatistic");
     const bool reads_v = statistic == kernels::cuda::MaskStatistic::kNormalizedResidual;
     for (int64_t i = 0; i < n; ++i) {
       out[i] = kernels::cuda::MaskStatisticElement(statistic, m[i], e[i], reads_v ? vbar[i] : 0.0f,
@@ -222,6 +250,7 @@ class CpuModelOps final : public ModelOps {
   }
   absl::Status SelectLargestMagnitudes(const float* values, int64_t n, int64_t begin, int64_t k,
                                        int64_t* out_indices) override {
+    device::ProfileSpan span(op_profile_.active(), "SelectLargestMagnitudes");
     std::vector<float> magnitudes(std::max<int64_t>(n, 0));
     for (int64_t i = 0; i < n; ++i) magnitudes[i] = std::fabs(values[i]);
     const std::vector<int64_t> chosen = optim::SelectTopK(magnitudes, begin, k);
@@ -231,11 +260,13 @@ class CpuModelOps final : public ModelOps {
   absl::StatusOr<CrossEntropyResult> CrossEntropy(const float* logits, const int32_t* targets,
                                                   int64_t rows, int64_t vocab, float* d_logits,
                                                   float grad_scale) override {
+    device::ProfileSpan span(op_profile_.active(), "CrossEntropy");
     const kernels::CrossEntropyResult ce =
         kernels::CrossEntropy(logits, targets, rows, vocab, d_logits, grad_scale);
     return CrossEntropyResult{ce.loss_sum, ce.tokens};
   }
   CoreAttentionExecutor& local_attention() override { return attention_; }
+  device::OnDemandProfiler& op_profile() override { return op_profile_; }
 
  private:
   const CpuParameterMode mode_;
@@ -244,6 +275,9 @@ class CpuModelOps final : public ModelOps {
   LocalCoreAttention attention_;
   std::unique_ptr<device::Stream> compute_stream_;
   std::unique_ptr<device::StagingPipeline> staging_;
+  // The kernels run on the calling thread: the profile's own stream marks
+  // wall time.
+  device::OnDemandProfiler op_profile_{&runtime_, nullptr};
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "runtime/device/device.h"
 #include "runtime/device/device_runtime.h"
 #include "runtime/device/staging_pipeline.h"
+#include "runtime/device/stream_profiler.h"
 #include "runtime/kernels/cuda/optim_updates.h"
 #include "runtime/model/core_attention_executor.h"
 #include "runtime/model/precision.h"
@@ -171,6 +172,11 @@ class ModelOps {
 
   // The colocated core-attention executor for this backend's memory.
   virtual CoreAttentionExecutor& local_attention() = 0;
+
+  // Where a step's time goes: started, every call above that runs kernels
+  // is a span named after it on the backend's stream (device time; wall
+  // time on the CPU), and the Transformer adds its core-attention calls.
+  virtual device::OnDemandProfiler& op_profile() = 0;
 };
 
 // A buffer of `bytes` in `ops`' memory, zeroed, or holding a copy of

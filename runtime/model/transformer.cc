@@ -323,6 +323,7 @@ absl::Status Transformer::CoreAttentionForward(int layer, CoreAttentionExecutor&
                                                Activations& a) {
   auto call = ForwardCall(layer, a);
   if (!call.ok()) return call.status();
+  device::ProfileSpan span(ops_->op_profile().active(), "CoreAttentionForward");
   return attention.Forward(*call);
 }
 
@@ -460,6 +461,7 @@ absl::Status Transformer::CoreAttentionBackward(int layer, CoreAttentionExecutor
                                                 Activations& a) {
   auto call = BackwardCall(layer, a);
   if (!call.ok()) return call.status();
+  device::ProfileSpan span(ops_->op_profile().active(), "CoreAttentionBackward");
   return attention.Backward(*call);
 }
 
