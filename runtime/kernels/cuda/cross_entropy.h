@@ -8,6 +8,15 @@
 
 namespace corescape::kernels::cuda {
 
+// The row's terms, one element each (a launch may spread a row over a
+// block): e^(z − max) of the normalizer, and the gradient
+// (softmax − onehot)·grad_scale given log Σ e^z.
+CORESCAPE_HOST_DEVICE double CrossEntropyExpTerm(float z, float max) { return exp(static_cast<double>(z - max)); }
+CORESCAPE_HOST_DEVICE float CrossEntropyGrad(float z, double log_sum, float grad_scale, bool is_target) {
+  const float g = static_cast<float>(exp(z - log_sum)) * grad_scale;
+  return is_target ? g - grad_scale : g;
+}
+
 // The row's loss (0 for an ignored row, which `counted` reports); writes dz
 // when it is not null (zeros for an ignored row).
 CORESCAPE_HOST_DEVICE double CrossEntropyRow(const float* z, int32_t target, int64_t vocab, float* dz,
@@ -25,11 +34,10 @@ CORESCAPE_HOST_DEVICE double CrossEntropyRow(const float* z, int32_t target, int
     if (max < z[i]) max = z[i];
   }
   double sum = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) sum += exp(static_cast<double>(z[i] - max));
+  for (int64_t i = 0; i < vocab; ++i) sum += CrossEntropyExpTerm(z[i], max);
   const double log_sum = log(sum) + max;
   if (dz != nullptr) {
-    for (int64_t i = 0; i < vocab; ++i) dz[i] = static_cast<float>(exp(z[i] - log_sum)) * grad_scale;
-    dz[target] -= grad_scale;
+    for (int64_t i = 0; i < vocab; ++i) dz[i] = CrossEntropyGrad(z[i], log_sum, grad_scale, i == target);
   }
   return log_sum - z[target];
 }

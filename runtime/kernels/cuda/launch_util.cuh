@@ -25,6 +25,25 @@ __device__ __forceinline__ int64_t GridStart() {
 }
 __device__ __forceinline__ int64_t GridStride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
+// Combines partial[0, kThreads) pairwise as a tree into partial[0]: a fixed
+// order, so the same inputs give the same bits (an atomic would not).
+// Every thread of a kThreads-thread block calls it once its partial is
+// written and a __syncthreads has passed.
+template <typename T, typename Combine>
+__device__ void BlockTreeReduce(T* partial, Combine combine) {
+  for (int width = kThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) partial[threadIdx.x] = combine(partial[threadIdx.x], partial[threadIdx.x + width]);
+    __syncthreads();
+  }
+}
+
+struct DeviceSum {
+  template <typename T>
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+
 inline absl::Status LaunchStatus(const char* launch) {
   return device::CudaStatus(cudaGetLastError(), launch);
 }

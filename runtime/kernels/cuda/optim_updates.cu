@@ -43,12 +43,6 @@ __global__ void ReconstructKernel(float* values, const int64_t* mask, int64_t co
 // Σ values² in a fixed order, so every rank that holds the same values gets
 // the same bits (an atomicAdd would not): kClipSumBlocks partial sums, then
 // one block adds them as a tree into sums[kClipSumBlocks].
-__device__ void BlockTreeSum(double* partial) {
-  for (int width = kThreads / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
-    __syncthreads();
-  }
-}
 
 __global__ void PartialSumsOfSquaresKernel(const float* values, int64_t count, double* sums) {
   __shared__ double partial[kThreads];
@@ -56,7 +50,7 @@ __global__ void PartialSumsOfSquaresKernel(const float* values, int64_t count, d
   for (int64_t p = GridStart(); p < count; p += GridStride()) acc += double{values[p]} * values[p];
   partial[threadIdx.x] = acc;
   __syncthreads();
-  BlockTreeSum(partial);
+  BlockTreeReduce(partial, DeviceSum());
   if (threadIdx.x == 0) sums[blockIdx.x] = partial[0];
 }
 
@@ -66,7 +60,7 @@ __global__ void FinalSumKernel(double* sums) {
   for (int b = threadIdx.x; b < kClipSumBlocks; b += kThreads) acc += sums[b];
   partial[threadIdx.x] = acc;
   __syncthreads();
-  BlockTreeSum(partial);
+  BlockTreeReduce(partial, DeviceSum());
   if (threadIdx.x == 0) sums[kClipSumBlocks] = partial[0];
 }
 
