@@ -10,7 +10,10 @@
 namespace corescape::kernels::cuda {
 
 // As RmsNormForward / RmsNormBackward (runtime/kernels/cpu/rmsnorm.h) on
-// device buffers: one thread per row, then one per column of dweight.
+// device buffers: a block per row (its sums as block trees), then a block
+// per 32 columns of dweight (row partials added as a tree). Deterministic;
+// the sums run in another order than the CPU's, so the results differ from
+// it in the last bits.
 absl::Status LaunchRmsNormForward(const float* x, const float* weight, float* y, float* rstd, int64_t rows,
                                   int64_t dim, float eps, cudaStream_t stream);
 absl::Status LaunchRmsNormBackward(const float* x, const float* weight, const float* rstd, const float* dy,
