@@ -114,6 +114,13 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
       update += end - computed;
       const optim::OptimizerStepPhases& phases = optimizer->last_step().phases;
       sparse_overhead += phases.select + phases.encode + phases.pack;
+      timed.phases.select += phases.select / steps;
+      timed.phases.encode += phases.encode / steps;
+      timed.phases.pack += phases.pack / steps;
+      timed.phases.all_reduce_wait += phases.all_reduce_wait / steps;
+      timed.phases.mask_wait += phases.mask_wait / steps;
+      timed.phases.update += phases.update / steps;
+      timed.phases.select_overlapped += phases.select_overlapped / steps;
     }
     timed.last_loss = loss->mean();
   }

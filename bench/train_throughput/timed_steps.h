@@ -12,6 +12,7 @@
 #include "runtime/device/stream_profiler.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/transformer.h"
+#include "runtime/optim/data_parallel_optimizer.h"
 #include "runtime/optim/optimizer_registry.h"
 
 namespace corescape::bench {
@@ -28,6 +29,8 @@ struct TimedSteps {
   // The sparse optimizers' own work: the next mask's selection (top-k),
   // mask coding and packing (OptimizerStepPhases select + encode + pack).
   double sparse_overhead_seconds = 0;
+  // The optimizer's phases (OptimizerStepPhases), means over the timed steps.
+  optim::OptimizerStepPhases phases;
   double last_loss = 0;
   // With profile_ops: each op's time per timed step (device time on a GPU),
   // largest first (model::ModelOps::op_profile).

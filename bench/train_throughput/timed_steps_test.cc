@@ -58,6 +58,9 @@ TEST_F(TimedStepsTest, EveryPlacementAndSparseOverheadOnADeviceBackend) {
   ASSERT_TRUE(sparse.ok()) << sparse.status();
   EXPECT_GT(sparse->sparse_overhead_seconds, 0);
   EXPECT_LT(sparse->sparse_overhead_seconds, sparse->step_seconds);
+  EXPECT_NEAR(sparse->sparse_overhead_seconds,
+              sparse->phases.select + sparse->phases.encode + sparse->phases.pack, 1e-9);
+  EXPECT_GT(sparse->phases.pack, 0);
   EXPECT_LT(sparse->last_loss, device->last_loss + 1.0);
 
   // The reconstructed rule has no device form; the default catch-up rule
