@@ -40,10 +40,11 @@ struct Layout {
   static constexpr size_t kWeightBytes = size_t{kMmaTileRows} * kWeightStride * sizeof(Bf16);
   static constexpr size_t kAccBytes = size_t{kMmaTileRows} * kAccStride * sizeof(float);
   static constexpr size_t kRowBytes = size_t{kMmaTileRows} * sizeof(float);
-  // Two adjacent input tiles hold a tile of fp32 accumulator rows.
+  // Two adjacent input tiles hold a tile of fp32 accumulator rows (the
+  // outputs' staging once the loop is done with them).
   static_assert(2 * kInputBytes >= kAccBytes);
 
-  static constexpr size_t kForwardBytes = 3 * kInputBytes + kScoreBytes + kWeightBytes + kAccBytes;
+  static constexpr size_t kForwardBytes = 3 * kInputBytes + kScoreBytes + kWeightBytes;
   static constexpr size_t kDqBytes = 4 * kInputBytes + 2 * kScoreBytes + kWeightBytes;
   static constexpr size_t kDkDvBytes = 4 * kInputBytes + 2 * kScoreBytes + 2 * kWeightBytes + 2 * kRowBytes;
 };
@@ -149,6 +150,23 @@ __device__ void StoreAccumulators(Accumulator (&acc)[kWidth / kFragment], float 
   }
 }
 
+// The row (0..15) of each element of this lane's accumulator fragments.
+// Their layout is fixed but unspecified, so it is read once: a 16 × 16
+// tile whose entries are their row numbers is written to `scratch` (row
+// stride `stride`, this warp's own) and loaded as an accumulator.
+__device__ __forceinline__ void AccumulatorRows(float* scratch, int stride,
+                                                int (&rows)[Accumulator::num_elements]) {
+  for (int i = threadIdx.x % 32; i < kFragment * kFragment; i += 32) {
+    scratch[(i / kFragment) * stride + i % kFragment] = static_cast<float>(i / kFragment);
+  }
+  __syncwarp();
+  Accumulator probe;
+  wmma::load_matrix_sync(probe, scratch, stride, wmma::mem_row_major);
+#pragma unroll
+  for (int e = 0; e < Accumulator::num_elements; ++e) rows[e] = static_cast<int>(probe.x[e]);
+  __syncwarp();
+}
+
 // The lane pair of a row: which row of the tile, and which half of the
 // columns (of a score block, or of a head) this lane takes.
 struct LaneRow {
@@ -161,6 +179,9 @@ struct LaneRow {
   __device__ int end(int n) const { return half == 0 ? n / 2 : n; }
 };
 
+// The output accumulator stays in registers across key blocks: the online
+// rescale multiplies each element by its row's correction, found through
+// AccumulatorRows and fetched from the row's lanes by shuffle.
 template <int kWidth>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     ForwardMmaKernel(AttentionDims dims, const QueryTile* tiles, const uint16_t* q, const uint16_t* k,
@@ -169,10 +190,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   SharedRegions shared;
   uint16_t* q_s = shared.Take<uint16_t>(L::kInputBytes);
   uint16_t* k_s = shared.Take<uint16_t>(L::kInputBytes);
-  uint16_t* v_s = shared.Take<uint16_t>(L::kInputBytes);
+  uint16_t* v_s = shared.Take<uint16_t>(L::kInputBytes);  // right after k_s: together the output staging
   float* s_s = shared.Take<float>(L::kScoreBytes);
   uint16_t* p_s = shared.Take<uint16_t>(L::kWeightBytes);
-  float* acc_s = shared.Take<float>(L::kAccBytes);
 
   const QueryTile tile = tiles[blockIdx.x];
   const int head = blockIdx.y, d = dims.head_dim;
@@ -180,13 +200,15 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const int64_t q_stride = int64_t{dims.n_heads} * d, kv_stride = int64_t{dims.n_kv_heads} * d;
   const LaneRow me;
   const int64_t q_pos = tile.q_pos + me.row;
+  const int warp_rows = me.warp * kMmaWarpRows;
   float* s_row = s_s + me.row * kScoreStride;
   uint16_t* p_row = p_s + me.row * kWeightStride;
-  float* acc_row = acc_s + me.row * L::kAccStride;
-  float* acc_rows = acc_s + me.warp * kMmaWarpRows * L::kAccStride;
 
+  int element_rows[Accumulator::num_elements];
+  AccumulatorRows(s_s + warp_rows * kScoreStride, kScoreStride, element_rows);
   StageTile<kWidth>(q, tile.q_row, tile.n_queries, q_stride, int64_t{head} * d, d, vectorized, q_s);
-  for (int i = threadIdx.x; i < kMmaTileRows * L::kAccStride; i += blockDim.x) acc_s[i] = 0.0f;
+  Accumulator acc[kWidth / kFragment];
+  ZeroAccumulators<kWidth>(acc);
   // Both lanes of a row keep the same running maximum and sum.
   float running_max = -INFINITY, running_sum = 0.0f;
   const int64_t tile_keys = tile.q_pos + tile.n_queries;
@@ -195,8 +217,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     StageTile<kWidth>(k, tile.kv_row + j0, staged, kv_stride, int64_t{kv_head} * d, d, vectorized, k_s);
     StageTile<kWidth>(v, tile.kv_row + j0, staged, kv_stride, int64_t{kv_head} * d, d, vectorized, v_s);
     __syncthreads();
-    WarpScores<kWidth>(q_s + me.warp * kMmaWarpRows * L::kInputStride, k_s,
-                       s_s + me.warp * kMmaWarpRows * kScoreStride);
+    WarpScores<kWidth>(q_s + warp_rows * L::kInputStride, k_s, s_s + warp_rows * kScoreStride);
     __syncwarp();
     float block_max = MmaScoreMax(s_row, me.score_begin(), kMmaColsPerLane, dims.softmax_scale, q_pos, j0);
     block_max = fmaxf(block_max, __shfl_xor_sync(kFullWarp, block_max, 1));
@@ -205,22 +226,30 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
                              p_row);
     sum += __shfl_xor_sync(kFullWarp, sum, 1);
     running_sum = running_sum * correction + sum;
-    for (int c = me.begin(kWidth); c < me.end(kWidth); ++c) acc_row[c] *= correction;
-    __syncwarp();
-    Accumulator acc[kWidth / kFragment];
+    // Row r's lanes are 2r and 2r + 1 of the warp.
+    float element_correction[Accumulator::num_elements];
+#pragma unroll
+    for (int e = 0; e < Accumulator::num_elements; ++e) {
+      element_correction[e] = __shfl_sync(kFullWarp, correction, 2 * element_rows[e]);
+    }
 #pragma unroll
     for (int nf = 0; nf < kWidth / kFragment; ++nf) {
-      wmma::load_matrix_sync(acc[nf], acc_rows + nf * kFragment, L::kAccStride, wmma::mem_row_major);
+#pragma unroll
+      for (int e = 0; e < Accumulator::num_elements; ++e) acc[nf].x[e] *= element_correction[e];
     }
-    WarpAccumulate<kWidth>(p_s + me.warp * kMmaWarpRows * kWeightStride, v_s, acc);
-    StoreAccumulators<kWidth>(acc, 1.0f, acc_rows);
+    __syncwarp();  // the lanes' P rows are written
+    WarpAccumulate<kWidth>(p_s + warp_rows * kWeightStride, v_s, acc);
     __syncthreads();  // K and V are restaged next
   }
+  float* out_s = reinterpret_cast<float*>(k_s);
+  StoreAccumulators<kWidth>(acc, 1.0f, out_s + warp_rows * L::kAccStride);
+  __syncwarp();
   if (me.row < tile.n_queries) {
     // Each lane finishes half the row; both write the same lse.
     const int64_t row = tile.q_row + me.row;
-    AttentionForwardFinish(acc_row + me.begin(d), running_max, running_sum, me.end(d) - me.begin(d),
-                           o + row * q_stride + int64_t{head} * d + me.begin(d), lse + row * dims.n_heads + head);
+    AttentionForwardFinish(out_s + me.row * L::kAccStride + me.begin(d), running_max, running_sum,
+                           me.end(d) - me.begin(d), o + row * q_stride + int64_t{head} * d + me.begin(d),
+                           lse + row * dims.n_heads + head);
   }
 }
 

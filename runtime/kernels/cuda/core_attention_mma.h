@@ -13,9 +13,9 @@
 // kMmaColsPerLane columns) run the bodies below on them: the causal mask,
 // the exponentials and the softmax bookkeeping. P and dS are rounded to
 // bf16 for the next MMA, as FlashAttention-2 does; everything else stays
-// fp32. The forward's output accumulator lives in shared memory because an
-// online-softmax rescale is per row and a fragment's row layout is not
-// specified.
+// fp32. Every output accumulator (O, dQ, dK, dV) stays in registers; the
+// forward's per-row rescale finds each fragment element's row once per
+// block (a WMMA fragment's layout is fixed but unspecified).
 //
 // Each lane works on columns [c0, c0 + n) of its row; the two halves of a
 // row are combined with fmaxf (maxima) and + (sums), which give the same
