@@ -11,21 +11,17 @@ namespace {
 
 constexpr uint8_t kMagic = 0x5C;  // 'SCAPE mask', version 1
 
-int VarintBytes(uint64_t value) {
-  int bytes = 1;
-  while (value >= 0x80) {
-    value >>= 7;
-    ++bytes;
-  }
-  return bytes;
-}
+// 7 bits per byte, at least one byte.
+int VarintBytes(uint64_t value) { return (std::bit_width(value | 1) + 6) / 7; }
 
-void PutVarint(std::string& out, uint64_t value) {
+// Writes value's varint at p (VarintBytes(value) bytes); returns the end.
+char* WriteVarint(char* p, uint64_t value) {
   while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7F) | 0x80));
+    *p++ = static_cast<char>((value & 0x7F) | 0x80);
     value >>= 7;
   }
-  out.push_back(static_cast<char>(value));
+  *p++ = static_cast<char>(value);
+  return p;
 }
 
 bool GetVarint(absl::string_view& in, uint64_t& value) {
@@ -64,12 +60,14 @@ int64_t GapListBytes(absl::Span<const int64_t> sorted, int64_t begin) {
   return bytes;
 }
 
-void PutGapList(std::string& out, absl::Span<const int64_t> sorted, int64_t begin) {
+// Writes GapListBytes(sorted, begin) bytes at p; returns the end.
+char* WriteGapList(char* p, absl::Span<const int64_t> sorted, int64_t begin) {
   int64_t next = begin;
   for (int64_t index : sorted) {
-    PutVarint(out, static_cast<uint64_t>(index - next));
+    p = WriteVarint(p, static_cast<uint64_t>(index - next));
     next = index + 1;
   }
+  return p;
 }
 
 // Appends begin + the position of every set bit of words[0, n_words),
@@ -140,29 +138,81 @@ std::vector<int64_t> SetBitsOf(const std::vector<uint64_t>& bits, int64_t begin)
 // not).
 bool DifferenceByBitmap(int64_t range, int64_t entries) { return (range + 63) / 64 <= entries; }
 
-// Coordinates in exactly one of two sorted, duplicate-free lists of
-// [begin, end) (DifferenceByBitmap says how).
-std::vector<int64_t> SymmetricDifference(absl::Span<const int64_t> a, absl::Span<const int64_t> b,
-                                         int64_t begin, int64_t end) {
-  auto merge = [&] {
-    std::vector<int64_t> merged;
-    merged.reserve(a.size() + b.size());
-    std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(),
-                                  std::back_inserter(merged));
-    return merged;
-  };
-  if (!DifferenceByBitmap(end - begin, static_cast<int64_t>(a.size() + b.size()))) return merge();
-  std::vector<uint64_t>& bits = ScratchBitmap((end - begin + 63) / 64);
-  const uint64_t range = static_cast<uint64_t>(end - begin);
-  for (absl::Span<const int64_t> list : {a, b}) {
-    for (int64_t index : list) {
-      const uint64_t offset = static_cast<uint64_t>(index - begin);
-      if (offset >= range) return merge();  // not this range's list: no bit to set
-      FlipBit(bits, static_cast<int64_t>(offset));
+// The coordinates in exactly one of two sorted, duplicate-free lists of
+// [begin, end): as bits of the thread's scratch bitmap when
+// DifferenceByBitmap says so (and every index lies in the range), else as
+// a merged list. Sized and written as a gap list without listing the bits.
+class Change {
+ public:
+  Change(absl::Span<const int64_t> a, absl::Span<const int64_t> b, int64_t begin, int64_t end)
+      : begin_(begin) {
+    if (DifferenceByBitmap(end - begin, static_cast<int64_t>(a.size() + b.size()))) {
+      std::vector<uint64_t>& bits = ScratchBitmap((end - begin + 63) / 64);
+      const uint64_t range = static_cast<uint64_t>(end - begin);
+      bool in_range = true;
+      for (absl::Span<const int64_t> list : {a, b}) {
+        for (int64_t index : list) {
+          const uint64_t offset = static_cast<uint64_t>(index - begin);
+          if (offset >= range) {
+            in_range = false;  // not this range's list: no bit to set
+            break;
+          }
+          FlipBit(bits, static_cast<int64_t>(offset));
+        }
+        if (!in_range) break;
+      }
+      if (in_range) {
+        bits_ = &bits;
+        for (uint64_t word : bits) count_ += std::popcount(word);
+        return;
+      }
+    }
+    list_.reserve(a.size() + b.size());
+    std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(list_));
+    count_ = static_cast<int64_t>(list_.size());
+  }
+
+  int64_t count() const { return count_; }
+  // VarintBytes(count) + the gap list's bytes: the change-from-previous
+  // payload.
+  int64_t PayloadBytes() const {
+    int64_t bytes = VarintBytes(static_cast<uint64_t>(count_));
+    if (bits_ == nullptr) return bytes + GapListBytes(list_, begin_);
+    int64_t next = 0;
+    ForEachBit([&](int64_t offset) {
+      bytes += VarintBytes(static_cast<uint64_t>(offset - next));
+      next = offset + 1;
+    });
+    return bytes;
+  }
+  char* WritePayload(char* p) const {
+    p = WriteVarint(p, static_cast<uint64_t>(count_));
+    if (bits_ == nullptr) return WriteGapList(p, list_, begin_);
+    int64_t next = 0;
+    ForEachBit([&](int64_t offset) {
+      p = WriteVarint(p, static_cast<uint64_t>(offset - next));
+      next = offset + 1;
+    });
+    return p;
+  }
+
+ private:
+  // visit(offset) for every set bit, ascending.
+  template <typename Visit>
+  void ForEachBit(Visit visit) const {
+    const std::vector<uint64_t>& bits = *bits_;
+    for (size_t w = 0; w < bits.size(); ++w) {
+      for (uint64_t word = bits[w]; word != 0; word &= word - 1) {
+        visit(static_cast<int64_t>(64 * w) + std::countr_zero(word));
+      }
     }
   }
-  return SetBitsOf(bits, begin);
-}
+
+  int64_t begin_;
+  const std::vector<uint64_t>* bits_ = nullptr;  // the thread's scratch: valid until its next use
+  std::vector<int64_t> list_;
+  int64_t count_ = 0;
+};
 
 }  // namespace
 
@@ -185,9 +235,7 @@ std::optional<int64_t> MaskPayloadBytes(MaskEncoding encoding, const MaskPartiti
     case MaskEncoding::kDeltaIndices: return GapListBytes(mask.indices, mask.begin);
     case MaskEncoding::kChangeFromPrevious: {
       if (previous == nullptr) return std::nullopt;
-      const std::vector<int64_t> changed =
-          SymmetricDifference(mask.indices, *previous, mask.begin, mask.end);
-      return VarintBytes(changed.size()) + GapListBytes(changed, mask.begin);
+      return Change(mask.indices, *previous, mask.begin, mask.end).PayloadBytes();
     }
   }
   return std::nullopt;
@@ -215,13 +263,15 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
   }
   header.count = static_cast<int64_t>(mask.indices.size());
   // The sizes MaskPayloadBytes gives, with the symmetric difference computed
-  // once for both sizing and writing.
-  std::vector<int64_t> changed;
-  if (previous != nullptr) changed = SymmetricDifference(mask.indices, *previous, mask.begin, mask.end);
+  // once for both sizing and writing, and only when change-from-previous
+  // is a candidate.
+  std::optional<Change> changed;
+  const bool change_candidate = !force || *force == MaskEncoding::kChangeFromPrevious;
+  if (previous != nullptr && change_candidate) changed.emplace(mask.indices, *previous, mask.begin, mask.end);
   auto payload_bytes = [&](MaskEncoding e) -> std::optional<int64_t> {
     if (e != MaskEncoding::kChangeFromPrevious) return MaskPayloadBytes(e, mask, nullptr);
-    if (previous == nullptr) return std::nullopt;
-    return VarintBytes(changed.size()) + GapListBytes(changed, mask.begin);
+    if (!changed) return std::nullopt;
+    return changed->PayloadBytes();
   };
   int64_t best = -1;
   if (force) {
@@ -247,28 +297,37 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
   PutFixed<uint32_t>(out, static_cast<uint32_t>(header.count));
   PutFixed<uint64_t>(out, header.mask_epoch);
   PutFixed<int64_t>(out, header.step);
+  // The payload is written in place: its size is known exactly.
+  out.resize(kMaskHeaderBytes + best, '\0');
+  char* const payload = out.data() + kMaskHeaderBytes;
+  char* end = payload;
   switch (header.encoding) {
     case MaskEncoding::kBitmask: {
-      std::string bits((mask.end - mask.begin + 7) / 8, '\0');
+      unsigned char* bits = reinterpret_cast<unsigned char*>(payload);
       for (int64_t index : mask.indices) {
-        const int64_t offset = index - mask.begin;
-        bits[offset / 8] = static_cast<char>(bits[offset / 8] | (1 << (offset % 8)));
+        const uint64_t offset = static_cast<uint64_t>(index - mask.begin);
+        bits[offset >> 3] |= static_cast<unsigned char>(1u << (offset & 7));
       }
-      out += bits;
+      end = payload + (mask.end - mask.begin + 7) / 8;
       break;
     }
     case MaskEncoding::kIndexList:
       for (int64_t index : mask.indices) {
-        PutFixed<uint32_t>(out, static_cast<uint32_t>(index - mask.begin));
+        const uint32_t offset = static_cast<uint32_t>(index - mask.begin);
+        std::memcpy(end, &offset, sizeof(offset));
+        end += sizeof(offset);
       }
       break;
     case MaskEncoding::kDeltaIndices:
-      PutGapList(out, mask.indices, mask.begin);
+      end = WriteGapList(payload, mask.indices, mask.begin);
       break;
     case MaskEncoding::kChangeFromPrevious:
-      PutVarint(out, changed.size());
-      PutGapList(out, changed, mask.begin);
+      end = changed->WritePayload(payload);
       break;
+  }
+  if (end - payload != best) {
+    return absl::InternalError(absl::StrCat("mask: ", MaskEncodingName(header.encoding), " payload of ",
+                                            end - payload, " bytes, sized as ", best));
   }
   return out;
 }
@@ -361,7 +420,9 @@ absl::StatusOr<DecodedMaskPartition> DecodeMaskPartition(absl::string_view bytes
       } else {
         std::vector<int64_t> changed;
         if (absl::Status s = GetGapList(payload, changes, begin, end, changed); !s.ok()) return s;
-        out.indices = SymmetricDifference(*previous, changed, begin, end);
+        out.indices.reserve(previous->size() + changed.size());
+        std::set_symmetric_difference(previous->begin(), previous->end(), changed.begin(), changed.end(),
+                                      std::back_inserter(out.indices));
       }
       break;
     }
