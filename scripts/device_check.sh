@@ -202,7 +202,11 @@ with open(os.path.join(dir_, "manifest.tsv")) as f:
         parts = line.rstrip("\n").split("\t")
         if len(parts) == 4:
             entries.append(dict(zip(("kind", "label", "flat", "exe"), parts)))
-entries.sort(key=lambda e: e["kind"] != "test")  # tests first, then benchmarks
+# Tests first, by label: that is layer order here (runtime/device, kernels,
+# model, train, then worker), so a kernel's failure shows before what it
+# breaks above it and the quick kernel tests run early in the budget; then
+# the benchmarks.
+entries.sort(key=lambda e: (e["kind"] != "test", e["label"]))
 only = [label for label in os.environ.get("DEVICE_CHECK_ONLY", "").split(",") if label]
 unknown = [label for label in only if label not in {e["label"] for e in entries}]
 if unknown:
