@@ -4,6 +4,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "runtime/optim/optimizer_names.h"
@@ -78,6 +79,10 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
   absl::Duration total, compute, update;
   double sparse_overhead = 0;
   device::OnDemandProfiler& profile = model.ops().op_profile();
+  // A step that fails leaves no profile running behind it.
+  absl::Cleanup stop_profile = [&profile] {
+    if (profile.active() != nullptr) (void)profile.Take();
+  };
   for (int step = 0; step < warmup + steps; ++step) {
     if (profile_ops && step == warmup) {
       if (absl::Status s = profile.Start(); !s.ok()) return s;
