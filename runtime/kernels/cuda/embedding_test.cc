@@ -30,6 +30,18 @@ TEST(EmbeddingBodies, MatchTheCpuKernelBitwise) {
     EmbeddingBackwardColumn(tokens.data(), d_out.data(), d_table.data(), i, rows, dim);
   }
   EXPECT_TRUE(SameBits(d_table, d_table_ref));
+
+  // Split into token classes (the launch's warps), in any order of classes:
+  // still the CPU's bits.
+  for (int32_t classes : {2, 8}) {
+    std::vector<float> by_class = RandomFloats(vocab * dim, 3);
+    for (int32_t c = classes - 1; c >= 0; --c) {
+      for (int64_t i = 0; i < dim; ++i) {
+        EmbeddingBackwardColumn(tokens.data(), d_out.data(), by_class.data(), i, rows, dim, c, classes);
+      }
+    }
+    EXPECT_TRUE(SameBits(by_class, d_table_ref)) << classes << " classes";
+  }
 }
 
 }  // namespace
