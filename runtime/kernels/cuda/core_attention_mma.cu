@@ -46,7 +46,7 @@ struct Layout {
 
   static constexpr size_t kForwardBytes = 3 * kInputBytes + kScoreBytes + kWeightBytes;
   static constexpr size_t kDqBytes = 4 * kInputBytes + 2 * kScoreBytes + kWeightBytes;
-  static constexpr size_t kDkDvBytes = 4 * kInputBytes + 2 * kScoreBytes + 2 * kWeightBytes + 2 * kRowBytes;
+  static constexpr size_t kDkDvBytes = 4 * kInputBytes + kScoreBytes + 2 * kWeightBytes + 2 * kRowBytes;
 };
 
 extern __shared__ __align__(128) unsigned char mma_shared[];
@@ -133,6 +133,41 @@ __device__ void WarpAccumulate(const uint16_t* weight_rows, const uint16_t* b, A
   }
 }
 
+// dK/dV's dS rows for this warp: dP = v_rows (16 × kWidth) · d_oᵀ computed
+// one 16-column fragment at a time and kept in registers, each element
+// turned into dS = P (dP − D) (P: fp32 at p_rows, row stride kScoreStride;
+// D: delta[column]) and stored as bf16 at ds_rows. `rows`, `cols`: the
+// fragment elements' coordinates (AccumulatorCoordinate).
+template <int kWidth>
+__device__ void WarpGradScores(const uint16_t* v_rows, const uint16_t* d_o, const float* p_rows, const float* delta,
+                               const int (&rows)[Accumulator::num_elements],
+                               const int (&cols)[Accumulator::num_elements], uint16_t* ds_rows) {
+  constexpr int kStride = Layout<kWidth>::kInputStride;
+  FragmentA a[kWidth / kFragment];
+#pragma unroll
+  for (int kk = 0; kk < kWidth / kFragment; ++kk) {
+    wmma::load_matrix_sync(a[kk], reinterpret_cast<const Bf16*>(v_rows) + kk * kFragment, kStride);
+  }
+#pragma unroll
+  for (int nf = 0; nf < kMmaBlockCols / kFragment; ++nf) {
+    Accumulator d_p;
+    wmma::fill_fragment(d_p, 0.0f);
+#pragma unroll
+    for (int kk = 0; kk < kWidth / kFragment; ++kk) {
+      FragmentBTransposed b_fragment;
+      wmma::load_matrix_sync(b_fragment,
+                             reinterpret_cast<const Bf16*>(d_o) + nf * kFragment * kStride + kk * kFragment, kStride);
+      wmma::mma_sync(d_p, a[kk], b_fragment, d_p);
+    }
+#pragma unroll
+    for (int e = 0; e < Accumulator::num_elements; ++e) {
+      const int c = nf * kFragment + cols[e];
+      ds_rows[rows[e] * kWeightStride + c] =
+          Bf16FromFloat(MmaGradScore(p_rows[rows[e] * kScoreStride + c], d_p.x[e], delta[c]));
+    }
+  }
+}
+
 template <int kWidth>
 __device__ void ZeroAccumulators(Accumulator (&acc)[kWidth / kFragment]) {
 #pragma unroll
@@ -150,21 +185,26 @@ __device__ void StoreAccumulators(Accumulator (&acc)[kWidth / kFragment], float 
   }
 }
 
-// The row (0..15) of each element of this lane's accumulator fragments.
-// Their layout is fixed but unspecified, so it is read once: a 16 × 16
-// tile whose entries are their row numbers is written to `scratch` (row
-// stride `stride`, this warp's own) and loaded as an accumulator.
-__device__ __forceinline__ void AccumulatorRows(float* scratch, int stride,
-                                                int (&rows)[Accumulator::num_elements]) {
+// Where each element of this lane's accumulator fragments sits in the
+// 16 × 16 tile (row 0..15, column 0..15). The layout is fixed but
+// unspecified, so it is read once: a tile whose entries are their row
+// numbers (then their column numbers) is written to `scratch` (row stride
+// `stride`, this warp's own) and loaded as an accumulator.
+__device__ __forceinline__ void AccumulatorCoordinate(float* scratch, int stride, bool columns,
+                                                      int (&coordinate)[Accumulator::num_elements]) {
   for (int i = threadIdx.x % 32; i < kFragment * kFragment; i += 32) {
-    scratch[(i / kFragment) * stride + i % kFragment] = static_cast<float>(i / kFragment);
+    scratch[(i / kFragment) * stride + i % kFragment] = static_cast<float>(columns ? i % kFragment : i / kFragment);
   }
   __syncwarp();
   Accumulator probe;
   wmma::load_matrix_sync(probe, scratch, stride, wmma::mem_row_major);
 #pragma unroll
-  for (int e = 0; e < Accumulator::num_elements; ++e) rows[e] = static_cast<int>(probe.x[e]);
+  for (int e = 0; e < Accumulator::num_elements; ++e) coordinate[e] = static_cast<int>(probe.x[e]);
   __syncwarp();
+}
+
+__device__ __forceinline__ void AccumulatorRows(float* scratch, int stride, int (&rows)[Accumulator::num_elements]) {
+  AccumulatorCoordinate(scratch, stride, /*columns=*/false, rows);
 }
 
 // The lane pair of a row: which row of the tile, and which half of the
@@ -321,8 +361,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   uint16_t* v_s = shared.Take<uint16_t>(L::kInputBytes);
   uint16_t* q_s = shared.Take<uint16_t>(L::kInputBytes);
   uint16_t* d_o_s = shared.Take<uint16_t>(L::kInputBytes);  // right after q_s: together the output staging
-  float* s_s = shared.Take<float>(L::kScoreBytes);
-  float* dp_s = shared.Take<float>(L::kScoreBytes);
+  float* s_s = shared.Take<float>(L::kScoreBytes);  // S, then P in place
   uint16_t* p_s = shared.Take<uint16_t>(L::kWeightBytes);
   uint16_t* ds_s = shared.Take<uint16_t>(L::kWeightBytes);
   float* lse_s = shared.Take<float>(L::kRowBytes);
@@ -336,6 +375,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const int warp_rows = me.warp * kMmaWarpRows;
   // Rows past the tile's keys get a position no query reaches: all zero.
   const int64_t key_pos = me.row < tile.n_keys ? tile.k_pos + me.row : INT64_MAX;
+  int element_rows[Accumulator::num_elements], element_cols[Accumulator::num_elements];
+  AccumulatorCoordinate(s_s + warp_rows * kScoreStride, kScoreStride, /*columns=*/false, element_rows);
+  AccumulatorCoordinate(s_s + warp_rows * kScoreStride, kScoreStride, /*columns=*/true, element_cols);
 
   StageTile<kWidth>(k, tile.kv_row + tile.k_pos, tile.n_keys, kv_stride, int64_t{kv_head} * d, d, vectorized, k_s);
   StageTile<kWidth>(v, tile.kv_row + tile.k_pos, tile.n_keys, kv_stride, int64_t{kv_head} * d, d, vectorized, v_s);
@@ -357,11 +399,12 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
         }
         __syncthreads();
         WarpScores<kWidth>(k_s + warp_rows * L::kInputStride, q_s, s_s + warp_rows * kScoreStride);
-        WarpScores<kWidth>(v_s + warp_rows * L::kInputStride, d_o_s, dp_s + warp_rows * kScoreStride);
         __syncwarp();
-        MmaKeyRowGrad(s_s + me.row * kScoreStride, dp_s + me.row * kScoreStride, me.score_begin(), kMmaColsPerLane,
-                      dims.softmax_scale, lse_s, delta_s, n, segment.q_pos + i0, key_pos,
-                      p_s + me.row * kWeightStride, ds_s + me.row * kWeightStride);
+        MmaKeyRowProbabilities(s_s + me.row * kScoreStride, me.score_begin(), kMmaColsPerLane, dims.softmax_scale,
+                               lse_s, n, segment.q_pos + i0, key_pos, p_s + me.row * kWeightStride);
+        __syncwarp();  // every lane's P is in place
+        WarpGradScores<kWidth>(v_s + warp_rows * L::kInputStride, d_o_s, s_s + warp_rows * kScoreStride, delta_s,
+                               element_rows, element_cols, ds_s + warp_rows * kWeightStride);
         __syncwarp();
         WarpAccumulate<kWidth>(p_s + warp_rows * kWeightStride, d_o_s, d_v_acc);
         WarpAccumulate<kWidth>(ds_s + warp_rows * kWeightStride, q_s, d_k_acc);

@@ -13,9 +13,11 @@
 // kMmaColsPerLane columns) run the bodies below on them: the causal mask,
 // the exponentials and the softmax bookkeeping. P and dS are rounded to
 // bf16 for the next MMA, as FlashAttention-2 does; everything else stays
-// fp32. Every output accumulator (O, dQ, dK, dV) stays in registers; the
-// forward's per-row rescale finds each fragment element's row once per
-// block (a WMMA fragment's layout is fixed but unspecified).
+// fp32. Every output accumulator (O, dQ, dK, dV) stays in registers, and
+// so does dK/dV's dP (turned into dS element by element); the forward's
+// per-row rescale and that step find each fragment element's row and
+// column once per block (a WMMA fragment's layout is fixed but
+// unspecified).
 //
 // Each lane works on columns [c0, c0 + n) of its row; the two halves of a
 // row are combined with fmaxf (maxima) and + (sums), which give the same
@@ -99,23 +101,23 @@ CORESCAPE_HOST_DEVICE void MmaQueryRowGrad(const float* s_row, const float* dp_r
 }
 
 // dK/dV step, one key row (key at key_pos) against the block's queries:
-// column c is the query at q_pos0 + c with lse[c] and delta[c], for c <
-// n_queries. Pᵀ_c and dSᵀ_c as bf16 into p_row, ds_row; 0 for queries that
-// do not see the key or are past the block's end (dV = Σ_c P_c dO_c,
-// dK = scale·Σ_c dS_c q_c).
-CORESCAPE_HOST_DEVICE void MmaKeyRowGrad(const float* s_row, const float* dp_row, int c0, int n, float scale,
-                                         const float* lse, const float* delta, int n_queries, int64_t q_pos0,
-                                         int64_t key_pos, uint16_t* p_row, uint16_t* ds_row) {
+// column c is the query at q_pos0 + c with lse[c], for c < n_queries.
+// Pᵀ_c = e^(scale·s_c − lse[c]) replaces s_c in place (fp32, for dS) and
+// goes to p_row[c] as bf16 (for dV = Σ_c P_c dO_c); 0 for queries that do
+// not see the key or are past the block's end.
+CORESCAPE_HOST_DEVICE void MmaKeyRowProbabilities(float* s_row, int c0, int n, float scale, const float* lse,
+                                                  int n_queries, int64_t q_pos0, int64_t key_pos,
+                                                  uint16_t* p_row) {
   for (int c = c0; c < c0 + n; ++c) {
-    float p = 0.0f, d_s = 0.0f;
-    if (c < n_queries && q_pos0 + c >= key_pos) {
-      p = expf(scale * s_row[c] - lse[c]);
-      d_s = p * (dp_row[c] - delta[c]);
-    }
+    const float p = c < n_queries && q_pos0 + c >= key_pos ? expf(scale * s_row[c] - lse[c]) : 0.0f;
+    s_row[c] = p;
     p_row[c] = Bf16FromFloat(p);
-    ds_row[c] = Bf16FromFloat(d_s);
   }
 }
+
+// dS = P (dP − D) of one (key, query) pair (dK = scale·Σ_c dS_c q_c); 0
+// where P is.
+CORESCAPE_HOST_DEVICE float MmaGradScore(float p, float d_p, float delta) { return p * (d_p - delta); }
 
 }  // namespace corescape::kernels::cuda
 

@@ -171,9 +171,11 @@ void HostMmaAttentionBackward(const CoreAttentionTiles& plan, const uint16_t* q,
             for (int r = 0; r < kRows; ++r) {
               const int64_t key_pos = r < tile.n_keys ? tile.k_pos + r : std::numeric_limits<int64_t>::max();
               for (int c0 = 0; c0 < kCols; c0 += kMmaColsPerLane) {
-                MmaKeyRowGrad(&s[r * kCols], &dp[r * kCols], c0, kMmaColsPerLane, dims.softmax_scale,
-                              tile_lse.data(), tile_delta.data(), n, segment.q_pos + i0, key_pos, &p[r * kCols],
-                              &ds[r * kCols]);
+                MmaKeyRowProbabilities(&s[r * kCols], c0, kMmaColsPerLane, dims.softmax_scale, tile_lse.data(), n,
+                                       segment.q_pos + i0, key_pos, &p[r * kCols]);
+              }
+              for (int c = 0; c < kCols; ++c) {
+                ds[r * kCols + c] = Bf16FromFloat(MmaGradScore(s[r * kCols + c], dp[r * kCols + c], tile_delta[c]));
               }
             }
             AccumulateProduct(p, d_o_tile, acc2);
