@@ -87,9 +87,10 @@ __device__ void StageTile(const uint16_t* src, int64_t row0, int n, int64_t row_
 }
 
 // This warp's 16 rows of a·bᵀ (a_rows: 16 × kWidth, b: kMmaBlockCols ×
-// kWidth, both staged tiles) into `out` (16 × kMmaBlockCols, fp32).
-template <int kWidth>
-__device__ void WarpScores(const uint16_t* a_rows, const uint16_t* b, float* out) {
+// kWidth, both staged tiles), one 16-column fragment at a time, each handed
+// to finish(nf, fragment) (columns nf·16 ..).
+template <int kWidth, typename Finish>
+__device__ void WarpProducts(const uint16_t* a_rows, const uint16_t* b, Finish finish) {
   constexpr int kStride = Layout<kWidth>::kInputStride;
   FragmentA a[kWidth / kFragment];
 #pragma unroll
@@ -107,8 +108,16 @@ __device__ void WarpScores(const uint16_t* a_rows, const uint16_t* b, float* out
                              kStride);
       wmma::mma_sync(acc, a[kk], b_fragment, acc);
     }
-    wmma::store_matrix_sync(out + nf * kFragment, acc, kScoreStride, wmma::mem_row_major);
+    finish(nf, acc);
   }
+}
+
+// The scores a_rows·bᵀ into `out` (16 × kMmaBlockCols, fp32).
+template <int kWidth>
+__device__ void WarpScores(const uint16_t* a_rows, const uint16_t* b, float* out) {
+  WarpProducts<kWidth>(a_rows, b, [out](int nf, const Accumulator& acc) {
+    wmma::store_matrix_sync(out + nf * kFragment, acc, kScoreStride, wmma::mem_row_major);
+  });
 }
 
 // acc (this warp's 16 rows × kWidth) += weights (16 × kMmaBlockCols, bf16)
@@ -133,39 +142,23 @@ __device__ void WarpAccumulate(const uint16_t* weight_rows, const uint16_t* b, A
   }
 }
 
-// dK/dV's dS rows for this warp: dP = v_rows (16 × kWidth) · d_oᵀ computed
-// one 16-column fragment at a time and kept in registers, each element
-// turned into dS = P (dP − D) (P: fp32 at p_rows, row stride kScoreStride;
-// D: delta[column]) and stored as bf16 at ds_rows. `rows`, `cols`: the
-// fragment elements' coordinates (AccumulatorCoordinate).
+// dK/dV's dS rows for this warp: dP = v_rows (16 × kWidth) · d_oᵀ kept in
+// registers, each element turned into dS = P (dP − D) (P: fp32 at p_rows,
+// row stride kScoreStride; D: delta[column]) and stored as bf16 at
+// ds_rows. `rows`, `cols`: the fragment elements' coordinates
+// (AccumulatorCoordinate).
 template <int kWidth>
 __device__ void WarpGradScores(const uint16_t* v_rows, const uint16_t* d_o, const float* p_rows, const float* delta,
                                const int (&rows)[Accumulator::num_elements],
                                const int (&cols)[Accumulator::num_elements], uint16_t* ds_rows) {
-  constexpr int kStride = Layout<kWidth>::kInputStride;
-  FragmentA a[kWidth / kFragment];
-#pragma unroll
-  for (int kk = 0; kk < kWidth / kFragment; ++kk) {
-    wmma::load_matrix_sync(a[kk], reinterpret_cast<const Bf16*>(v_rows) + kk * kFragment, kStride);
-  }
-#pragma unroll
-  for (int nf = 0; nf < kMmaBlockCols / kFragment; ++nf) {
-    Accumulator d_p;
-    wmma::fill_fragment(d_p, 0.0f);
-#pragma unroll
-    for (int kk = 0; kk < kWidth / kFragment; ++kk) {
-      FragmentBTransposed b_fragment;
-      wmma::load_matrix_sync(b_fragment,
-                             reinterpret_cast<const Bf16*>(d_o) + nf * kFragment * kStride + kk * kFragment, kStride);
-      wmma::mma_sync(d_p, a[kk], b_fragment, d_p);
-    }
+  WarpProducts<kWidth>(v_rows, d_o, [&](int nf, const Accumulator& d_p) {
 #pragma unroll
     for (int e = 0; e < Accumulator::num_elements; ++e) {
       const int c = nf * kFragment + cols[e];
       ds_rows[rows[e] * kWeightStride + c] =
           Bf16FromFloat(MmaGradScore(p_rows[rows[e] * kScoreStride + c], d_p.x[e], delta[c]));
     }
-  }
+  });
 }
 
 template <int kWidth>
