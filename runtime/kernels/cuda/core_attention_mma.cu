@@ -45,7 +45,7 @@ struct Layout {
   static_assert(2 * kInputBytes >= kAccBytes);
 
   static constexpr size_t kForwardBytes = 3 * kInputBytes + kScoreBytes + kWeightBytes;
-  static constexpr size_t kDqBytes = 4 * kInputBytes + 2 * kScoreBytes + kWeightBytes;
+  static constexpr size_t kDqBytes = 4 * kInputBytes + kScoreBytes + kWeightBytes;
   static constexpr size_t kDkDvBytes = 4 * kInputBytes + kScoreBytes + 2 * kWeightBytes + 2 * kRowBytes;
 };
 
@@ -142,21 +142,21 @@ __device__ void WarpAccumulate(const uint16_t* weight_rows, const uint16_t* b, A
   }
 }
 
-// dK/dV's dS rows for this warp: dP = v_rows (16 × kWidth) · d_oᵀ kept in
-// registers, each element turned into dS = P (dP − D) (P: fp32 at p_rows,
-// row stride kScoreStride; D: delta[column]) and stored as bf16 at
-// ds_rows. `rows`, `cols`: the fragment elements' coordinates
+// This warp's dS rows: dP = a_rows (16 × kWidth) · bᵀ kept in registers,
+// each element turned into dS = P (dP − D) (P: fp32 at p_rows, row stride
+// kScoreStride; D: delta_at(e, column)) and stored as bf16 at ds_rows.
+// `rows`, `cols`: the fragment elements' coordinates
 // (AccumulatorCoordinate).
-template <int kWidth>
-__device__ void WarpGradScores(const uint16_t* v_rows, const uint16_t* d_o, const float* p_rows, const float* delta,
+template <int kWidth, typename DeltaAt>
+__device__ void WarpGradScores(const uint16_t* a_rows, const uint16_t* b, const float* p_rows, DeltaAt delta_at,
                                const int (&rows)[Accumulator::num_elements],
                                const int (&cols)[Accumulator::num_elements], uint16_t* ds_rows) {
-  WarpProducts<kWidth>(v_rows, d_o, [&](int nf, const Accumulator& d_p) {
+  WarpProducts<kWidth>(a_rows, b, [&](int nf, const Accumulator& d_p) {
 #pragma unroll
     for (int e = 0; e < Accumulator::num_elements; ++e) {
       const int c = nf * kFragment + cols[e];
       ds_rows[rows[e] * kWeightStride + c] =
-          Bf16FromFloat(MmaGradScore(p_rows[rows[e] * kScoreStride + c], d_p.x[e], delta[c]));
+          Bf16FromFloat(MmaGradScore(p_rows[rows[e] * kScoreStride + c], d_p.x[e], delta_at(e, c)));
     }
   });
 }
@@ -296,8 +296,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   uint16_t* d_o_s = shared.Take<uint16_t>(L::kInputBytes);
   uint16_t* k_s = shared.Take<uint16_t>(L::kInputBytes);
   uint16_t* v_s = shared.Take<uint16_t>(L::kInputBytes);  // right after k_s: together the output staging
-  float* s_s = shared.Take<float>(L::kScoreBytes);
-  float* dp_s = shared.Take<float>(L::kScoreBytes);
+  float* s_s = shared.Take<float>(L::kScoreBytes);  // S, then P in place
   uint16_t* ds_s = shared.Take<uint16_t>(L::kWeightBytes);
 
   const QueryTile tile = tiles[blockIdx.x];
@@ -317,6 +316,16 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     row_delta = MmaOutputGradDot(d_o + row * q_stride + int64_t{head} * d, o + row * q_stride + int64_t{head} * d, d);
     if (me.half == 0) delta[row * dims.n_heads + head] = row_delta;
   }
+  // Each fragment element's row and column, and its row's D (row r's lanes
+  // are 2r and 2r + 1).
+  int element_rows[Accumulator::num_elements], element_cols[Accumulator::num_elements];
+  AccumulatorCoordinate(s_s + warp_rows * kScoreStride, kScoreStride, /*columns=*/false, element_rows);
+  AccumulatorCoordinate(s_s + warp_rows * kScoreStride, kScoreStride, /*columns=*/true, element_cols);
+  float element_delta[Accumulator::num_elements];
+#pragma unroll
+  for (int e = 0; e < Accumulator::num_elements; ++e) {
+    element_delta[e] = __shfl_sync(kFullWarp, row_delta, 2 * element_rows[e]);
+  }
   Accumulator acc[kWidth / kFragment];
   ZeroAccumulators<kWidth>(acc);
   const int64_t tile_keys = tile.q_pos + tile.n_queries;
@@ -326,10 +335,13 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     StageTile<kWidth>(v, tile.kv_row + j0, staged, kv_stride, int64_t{kv_head} * d, d, vectorized, v_s);
     __syncthreads();
     WarpScores<kWidth>(q_s + warp_rows * L::kInputStride, k_s, s_s + warp_rows * kScoreStride);
-    WarpScores<kWidth>(d_o_s + warp_rows * L::kInputStride, v_s, dp_s + warp_rows * kScoreStride);
     __syncwarp();
-    MmaQueryRowGrad(s_s + me.row * kScoreStride, dp_s + me.row * kScoreStride, me.score_begin(), kMmaColsPerLane,
-                    dims.softmax_scale, row_lse, row_delta, q_pos, j0, ds_s + me.row * kWeightStride);
+    MmaQueryRowProbabilities(s_s + me.row * kScoreStride, me.score_begin(), kMmaColsPerLane, dims.softmax_scale,
+                             row_lse, q_pos, j0);
+    __syncwarp();  // every lane's P is in place
+    WarpGradScores<kWidth>(
+        d_o_s + warp_rows * L::kInputStride, v_s, s_s + warp_rows * kScoreStride,
+        [&](int e, int) { return element_delta[e]; }, element_rows, element_cols, ds_s + warp_rows * kWeightStride);
     __syncwarp();
     WarpAccumulate<kWidth>(ds_s + warp_rows * kWeightStride, k_s, acc);
     __syncthreads();  // K and V are restaged next
@@ -396,8 +408,10 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
         MmaKeyRowProbabilities(s_s + me.row * kScoreStride, me.score_begin(), kMmaColsPerLane, dims.softmax_scale,
                                lse_s, n, segment.q_pos + i0, key_pos, p_s + me.row * kWeightStride);
         __syncwarp();  // every lane's P is in place
-        WarpGradScores<kWidth>(v_s + warp_rows * L::kInputStride, d_o_s, s_s + warp_rows * kScoreStride, delta_s,
-                               element_rows, element_cols, ds_s + warp_rows * kWeightStride);
+        WarpGradScores<kWidth>(
+            v_s + warp_rows * L::kInputStride, d_o_s, s_s + warp_rows * kScoreStride,
+            [delta_s](int, int c) { return delta_s[c]; }, element_rows, element_cols,
+            ds_s + warp_rows * kWeightStride);
         __syncwarp();
         WarpAccumulate<kWidth>(p_s + warp_rows * kWeightStride, d_o_s, d_v_acc);
         WarpAccumulate<kWidth>(ds_s + warp_rows * kWeightStride, q_s, d_k_acc);

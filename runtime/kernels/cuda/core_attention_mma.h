@@ -14,9 +14,9 @@
 // the exponentials and the softmax bookkeeping. P and dS are rounded to
 // bf16 for the next MMA, as FlashAttention-2 does; everything else stays
 // fp32. Every output accumulator (O, dQ, dK, dV) stays in registers, and
-// so does dK/dV's dP (turned into dS element by element); the forward's
-// per-row rescale and that step find each fragment element's row and
-// column once per block (a WMMA fragment's layout is fixed but
+// so does the backward's dP (turned into dS element by element); the
+// forward's per-row rescale and that step find each fragment element's row
+// and column once per block (a WMMA fragment's layout is fixed but
 // unspecified).
 //
 // Each lane works on columns [c0, c0 + n) of its row; the two halves of a
@@ -88,16 +88,12 @@ CORESCAPE_HOST_DEVICE float MmaOutputGradDot(const uint16_t* d_o_row, const floa
   return sum;
 }
 
-// dQ step, one query row: dS_c = P_c (dP_c − D) with P_c = e^(scale·s_c −
-// lse) for the keys k_pos0 + c the query at q_pos sees, 0 for the others,
-// into ds_row[c] as bf16 (dQ = scale·Σ_c dS_c k_c).
-CORESCAPE_HOST_DEVICE void MmaQueryRowGrad(const float* s_row, const float* dp_row, int c0, int n, float scale,
-                                           float lse, float delta, int64_t q_pos, int64_t k_pos0,
-                                           uint16_t* ds_row) {
-  for (int c = c0; c < c0 + n; ++c) {
-    const float p = k_pos0 + c <= q_pos ? expf(scale * s_row[c] - lse) : 0.0f;
-    ds_row[c] = Bf16FromFloat(p * (dp_row[c] - delta));
-  }
+// dQ step, one query row (the query at q_pos): P_c = e^(scale·s_c − lse)
+// for the keys k_pos0 + c it sees, 0 for the others, replaces s_c in place
+// (fp32, for dS = P (dP − D) by MmaGradScore; dQ = scale·Σ_c dS_c k_c).
+CORESCAPE_HOST_DEVICE void MmaQueryRowProbabilities(float* s_row, int c0, int n, float scale, float lse,
+                                                    int64_t q_pos, int64_t k_pos0) {
+  for (int c = c0; c < c0 + n; ++c) s_row[c] = k_pos0 + c <= q_pos ? expf(scale * s_row[c] - lse) : 0.0f;
 }
 
 // dK/dV step, one key row (key at key_pos) against the block's queries:

@@ -134,8 +134,11 @@ void HostMmaAttentionBackward(const CoreAttentionTiles& plan, const uint16_t* q,
         ProductTransposed(d_o_tile, v_tile, dp);
         for (int r = 0; r < kRows; ++r) {
           for (int c0 = 0; c0 < kCols; c0 += kMmaColsPerLane) {
-            MmaQueryRowGrad(&s[r * kCols], &dp[r * kCols], c0, kMmaColsPerLane, dims.softmax_scale, tile_lse[r],
-                            tile_delta[r], tile.q_pos + r, j0, &ds[r * kCols]);
+            MmaQueryRowProbabilities(&s[r * kCols], c0, kMmaColsPerLane, dims.softmax_scale, tile_lse[r],
+                                     tile.q_pos + r, j0);
+          }
+          for (int c = 0; c < kCols; ++c) {
+            ds[r * kCols + c] = Bf16FromFloat(MmaGradScore(s[r * kCols + c], dp[r * kCols + c], tile_delta[r]));
           }
         }
         AccumulateProduct(ds, k_tile, acc);
