@@ -7,18 +7,16 @@ namespace {
 
 // rows [row0, row0 + n) of a [rows, heads, head_dim] tensor, one head, into
 // a dense [n, head_dim] shared tile.
-template <typename T>
-__device__ void StageRows(const T* src, int64_t row0, int n, int64_t row_stride, int64_t head_offset,
-                          int head_dim, float* dst) {
+__device__ void StageRows(const float* src, int64_t row0, int n, int64_t row_stride, int64_t head_offset, int head_dim,
+                          float* dst) {
   for (int idx = threadIdx.x; idx < n * head_dim; idx += blockDim.x) {
     const int r = idx / head_dim, c = idx - r * head_dim;
-    dst[idx] = AttentionInput(src[(row0 + r) * row_stride + head_offset + c]);
+    dst[idx] = src[(row0 + r) * row_stride + head_offset + c];
   }
 }
 
-template <typename T>
-__global__ void ForwardKernel(AttentionDims dims, const QueryTile* tiles, const T* q, const T* k, const T* v,
-                              float* o, float* lse) {
+__global__ void ForwardKernel(AttentionDims dims, const QueryTile* tiles, const float* q, const float* k,
+                              const float* v, float* o, float* lse) {
   __shared__ float k_block[kAttentionKeyBlock * kAttentionMaxHeadDim];
   __shared__ float v_block[kAttentionKeyBlock * kAttentionMaxHeadDim];
   const QueryTile tile = tiles[blockIdx.x];
@@ -31,7 +29,7 @@ __global__ void ForwardKernel(AttentionDims dims, const QueryTile* tiles, const 
   const int64_t n_keys = tile.q_pos + i + 1;
   float q_row[kAttentionMaxHeadDim], acc[kAttentionMaxHeadDim];
   for (int c = 0; c < d; ++c) {
-    q_row[c] = active ? AttentionInput(q[row * q_stride + head * d + c]) : 0.0f;
+    q_row[c] = active ? q[row * q_stride + head * d + c] : 0.0f;
     acc[c] = 0.0f;
   }
   float running_max = -INFINITY, running_sum = 0.0f;
@@ -43,8 +41,7 @@ __global__ void ForwardKernel(AttentionDims dims, const QueryTile* tiles, const 
     __syncthreads();
     if (active && j0 < n_keys) {
       const int n = static_cast<int>(n_keys - j0 < kAttentionKeyBlock ? n_keys - j0 : kAttentionKeyBlock);
-      AttentionForwardKeyBlock(q_row, k_block, v_block, d, n, d, dims.softmax_scale, acc, &running_max,
-                               &running_sum);
+      AttentionForwardKeyBlock(q_row, k_block, v_block, d, n, d, dims.softmax_scale, acc, &running_max, &running_sum);
     }
     __syncthreads();
   }
@@ -54,9 +51,8 @@ __global__ void ForwardKernel(AttentionDims dims, const QueryTile* tiles, const 
   }
 }
 
-template <typename T>
-__global__ void DqKernel(AttentionDims dims, const QueryTile* tiles, const T* q, const T* k, const T* v,
-                         const float* o, const float* lse, const T* d_o, float* delta, float* d_q) {
+__global__ void DqKernel(AttentionDims dims, const QueryTile* tiles, const float* q, const float* k, const float* v,
+                         const float* o, const float* lse, const float* d_o, float* delta, float* d_q) {
   __shared__ float k_block[kAttentionKeyBlock * kAttentionMaxHeadDim];
   __shared__ float v_block[kAttentionKeyBlock * kAttentionMaxHeadDim];
   const QueryTile tile = tiles[blockIdx.x];
@@ -71,8 +67,8 @@ __global__ void DqKernel(AttentionDims dims, const QueryTile* tiles, const T* q,
   float row_lse = 0.0f, row_delta = 0.0f;
   if (active) {
     for (int c = 0; c < d; ++c) {
-      q_row[c] = AttentionInput(q[row * q_stride + head * d + c]);
-      d_o_row[c] = AttentionInput(d_o[row * q_stride + head * d + c]);
+      q_row[c] = q[row * q_stride + head * d + c];
+      d_o_row[c] = d_o[row * q_stride + head * d + c];
       acc[c] = 0.0f;
     }
     row_delta = AttentionOutputGradDot(d_o_row, o + row * q_stride + head * d, d);
@@ -97,10 +93,9 @@ __global__ void DqKernel(AttentionDims dims, const QueryTile* tiles, const T* q,
 }
 
 // The order of AttentionDkDvKeyRow: group heads, segments, query blocks.
-template <typename T>
-__global__ void DkDvKernel(AttentionDims dims, const KeyTile* tiles, const QuerySegment* segments, const T* q,
-                           const T* k, const T* v, const float* lse, const float* delta, const T* d_o, float* d_k,
-                           float* d_v) {
+__global__ void DkDvKernel(AttentionDims dims, const KeyTile* tiles, const QuerySegment* segments, const float* q,
+                           const float* k, const float* v, const float* lse, const float* delta, const float* d_o,
+                           float* d_k, float* d_v) {
   __shared__ float q_block[kAttentionQueryBlock * kAttentionMaxHeadDim];
   __shared__ float d_o_block[kAttentionQueryBlock * kAttentionMaxHeadDim];
   __shared__ float lse_block[kAttentionQueryBlock];
@@ -116,8 +111,8 @@ __global__ void DkDvKernel(AttentionDims dims, const KeyTile* tiles, const Query
   float k_row[kAttentionMaxHeadDim], v_row[kAttentionMaxHeadDim];
   float d_k_acc[kAttentionMaxHeadDim], d_v_acc[kAttentionMaxHeadDim];
   for (int c = 0; c < d; ++c) {
-    k_row[c] = active ? AttentionInput(k[kv_offset + c]) : 0.0f;
-    v_row[c] = active ? AttentionInput(v[kv_offset + c]) : 0.0f;
+    k_row[c] = active ? k[kv_offset + c] : 0.0f;
+    v_row[c] = active ? v[kv_offset + c] : 0.0f;
     d_k_acc[c] = d_v_acc[c] = 0.0f;
   }
   for (int head = kv_head * group; head < (kv_head + 1) * group; ++head) {
@@ -150,40 +145,27 @@ __global__ void DkDvKernel(AttentionDims dims, const KeyTile* tiles, const Query
   }
 }
 
-template <typename T>
-absl::Status Forward(const CoreAttentionTilesView& tiles, const T* q, const T* k, const T* v, float* o, float* lse,
-                     cudaStream_t stream, const char* launch) {
-  if (tiles.n_query_tiles == 0) return absl::OkStatus();
-  ForwardKernel<T><<<QueryGrid(tiles), kAttentionQueryTile, 0, stream>>>(tiles.dims, tiles.query_tiles, q, k, v, o,
-                                                                         lse);
-  return LaunchStatus(launch);
-}
-
-template <typename T>
-absl::Status Backward(const CoreAttentionTilesView& tiles, const T* q, const T* k, const T* v, const float* o,
-                      const float* lse, const T* d_o, float* delta, float* d_q, float* d_k, float* d_v,
-                      cudaStream_t stream, const char* launch) {
-  if (tiles.n_query_tiles == 0) return absl::OkStatus();
-  DqKernel<T><<<QueryGrid(tiles), kAttentionQueryTile, 0, stream>>>(tiles.dims, tiles.query_tiles, q, k, v, o, lse,
-                                                                    d_o, delta, d_q);
-  if (absl::Status s = LaunchStatus(launch); !s.ok()) return s;
-  return ForEachKeyWave(tiles, launch, [&](const KeyTile* wave, dim3 grid) {
-    DkDvKernel<T><<<grid, kAttentionKeyTile, 0, stream>>>(tiles.dims, wave, tiles.segments, q, k, v, lse, delta,
-                                                          d_o, d_k, d_v);
-  });
-}
-
 }  // namespace
 
 absl::Status LaunchCoreAttentionForward(const CoreAttentionTilesView& tiles, const float* q, const float* k,
                                         const float* v, float* o, float* lse, cudaStream_t stream) {
-  return Forward(tiles, q, k, v, o, lse, stream, "LaunchCoreAttentionForward");
+  if (tiles.n_query_tiles == 0) return absl::OkStatus();
+  ForwardKernel<<<QueryGrid(tiles), kAttentionQueryTile, 0, stream>>>(tiles.dims, tiles.query_tiles, q, k, v, o, lse);
+  return LaunchStatus("LaunchCoreAttentionForward");
 }
 
 absl::Status LaunchCoreAttentionBackward(const CoreAttentionTilesView& tiles, const float* q, const float* k,
                                          const float* v, const float* o, const float* lse, const float* d_o,
                                          float* delta, float* d_q, float* d_k, float* d_v, cudaStream_t stream) {
-  return Backward(tiles, q, k, v, o, lse, d_o, delta, d_q, d_k, d_v, stream, "LaunchCoreAttentionBackward");
+  constexpr const char* kLaunch = "LaunchCoreAttentionBackward";
+  if (tiles.n_query_tiles == 0) return absl::OkStatus();
+  DqKernel<<<QueryGrid(tiles), kAttentionQueryTile, 0, stream>>>(tiles.dims, tiles.query_tiles, q, k, v, o, lse, d_o,
+                                                                 delta, d_q);
+  if (absl::Status s = LaunchStatus(kLaunch); !s.ok()) return s;
+  return ForEachKeyWave(tiles, kLaunch, [&](const KeyTile* wave, dim3 grid) {
+    DkDvKernel<<<grid, kAttentionKeyTile, 0, stream>>>(tiles.dims, wave, tiles.segments, q, k, v, lse, delta, d_o, d_k,
+                                                       d_v);
+  });
 }
 
 }  // namespace corescape::kernels::cuda

@@ -25,7 +25,6 @@
 // The launches (core_attention.cu) stage the same blocks in shared memory
 // and call these bodies on them, so the CPU test of the bodies checks the
 // device arithmetic up to the rounding of expf/logf.
-#include "runtime/kernels/cuda/casts.h"
 #include "runtime/kernels/cuda/host_device.h"
 
 namespace corescape::kernels::cuda {
@@ -83,11 +82,6 @@ struct CoreAttentionTilesView {
   const int64_t* wave_ends = nullptr;
   int64_t n_waves = 0;
 };
-
-// An input element as fp32: fp32 as is, bf16 (uint16_t bits) widened
-// exactly; everything after the load is fp32.
-CORESCAPE_HOST_DEVICE float AttentionInput(float x) { return x; }
-CORESCAPE_HOST_DEVICE float AttentionInput(uint16_t x) { return FloatFromBf16(x); }
 
 CORESCAPE_HOST_DEVICE float AttentionDot(const float* a, const float* b, int n) {
   float sum = 0.0f;
