@@ -113,13 +113,7 @@ StepSample RankMean(const std::vector<StepSample>& ranks) {
   const double w = 1.0 / ranks.size();
   for (const StepSample& s : ranks) {
     mean.compute += w * s.compute;
-    mean.phases.select += w * s.phases.select;
-    mean.phases.encode += w * s.phases.encode;
-    mean.phases.pack += w * s.phases.pack;
-    mean.phases.all_reduce_wait += w * s.phases.all_reduce_wait;
-    mean.phases.mask_wait += w * s.phases.mask_wait;
-    mean.phases.update += w * s.phases.update;
-    mean.phases.select_overlapped += w * s.phases.select_overlapped;
+    mean.phases.AddScaled(s.phases, w);
   }
   return mean;
 }

@@ -77,7 +77,6 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
   model::Activations activations;
   TimedSteps timed;
   absl::Duration total, compute, update;
-  double sparse_overhead = 0;
   device::OnDemandProfiler& profile = model.ops().op_profile();
   // A step that fails leaves no profile running behind it.
   absl::Cleanup stop_profile = [&profile] {
@@ -117,22 +116,13 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
       total += end - start;
       compute += computed - start;
       update += end - computed;
-      const optim::OptimizerStepPhases& phases = optimizer->last_step().phases;
-      sparse_overhead += phases.select + phases.encode + phases.pack;
-      timed.phases.select += phases.select / steps;
-      timed.phases.encode += phases.encode / steps;
-      timed.phases.pack += phases.pack / steps;
-      timed.phases.all_reduce_wait += phases.all_reduce_wait / steps;
-      timed.phases.mask_wait += phases.mask_wait / steps;
-      timed.phases.update += phases.update / steps;
-      timed.phases.select_overlapped += phases.select_overlapped / steps;
+      timed.phases.AddScaled(optimizer->last_step().phases, 1.0 / steps);
     }
     timed.last_loss = loss->mean();
   }
   timed.step_seconds = absl::ToDoubleSeconds(total) / steps;
   timed.compute_seconds = absl::ToDoubleSeconds(compute) / steps;
   timed.optimizer_seconds = absl::ToDoubleSeconds(update) / steps;
-  timed.sparse_overhead_seconds = sparse_overhead / steps;
   if (profile_ops) {
     auto totals = profile.Take();
     if (!totals.ok()) return totals.status();

@@ -26,15 +26,16 @@ struct TimedSteps {
   double step_seconds = 0;       // mean of the timed steps, all of it
   double compute_seconds = 0;    // forward + backward, synchronized
   double optimizer_seconds = 0;  // the optimizer, with the gradients' download when on the host
-  // The sparse optimizers' own work: the next mask's selection (top-k),
-  // mask coding and packing (OptimizerStepPhases select + encode + pack).
-  double sparse_overhead_seconds = 0;
   // The optimizer's phases (OptimizerStepPhases), means over the timed steps.
   optim::OptimizerStepPhases phases;
   double last_loss = 0;
   // With profile_ops: each op's time per timed step (device time on a GPU),
   // largest first (model::ModelOps::op_profile).
   std::vector<device::StreamProfiler::Total> op_profile;
+
+  // The sparse optimizers' own work: the next mask's selection (top-k),
+  // mask coding and packing.
+  double sparse_overhead_seconds() const { return phases.select + phases.encode + phases.pack; }
 };
 
 enum class OptimizerPlacement {

@@ -171,7 +171,7 @@ int RunBenchmark() {
                     std::string(density_text).c_str(), sparse.status().ToString().c_str());
         return std::nullopt;
       }
-      const double share = sparse->sparse_overhead_seconds / sparse->step_seconds;
+      const double share = sparse->sparse_overhead_seconds() / sparse->step_seconds;
       const double ratio = sparse->step_seconds / timed->step_seconds;
       const optim::OptimizerStepPhases& phases = sparse->phases;
       std::printf("%-11s %dx%-5d %-15s d=%-5s step %8.1f ms (%.2fx AdamW's; optimizer %7.1f, own "
@@ -179,7 +179,7 @@ int RunBenchmark() {
                   "update %.1f, waits %.1f)\n",
                   parts[0].c_str(), rows, seq, label, std::string(density_text).c_str(),
                   1e3 * sparse->step_seconds, ratio, 1e3 * sparse->optimizer_seconds,
-                  1e3 * sparse->sparse_overhead_seconds, share, 1e3 * phases.select, 1e3 * phases.encode,
+                  1e3 * sparse->sparse_overhead_seconds(), share, 1e3 * phases.select, 1e3 * phases.encode,
                   1e3 * phases.pack, 1e3 * phases.update, 1e3 * (phases.all_reduce_wait + phases.mask_wait));
       std::fflush(stdout);
       const std::string profile =

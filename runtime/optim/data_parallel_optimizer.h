@@ -33,6 +33,16 @@ struct OptimizerStepPhases {
   double select_overlapped = 0;
 
   double OwnWork() const { return select + encode + pack + update; }
+  // this += weight · other, field by field (means over steps or ranks).
+  void AddScaled(const OptimizerStepPhases& other, double weight) {
+    select += weight * other.select;
+    encode += weight * other.encode;
+    pack += weight * other.pack;
+    all_reduce_wait += weight * other.all_reduce_wait;
+    mask_wait += weight * other.mask_wait;
+    update += weight * other.update;
+    select_overlapped += weight * other.select_overlapped;
+  }
 };
 
 // What one rank's last step did and cost.
