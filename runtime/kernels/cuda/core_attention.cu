@@ -19,10 +19,7 @@ __global__ void ForwardKernel(AttentionDims dims, const QueryTile* tiles, const 
                               const float* v, float* o, float* lse) {
   __shared__ float k_block[kAttentionKeyBlock * kAttentionMaxHeadDim];
   __shared__ float v_block[kAttentionKeyBlock * kAttentionMaxHeadDim];
-  const QueryTile tile = tiles[blockIdx.x];
-  const int head = blockIdx.y, d = dims.head_dim;
-  const int kv_head = head / (dims.n_heads / dims.n_kv_heads);
-  const int64_t q_stride = int64_t{dims.n_heads} * d, kv_stride = int64_t{dims.n_kv_heads} * d;
+  const auto [tile, head, kv_head, d, q_stride, kv_stride] = ThisQueryTileBlock(dims, tiles);
   const int i = threadIdx.x;
   const bool active = i < tile.n_queries;
   const int64_t row = tile.q_row + i;
@@ -55,10 +52,7 @@ __global__ void DqKernel(AttentionDims dims, const QueryTile* tiles, const float
                          const float* o, const float* lse, const float* d_o, float* delta, float* d_q) {
   __shared__ float k_block[kAttentionKeyBlock * kAttentionMaxHeadDim];
   __shared__ float v_block[kAttentionKeyBlock * kAttentionMaxHeadDim];
-  const QueryTile tile = tiles[blockIdx.x];
-  const int head = blockIdx.y, d = dims.head_dim;
-  const int kv_head = head / (dims.n_heads / dims.n_kv_heads);
-  const int64_t q_stride = int64_t{dims.n_heads} * d, kv_stride = int64_t{dims.n_kv_heads} * d;
+  const auto [tile, head, kv_head, d, q_stride, kv_stride] = ThisQueryTileBlock(dims, tiles);
   const int i = threadIdx.x;
   const bool active = i < tile.n_queries;
   const int64_t row = tile.q_row + i;

@@ -18,6 +18,20 @@ inline dim3 QueryGrid(const CoreAttentionTilesView& tiles) {
   return dim3(static_cast<unsigned>(tiles.n_query_tiles), static_cast<unsigned>(tiles.dims.n_heads));
 }
 
+// What a block of a QueryGrid launch works on: its tile and head, the head's
+// kv head (GQA), and the row strides of the query and key/value tensors.
+struct QueryTileBlock {
+  QueryTile tile;
+  int head, kv_head, d;
+  int64_t q_stride, kv_stride;
+};
+
+__device__ inline QueryTileBlock ThisQueryTileBlock(const AttentionDims& dims, const QueryTile* tiles) {
+  const int head = blockIdx.y;
+  return {tiles[blockIdx.x], head, head / (dims.n_heads / dims.n_kv_heads), dims.head_dim,
+          int64_t{dims.n_heads} * dims.head_dim, int64_t{dims.n_kv_heads} * dims.head_dim};
+}
+
 // launch_wave(first key tile, grid) once per non-empty wave, in order (a
 // wave's tiles write disjoint rows; later waves add to what earlier ones
 // wrote, so they must run after them, as one stream runs them).

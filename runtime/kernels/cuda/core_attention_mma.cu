@@ -227,10 +227,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   float* s_s = shared.Take<float>(L::kScoreBytes);
   uint16_t* p_s = shared.Take<uint16_t>(L::kWeightBytes);
 
-  const QueryTile tile = tiles[blockIdx.x];
-  const int head = blockIdx.y, d = dims.head_dim;
-  const int kv_head = head / (dims.n_heads / dims.n_kv_heads);
-  const int64_t q_stride = int64_t{dims.n_heads} * d, kv_stride = int64_t{dims.n_kv_heads} * d;
+  const auto [tile, head, kv_head, d, q_stride, kv_stride] = ThisQueryTileBlock(dims, tiles);
   const LaneRow me;
   const int64_t q_pos = tile.q_pos + me.row;
   const int warp_rows = me.warp * kMmaWarpRows;
@@ -299,10 +296,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   float* s_s = shared.Take<float>(L::kScoreBytes);  // S, then P in place
   uint16_t* ds_s = shared.Take<uint16_t>(L::kWeightBytes);
 
-  const QueryTile tile = tiles[blockIdx.x];
-  const int head = blockIdx.y, d = dims.head_dim;
-  const int kv_head = head / (dims.n_heads / dims.n_kv_heads);
-  const int64_t q_stride = int64_t{dims.n_heads} * d, kv_stride = int64_t{dims.n_kv_heads} * d;
+  const auto [tile, head, kv_head, d, q_stride, kv_stride] = ThisQueryTileBlock(dims, tiles);
   const LaneRow me;
   const int64_t q_pos = tile.q_pos + me.row;
   const int warp_rows = me.warp * kMmaWarpRows;
