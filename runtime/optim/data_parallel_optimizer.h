@@ -23,7 +23,7 @@ namespace corescape::optim {
 // the optimizer's own work (bench/scape/step_breakdown.sh reports it).
 struct OptimizerStepPhases {
   double select = 0;           // the next mask's statistic and top-k
-  double encode = 0;           // mask coding: encoding this rank's part, decoding the others'
+  double encode = 0;           // mask coding on the step's thread: encoding this rank's part
   double pack = 0;             // residual update, gather at the mask, zeroing what is sent
   double all_reduce_wait = 0;  // blocked in the values (or gradient) all-reduce
   double mask_wait = 0;        // blocked in the mask exchange (sizes, payload)
@@ -31,6 +31,10 @@ struct OptimizerStepPhases {
   // Selection work done on another thread while the all-reduce and the
   // update ran: not on the step's path, so not in OwnWork().
   double select_overlapped = 0;
+  // Decoding the received mask parts (and preparing the mask for its step)
+  // on the mask exchange's thread while the forward/backward ran: not on
+  // the step's path either; what the step still waited for is mask_wait.
+  double decode_overlapped = 0;
 
   double OwnWork() const { return select + encode + pack + update; }
   // this += weight · other, field by field (means over steps or ranks).
@@ -42,6 +46,7 @@ struct OptimizerStepPhases {
     mask_wait += weight * other.mask_wait;
     update += weight * other.update;
     select_overlapped += weight * other.select_overlapped;
+    decode_overlapped += weight * other.decode_overlapped;
   }
 };
 

@@ -350,11 +350,44 @@ double ScapeOptimizer::DensityAt(int64_t step) const {
   return config_.density_schedule.At(step, config_.density);
 }
 
+ScapeOptimizer::~ScapeOptimizer() {
+  // The exchange's thread may be reading last_sync_ (ReceivedMaskHook).
+  if (exchange_.in_flight()) (void)exchange_.Finish(config_.mask_epoch, step_);
+}
+
+MaskExchange::ReceivedHook ScapeOptimizer::ReceivedMaskHook() {
+  if (!state_store_->runs_catch_up()) return nullptr;
+  // The catch-up windows of the mask's entries, from the ages as the step
+  // before left them (nothing changes them until the mask's step).
+  return [this](const GlobalMask& mask) -> absl::Status {
+    received_windows_.resize(mask.indices.size());
+    for (size_t p = 0; p < mask.indices.size(); ++p) {
+      const int64_t window = mask.step - last_sync_[mask.indices[p]];
+      if (window > std::numeric_limits<int32_t>::max()) {
+        return absl::OutOfRangeError(absl::StrCat("scape: a window of ", window, " steps"));
+      }
+      received_windows_[p] = static_cast<int32_t>(window);
+    }
+    received_windows_step_ = mask.step;
+    return absl::OkStatus();
+  };
+}
+
+absl::Status ScapeOptimizer::StartExchange(int64_t step, const std::vector<int64_t>& own) {
+  received_windows_step_ = -1;
+  return exchange_.Start(*group_, config_.mask_epoch, step, own, &current_, ReceivedMaskHook());
+}
+
 absl::Status ScapeOptimizer::TakeMask(int64_t step) {
+  // A mask the exchange assembled is sorted inside the buffer by
+  // construction (every part decoded inside its range); one set by hand is
+  // checked here.
+  bool checked = false;
   if (exchange_.in_flight()) {
     auto mask = exchange_.Finish(config_.mask_epoch, step);
     if (!mask.ok()) return mask.status();
     pending_ = std::move(*mask);
+    checked = true;
   }
   if (!pending_) return absl::FailedPreconditionError(absl::StrCat("scape: no mask for step ", step));
   if (pending_->step != step || pending_->mask_epoch != config_.mask_epoch) {
@@ -362,7 +395,7 @@ absl::Status ScapeOptimizer::TakeMask(int64_t step) {
         "scape: refusing a mask of mask epoch ", pending_->mask_epoch, " for step ",
         pending_->step, " at step ", step, " of mask epoch ", config_.mask_epoch));
   }
-  if (!SortedWithin(pending_->indices, static_cast<int64_t>(m_.size()))) {
+  if (!checked && !SortedWithin(pending_->indices, static_cast<int64_t>(m_.size()))) {
     return absl::FailedPreconditionError("scape: mask indices not sorted or out of range");
   }
   current_ = std::move(*pending_);
@@ -405,8 +438,17 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   } else if (reference && !exchange_.in_flight() && !pending_) {
     // kReference's first mask: chosen below from this step's payload.
   } else {
+    const bool receiving = exchange_.in_flight();
     if (absl::Status s = TakeMask(t); !s.ok()) return s;
-    lap_exchange(exchange_.last_decode_seconds());
+    if (receiving && exchange_.last_received_on_thread()) {
+      // Decoded on the exchange's thread: what is left here is waiting.
+      lap(phases.mask_wait);
+      phases.decode_overlapped = exchange_.last_decode_seconds();
+    } else if (receiving) {
+      lap_exchange(exchange_.last_decode_seconds());
+    } else {
+      lap(phases.mask_wait);
+    }
   }
 
   // Error-compensated increments: e ← e + (1−β1)·g (minus this rank's share
@@ -441,10 +483,9 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
       auto own = SelectOwnPart(t);
       if (!own.ok()) return own.status();
       lap(phases.select);
-      if (absl::Status s = exchange_.Start(*group_, config_.mask_epoch, t, *own, &current_); !s.ok()) {
-        return s;
-      }
+      if (absl::Status s = StartExchange(t, *own); !s.ok()) return s;
       lap_exchange(exchange_.last_encode_seconds());
+      // Needed at once: its decoding is on the step's path.
       if (absl::Status s = TakeMask(t); !s.ok()) return s;
       lap_exchange(exchange_.last_decode_seconds());
     }
@@ -550,10 +591,7 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
     }
     lap(phases.select);
     phases.select_overlapped = selection_seconds;
-    if (absl::Status s = exchange_.Start(*group_, config_.mask_epoch, step_, own, &current_);
-        !s.ok()) {
-      return s;
-    }
+    if (absl::Status s = StartExchange(step_, own); !s.ok()) return s;
     lap_exchange(exchange_.last_encode_seconds());
     part_bytes = exchange_.last_part_bytes();
   }
@@ -577,15 +615,24 @@ absl::Status ScapeOptimizer::ApplyCatchUpInStore(float* params, double lr, bool 
   const int64_t count = dense ? static_cast<int64_t>(last_sync_.size())
                               : static_cast<int64_t>(mask.size());
   // Each synchronized coordinate's window K = t − (its last step), ≥ 1; the
-  // ages stay on the host.
-  windows_.resize(count);
-  for (int64_t p = 0; p < count; ++p) {
-    int64_t& since = last_sync_[dense ? p : mask[p]];
-    if (t - since > std::numeric_limits<int32_t>::max()) {
-      return absl::OutOfRangeError(absl::StrCat("scape: a window of ", t - since, " steps"));
+  // ages stay on the host. A received mask's windows were worked out on the
+  // exchange's thread (ReceivedMaskHook); only the ages are left to set.
+  const bool prepared = !dense && received_windows_step_ == t &&
+                        static_cast<int64_t>(received_windows_.size()) == count;
+  received_windows_step_ = -1;
+  if (prepared) {
+    windows_.swap(received_windows_);
+    for (int64_t j : mask) last_sync_[j] = t;
+  } else {
+    windows_.resize(count);
+    for (int64_t p = 0; p < count; ++p) {
+      int64_t& since = last_sync_[dense ? p : mask[p]];
+      if (t - since > std::numeric_limits<int32_t>::max()) {
+        return absl::OutOfRangeError(absl::StrCat("scape: a window of ", t - since, " steps"));
+      }
+      windows_[p] = static_cast<int32_t>(t - since);
+      since = t;
     }
-    windows_[p] = static_cast<int32_t>(t - since);
-    since = t;
   }
   if (!catch_up_powers_) {
     // Every window of every step: the host's tables for t ≥ 254.
@@ -1108,6 +1155,7 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
   lr_sum_ = std::move(*lr_sum);
   current_ = std::move(*current);
   pending_ = std::move(pending);
+  received_windows_step_ = -1;
   dense_after_restore_ = -1;
   // Masks of an earlier mask epoch: still right if the partition map is the
   // same (they were agreed by every rank), so they move into this epoch and

@@ -279,6 +279,7 @@ class ScapeOptimizer final : public DataParallelOptimizer {
       RankGroup* group, ScapeConfig config, DecayMask decay_mask,
       std::vector<int64_t> tensor_bounds = {},
       std::unique_ptr<ScapeStateStore> state_store = nullptr);
+  ~ScapeOptimizer() override;
 
   // scape-global too: the same optimizer and state with whole-buffer masks.
   std::string name() const override { return OptimizerName(OptimizerKind::kScape); }
@@ -309,7 +310,10 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   const std::optional<GlobalMask>& pending_mask() const { return pending_; }
   // Replaces the pending mask (tests). Step refuses it unless it is for the
   // next step and of our mask epoch.
-  void SetPendingMask(GlobalMask mask) { pending_ = std::move(mask); }
+  void SetPendingMask(GlobalMask mask) {
+    pending_ = std::move(mask);
+    received_windows_step_ = -1;
+  }
 
   // This rank's statistic over its scope after the last step: what the next
   // mask is selected from (the reference rule: empty where its store ranks
@@ -326,6 +330,11 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   bool DenseAt(int64_t step) const;
   double DensityAt(int64_t step) const;
   absl::Status TakeMask(int64_t step);
+  // Starts the exchange of this rank's part of the mask for `step`.
+  absl::Status StartExchange(int64_t step, const std::vector<int64_t>& own);
+  // What the exchange's thread does with a received mask for this rule:
+  // the catch-up rule in a store gets its windows (received_windows_).
+  MaskExchange::ReceivedHook ReceivedMaskHook();
   void Apply(float* params, int64_t size, double lr, bool dense);
   // θ_j ← θ_j·(1 − ηλ) for the decayed j of [begin, end): off the mask.
   void DecayRun(float* params, int64_t begin, int64_t end, float decay) const;
@@ -385,6 +394,10 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   double last_grad_norm_ = 0;  // kReference: ‖ĝ‖ of the last step, before clipping
   // kCatchUp in a store: the windows of the last mask, and the power tables.
   std::vector<int32_t> windows_;
+  // The windows of the received mask for step received_windows_step_ (−1:
+  // none), worked out on the exchange's thread.
+  std::vector<int32_t> received_windows_;
+  int64_t received_windows_step_ = -1;
   std::optional<kernels::cuda::CatchUpPowerTables> catch_up_powers_;
   GlobalMask current_;
   // A step forced dense because the restored pending mask was cut for another

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -239,26 +240,20 @@ int64_t MaskExchange::RangeEnd(int rank) const {
   return scope_ == MaskScope::kPartitioned ? partition_->end(rank) : partition_->total();
 }
 
+MaskExchange::~MaskExchange() {
+  if (receiver_.joinable()) receiver_.join();
+}
+
 absl::Status MaskExchange::Start(RankGroup& group, uint64_t mask_epoch, int64_t step,
                                  const std::vector<int64_t>& own_part,
-                                 const GlobalMask* previous) {
-  if (pending_) return absl::FailedPreconditionError("mask exchange already in flight");
+                                 const GlobalMask* previous, ReceivedHook on_received) {
+  if (in_flight_) return absl::FailedPreconditionError("mask exchange already in flight");
   const int rank = group.rank();
   // Change-from-previous only against the step just before, which every
   // receiver holds too.
   const bool have_previous = previous != nullptr && previous->step == step - 1 &&
                              previous->mask_epoch == mask_epoch &&
                              static_cast<int>(previous->parts.size()) == group.world_size();
-  if (have_previous) {
-    // Decoding needs the parts alone (the union is as large again).
-    previous_copy_.mask_epoch = previous->mask_epoch;
-    previous_copy_.step = previous->step;
-    previous_copy_.parts = previous->parts;
-    previous_copy_.indices.clear();
-    previous_ = &previous_copy_;
-  } else {
-    previous_ = nullptr;
-  }
   MaskPartitionHeader header;
   header.mask_epoch = mask_epoch;
   header.step = step;
@@ -279,29 +274,65 @@ absl::Status MaskExchange::Start(RankGroup& group, uint64_t mask_epoch, int64_t 
   auto pending = group.StartAllGatherV(send_.data(), last_part_bytes_, recv_.data(), sizes_);
   if (!pending.ok()) return pending.status();
   pending_ = std::move(*pending);
+  previous_ = have_previous ? previous : nullptr;
+  on_received_ = std::move(on_received);
+  started_mask_epoch_ = mask_epoch;
+  started_step_ = step;
+  in_flight_ = true;
+  try {
+    receiver_ = std::thread(&MaskExchange::Receive, this);
+  } catch (const std::system_error&) {
+    // No thread to spare: Finish receives on the caller's thread.
+  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<GlobalMask> MaskExchange::Finish(uint64_t expected_mask_epoch,
-                                                int64_t expected_step) {
-  if (!pending_) return absl::FailedPreconditionError("no mask exchange in flight");
+void MaskExchange::Receive() {
   absl::Status waited = pending_->Wait();
   pending_.reset();
-  if (!waited.ok()) return waited;
+  if (!waited.ok()) {
+    received_ = waited;
+    return;
+  }
   const absl::Time decode_start = absl::Now();
-  std::vector<std::string> parts;
+  std::vector<absl::string_view> parts;
   int64_t offset = 0;
   for (int64_t size : sizes_) {
     parts.emplace_back(recv_.data() + offset, size);
     offset += size;
   }
-  auto mask = AssembleGlobalMask(*this, parts, expected_mask_epoch, expected_step, previous_);
+  received_ = AssembleGlobalMask(*this, parts, started_mask_epoch_, started_step_, previous_);
+  if (received_.ok() && on_received_) {
+    if (absl::Status s = on_received_(*received_); !s.ok()) received_ = s;
+  }
   last_decode_seconds_ = absl::ToDoubleSeconds(absl::Now() - decode_start);
+}
+
+absl::StatusOr<GlobalMask> MaskExchange::Finish(uint64_t expected_mask_epoch,
+                                                int64_t expected_step) {
+  if (!in_flight_) return absl::FailedPreconditionError("no mask exchange in flight");
+  last_received_on_thread_ = receiver_.joinable();
+  if (last_received_on_thread_) {
+    receiver_.join();
+  } else {
+    Receive();
+  }
+  in_flight_ = false;
+  previous_ = nullptr;
+  on_received_ = nullptr;
+  absl::StatusOr<GlobalMask> mask = std::move(received_);
+  received_ = absl::UnknownError("no mask received");
+  if (!mask.ok()) return mask.status();
+  if (started_mask_epoch_ != expected_mask_epoch || started_step_ != expected_step) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "mask exchange was for mask_epoch ", started_mask_epoch_, " step ", started_step_,
+        ", expected mask_epoch ", expected_mask_epoch, " step ", expected_step, ": refused"));
+  }
   return mask;
 }
 
 absl::StatusOr<GlobalMask> AssembleGlobalMask(const MaskExchange& ranges,
-                                              absl::Span<const std::string> encoded_parts,
+                                              absl::Span<const absl::string_view> encoded_parts,
                                               uint64_t expected_mask_epoch,
                                               int64_t expected_step,
                                               const GlobalMask* previous) {
@@ -321,8 +352,8 @@ absl::StatusOr<GlobalMask> AssembleGlobalMask(const MaskExchange& ranges,
     const MaskPartitionHeader& h = part->header;
     if (h.mask_epoch != expected_mask_epoch || h.step != expected_step) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "mask part of rank ", r, " is for mask_epoch ", h.mask_epoch, " epoch ", h.step,
-          ", expected mask_epoch ", expected_mask_epoch, " epoch ", expected_step,
+          "mask part of rank ", r, " is for mask_epoch ", h.mask_epoch, " step ", h.step,
+          ", expected mask_epoch ", expected_mask_epoch, " step ", expected_step,
           ": refused"));
     }
     if (h.rank != r) {

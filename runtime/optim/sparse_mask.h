@@ -2,8 +2,10 @@
 #define CORESCAPE_RUNTIME_OPTIM_SPARSE_MASK_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -101,51 +103,77 @@ enum class MaskScope { kPartitioned, kWholeBuffer };
 // Exchanges the ranks' mask parts for one step: each rank encodes its part
 // (smallest encoding, change-from-previous against its part of `previous`
 // when that is the step before), the sizes are all-gathered, then the
-// payloads with an asynchronous all-gather-v that overlaps the next step's
-// forward/backward. Finish() decodes and checks every part: a part of
-// another mask epoch or step is refused.
+// payloads with an asynchronous all-gather-v. The receiving half runs on a
+// thread of the exchange's own: it waits for the payloads, decodes and
+// checks every part (a part of another mask epoch or step is refused) and
+// runs the caller's `on_received` on the assembled mask, so all of it
+// overlaps the caller's next forward/backward; Finish() joins it. Between
+// Start and Finish the caller must leave `previous` (and whatever
+// `on_received` reads) unchanged and issue no collective on the group.
 class MaskExchange {
  public:
+  // Work on a received mask that the step needs later (e.g. per-entry
+  // tables), run on the receiving thread; its error fails Finish.
+  using ReceivedHook = std::function<absl::Status(const GlobalMask&)>;
+
   MaskExchange(const ParameterPartition* partition, MaskScope scope)
       : partition_(partition), scope_(scope) {}
+  ~MaskExchange();  // joins an exchange in flight
+  MaskExchange(const MaskExchange&) = delete;
+  MaskExchange& operator=(const MaskExchange&) = delete;
 
   int64_t RangeBegin(int rank) const;
   int64_t RangeEnd(int rank) const;
 
   absl::Status Start(RankGroup& group, uint64_t mask_epoch, int64_t step,
-                     const std::vector<int64_t>& own_part, const GlobalMask* previous);
-  bool in_flight() const { return pending_ != nullptr; }
+                     const std::vector<int64_t>& own_part, const GlobalMask* previous,
+                     ReceivedHook on_received = nullptr);
+  bool in_flight() const { return in_flight_; }
   absl::StatusOr<GlobalMask> Finish(uint64_t expected_mask_epoch, int64_t expected_step);
 
   // Encoded bytes of this rank's last part, and its encoding.
   int64_t last_part_bytes() const { return last_part_bytes_; }
   MaskEncoding last_encoding() const { return last_encoding_; }
-  // Wall seconds of mask coding (not communication) in the last Start (the
-  // encoding) and the last Finish (decoding and checking every part).
+  // Wall seconds of mask coding (not communication): the last Start's
+  // encoding, on the caller's thread, and the last exchange's decoding and
+  // checking of every part plus `on_received`, on the receiving thread
+  // (read after Finish).
   double last_encode_seconds() const { return last_encode_seconds_; }
   double last_decode_seconds() const { return last_decode_seconds_; }
+  // Whether the last Finish found its mask received on the exchange's thread
+  // (false where no thread could be started: Finish decoded it).
+  bool last_received_on_thread() const { return last_received_on_thread_; }
 
  private:
+  // The receiving half: wait, decode, check, on_received.
+  void Receive();
+
   const ParameterPartition* partition_;
   MaskScope scope_;
   std::string send_;
   std::vector<char> recv_;
   std::vector<int64_t> sizes_;
   std::unique_ptr<PendingCollective> pending_;
-  const GlobalMask* previous_ = nullptr;
-  // The previous mask's parts (what decoding reads; not its union), held
-  // while the exchange is in flight.
-  GlobalMask previous_copy_;
+  const GlobalMask* previous_ = nullptr;  // the step before's, or null
+  ReceivedHook on_received_;
+  uint64_t started_mask_epoch_ = 0;
+  int64_t started_step_ = 0;
+  bool in_flight_ = false;
+  // Receive() on a thread of its own; not joinable where no thread could be
+  // started, and Finish then receives on the caller's.
+  std::thread receiver_;
+  absl::StatusOr<GlobalMask> received_;
   int64_t last_part_bytes_ = 0;
   MaskEncoding last_encoding_ = MaskEncoding::kBitmask;
   double last_encode_seconds_ = 0;
   double last_decode_seconds_ = 0;
+  bool last_received_on_thread_ = false;
 };
 
 // Decodes every rank's encoded part and checks mask epoch, step and rank:
 // the receiving half of MaskExchange, public so tests can feed it bytes.
 absl::StatusOr<GlobalMask> AssembleGlobalMask(const MaskExchange& ranges,
-                                              absl::Span<const std::string> encoded_parts,
+                                              absl::Span<const absl::string_view> encoded_parts,
                                               uint64_t expected_mask_epoch,
                                               int64_t expected_step,
                                               const GlobalMask* previous);

@@ -1,10 +1,16 @@
 #include "runtime/optim/sparse_mask.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
+#include <thread>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "runtime/optim/in_process_rank_group.h"
 
@@ -212,6 +218,123 @@ TEST(MaskExchangeTest, WholeBufferPartsFillIn) {
               }).ok());
   EXPECT_GT(union_size[0], 40 * 3);  // independent picks barely overlap
   EXPECT_LE(union_size[0], 40 * kRanks);
+}
+
+// One rank whose asynchronous all-gather arrives only when the test opens
+// its gate (a slow peer), or fails with `failure`.
+class GatedGroup final : public RankGroup {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  absl::Status AllReduceSum(float*, int64_t) override { return absl::OkStatus(); }
+  absl::Status AllGatherV(const void* send, int64_t send_bytes, void* recv,
+                          absl::Span<const int64_t>) override {
+    std::memcpy(recv, send, send_bytes);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllGatherV(
+      const void* send, int64_t send_bytes, void* recv, absl::Span<const int64_t>) override {
+    return std::unique_ptr<PendingCollective>(
+        new Gated(this, std::string(static_cast<const char*>(send), send_bytes), recv));
+  }
+  int64_t bytes_sent() const override { return 0; }
+  int64_t bytes_received() const override { return 0; }
+
+  absl::Notification gate;
+  absl::Status failure;
+
+ private:
+  struct Gated final : PendingCollective {
+    Gated(GatedGroup* group, std::string payload, void* recv)
+        : group(group), payload(std::move(payload)), recv(recv) {}
+    absl::Status Wait() override {
+      group->gate.WaitForNotification();
+      if (!group->failure.ok()) return group->failure;
+      std::memcpy(recv, payload.data(), payload.size());
+      return absl::OkStatus();
+    }
+    GatedGroup* group;
+    std::string payload;
+    void* recv;
+  };
+};
+
+// Start returns while the parts are still on their way; the decoding and
+// the caller's hook run on the exchange's own thread once they arrive, and
+// Finish hands over what they made.
+TEST(MaskExchangeTest, ReceivesOnItsOwnThreadWhileTheCallerGoesOn) {
+  auto partition = ParameterPartition::Balanced(1000, 1);
+  MaskExchange exchange(&*partition, MaskScope::kPartitioned);
+  GatedGroup group;
+  const std::vector<int64_t> own = {3, 17, 400, 999};
+  std::atomic<bool> hook_ran{false};
+  std::thread::id hook_thread;
+  int64_t hook_entries = -1;
+  ASSERT_TRUE(exchange
+                  .Start(group, 2, 7, own, nullptr,
+                         [&](const GlobalMask& mask) {
+                           hook_thread = std::this_thread::get_id();
+                           hook_entries = static_cast<int64_t>(mask.indices.size());
+                           hook_ran = true;
+                           return absl::OkStatus();
+                         })
+                  .ok());
+  EXPECT_TRUE(exchange.in_flight());
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(hook_ran);  // nothing has arrived: the caller was not held up
+  group.gate.Notify();
+  auto mask = exchange.Finish(2, 7);
+  ASSERT_TRUE(mask.ok()) << mask.status();
+  EXPECT_TRUE(hook_ran);
+  EXPECT_TRUE(exchange.last_received_on_thread());
+  EXPECT_NE(hook_thread, std::this_thread::get_id());
+  EXPECT_EQ(hook_entries, 4);
+  EXPECT_EQ(mask->indices, own);
+  EXPECT_EQ(mask->step, 7);
+  EXPECT_FALSE(exchange.in_flight());
+}
+
+TEST(MaskExchangeTest, FinishReportsTheReceivingHalfsErrors) {
+  auto partition = ParameterPartition::Balanced(1000, 1);
+  const std::vector<int64_t> own = {1, 2, 3};
+  {  // The all-gather failed (a peer died).
+    MaskExchange exchange(&*partition, MaskScope::kPartitioned);
+    GatedGroup group;
+    group.failure = absl::UnavailableError("peer 3 is gone");
+    ASSERT_TRUE(exchange.Start(group, 0, 1, own, nullptr).ok());
+    group.gate.Notify();
+    EXPECT_EQ(exchange.Finish(0, 1).status().message(), "peer 3 is gone");
+    EXPECT_FALSE(exchange.in_flight());
+  }
+  {  // The hook refused the mask.
+    MaskExchange exchange(&*partition, MaskScope::kPartitioned);
+    GatedGroup group;
+    group.gate.Notify();
+    ASSERT_TRUE(exchange
+                    .Start(group, 0, 1, own, nullptr,
+                           [](const GlobalMask&) { return absl::OutOfRangeError("too old"); })
+                    .ok());
+    EXPECT_EQ(exchange.Finish(0, 1).status().code(), absl::StatusCode::kOutOfRange);
+  }
+  {  // Finished for another step than it was started for.
+    MaskExchange exchange(&*partition, MaskScope::kPartitioned);
+    GatedGroup group;
+    group.gate.Notify();
+    ASSERT_TRUE(exchange.Start(group, 0, 1, own, nullptr).ok());
+    auto mask = exchange.Finish(0, 2);
+    EXPECT_EQ(mask.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(mask.status().message().find("step 1"), absl::string_view::npos) << mask.status();
+    EXPECT_EQ(exchange.Finish(0, 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  {  // Destroyed in flight: joins once the parts arrive, nothing leaks.
+    GatedGroup group;
+    auto exchange = std::make_unique<MaskExchange>(&*partition, MaskScope::kPartitioned);
+    ASSERT_TRUE(exchange->Start(group, 0, 1, own, nullptr).ok());
+    EXPECT_EQ(exchange->Start(group, 0, 2, own, nullptr).code(),
+              absl::StatusCode::kFailedPrecondition);
+    group.gate.Notify();
+    exchange.reset();
+  }
 }
 
 TEST(ParameterPartitionTest, TensorAlignedDealsWholeTensorsBalancedByElements) {

@@ -12,8 +12,10 @@ namespace corescape::scape_tool {
 
 // A RankGroup that forwards to another and adds up the wall time its caller
 // spends blocked in collectives: blocking calls whole, asynchronous ones
-// from the start call and from Wait(). This is the communication time a step
-// could not hide behind compute. Not thread-safe (one rank's thread).
+// from the start call and from Wait() on the thread that started them (a
+// wait on another thread overlaps the caller). This is the communication
+// time a step could not hide behind compute. Its collectives are started
+// from one rank's thread.
 // A DataParallelGroup, so the trainer can run on it.
 class TimedRankGroup final : public train::DataParallelGroup {
  public:
