@@ -5,6 +5,7 @@
 #include <future>
 #include <limits>
 #include <system_error>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -351,15 +352,17 @@ double ScapeOptimizer::DensityAt(int64_t step) const {
 }
 
 ScapeOptimizer::~ScapeOptimizer() {
-  // The exchange's thread may be reading last_sync_ (ReceivedMaskHook).
-  if (exchange_.in_flight()) (void)exchange_.Finish(config_.mask_epoch, step_);
+  // The exchange's thread may be using the ages (ReceivedMaskHook).
+  (void)FinishExchange();
 }
 
 MaskExchange::ReceivedHook ScapeOptimizer::ReceivedMaskHook() {
-  if (!state_store_->runs_catch_up()) return nullptr;
-  // The catch-up windows of the mask's entries, from the ages as the step
-  // before left them (nothing changes them until the mask's step).
-  return [this](const GlobalMask& mask) -> absl::Status {
+  const bool windows = state_store_->runs_catch_up();
+  // The ages the last update owes, then the catch-up windows of the mask's
+  // entries from them (nothing else touches the ages until the mask's step).
+  return [this, windows](const GlobalMask& mask) -> absl::Status {
+    PayOwedAges();
+    if (!windows) return absl::OkStatus();
     received_windows_.resize(mask.indices.size());
     for (size_t p = 0; p < mask.indices.size(); ++p) {
       const int64_t window = mask.step - last_sync_[mask.indices[p]];
@@ -373,6 +376,39 @@ MaskExchange::ReceivedHook ScapeOptimizer::ReceivedMaskHook() {
   };
 }
 
+void ScapeOptimizer::PayOwedAges() {
+  if (owed_ages_step_ < 0) return;
+  if (owed_ages_dense_) {
+    std::fill(last_sync_.begin(), last_sync_.end(), owed_ages_step_);
+  } else {
+    for (int64_t j : current_.indices) last_sync_[j] = owed_ages_step_;
+  }
+  owed_ages_step_ = -1;
+}
+
+void ScapeOptimizer::OweAges(int64_t step, bool dense) {
+  owed_ages_step_ = step;
+  owed_ages_dense_ = dense;
+}
+
+absl::Status ScapeOptimizer::FinishExchange() {
+  if (!exchange_.in_flight()) return absl::OkStatus();
+  auto mask = exchange_.Finish(config_.mask_epoch, step_);
+  if (!mask.ok()) return mask.status();
+  pending_ = std::move(*mask);
+  return absl::OkStatus();
+}
+
+const std::vector<int64_t>& ScapeOptimizer::last_sync() {
+  // The ages the last update owes are paid on the exchange's thread, or here.
+  if (absl::Status s = FinishExchange(); !s.ok()) {
+    LOG(ERROR) << "scape: the mask exchange failed while reading the ages: " << s;
+    exchange_error_ = s;
+  }
+  PayOwedAges();
+  return last_sync_;
+}
+
 absl::Status ScapeOptimizer::StartExchange(int64_t step, const std::vector<int64_t>& own) {
   received_windows_step_ = -1;
   return exchange_.Start(*group_, config_.mask_epoch, step, own, &current_, ReceivedMaskHook());
@@ -383,6 +419,7 @@ absl::Status ScapeOptimizer::TakeMask(int64_t step) {
   // construction (every part decoded inside its range); one set by hand is
   // checked here.
   bool checked = false;
+  if (!exchange_error_.ok()) return std::exchange(exchange_error_, absl::OkStatus());
   if (exchange_.in_flight()) {
     auto mask = exchange_.Finish(config_.mask_epoch, step);
     if (!mask.ok()) return mask.status();
@@ -595,6 +632,8 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
     lap_exchange(exchange_.last_encode_seconds());
     part_bytes = exchange_.last_part_bytes();
   }
+  // No exchange to pay the ages on its thread: now.
+  if (!exchange_.in_flight()) PayOwedAges();
   last_step_ = {};
   last_step_.step = step_;
   last_step_.dense = dense;
@@ -616,24 +655,24 @@ absl::Status ScapeOptimizer::ApplyCatchUpInStore(float* params, double lr, bool 
                               : static_cast<int64_t>(mask.size());
   // Each synchronized coordinate's window K = t − (its last step), ≥ 1; the
   // ages stay on the host. A received mask's windows were worked out on the
-  // exchange's thread (ReceivedMaskHook); only the ages are left to set.
+  // exchange's thread (ReceivedMaskHook), and the ages are set there too, a
+  // step later (OweAges).
   const bool prepared = !dense && received_windows_step_ == t &&
                         static_cast<int64_t>(received_windows_.size()) == count;
   received_windows_step_ = -1;
   if (prepared) {
     windows_.swap(received_windows_);
-    for (int64_t j : mask) last_sync_[j] = t;
   } else {
     windows_.resize(count);
     for (int64_t p = 0; p < count; ++p) {
-      int64_t& since = last_sync_[dense ? p : mask[p]];
+      const int64_t since = last_sync_[dense ? p : mask[p]];
       if (t - since > std::numeric_limits<int32_t>::max()) {
         return absl::OutOfRangeError(absl::StrCat("scape: a window of ", t - since, " steps"));
       }
       windows_[p] = static_cast<int32_t>(t - since);
-      since = t;
     }
   }
+  OweAges(t, dense);
   if (!catch_up_powers_) {
     // Every window of every step: the host's tables for t ≥ 254.
     catch_up_powers_ = kernels::cuda::CatchUpPowerTablesOf(
@@ -651,12 +690,9 @@ absl::Status ScapeOptimizer::ApplyReference(
   auto norm = state_store_->Apply(params, scalars, config_.grad_clip);
   if (!norm.ok()) return norm.status();
   last_grad_norm_ = *norm;
-  // The ages, on the host wherever m and e live.
-  if (dense) {
-    std::fill(last_sync_.begin(), last_sync_.end(), step_);
-  } else {
-    for (int64_t j : current_.indices) last_sync_[j] = step_;
-  }
+  // The ages, on the host wherever m and e live: set beside the next
+  // forward/backward (OweAges).
+  OweAges(step_, dense);
   return absl::OkStatus();
 }
 
@@ -1053,11 +1089,9 @@ absl::StatusOr<GlobalMask> ReadMask(const StateReader& r, const std::string& pre
 }  // namespace
 
 absl::StatusOr<std::string> ScapeOptimizer::SaveState() {
-  if (exchange_.in_flight()) {
-    auto mask = exchange_.Finish(config_.mask_epoch, step_);
-    if (!mask.ok()) return mask.status();
-    pending_ = std::move(*mask);
-  }
+  if (!exchange_error_.ok()) return std::exchange(exchange_error_, absl::OkStatus());
+  if (absl::Status s = FinishExchange(); !s.ok()) return s;
+  PayOwedAges();
   if (absl::Status s = ReadStore(); !s.ok()) return s;
   StateWriter w;
   w.AddString("kind", name());
@@ -1156,6 +1190,8 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
   current_ = std::move(*current);
   pending_ = std::move(pending);
   received_windows_step_ = -1;
+  owed_ages_step_ = -1;
+  exchange_error_ = absl::OkStatus();
   dense_after_restore_ = -1;
   // Masks of an earlier mask epoch: still right if the partition map is the
   // same (they were agreed by every rank), so they move into this epoch and

@@ -303,7 +303,9 @@ class ScapeOptimizer final : public DataParallelOptimizer {
     SyncHostCopies();
     return vbar_;
   }
-  const std::vector<int64_t>& last_sync() const { return last_sync_; }
+  // The step each coordinate was last synchronized at (−1: never). Finishes
+  // an exchange in flight first (its thread sets the last step's ages).
+  const std::vector<int64_t>& last_sync();
   // The mask applied at the last step (step = that step; no parts if dense).
   const GlobalMask& current_mask() const { return current_; }
   // The mask for the next step once its exchange finished (SaveState waits).
@@ -330,6 +332,13 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   bool DenseAt(int64_t step) const;
   double DensityAt(int64_t step) const;
   absl::Status TakeMask(int64_t step);
+  // The last update's ages are set a step late, on the mask exchange's
+  // thread beside the next forward/backward (or at the end of the step when
+  // no exchange follows): OweAges records them, PayOwedAges writes them.
+  void OweAges(int64_t step, bool dense);
+  void PayOwedAges();
+  // Finishes an exchange in flight into pending_.
+  absl::Status FinishExchange();
   // Starts the exchange of this rank's part of the mask for `step`.
   absl::Status StartExchange(int64_t step, const std::vector<int64_t>& own);
   // What the exchange's thread does with a received mask for this rule:
@@ -394,6 +403,13 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   double last_grad_norm_ = 0;  // kReference: ‖ĝ‖ of the last step, before clipping
   // kCatchUp in a store: the windows of the last mask, and the power tables.
   std::vector<int32_t> windows_;
+  // Ages owed by the last update: last_sync_[j] = owed_ages_step_ at
+  // current_'s entries (every j when owed_ages_dense_); −1: none.
+  int64_t owed_ages_step_ = -1;
+  bool owed_ages_dense_ = false;
+  // An exchange that failed where no caller could be told (last_sync()):
+  // the next Step or SaveState returns it.
+  absl::Status exchange_error_;
   // The windows of the received mask for step received_windows_step_ (−1:
   // none), worked out on the exchange's thread.
   std::vector<int32_t> received_windows_;

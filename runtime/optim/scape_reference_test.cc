@@ -101,6 +101,7 @@ struct Trace {
   std::vector<GlobalMask> masks;
   std::vector<std::vector<float>> statistic;
   std::vector<int> all_reduces;  // per step
+  std::vector<std::vector<int64_t>> ages;  // last_sync() after each step (read_ages)
   std::string saved;
 };
 
@@ -114,6 +115,7 @@ struct RunSpec {
   std::vector<float> start = InitialParams();
   Gradients grads;
   std::function<absl::Status(int64_t step, ScapeOptimizer&)> before_step;
+  bool read_ages = false;
 };
 
 absl::Status RunRanks(const RunSpec& run, std::vector<Trace>& traces) {
@@ -139,6 +141,7 @@ absl::Status RunRanks(const RunSpec& run, std::vector<Trace>& traces) {
       trace.m.push_back((*opt)->first_moment());
       trace.masks.push_back((*opt)->current_mask());
       trace.statistic.push_back((*opt)->MaskStatisticValues());
+      if (run.read_ages) trace.ages.push_back((*opt)->last_sync());
       if (step + 1 == run.save_at) {
         auto saved = (*opt)->SaveState();
         if (!saved.ok()) return saved.status();
@@ -315,6 +318,35 @@ TEST(ScapeReferenceTest, MasksAreOneStepLateAndTheFirstIsSynchronous) {
     EXPECT_EQ(a[0].masks[0].parts[r], per_tensor_top(a[r].statistic[0], r)) << "rank " << r;
   }
   EXPECT_EQ(a[0].masks[0].step, 0);
+}
+
+// The ages are set a step late, beside the next forward/backward; read
+// after a step they are that step's all the same: the step of each
+// coordinate's last synchronization (every coordinate at a dense step).
+TEST(ScapeReferenceTest, AgesAreEachCoordinatesLastSynchronizedStep) {
+  RunSpec run;
+  run.config = Reference(0.1);
+  run.config.dense_warmup_steps = 2;
+  run.grads = MakeGradients(run.ranks, kSteps, 11);
+  run.read_ages = true;
+  std::vector<Trace> t;
+  ASSERT_TRUE(RunRanks(run, t).ok());
+  std::vector<int64_t> expected(kSize, -1);
+  for (int s = 0; s < kSteps; ++s) {
+    if (s < 2) {
+      std::fill(expected.begin(), expected.end(), s);
+    } else {
+      ASSERT_FALSE(t[0].masks[s].indices.empty());
+      for (int64_t j : t[0].masks[s].indices) expected[j] = s;
+    }
+    for (int r = 0; r < run.ranks; ++r) ASSERT_EQ(t[r].ages[s], expected) << "rank " << r << " step " << s;
+  }
+  // Read or not, the run is the same.
+  RunSpec unread = run;
+  unread.read_ages = false;
+  std::vector<Trace> u;
+  ASSERT_TRUE(RunRanks(unread, u).ok());
+  for (int s = 0; s < kSteps; ++s) ASSERT_TRUE(BitwiseEqual(u[0].params[s], t[0].params[s])) << s;
 }
 
 TEST(ScapeReferenceTest, DensityOneIsBiasCorrectedClippedAdamS) {
