@@ -180,7 +180,7 @@ class HostStateStore final : public ScapeStateStore {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense) override {
+  absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense, bool) override {
     mask_ = &mask;
     dense_ = dense;
     const int64_t synced = dense ? static_cast<int64_t>(residual_.size())
@@ -359,10 +359,14 @@ ScapeOptimizer::~ScapeOptimizer() {
 MaskExchange::ReceivedHook ScapeOptimizer::ReceivedMaskHook() {
   const bool windows = state_store_->runs_catch_up();
   // The ages the last update owes, then the catch-up windows of the mask's
-  // entries from them (nothing else touches the ages until the mask's step).
+  // entries from them (nothing else touches the ages until the mask's
+  // step), and the mask staged where the store uploads it from.
   return [this, windows](const GlobalMask& mask) -> absl::Status {
     PayOwedAges();
-    if (!windows) return absl::OkStatus();
+    if (!windows) {
+      if (state_store_->StageMask(mask.indices, {})) staged_mask_step_ = mask.step;
+      return absl::OkStatus();
+    }
     received_windows_.resize(mask.indices.size());
     for (size_t p = 0; p < mask.indices.size(); ++p) {
       const int64_t window = mask.step - last_sync_[mask.indices[p]];
@@ -372,6 +376,7 @@ MaskExchange::ReceivedHook ScapeOptimizer::ReceivedMaskHook() {
       received_windows_[p] = static_cast<int32_t>(window);
     }
     received_windows_step_ = mask.step;
+    if (state_store_->StageMask(mask.indices, received_windows_)) staged_mask_step_ = mask.step;
     return absl::OkStatus();
   };
 }
@@ -411,6 +416,7 @@ const std::vector<int64_t>& ScapeOptimizer::last_sync() {
 
 absl::Status ScapeOptimizer::StartExchange(int64_t step, const std::vector<int64_t>& own) {
   received_windows_step_ = -1;
+  staged_mask_step_ = -1;
   return exchange_.Start(*group_, config_.mask_epoch, step, own, &current_, ReceivedMaskHook());
 }
 
@@ -556,7 +562,7 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   // Every rule packs the same way; only the reference rule's store may
   // keep its buffers on a device (Create refuses one for the others).
   const bool host_values = state_store_->host_addressable();
-  auto packed = state_store_->Pack(mask, dense);
+  auto packed = state_store_->Pack(mask, dense, !dense && staged_mask_step_ == t);
   if (!packed.ok()) return packed.status();
   float* values = *packed;
   lap(phases.pack);
@@ -659,7 +665,9 @@ absl::Status ScapeOptimizer::ApplyCatchUpInStore(float* params, double lr, bool 
   // step later (OweAges).
   const bool prepared = !dense && received_windows_step_ == t &&
                         static_cast<int64_t>(received_windows_.size()) == count;
+  const bool staged = prepared && staged_mask_step_ == t;
   received_windows_step_ = -1;
+  staged_mask_step_ = -1;
   if (prepared) {
     windows_.swap(received_windows_);
   } else {
@@ -682,7 +690,7 @@ absl::Status ScapeOptimizer::ApplyCatchUpInStore(float* params, double lr, bool 
       params, windows_,
       kernels::cuda::ScapeCatchUpScalarsAt(config_.adams, lr, config_.normalizer_beta, t == 0,
                                            config_.decayed_residual),
-      *catch_up_powers_);
+      *catch_up_powers_, staged);
 }
 
 absl::Status ScapeOptimizer::ApplyReference(
@@ -1190,6 +1198,7 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
   current_ = std::move(*current);
   pending_ = std::move(pending);
   received_windows_step_ = -1;
+  staged_mask_step_ = -1;
   owed_ages_step_ = -1;
   exchange_error_ = absl::OkStatus();
   dense_after_restore_ = -1;

@@ -208,10 +208,20 @@ class ScapeStateStore {
       const kernels::cuda::MaskStatisticScalars& scalars) {
     return absl::UnimplementedError("this SCAPE state store ranks nothing (selects() is false)");
   }
+  // Copies a received mask's indices (and the catch-up rule's windows; else
+  // empty) into host memory the store uploads them from at the mask's step
+  // (Pack and CatchUpApply with `staged`), so that step copies nothing of
+  // its own. Called on the mask exchange's thread while the caller goes on
+  // using the store: it touches only that staging. Returns whether it
+  // staged them (the default stages nothing).
+  virtual bool StageMask(absl::Span<const int64_t> indices, absl::Span<const int32_t> windows) {
+    return false;
+  }
   // Packs e at `mask` (host, ascending; `dense`: every coordinate) into the
-  // values buffer in mask order and zeroes e there. Returns the buffer,
-  // ready for the all-reduce.
-  virtual absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense) = 0;
+  // values buffer in mask order and zeroes e there. `staged`: the mask is the
+  // one StageMask last staged. Returns the buffer, ready for the all-reduce.
+  virtual absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense,
+                                      bool staged) = 0;
   // The reference rule, from the summed values at the mask of the last
   // Pack: ĝ, clipped to a global norm of grad_clip (<= 0: not clipped), then
   // bias-corrected AdamS on the mask, m ← 0 and decay off it. Returns ‖ĝ‖
@@ -230,9 +240,11 @@ class ScapeStateStore {
   // The catch-up update from the summed values at the last Pack's mask:
   // θ decays everywhere, then the mask's p-th coordinate, last synchronized
   // windows[p] steps ago (host), catches up. `powers` are host tables.
+  // `staged`: the windows are the ones StageMask last staged with the mask.
   virtual absl::Status CatchUpApply(float* params, absl::Span<const int32_t> windows,
                                     const kernels::cuda::ScapeCatchUpScalars& scalars,
-                                    const kernels::cuda::CatchUpPowerTables& powers) {
+                                    const kernels::cuda::CatchUpPowerTables& powers,
+                                    bool staged) {
     return absl::UnimplementedError("this SCAPE state store runs no catch-up rule");
   }
   // The residual, ready for an all-reduce; then e ← e·scale.
@@ -315,6 +327,7 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   void SetPendingMask(GlobalMask mask) {
     pending_ = std::move(mask);
     received_windows_step_ = -1;
+    staged_mask_step_ = -1;
   }
 
   // This rank's statistic over its scope after the last step: what the next
@@ -414,6 +427,9 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // none), worked out on the exchange's thread.
   std::vector<int32_t> received_windows_;
   int64_t received_windows_step_ = -1;
+  // The step whose received mask (and windows) the store staged
+  // (ScapeStateStore::StageMask), −1: none.
+  int64_t staged_mask_step_ = -1;
   std::optional<kernels::cuda::CatchUpPowerTables> catch_up_powers_;
   GlobalMask current_;
   // A step forced dense because the restored pending mask was cut for another

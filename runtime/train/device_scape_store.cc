@@ -206,7 +206,43 @@ absl::Status DeviceScapeStore::PackOnHost(const std::vector<int64_t>& mask, bool
   return ops_->Upload(values_.data(), packed, bytes);
 }
 
-absl::StatusOr<float*> DeviceScapeStore::Pack(const std::vector<int64_t>& mask, bool dense) {
+absl::Status DeviceScapeStore::ReserveStaging(int64_t count) {
+  if (count <= staging_capacity_) return absl::OkStatus();
+  const int64_t capacity = count + count / 4;
+  for (int slot = 0; slot < 2; ++slot) {
+    auto indices = ops_->AllocatePinned(static_cast<size_t>(capacity) * sizeof(int64_t));
+    if (!indices.ok()) return indices.status();
+    auto windows = ops_->AllocatePinned(static_cast<size_t>(capacity) * sizeof(int32_t));
+    if (!windows.ok()) return windows.status();
+    staged_indices_[slot] = *std::move(indices);
+    staged_windows_[slot] = *std::move(windows);
+  }
+  staging_capacity_ = capacity;
+  staged_count_ = -1;
+  return absl::OkStatus();
+}
+
+bool DeviceScapeStore::StageMask(absl::Span<const int64_t> indices,
+                                 absl::Span<const int32_t> windows) {
+  const int64_t count = static_cast<int64_t>(indices.size());
+  if (count > staging_capacity_ || (!windows.empty() && windows.size() != indices.size())) {
+    return false;
+  }
+  // What CatchUpApply checks of host windows, here instead of on the step's path.
+  for (int32_t k : windows) {
+    if (k < 1) return false;
+  }
+  const int slot = 1 - staged_slot_;
+  std::copy(indices.begin(), indices.end(), staged_indices_[slot].as<int64_t>());
+  std::copy(windows.begin(), windows.end(), staged_windows_[slot].as<int32_t>());
+  staged_slot_ = slot;
+  staged_count_ = count;
+  staged_has_windows_ = !windows.empty();
+  return true;
+}
+
+absl::StatusOr<float*> DeviceScapeStore::Pack(const std::vector<int64_t>& mask, bool dense,
+                                              bool staged) {
   dense_ = dense;
   count_ = dense ? size_ : static_cast<int64_t>(mask.size());
   if (count_ > size_) {
@@ -214,11 +250,18 @@ absl::StatusOr<float*> DeviceScapeStore::Pack(const std::vector<int64_t>& mask, 
         absl::StrCat("scape device state: a mask of ", count_, " entries for ", size_));
   }
   const int64_t* device_mask = nullptr;
+  staged_in_pack_ = false;
   if (!dense) {
     const size_t bytes = mask.size() * sizeof(int64_t);
     CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, mask_, bytes));
-    CORESCAPE_RETURN_IF_ERROR(ops_->Upload(mask_.data(), mask.data(), bytes));
+    staged_in_pack_ = staged && staged_count_ == count_;
+    const int64_t* host_mask =
+        staged_in_pack_ ? staged_indices_[staged_slot_].as<int64_t>() : mask.data();
+    CORESCAPE_RETURN_IF_ERROR(ops_->Upload(mask_.data(), host_mask, bytes));
+    if (staged_in_pack_) ++staged_packs_;
     device_mask = mask_.as<int64_t>();
+    // Room for the next masks (no exchange thread runs during a Pack).
+    CORESCAPE_RETURN_IF_ERROR(ReserveStaging(count_));
   }
   if (offloaded()) {
     CORESCAPE_RETURN_IF_ERROR(PackOnHost(mask, dense));
@@ -263,7 +306,8 @@ absl::Status DeviceScapeStore::Accumulate(const float* grads,
 
 absl::Status DeviceScapeStore::CatchUpApply(float* params, absl::Span<const int32_t> windows,
                                             const kernels::cuda::ScapeCatchUpScalars& scalars,
-                                            const kernels::cuda::CatchUpPowerTables& powers) {
+                                            const kernels::cuda::CatchUpPowerTables& powers,
+                                            bool staged) {
   if (!runs_catch_up()) {
     return absl::FailedPreconditionError("scape device state: holds the reference rule's state");
   }
@@ -271,8 +315,12 @@ absl::Status DeviceScapeStore::CatchUpApply(float* params, absl::Span<const int3
     return absl::InvalidArgumentError(absl::StrCat("scape device state: ", windows.size(),
                                                    " windows for a mask of ", count_));
   }
-  for (int32_t k : windows) {
-    if (k < 1) return absl::InvalidArgumentError(absl::StrCat("scape device state: a window of ", k));
+  // Staged windows were checked by StageMask.
+  const bool from_staging = staged && staged_in_pack_ && staged_has_windows_;
+  if (!from_staging) {
+    for (int32_t k : windows) {
+      if (k < 1) return absl::InvalidArgumentError(absl::StrCat("scape device state: a window of ", k));
+    }
   }
   const int64_t cached = powers.size();
   if (static_cast<int64_t>(powers.k_to_alpha.size()) != cached) {
@@ -288,7 +336,9 @@ absl::Status DeviceScapeStore::CatchUpApply(float* params, absl::Span<const int3
   }
   const size_t window_bytes = windows.size() * sizeof(int32_t);
   CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, windows_, window_bytes));
-  CORESCAPE_RETURN_IF_ERROR(ops_->Upload(windows_.data(), windows.data(), window_bytes));
+  CORESCAPE_RETURN_IF_ERROR(ops_->Upload(
+      windows_.data(), from_staging ? staged_windows_[staged_slot_].as<int32_t>() : windows.data(),
+      window_bytes));
   const kernels::cuda::CatchUpPowers device_powers{powers_.as<float>(), powers_.as<float>() + cached,
                                                    cached, powers.beta1, powers.exponent};
   return ops_->ScapeCatchUpApply(params, m_.as<float>(), vbar_.as<float>(), values_.as<float>(),

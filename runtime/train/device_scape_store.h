@@ -61,7 +61,11 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   absl::StatusOr<std::vector<int64_t>> SelectByStatistic(
       absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
       const kernels::cuda::MaskStatisticScalars& scalars) override;
-  absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense) override;
+  // Into pinned memory (two slots in turn), so the step's uploads of the
+  // mask and windows are DMA from it; room for what the last Pack reserved
+  // (a quarter more than its mask), a larger mask is not staged.
+  bool StageMask(absl::Span<const int64_t> indices, absl::Span<const int32_t> windows) override;
+  absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense, bool staged) override;
   absl::StatusOr<double> Apply(float* params, const kernels::cuda::ScapeReferenceScalars& scalars,
                                double grad_clip) override;
   bool runs_catch_up() const override { return rule_ == optim::ScapeRule::kCatchUp; }
@@ -69,7 +73,9 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
                           const kernels::cuda::ScapeCatchUpScalars& scalars) override;
   absl::Status CatchUpApply(float* params, absl::Span<const int32_t> windows,
                             const kernels::cuda::ScapeCatchUpScalars& scalars,
-                            const kernels::cuda::CatchUpPowerTables& powers) override;
+                            const kernels::cuda::CatchUpPowerTables& powers, bool staged) override;
+  // Packs whose mask came from the staging (tests).
+  int64_t staged_packs() const { return staged_packs_; }
   absl::StatusOr<float*> Residual() override;
   absl::Status ScaleResidual(float scale) override;
   absl::Status Read(std::vector<float>& m, std::vector<float>& e,
@@ -88,6 +94,8 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   bool offloaded() const { return placement_ == ResidualPlacement::kPinnedHost; }
   // kPinnedHost: the packed values, on the host, uploaded into values_.
   absl::Status PackOnHost(const std::vector<int64_t>& mask, bool dense);
+  // Grows the staging to hold masks a quarter larger than `count`.
+  absl::Status ReserveStaging(int64_t count);
   // kPinnedHost, the catch-up rule: each segment's statistic on the host
   // from the pinned residual and the segment's m (or v̄) downloaded, ranked
   // by optim::SelectTopK.
@@ -114,6 +122,16 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   // SelectOnHost's segment: m or v̄ downloaded, and the statistic.
   std::vector<float> host_m_, host_vbar_, host_statistic_;
   bool residual_in_values_ = false;
+  // StageMask's pinned slots, used in turn: a slot's uploads finished long
+  // before it comes round again (the step between them synchronizes).
+  // Written on the exchange's thread only between the step's uses.
+  device::PinnedHostBuffer staged_indices_[2], staged_windows_[2];
+  int64_t staging_capacity_ = 0;  // entries per slot
+  int staged_slot_ = 0;           // the slot StageMask filled last
+  int64_t staged_count_ = -1;     // its entries (−1: none)
+  bool staged_has_windows_ = false;
+  bool staged_in_pack_ = false;  // the last Pack's mask came from the staging
+  int64_t staged_packs_ = 0;
   // The last Pack's mask: `count` indices in mask_, or every coordinate.
   int64_t count_ = 0;
   bool dense_ = true;

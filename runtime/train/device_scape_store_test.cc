@@ -75,6 +75,7 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
 // gradient buffer.
 struct HostAndDeviceRun {
   std::unique_ptr<optim::ScapeOptimizer> host, on_device;
+  DeviceScapeStore* store = nullptr;  // on_device's
   std::vector<float> params;  // the host optimizer's
   device::DeviceBuffer device_params, device_grads;
 };
@@ -84,6 +85,7 @@ void StartRun(model::ModelOps* ops, optim::RankGroup* group, const optim::ScapeC
   auto host = optim::ScapeOptimizer::Create(group, config, Decays(), kTensorBounds);
   ASSERT_TRUE(host.ok()) << host.status();
   ASSERT_TRUE(store.ok()) << store.status();
+  run.store = store->get();
   auto on_device =
       optim::ScapeOptimizer::Create(group, config, Decays(), kTensorBounds, *std::move(store));
   ASSERT_TRUE(on_device.ok()) << on_device.status();
@@ -167,6 +169,9 @@ TEST_P(DeviceScapeStorePlacementTest, ReferenceRuleMatchesTheHostOptimizerBitwis
     SCOPED_TRACE(absl::StrCat("step ", step + 1));
     ASSERT_NO_FATAL_FAILURE(StepBoth(ops.get(), run, step, 1e-3));
   }
+  // Masks received after the first reached the device from the staging the
+  // exchange's thread filled (and gave the host's bits above).
+  EXPECT_GE(run.store->staged_packs(), 2);
 
   // One state format: the device form's checkpoint is the host form's.
   auto saved = run.on_device->SaveState();
@@ -275,6 +280,8 @@ TEST_P(DeviceScapeStoreCatchUpTest, CatchUpRuleMatchesTheHostOptimizerBitwise) {
   }
   // The run exercised catch-up over several steps, not only K = 1.
   EXPECT_GE(longest_window, 3);
+  // Masks and windows after the first came from the exchange's staging.
+  EXPECT_GE(run.store->staged_packs(), 4);
 
   auto saved = run.on_device->SaveState();
   ASSERT_TRUE(saved.ok()) << saved.status();
