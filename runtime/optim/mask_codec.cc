@@ -182,6 +182,7 @@ class Change {
     ForEachBit([&](int64_t offset) {
       bytes += VarintBytes(static_cast<uint64_t>(offset - next));
       next = offset + 1;
+      return true;
     });
     return bytes;
   }
@@ -192,18 +193,43 @@ class Change {
     ForEachBit([&](int64_t offset) {
       p = WriteVarint(p, static_cast<uint64_t>(offset - next));
       next = offset + 1;
+      return true;
     });
     return p;
   }
+  // The payload written at p when it takes at most `limit` bytes: its end;
+  // else nullptr, with [p, p + limit) overwritten. From the bitmap in one
+  // pass over the bits (sizing first, then writing, takes two).
+  char* WriteWithin(char* p, int64_t limit) const {
+    if (bits_ == nullptr) return PayloadBytes() <= limit ? WritePayload(p) : nullptr;
+    char* const end = p + limit;
+    // The count and the gaps are below 2^32 (the range is): 5 bytes each at most.
+    constexpr int64_t kMaxVarint = 5;
+    if (limit < kMaxVarint) return PayloadBytes() <= limit ? WritePayload(p) : nullptr;
+    p = WriteVarint(p, static_cast<uint64_t>(count_));
+    int64_t next = 0;
+    bool fits = true;
+    ForEachBit([&](int64_t offset) {
+      const uint64_t gap = static_cast<uint64_t>(offset - next);
+      if (end - p < kMaxVarint && end - p < VarintBytes(gap)) {
+        fits = false;
+        return false;
+      }
+      p = WriteVarint(p, gap);
+      next = offset + 1;
+      return true;
+    });
+    return fits ? p : nullptr;
+  }
 
  private:
-  // visit(offset) for every set bit, ascending.
+  // visit(offset) for every set bit, ascending, while it returns true.
   template <typename Visit>
   void ForEachBit(Visit visit) const {
     const std::vector<uint64_t>& bits = *bits_;
     for (size_t w = 0; w < bits.size(); ++w) {
       for (uint64_t word = bits[w]; word != 0; word &= word - 1) {
-        visit(static_cast<int64_t>(64 * w) + std::countr_zero(word));
+        if (!visit(static_cast<int64_t>(64 * w) + std::countr_zero(word))) return;
       }
     }
   }
@@ -248,18 +274,22 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
   if (mask.end < mask.begin || mask.end - mask.begin > (int64_t{1} << 32)) {
     return absl::InvalidArgumentError("mask range must be non-negative and < 2^32 long");
   }
-  for (size_t i = 0; i < mask.indices.size(); ++i) {
-    if (mask.indices[i] < mask.begin || mask.indices[i] >= mask.end ||
-        (i > 0 && mask.indices[i] <= mask.indices[i - 1])) {
+  // One pass over the indices (each pass reads them from memory again):
+  // their order and range, and the delta encoding's size.
+  int64_t delta_bytes = 0;
+  int64_t next = mask.begin;  // smallest value the next entry may take
+  for (int64_t index : mask.indices) {
+    if (index < next || index >= mask.end) {
       return absl::InvalidArgumentError("mask indices must be sorted, unique and in range");
     }
+    delta_bytes += VarintBytes(static_cast<uint64_t>(index - next));
+    next = index + 1;
   }
-  if (previous != nullptr) {
-    for (int64_t index : *previous) {
-      if (index < mask.begin || index >= mask.end) {
-        return absl::InvalidArgumentError("previous mask outside the range");
-      }
-    }
+  // The previous part is sorted (a part this range encoded or decoded
+  // before): its ends bound it.
+  if (previous != nullptr && !previous->empty() &&
+      (previous->front() < mask.begin || previous->back() >= mask.end)) {
+    return absl::InvalidArgumentError("previous mask outside the range");
   }
   header.count = static_cast<int64_t>(mask.indices.size());
   // The sizes MaskPayloadBytes gives, with the symmetric difference computed
@@ -269,6 +299,7 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
   const bool change_candidate = !force || *force == MaskEncoding::kChangeFromPrevious;
   if (previous != nullptr && change_candidate) changed.emplace(mask.indices, *previous, mask.begin, mask.end);
   auto payload_bytes = [&](MaskEncoding e) -> std::optional<int64_t> {
+    if (e == MaskEncoding::kDeltaIndices) return delta_bytes;
     if (e != MaskEncoding::kChangeFromPrevious) return MaskPayloadBytes(e, mask, nullptr);
     if (!changed) return std::nullopt;
     return changed->PayloadBytes();
@@ -280,8 +311,11 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
     header.encoding = *force;
     best = *bytes;
   } else {
-    for (MaskEncoding e : {MaskEncoding::kBitmask, MaskEncoding::kIndexList,
-                           MaskEncoding::kDeltaIndices, MaskEncoding::kChangeFromPrevious}) {
+    // The smallest of the other three; change-from-previous is written
+    // straight into the output below and taken where it is smaller still
+    // (a tie keeps the lower encoding), so it is not sized first.
+    for (MaskEncoding e :
+         {MaskEncoding::kBitmask, MaskEncoding::kIndexList, MaskEncoding::kDeltaIndices}) {
       std::optional<int64_t> bytes = payload_bytes(e);
       if (bytes && (best < 0 || *bytes < best)) {
         best = *bytes;
@@ -297,9 +331,19 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
   PutFixed<uint32_t>(out, static_cast<uint32_t>(header.count));
   PutFixed<uint64_t>(out, header.mask_epoch);
   PutFixed<int64_t>(out, header.step);
-  // The payload is written in place: its size is known exactly.
+  // The payload is written in place: its size is known exactly (or bounded,
+  // for change-from-previous tried against the others).
   out.resize(kMaskHeaderBytes + best, '\0');
   char* const payload = out.data() + kMaskHeaderBytes;
+  if (!force && changed) {
+    if (char* written = changed->WriteWithin(payload, best - 1); written != nullptr) {
+      header.encoding = MaskEncoding::kChangeFromPrevious;
+      out[1] = static_cast<char>(header.encoding);
+      out.resize(kMaskHeaderBytes + (written - payload));
+      return out;
+    }
+    std::memset(payload, 0, static_cast<size_t>(best));  // the bitmask sets bits in zeros
+  }
   char* end = payload;
   switch (header.encoding) {
     case MaskEncoding::kBitmask: {

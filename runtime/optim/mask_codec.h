@@ -48,7 +48,8 @@ struct MaskPartitionView {
 std::optional<int64_t> MaskPayloadBytes(MaskEncoding encoding, const MaskPartitionView& mask,
                                         const std::vector<int64_t>* previous);
 
-// Header + payload in the smallest encoding (or `force`d one).
+// Header + payload in the smallest encoding (or `force`d one). `previous`
+// (may be null) is the range's previous part, sorted ascending as parts are.
 absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
                                                 const MaskPartitionView& mask,
                                                 const std::vector<int64_t>* previous,
