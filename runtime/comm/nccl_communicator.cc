@@ -262,6 +262,15 @@ absl::Status NcclCommunicator::Broadcast(void* data, int64_t bytes, int root,
 }
 
 absl::Status NcclCommunicator::Synchronize(cudaStream_t stream) {
+  // The current device is per thread: a wait on another thread than the
+  // one that enqueued (a mask exchange's) would otherwise query from GPU 0,
+  // starting a context there.
+  if (options_.device >= 0) {
+    if (cudaError_t e = cudaSetDevice(options_.device); e != cudaSuccess) {
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat("cudaSetDevice(", options_.device, "): ", cudaGetErrorString(e))));
+    }
+  }
   const absl::Time deadline = absl::Now() + options_.timeout;
   while (true) {
     if (absl::Status s = health(); !s.ok()) return Fail(s);

@@ -68,7 +68,8 @@ class NcclCommunicator {
 
   // Waits for `stream`; on timeout, an NCCL error or Abort(), aborts the
   // communicator (pending operations on every rank then fail) and returns
-  // the error.
+  // the error. From any thread (it makes the communicator's device the
+  // thread's own first).
   absl::Status Synchronize(cudaStream_t stream);
   // From any thread: fails every later call and makes a Synchronize in
   // progress abort the NCCL communicator and return CANCELLED with `reason`
