@@ -188,7 +188,11 @@ void JobRunner::Train(Run* run, NodeAgent* agent) {
   absl::Status status = [&]() -> absl::Status {
     auto setup = SetUpTraining(*run, attention_epoch);
     if (!setup.ok()) return setup.status();
-    return TrainSteps(*run, *agent, *setup, attention_epoch);
+    absl::Status trained = TrainSteps(*run, *agent, *setup, attention_epoch);
+    // The trainer joins a collective still in flight (a mask exchange's)
+    // when it goes: a failed run's ends now, not at a dead peer's timeout.
+    if (!trained.ok()) setup->group->Abort(absl::StrCat("this rank failed: ", trained.message()));
+    return trained;
   }();
   if (status.ok()) return;
   if (run->stop) {
