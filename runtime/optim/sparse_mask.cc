@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/kernels/cuda/topk.h"
 
 namespace corescape::optim {
 
@@ -153,14 +154,9 @@ int64_t MaskCountForTensor(int64_t numel, double density) {
 namespace {
 
 // A key whose unsigned order is the statistic's order with NaN as −∞ and
-// −0 equal to +0: the sign bit flipped for non-negative values, every bit
-// for negative ones.
+// −0 equal to +0: the device top-k's (kernels/cuda/topk.h).
 inline uint32_t OrderKey(float value) {
-  if (std::isnan(value)) value = -INFINITY;
-  if (value == 0.0f) value = 0.0f;
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return kernels::cuda::TopKOrderKey(value, kernels::cuda::TopKBy::kValue);
 }
 
 // Below this many entries a comparison selection beats two 64 Ki-bucket

@@ -224,7 +224,7 @@ TEST_F(KernelsGpuTest, CrossEntropyMatchesTheCpuKernel) {
 // opposite signs).
 TEST_F(KernelsGpuTest, TopKSelectsWhatSelectTopKSelects) {
   for (TopKBy by : {TopKBy::kValue, TopKBy::kMagnitude}) {
-    for (int64_t n : {1, 1000, 100003}) {
+    for (int64_t n : {1, 1000, 100003, 2000003}) {
       std::vector<float> v = RandomFloats(n, 16 + n);
       for (int64_t i = 0; i < n; i += 13) v[i] = -v[i / 2];  // ties in magnitude
       for (int64_t i = 7; i < n; i += 17) v[i] = v[i / 3];   // ties in value

@@ -16,10 +16,11 @@ absl::StatusOr<size_t> TopKScratchBytes(int64_t n);
 
 // The k coordinates of [begin, begin + n) with the largest statistic,
 // ascending, into out_indices[k] — the set optim::SelectTopK returns (NaN as
-// −∞, ties to the lower index): CUB's stable radix sort of (TopKKey, index)
-// pairs descending, then the first k indices sorted ascending. `scratch`
-// holds TopKScratchBytes(n) bytes. k is clamped to [0, n]. With
-// TopKBy::kMagnitude the statistic is |statistic[i]|.
+// −∞, ties to the lower index): the radix select of topk.h (four histogram
+// passes over the keys, then per-tile counts, their scans and one ordered
+// take pass; no sort). `scratch` holds TopKScratchBytes(n) bytes (a few
+// bytes per 2048 entries). k is clamped to [0, n]. With TopKBy::kMagnitude
+// the statistic is |statistic[i]|.
 absl::Status SelectTopKOnDevice(const float* statistic, int64_t n, int64_t begin, int64_t k,
                                 int64_t* out_indices, void* scratch, size_t scratch_bytes,
                                 cudaStream_t stream, TopKBy by = TopKBy::kValue);
