@@ -219,6 +219,7 @@ absl::Status DeviceScapeStore::ReserveStaging(int64_t count) {
   }
   staging_capacity_ = capacity;
   staged_count_ = -1;
+  staged_in_pack_ = false;  // the windows are no longer there either
   return absl::OkStatus();
 }
 
