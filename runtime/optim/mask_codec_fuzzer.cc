@@ -46,6 +46,12 @@ bool corescape::fuzz::ParseFuzzInput(absl::string_view input) {
   if (!again.ok()) std::abort();
   auto redecoded = DecodeMaskPartition(*again, kBegin, kEnd, &Previous());
   if (!redecoded.ok() || redecoded->indices != indices) std::abort();
+  // The automatic choice is no larger and decodes to the same mask (its
+  // change-from-previous is written within a bound and may give up).
+  auto automatic = EncodeMaskPartition(decoded->header, view, &Previous());
+  if (!automatic.ok() || automatic->size() > again->size()) std::abort();
+  auto from_automatic = DecodeMaskPartition(*automatic, kBegin, kEnd, &Previous());
+  if (!from_automatic.ok() || from_automatic->indices != indices) std::abort();
   return true;
 }
 
