@@ -201,11 +201,12 @@ class Change {
   // else nullptr, with [p, p + limit) overwritten. From the bitmap in one
   // pass over the bits (sizing first, then writing, takes two).
   char* WriteWithin(char* p, int64_t limit) const {
-    if (bits_ == nullptr) return PayloadBytes() <= limit ? WritePayload(p) : nullptr;
-    char* const end = p + limit;
     // The count and the gaps are below 2^32 (the range is): 5 bytes each at most.
     constexpr int64_t kMaxVarint = 5;
-    if (limit < kMaxVarint) return PayloadBytes() <= limit ? WritePayload(p) : nullptr;
+    if (bits_ == nullptr || limit < kMaxVarint) {
+      return PayloadBytes() <= limit ? WritePayload(p) : nullptr;
+    }
+    char* const end = p + limit;
     p = WriteVarint(p, static_cast<uint64_t>(count_));
     int64_t next = 0;
     bool fits = true;

@@ -363,20 +363,19 @@ MaskExchange::ReceivedHook ScapeOptimizer::ReceivedMaskHook() {
   // step), and the mask staged where the store uploads it from.
   return [this, windows](const GlobalMask& mask) -> absl::Status {
     PayOwedAges();
-    if (!windows) {
-      if (state_store_->StageMask(mask.indices, {})) staged_mask_step_ = mask.step;
-      return absl::OkStatus();
-    }
-    received_windows_.resize(mask.indices.size());
-    for (size_t p = 0; p < mask.indices.size(); ++p) {
-      const int64_t window = mask.step - last_sync_[mask.indices[p]];
-      if (window > std::numeric_limits<int32_t>::max()) {
-        return absl::OutOfRangeError(absl::StrCat("scape: a window of ", window, " steps"));
+    prepared_.windows.clear();
+    if (windows) {
+      prepared_.windows.resize(mask.indices.size());
+      for (size_t p = 0; p < mask.indices.size(); ++p) {
+        const int64_t window = mask.step - last_sync_[mask.indices[p]];
+        if (window > std::numeric_limits<int32_t>::max()) {
+          return absl::OutOfRangeError(absl::StrCat("scape: a window of ", window, " steps"));
+        }
+        prepared_.windows[p] = static_cast<int32_t>(window);
       }
-      received_windows_[p] = static_cast<int32_t>(window);
     }
-    received_windows_step_ = mask.step;
-    if (state_store_->StageMask(mask.indices, received_windows_)) staged_mask_step_ = mask.step;
+    prepared_.staged = state_store_->StageMask(mask.indices, prepared_.windows);
+    prepared_.step = mask.step;
     return absl::OkStatus();
   };
 }
@@ -415,8 +414,7 @@ const std::vector<int64_t>& ScapeOptimizer::last_sync() {
 }
 
 absl::Status ScapeOptimizer::StartExchange(int64_t step, const std::vector<int64_t>& own) {
-  received_windows_step_ = -1;
-  staged_mask_step_ = -1;
+  prepared_.step = -1;
   return exchange_.Start(*group_, config_.mask_epoch, step, own, &current_, ReceivedMaskHook());
 }
 
@@ -562,7 +560,7 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   // Every rule packs the same way; only the reference rule's store may
   // keep its buffers on a device (Create refuses one for the others).
   const bool host_values = state_store_->host_addressable();
-  auto packed = state_store_->Pack(mask, dense, !dense && staged_mask_step_ == t);
+  auto packed = state_store_->Pack(mask, dense, !dense && prepared_.step == t && prepared_.staged);
   if (!packed.ok()) return packed.status();
   float* values = *packed;
   lap(phases.pack);
@@ -663,13 +661,11 @@ absl::Status ScapeOptimizer::ApplyCatchUpInStore(float* params, double lr, bool 
   // ages stay on the host. A received mask's windows were worked out on the
   // exchange's thread (ReceivedMaskHook), and the ages are set there too, a
   // step later (OweAges).
-  const bool prepared = !dense && received_windows_step_ == t &&
-                        static_cast<int64_t>(received_windows_.size()) == count;
-  const bool staged = prepared && staged_mask_step_ == t;
-  received_windows_step_ = -1;
-  staged_mask_step_ = -1;
+  const bool prepared = !dense && prepared_.step == t &&
+                        static_cast<int64_t>(prepared_.windows.size()) == count;
+  prepared_.step = -1;
   if (prepared) {
-    windows_.swap(received_windows_);
+    windows_.swap(prepared_.windows);
   } else {
     windows_.resize(count);
     for (int64_t p = 0; p < count; ++p) {
@@ -690,7 +686,7 @@ absl::Status ScapeOptimizer::ApplyCatchUpInStore(float* params, double lr, bool 
       params, windows_,
       kernels::cuda::ScapeCatchUpScalarsAt(config_.adams, lr, config_.normalizer_beta, t == 0,
                                            config_.decayed_residual),
-      *catch_up_powers_, staged);
+      *catch_up_powers_);
 }
 
 absl::Status ScapeOptimizer::ApplyReference(
@@ -1197,8 +1193,7 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
   lr_sum_ = std::move(*lr_sum);
   current_ = std::move(*current);
   pending_ = std::move(pending);
-  received_windows_step_ = -1;
-  staged_mask_step_ = -1;
+  prepared_.step = -1;
   owed_ages_step_ = -1;
   exchange_error_ = absl::OkStatus();
   dense_after_restore_ = -1;

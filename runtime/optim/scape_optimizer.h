@@ -210,10 +210,10 @@ class ScapeStateStore {
   }
   // Copies a received mask's indices (and the catch-up rule's windows; else
   // empty) into host memory the store uploads them from at the mask's step
-  // (Pack and CatchUpApply with `staged`), so that step copies nothing of
-  // its own. Called on the mask exchange's thread while the caller goes on
-  // using the store: it touches only that staging. Returns whether it
-  // staged them (the default stages nothing).
+  // (Pack with `staged`, and the CatchUpApply after it), so that step
+  // copies nothing of its own. Called on the mask exchange's thread while
+  // the caller goes on using the store: it touches only that staging.
+  // Returns whether it staged them (the default stages nothing).
   virtual bool StageMask(absl::Span<const int64_t> indices, absl::Span<const int32_t> windows) {
     return false;
   }
@@ -240,11 +240,9 @@ class ScapeStateStore {
   // The catch-up update from the summed values at the last Pack's mask:
   // θ decays everywhere, then the mask's p-th coordinate, last synchronized
   // windows[p] steps ago (host), catches up. `powers` are host tables.
-  // `staged`: the windows are the ones StageMask last staged with the mask.
   virtual absl::Status CatchUpApply(float* params, absl::Span<const int32_t> windows,
                                     const kernels::cuda::ScapeCatchUpScalars& scalars,
-                                    const kernels::cuda::CatchUpPowerTables& powers,
-                                    bool staged) {
+                                    const kernels::cuda::CatchUpPowerTables& powers) {
     return absl::UnimplementedError("this SCAPE state store runs no catch-up rule");
   }
   // The residual, ready for an all-reduce; then e ← e·scale.
@@ -326,8 +324,7 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // next step and of our mask epoch.
   void SetPendingMask(GlobalMask mask) {
     pending_ = std::move(mask);
-    received_windows_step_ = -1;
-    staged_mask_step_ = -1;
+    prepared_.step = -1;
   }
 
   // This rank's statistic over its scope after the last step: what the next
@@ -355,7 +352,7 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // Starts the exchange of this rank's part of the mask for `step`.
   absl::Status StartExchange(int64_t step, const std::vector<int64_t>& own);
   // What the exchange's thread does with a received mask for this rule:
-  // the catch-up rule in a store gets its windows (received_windows_).
+  // the owed ages, the catch-up windows and the store's staging (prepared_).
   MaskExchange::ReceivedHook ReceivedMaskHook();
   void Apply(float* params, int64_t size, double lr, bool dense);
   // θ_j ← θ_j·(1 − ηλ) for the decayed j of [begin, end): off the mask.
@@ -423,13 +420,15 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // An exchange that failed where no caller could be told (last_sync()):
   // the next Step or SaveState returns it.
   absl::Status exchange_error_;
-  // The windows of the received mask for step received_windows_step_ (−1:
-  // none), worked out on the exchange's thread.
-  std::vector<int32_t> received_windows_;
-  int64_t received_windows_step_ = -1;
-  // The step whose received mask (and windows) the store staged
-  // (ScapeStateStore::StageMask), −1: none.
-  int64_t staged_mask_step_ = -1;
+  // What the exchange's thread prepared for the received mask of step
+  // `step` (−1: nothing): the catch-up rule's windows (empty for other
+  // rules) and whether the store staged the mask with them (StageMask).
+  struct PreparedMask {
+    int64_t step = -1;
+    std::vector<int32_t> windows;
+    bool staged = false;
+  };
+  PreparedMask prepared_;
   std::optional<kernels::cuda::CatchUpPowerTables> catch_up_powers_;
   GlobalMask current_;
   // A step forced dense because the restored pending mask was cut for another

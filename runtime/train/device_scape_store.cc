@@ -307,8 +307,7 @@ absl::Status DeviceScapeStore::Accumulate(const float* grads,
 
 absl::Status DeviceScapeStore::CatchUpApply(float* params, absl::Span<const int32_t> windows,
                                             const kernels::cuda::ScapeCatchUpScalars& scalars,
-                                            const kernels::cuda::CatchUpPowerTables& powers,
-                                            bool staged) {
+                                            const kernels::cuda::CatchUpPowerTables& powers) {
   if (!runs_catch_up()) {
     return absl::FailedPreconditionError("scape device state: holds the reference rule's state");
   }
@@ -316,8 +315,8 @@ absl::Status DeviceScapeStore::CatchUpApply(float* params, absl::Span<const int3
     return absl::InvalidArgumentError(absl::StrCat("scape device state: ", windows.size(),
                                                    " windows for a mask of ", count_));
   }
-  // Staged windows were checked by StageMask.
-  const bool from_staging = staged && staged_in_pack_ && staged_has_windows_;
+  // Staged with the last Pack's mask: checked by StageMask.
+  const bool from_staging = staged_in_pack_ && staged_has_windows_;
   if (!from_staging) {
     for (int32_t k : windows) {
       if (k < 1) return absl::InvalidArgumentError(absl::StrCat("scape device state: a window of ", k));

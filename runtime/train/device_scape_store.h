@@ -73,7 +73,7 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
                           const kernels::cuda::ScapeCatchUpScalars& scalars) override;
   absl::Status CatchUpApply(float* params, absl::Span<const int32_t> windows,
                             const kernels::cuda::ScapeCatchUpScalars& scalars,
-                            const kernels::cuda::CatchUpPowerTables& powers, bool staged) override;
+                            const kernels::cuda::CatchUpPowerTables& powers) override;
   // Packs whose mask came from the staging (tests).
   int64_t staged_packs() const { return staged_packs_; }
   absl::StatusOr<float*> Residual() override;
