@@ -159,6 +159,9 @@ class NcclGroup final : public train::DataParallelGroup {
            gather_.communicator->counters().total_received();
   }
 
+  // The data-plane group the NCCL ids came over.
+  DataParallelGroup* control_channel() override { return bootstrap_.get(); }
+
   void Abort(const std::string& reason) override {
     reduce_.communicator->Abort(reason);
     gather_.communicator->Abort(reason);

@@ -124,7 +124,7 @@ void PrintRow(const std::string& label, const std::string& step, const StepSampl
               label.c_str(), step.c_str(), ms(s.phases.select), ms(s.phases.encode),
               ms(s.phases.pack), ms(s.phases.all_reduce_wait), ms(s.phases.mask_wait),
               ms(s.phases.update), ms(s.phases.OwnWork()), ms(s.compute),
-              ms(s.phases.select_overlapped), ms(s.phases.decode_overlapped));
+              ms(s.phases.select_overlapped), ms(s.phases.coding_overlapped));
 }
 
 }  // namespace
@@ -179,7 +179,7 @@ int RunBenchmark() {
               optim::ScapeRuleName(*rule), steps, absl::GetFlag(FLAGS_rounds));
   std::printf("%-10s %5s %9s %9s %9s %9s %9s %9s %10s %11s %9s %9s\n", "method", "step", "select",
               "encode", "pack", "allreduce", "mask_wait", "update", "own_work", "fwd+bwd",
-              "sel_bg", "dec_bg");
+              "sel_bg", "code_bg");
   std::map<std::string, std::vector<StepSample>> all;
   for (int32_t round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
     for (const Method& method : methods) {
@@ -199,13 +199,13 @@ int RunBenchmark() {
 
   std::printf("\nmeans per step (ms); own_work = select + encode + pack + update on the step's"
               " thread;\nsel_bg = selection run beside the all-reduce and update (not in"
-              " own_work);\ndec_bg = mask decoding on the exchange's thread beside the next"
+              " own_work);\ncode_bg = mask coding on the exchange's thread beside the next"
               " forward/backward (not in own_work);\nshare = own_work / dense AdamS's step compute (fwd+bwd + update);\npaired = own_work / (this"
               " method's own fwd+bwd + dense AdamS's update): the same model and batch timed\nin"
               " the same minutes as own_work, so less exposed to load drifting between methods\n");
   std::printf("%-10s %5s %9s %9s %9s %9s %9s %9s %10s %11s %9s %9s %7s %7s\n", "method", "",
               "select", "encode", "pack", "allreduce", "mask_wait", "update", "own_work",
-              "fwd+bwd", "sel_bg", "dec_bg", "share", "paired");
+              "fwd+bwd", "sel_bg", "code_bg", "share", "paired");
   const StepSample dense = RankMean(all["adams"]);
   const double dense_step_compute = dense.compute + dense.phases.update;
   std::map<double, double> share_at;
@@ -220,7 +220,7 @@ int RunBenchmark() {
                 mean.phases.pack * 1e3, mean.phases.all_reduce_wait * 1e3,
                 mean.phases.mask_wait * 1e3, mean.phases.update * 1e3,
                 mean.phases.OwnWork() * 1e3, mean.compute * 1e3,
-                mean.phases.select_overlapped * 1e3, mean.phases.decode_overlapped * 1e3, share,
+                mean.phases.select_overlapped * 1e3, mean.phases.coding_overlapped * 1e3, share,
                 paired);
     if (method.label != "adams") share_at[method.config.scape.density] = share;
   }

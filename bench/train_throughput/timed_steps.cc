@@ -58,7 +58,8 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
   std::unique_ptr<optim::DataParallelOptimizer> optimizer;
   const bool on_device = placement == OptimizerPlacement::kModelDevice;
   if (on_device) {
-    auto placed = train::CreatePlacedOptimizer(options, &group, model.ops(), decay,
+    auto placed = train::CreatePlacedOptimizer(options, &group, train::GroupUse::kOptimizerAlone,
+                                               model.ops(), decay,
                                                model.layout().TensorBounds());
     if (!placed.ok()) return placed.status();
     if (!placed->on_device) {

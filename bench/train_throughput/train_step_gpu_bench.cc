@@ -176,12 +176,12 @@ int RunBenchmark() {
       const optim::OptimizerStepPhases& phases = sparse->phases;
       std::printf("%-11s %dx%-5d %-15s d=%-5s step %8.1f ms (%.2fx AdamW's; optimizer %7.1f, own "
                   "work %6.1f = %.3f of the step: select %.1f, mask coding %.1f, pack %.1f; "
-                  "update %.1f, waits %.1f; mask decoding beside the step %.1f)\n",
+                  "update %.1f, waits %.1f; mask coding beside the step %.1f)\n",
                   parts[0].c_str(), rows, seq, label, std::string(density_text).c_str(),
                   1e3 * sparse->step_seconds, ratio, 1e3 * sparse->optimizer_seconds,
                   1e3 * sparse->sparse_overhead_seconds(), share, 1e3 * phases.select, 1e3 * phases.encode,
                   1e3 * phases.pack, 1e3 * phases.update, 1e3 * (phases.all_reduce_wait + phases.mask_wait),
-                  1e3 * phases.decode_overlapped);
+                  1e3 * phases.coding_overlapped);
       std::fflush(stdout);
       const std::string profile =
           profile_ops && placement == OptimizerPlacement::kModelDevice && !scape.scape.offload_residuals &&
@@ -191,10 +191,10 @@ int RunBenchmark() {
       return absl::StrFormat(
           "\"%s\": {\"step_ms\": %.1f, \"step_vs_adamw\": %.3f, \"optimizer_ms\": %.1f, "
           "\"own_work_share\": %.4f, \"select_ms\": %.2f, \"mask_coding_ms\": %.2f, \"pack_ms\": %.2f, "
-          "\"mask_decode_overlapped_ms\": %.2f, \"op_profile_ms\": {%s}}",
+          "\"mask_coding_overlapped_ms\": %.2f, \"op_profile_ms\": {%s}}",
           density_text, 1e3 * sparse->step_seconds, ratio, 1e3 * sparse->optimizer_seconds, share,
           1e3 * phases.select, 1e3 * phases.encode, 1e3 * phases.pack,
-          1e3 * phases.decode_overlapped, profile);
+          1e3 * phases.coding_overlapped, profile);
     };
     std::vector<std::string> scape_results, scape_offload_results, reference_results,
         reference_offload_results;

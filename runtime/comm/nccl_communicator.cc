@@ -62,12 +62,7 @@ absl::Status NcclCommunicator::Prefix(absl::Status status) const {
 }
 
 absl::Status NcclCommunicator::Init() {
-  if (options_.device >= 0) {
-    if (cudaError_t e = cudaSetDevice(options_.device); e != cudaSuccess) {
-      return Prefix(absl::FailedPreconditionError(
-          absl::StrCat("cudaSetDevice(", options_.device, "): ", cudaGetErrorString(e))));
-    }
-  }
+  if (absl::Status s = MakeDeviceCurrent(); !s.ok()) return s;
   ncclUniqueId id;
   std::memcpy(id.internal, options_.unique_id.data(), NCCL_UNIQUE_ID_BYTES);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -153,7 +148,7 @@ void NcclCommunicator::Count(CollectiveKind kind, int64_t sent, int64_t received
 
 absl::Status NcclCommunicator::AllReduce(float* data, int64_t count, ReduceOp op,
                                          cudaStream_t stream) {
-  if (absl::Status s = health(); !s.ok()) return s;
+  if (absl::Status s = ReadyOnThisThread(); !s.ok()) return s;
   if (count < 0) return absl::InvalidArgumentError("negative count");
   if (count == 0) return absl::OkStatus();
   if (absl::Status s = Check(ncclAllReduce(data, data, count, ncclFloat, ToNccl(op), comm_, stream),
@@ -177,7 +172,7 @@ absl::Status NcclCommunicator::AllReduce(float* data, int64_t count, ReduceOp op
 absl::Status NcclCommunicator::AllGatherV(const void* send, int64_t send_bytes, void* recv,
                                           absl::Span<const int64_t> recv_bytes_per_rank,
                                           cudaStream_t stream) {
-  if (absl::Status s = health(); !s.ok()) return s;
+  if (absl::Status s = ReadyOnThisThread(); !s.ok()) return s;
   const int p = world_size();
   const int r = rank();
   if (static_cast<int>(recv_bytes_per_rank.size()) != p || send_bytes != recv_bytes_per_rank[r]) {
@@ -212,7 +207,7 @@ absl::Status NcclCommunicator::AllGatherV(const void* send, int64_t send_bytes, 
 absl::Status NcclCommunicator::ReduceScatter(const float* send, float* recv,
                                              absl::Span<const int64_t> counts_per_rank,
                                              ReduceOp op, cudaStream_t stream) {
-  if (absl::Status s = health(); !s.ok()) return s;
+  if (absl::Status s = ReadyOnThisThread(); !s.ok()) return s;
   const int p = world_size();
   const int r = rank();
   if (static_cast<int>(counts_per_rank.size()) != p) {
@@ -245,7 +240,7 @@ absl::Status NcclCommunicator::ReduceScatter(const float* send, float* recv,
 
 absl::Status NcclCommunicator::Broadcast(void* data, int64_t bytes, int root,
                                          cudaStream_t stream) {
-  if (absl::Status s = health(); !s.ok()) return s;
+  if (absl::Status s = ReadyOnThisThread(); !s.ok()) return s;
   if (root < 0 || root >= world_size() || bytes < 0) {
     return absl::InvalidArgumentError("bad root or size");
   }
@@ -261,16 +256,25 @@ absl::Status NcclCommunicator::Broadcast(void* data, int64_t bytes, int root,
   return absl::OkStatus();
 }
 
-absl::Status NcclCommunicator::Synchronize(cudaStream_t stream) {
-  // The current device is per thread: a wait on another thread than the
-  // one that enqueued (a mask exchange's) would otherwise query from GPU 0,
-  // starting a context there.
-  if (options_.device >= 0) {
-    if (cudaError_t e = cudaSetDevice(options_.device); e != cudaSuccess) {
-      return Fail(absl::FailedPreconditionError(
-          absl::StrCat("cudaSetDevice(", options_.device, "): ", cudaGetErrorString(e))));
-    }
+absl::Status NcclCommunicator::MakeDeviceCurrent() {
+  // The current device is per thread: a collective or a wait on another
+  // thread than the one that made the communicator (a mask exchange's)
+  // would otherwise run from GPU 0, starting a context there.
+  if (options_.device < 0) return absl::OkStatus();
+  if (cudaError_t e = cudaSetDevice(options_.device); e != cudaSuccess) {
+    return Fail(absl::FailedPreconditionError(
+        absl::StrCat("cudaSetDevice(", options_.device, "): ", cudaGetErrorString(e))));
   }
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::ReadyOnThisThread() {
+  if (absl::Status s = health(); !s.ok()) return s;
+  return MakeDeviceCurrent();
+}
+
+absl::Status NcclCommunicator::Synchronize(cudaStream_t stream) {
+  if (absl::Status s = MakeDeviceCurrent(); !s.ok()) return s;
   const absl::Time deadline = absl::Now() + options_.timeout;
   while (true) {
     if (absl::Status s = health(); !s.ok()) return Fail(s);

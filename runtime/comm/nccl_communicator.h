@@ -88,6 +88,10 @@ class NcclCommunicator {
   // communicator is non-blocking so that initialisation can time out).
   absl::Status Check(ncclResult_t result, const char* what);
   absl::Status Fail(absl::Status status);
+  // cudaSetDevice(options_.device) on the calling thread.
+  absl::Status MakeDeviceCurrent();
+  // health(), then MakeDeviceCurrent(): before every collective.
+  absl::Status ReadyOnThisThread();
   absl::Status Prefix(absl::Status status) const;
   void Count(CollectiveKind kind, int64_t sent, int64_t received);
 

@@ -23,7 +23,7 @@ namespace corescape::optim {
 // the optimizer's own work (bench/scape/step_breakdown.sh reports it).
 struct OptimizerStepPhases {
   double select = 0;           // the next mask's statistic and top-k
-  double encode = 0;           // mask coding on the step's thread: encoding this rank's part
+  double encode = 0;           // mask coding on the step's path (encoding this rank's part)
   double pack = 0;             // residual update, gather at the mask, zeroing what is sent
   double all_reduce_wait = 0;  // blocked in the values (or gradient) all-reduce
   double mask_wait = 0;        // blocked in the mask exchange (sizes, payload)
@@ -31,10 +31,12 @@ struct OptimizerStepPhases {
   // Selection work done on another thread while the all-reduce and the
   // update ran: not on the step's path, so not in OwnWork().
   double select_overlapped = 0;
-  // Decoding the received mask parts (and preparing the mask for its step)
-  // on the mask exchange's thread while the forward/backward ran: not on
-  // the step's path either; what the step still waited for is mask_wait.
-  double decode_overlapped = 0;
+  // Mask coding on the mask exchange's thread while the forward/backward
+  // ran: decoding the received parts (and preparing the mask for its step),
+  // and encoding this rank's part where the exchange sends on that thread
+  // (MaskSending::kOnThread). Not on the step's path either; what the step
+  // still waited for is mask_wait.
+  double coding_overlapped = 0;
 
   double OwnWork() const { return select + encode + pack + update; }
   // this += weight · other, field by field (means over steps or ranks).
@@ -46,7 +48,7 @@ struct OptimizerStepPhases {
     mask_wait += weight * other.mask_wait;
     update += weight * other.update;
     select_overlapped += weight * other.select_overlapped;
-    decode_overlapped += weight * other.decode_overlapped;
+    coding_overlapped += weight * other.coding_overlapped;
   }
 };
 
@@ -56,9 +58,13 @@ struct OptimizerStepStats {
   bool dense = true;             // every coordinate was synchronized
   int64_t synced_values = 0;     // floats in the step's value collective
   int64_t mask_entries = 0;      // entries of the mask applied (0 when dense)
-  int64_t bytes_sent = 0;        // by this rank during the step (values + masks)
+  // This rank's traffic for the step: its values (and residual) collectives
+  // and one mask exchange, the one the step started (the next step's mask)
+  // or, where the exchange sends on its own thread between steps
+  // (MaskSending::kOnThread), the one whose mask the step applied.
+  int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
-  int64_t mask_part_bytes = 0;   // this rank's encoded mask part for the next step
+  int64_t mask_part_bytes = 0;   // this rank's encoded part in that exchange
   MaskEncoding mask_encoding = MaskEncoding::kBitmask;
   // L2 norm of the synchronized gradient before clipping (optimizers that
   // clip; 0 for the others).

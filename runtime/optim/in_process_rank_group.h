@@ -108,8 +108,10 @@ class InProcessRankGroup final : public RankGroup {
   InProcessHub* hub_;
   int rank_;
   int64_t next_sequence_ = 0;
-  int64_t bytes_sent_ = 0;
-  int64_t bytes_received_ = 0;
+  // Read from any thread while a collective on another (a mask exchange's)
+  // counts.
+  std::atomic<int64_t> bytes_sent_{0};
+  std::atomic<int64_t> bytes_received_{0};
 };
 
 // Runs body(rank, group) on P threads, one per rank, over a fresh hub, and

@@ -279,9 +279,14 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
   // their order and range, and the delta encoding's size.
   int64_t delta_bytes = 0;
   int64_t next = mask.begin;  // smallest value the next entry may take
-  for (int64_t index : mask.indices) {
+  for (const int64_t& index : mask.indices) {
     if (index < next || index >= mask.end) {
-      return absl::InvalidArgumentError("mask indices must be sorted, unique and in range");
+      // Off the hot path: name the entry.
+      const int64_t position = &index - mask.indices.data();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mask indices must be sorted, unique and in range [", mask.begin, ", ", mask.end,
+          "): entry ", position, " is ", index,
+          position > 0 ? absl::StrCat(", after ", mask.indices[position - 1]) : ""));
     }
     delta_bytes += VarintBytes(static_cast<uint64_t>(index - next));
     next = index + 1;

@@ -296,7 +296,7 @@ ScapeOptimizer::ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask d
       decay_mask_(std::move(decay_mask)),
       tensor_bounds_(std::move(tensor_bounds)),
       partition_(std::move(partition)),
-      exchange_(&partition_, config.scope),
+      exchange_(&partition_, config.scope, config.mask_sending),
       m_(decay_mask_.size(), 0.0f),
       vbar_(decay_mask_.size(), 0.0f),
       residual_(decay_mask_.size(), 0.0f),
@@ -413,9 +413,10 @@ const std::vector<int64_t>& ScapeOptimizer::last_sync() {
   return last_sync_;
 }
 
-absl::Status ScapeOptimizer::StartExchange(int64_t step, const std::vector<int64_t>& own) {
+absl::Status ScapeOptimizer::StartExchange(int64_t step, std::vector<int64_t> own) {
   prepared_.step = -1;
-  return exchange_.Start(*group_, config_.mask_epoch, step, own, &current_, ReceivedMaskHook());
+  return exchange_.Start(*group_, config_.mask_epoch, step, std::move(own), &current_,
+                         ReceivedMaskHook());
 }
 
 absl::Status ScapeOptimizer::TakeMask(int64_t step) {
@@ -450,7 +451,13 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
     return absl::InvalidArgumentError(
         absl::StrCat("scape: buffer of ", size, " entries, optimizer built for ", n));
   }
-  const int64_t sent_before = group_->bytes_sent(), received_before = group_->bytes_received();
+  // The step's traffic: with the exchange's collectives on its thread, since
+  // the last step ended (the group is the optimizer's alone, and the mask
+  // this step applies was exchanged in between); else since now, as other
+  // collectives may come between steps.
+  if (config_.mask_sending == MaskSending::kOnCaller || !traffic_mark_) {
+    traffic_mark_ = {group_->bytes_sent(), group_->bytes_received()};
+  }
   const int64_t t = step_;
   OptimizerStepPhases phases;
   absl::Time mark = absl::Now();
@@ -467,6 +474,33 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
     phases.mask_wait -= coding;
     phases.encode += coding;
   };
+  // This rank's encoded part of the exchange the step accounts for: the one
+  // it started where the caller's thread encodes, else the one it finished.
+  int64_t part_bytes = 0;
+  MaskEncoding part_encoding = MaskEncoding::kBitmask;
+  auto count_part = [&](const MaskExchangeStats& e) {
+    part_bytes = e.part_bytes;
+    part_encoding = e.encoding;
+  };
+  // After the exchange's Start: its encoding, where the caller's thread ran
+  // it (the exchange's thread's costs are read after Finish).
+  auto lap_started = [&] {
+    if (exchange_.encodes_on_thread()) {
+      lap(phases.mask_wait);
+      return;
+    }
+    lap_exchange(exchange_.last().encode_seconds);
+    count_part(exchange_.last());
+  };
+  // After its Finish: what ran on its thread beside the forward/backward is
+  // not on the step's path.
+  auto lap_finished = [&] {
+    const MaskExchangeStats& e = exchange_.last();
+    lap_exchange(e.received_on_thread ? 0.0 : e.decode_seconds);
+    phases.coding_overlapped += (e.encoded_on_thread ? e.encode_seconds : 0.0) +
+                                (e.received_on_thread ? e.decode_seconds : 0.0);
+    if (e.encoded_on_thread) count_part(e);
+  };
   const bool dense = DenseAt(t);
   const bool reference = config_.rule == ScapeRule::kReference;
   const bool catch_up_in_store = state_store_->runs_catch_up();
@@ -481,12 +515,8 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   } else {
     const bool receiving = exchange_.in_flight();
     if (absl::Status s = TakeMask(t); !s.ok()) return s;
-    if (receiving && exchange_.last_received_on_thread()) {
-      // Decoded on the exchange's thread: what is left here is waiting.
-      lap(phases.mask_wait);
-      phases.decode_overlapped = exchange_.last_decode_seconds();
-    } else if (receiving) {
-      lap_exchange(exchange_.last_decode_seconds());
+    if (receiving) {
+      lap_finished();
     } else {
       lap(phases.mask_wait);
     }
@@ -524,11 +554,13 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
       auto own = SelectOwnPart(t);
       if (!own.ok()) return own.status();
       lap(phases.select);
-      if (absl::Status s = StartExchange(t, *own); !s.ok()) return s;
-      lap_exchange(exchange_.last_encode_seconds());
-      // Needed at once: its decoding is on the step's path.
+      if (absl::Status s = StartExchange(t, *std::move(own)); !s.ok()) return s;
+      lap_started();
+      // Needed at once: what its thread does is on the step's path.
       if (absl::Status s = TakeMask(t); !s.ok()) return s;
-      lap_exchange(exchange_.last_decode_seconds());
+      const MaskExchangeStats& e = exchange_.last();
+      lap_exchange((e.encoded_on_thread ? e.encode_seconds : 0.0) + e.decode_seconds);
+      if (e.encoded_on_thread) count_part(e);
     }
     if (state_store_->selects() && !DenseAt(t + 1)) {
       // The store ranks e where it keeps it: the next mask is chosen now,
@@ -615,7 +647,9 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   }
   ++step_;
 
-  int64_t part_bytes = 0;
+  // The end of this step's own traffic; the next exchange's, where its
+  // thread sends it, counts towards the step that applies its mask.
+  const Traffic traffic_end = {group_->bytes_sent(), group_->bytes_received()};
   if (!DenseAt(step_)) {
     std::vector<int64_t> own;
     if (preselected) {
@@ -632,9 +666,8 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
     }
     lap(phases.select);
     phases.select_overlapped = selection_seconds;
-    if (absl::Status s = StartExchange(step_, own); !s.ok()) return s;
-    lap_exchange(exchange_.last_encode_seconds());
-    part_bytes = exchange_.last_part_bytes();
+    if (absl::Status s = StartExchange(step_, std::move(own)); !s.ok()) return s;
+    lap_started();
   }
   // No exchange to pay the ages on its thread: now.
   if (!exchange_.in_flight()) PayOwedAges();
@@ -643,10 +676,14 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   last_step_.dense = dense;
   last_step_.synced_values = synced;
   last_step_.mask_entries = dense ? 0 : synced;
-  last_step_.bytes_sent = group_->bytes_sent() - sent_before;
-  last_step_.bytes_received = group_->bytes_received() - received_before;
+  const Traffic traffic_now = config_.mask_sending == MaskSending::kOnCaller
+                                  ? Traffic{group_->bytes_sent(), group_->bytes_received()}
+                                  : traffic_end;
+  last_step_.bytes_sent = traffic_now.sent - traffic_mark_->sent;
+  last_step_.bytes_received = traffic_now.received - traffic_mark_->received;
+  traffic_mark_ = traffic_end;
   last_step_.mask_part_bytes = part_bytes;
-  last_step_.mask_encoding = exchange_.last_encoding();
+  last_step_.mask_encoding = part_encoding;
   last_step_.grad_norm = reference ? last_grad_norm_ : 0.0;
   last_step_.phases = phases;
   return absl::OkStatus();

@@ -155,6 +155,12 @@ struct ScapeConfig {
   // the state lives, not what it is: the bits are the same, so it is not part
   // of ToString() and a checkpoint restores either way.
   bool offload_residuals = false;
+  // Where the mask exchange encodes this rank's part and issues its
+  // collectives: kOnThread (off the step's path) needs the group to carry
+  // nothing else between the optimizer's steps; the trainer picks it when its
+  // token counts and losses go over another group. How, not what: not part
+  // of ToString().
+  MaskSending mask_sending = MaskSending::kOnCaller;
 
   absl::Status Validate() const;
   std::string ToString() const;     // every field; stored in checkpoints
@@ -350,7 +356,7 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // Finishes an exchange in flight into pending_.
   absl::Status FinishExchange();
   // Starts the exchange of this rank's part of the mask for `step`.
-  absl::Status StartExchange(int64_t step, const std::vector<int64_t>& own);
+  absl::Status StartExchange(int64_t step, std::vector<int64_t> own);
   // What the exchange's thread does with a received mask for this rule:
   // the owed ages, the catch-up windows and the store's staging (prepared_).
   MaskExchange::ReceivedHook ReceivedMaskHook();
@@ -429,6 +435,12 @@ class ScapeOptimizer final : public DataParallelOptimizer {
     bool staged = false;
   };
   PreparedMask prepared_;
+  // The group's byte counters where the step's traffic starts (Step).
+  struct Traffic {
+    int64_t sent = 0;
+    int64_t received = 0;
+  };
+  std::optional<Traffic> traffic_mark_;
   std::optional<kernels::cuda::CatchUpPowerTables> catch_up_powers_;
   GlobalMask current_;
   // A step forced dense because the restored pending mask was cut for another

@@ -521,9 +521,16 @@ TEST(ScapeOptimizerTest, RefusesAMaskOfAnotherStepOrMaskEpoch) {
   }
 }
 
+// Whichever thread sends the mask, a step counts its values and one mask
+// exchange: the one it started on the caller's thread, or the one its
+// mask came by when the exchange's thread sends between steps.
 TEST(ScapeOptimizerTest, CountsValueAndMaskBytesExactly) {
+  for (MaskSending sending : {MaskSending::kOnCaller, MaskSending::kOnThread}) {
+  SCOPED_TRACE(sending == MaskSending::kOnCaller ? "on the caller" : "on the exchange's thread");
+  ScapeConfig c = Sparse(0.05);
+  c.mask_sending = sending;
   std::vector<RankTrace> t;
-  ASSERT_TRUE(RunRanks(Scape(Sparse(0.05)), {}, t).ok());
+  ASSERT_TRUE(RunRanks(Scape(c), {}, t).ok());
   for (int r = 0; r < kRanks; ++r) {
     // Dense step 0: N floats all-reduced; the mask for step 1 is not yet built.
     EXPECT_EQ(t[r].stats[0].bytes_sent, InProcessRankGroup::RingAllReduceBytesSent(kSize, kRanks, r));
@@ -537,6 +544,50 @@ TEST(ScapeOptimizerTest, CountsValueAndMaskBytesExactly) {
                                InProcessRankGroup::RingAllGatherBytesSent(part_bytes, r);
       EXPECT_EQ(t[r].stats[s].bytes_sent, expected) << "rank " << r << " step " << s;
       EXPECT_GT(t[r].stats[s].mask_part_bytes, kMaskHeaderBytes);
+    }
+  }
+  }
+}
+
+// The exchange's thread encoding this rank's part and issuing the
+// collectives changes no bit of any rank's run, for both the catch-up and
+// the reference rule; its coding leaves the step's path.
+TEST(ScapeOptimizerTest, SendingTheMaskOnTheExchangesThreadChangesNoBit) {
+  // Two tensors per rank: the reference rule's masks are per tensor.
+  const std::vector<int64_t> tensors = {0,         kSize / 8,     kSize / 4,     3 * kSize / 8,
+                                        kSize / 2, 5 * kSize / 8, 3 * kSize / 4, 7 * kSize / 8,
+                                        kSize};
+  for (ScapeRule rule : {ScapeRule::kCatchUp, ScapeRule::kReference}) {
+    SCOPED_TRACE(ScapeRuleName(rule));
+    auto make = [&](MaskSending sending) -> Factory {
+      ScapeConfig c = Sparse(0.05, rule);
+      c.mask_sending = sending;
+      return [c, &tensors](RankGroup* group) -> std::unique_ptr<DataParallelOptimizer> {
+        auto opt = ScapeOptimizer::Create(group, c, Decay(), tensors);
+        EXPECT_TRUE(opt.ok()) << opt.status();
+        return std::move(*opt);
+      };
+    };
+    std::vector<RankTrace> on_caller, on_thread;
+    ASSERT_TRUE(RunRanks(make(MaskSending::kOnCaller), {}, on_caller).ok());
+    ASSERT_TRUE(RunRanks(make(MaskSending::kOnThread), {}, on_thread).ok());
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_EQ(on_thread[r].params.size(), on_caller[r].params.size());
+      for (size_t s = 0; s < on_caller[r].params.size(); ++s) {
+        EXPECT_TRUE(BitwiseEqual(on_thread[r].params[s], on_caller[r].params[s]))
+            << "rank " << r << " step " << s;
+        EXPECT_TRUE(BitwiseEqual(on_thread[r].m[s], on_caller[r].m[s]));
+        EXPECT_EQ(on_thread[r].masks[s], on_caller[r].masks[s]);
+        const OptimizerStepStats& stats = on_thread[r].stats[s];
+        // Steps 3 on apply a mask the thread encoded (step 2's came from a
+        // Start at the dense step 1's end, and the reference rule's first
+        // mask is exchanged at once).
+        if (s >= 3) {
+          EXPECT_EQ(stats.phases.encode, 0.0) << "rank " << r << " step " << s;
+          EXPECT_GT(stats.phases.coding_overlapped, 0.0) << "rank " << r << " step " << s;
+          EXPECT_GT(on_caller[r].stats[s].phases.encode, 0.0);
+        }
+      }
     }
   }
 }

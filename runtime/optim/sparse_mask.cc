@@ -241,46 +241,83 @@ MaskExchange::~MaskExchange() {
 }
 
 absl::Status MaskExchange::Start(RankGroup& group, uint64_t mask_epoch, int64_t step,
-                                 const std::vector<int64_t>& own_part,
-                                 const GlobalMask* previous, ReceivedHook on_received) {
+                                 std::vector<int64_t> own_part, const GlobalMask* previous,
+                                 ReceivedHook on_received) {
   if (in_flight_) return absl::FailedPreconditionError("mask exchange already in flight");
-  const int rank = group.rank();
   // Change-from-previous only against the step just before, which every
   // receiver holds too.
   const bool have_previous = previous != nullptr && previous->step == step - 1 &&
                              previous->mask_epoch == mask_epoch &&
                              static_cast<int>(previous->parts.size()) == group.world_size();
-  MaskPartitionHeader header;
-  header.mask_epoch = mask_epoch;
-  header.step = step;
-  header.rank = rank;
-  const absl::Time encode_start = absl::Now();
-  auto encoded = EncodeMaskPartition(header, {RangeBegin(rank), RangeEnd(rank), own_part},
-                                     have_previous ? &previous->parts[rank] : nullptr);
-  last_encode_seconds_ = absl::ToDoubleSeconds(absl::Now() - encode_start);
-  if (!encoded.ok()) return encoded.status();
-  send_ = std::move(*encoded);
-  last_part_bytes_ = static_cast<int64_t>(send_.size());
-  last_encoding_ = static_cast<MaskEncoding>(send_[1]);
-  sizes_.assign(group.world_size(), 0);
-  if (absl::Status s = group.AllGatherInt64(last_part_bytes_, absl::MakeSpan(sizes_)); !s.ok()) {
-    return s;
-  }
-  recv_.assign(std::accumulate(sizes_.begin(), sizes_.end(), int64_t{0}), 0);
-  auto pending = group.StartAllGatherV(send_.data(), last_part_bytes_, recv_.data(), sizes_);
-  if (!pending.ok()) return pending.status();
-  pending_ = std::move(*pending);
+  group_ = &group;
+  own_part_ = std::move(own_part);
   previous_ = have_previous ? previous : nullptr;
   on_received_ = std::move(on_received);
   started_mask_epoch_ = mask_epoch;
   started_step_ = step;
+  last_ = {};
+  send_pending_ = true;
+  if (sending_ == MaskSending::kOnCaller) {
+    if (absl::Status s = Send(/*on_thread=*/false); !s.ok()) {
+      previous_ = nullptr;
+      on_received_ = nullptr;
+      return s;
+    }
+  }
   in_flight_ = true;
   try {
-    receiver_ = std::thread(&MaskExchange::Receive, this);
+    receiver_ = std::thread(&MaskExchange::Run, this);
   } catch (const std::system_error&) {
-    // No thread to spare: Finish receives on the caller's thread.
+    // No thread to spare: send here, and Finish receives on the caller's
+    // thread.
+    if (send_pending_) {
+      if (absl::Status s = Send(/*on_thread=*/false); !s.ok()) {
+        in_flight_ = false;
+        previous_ = nullptr;
+        on_received_ = nullptr;
+        return s;
+      }
+    }
   }
   return absl::OkStatus();
+}
+
+absl::Status MaskExchange::Send(bool on_thread) {
+  send_pending_ = false;
+  const int rank = group_->rank();
+  MaskPartitionHeader header;
+  header.mask_epoch = started_mask_epoch_;
+  header.step = started_step_;
+  header.rank = rank;
+  const absl::Time encode_start = absl::Now();
+  auto encoded = EncodeMaskPartition(header, {RangeBegin(rank), RangeEnd(rank), own_part_},
+                                     previous_ != nullptr ? &previous_->parts[rank] : nullptr);
+  last_.encode_seconds = absl::ToDoubleSeconds(absl::Now() - encode_start);
+  last_.encoded_on_thread = on_thread;
+  if (!encoded.ok()) return encoded.status();
+  send_ = std::move(*encoded);
+  last_.part_bytes = static_cast<int64_t>(send_.size());
+  last_.encoding = static_cast<MaskEncoding>(send_[1]);
+  sizes_.assign(group_->world_size(), 0);
+  if (absl::Status s = group_->AllGatherInt64(last_.part_bytes, absl::MakeSpan(sizes_));
+      !s.ok()) {
+    return s;
+  }
+  recv_.assign(std::accumulate(sizes_.begin(), sizes_.end(), int64_t{0}), 0);
+  auto pending = group_->StartAllGatherV(send_.data(), last_.part_bytes, recv_.data(), sizes_);
+  if (!pending.ok()) return pending.status();
+  pending_ = std::move(*pending);
+  return absl::OkStatus();
+}
+
+void MaskExchange::Run() {
+  if (send_pending_) {
+    if (absl::Status s = Send(/*on_thread=*/true); !s.ok()) {
+      received_ = s;
+      return;
+    }
+  }
+  Receive();
 }
 
 void MaskExchange::Receive() {
@@ -301,14 +338,14 @@ void MaskExchange::Receive() {
   if (received_.ok() && on_received_) {
     if (absl::Status s = on_received_(*received_); !s.ok()) received_ = s;
   }
-  last_decode_seconds_ = absl::ToDoubleSeconds(absl::Now() - decode_start);
+  last_.decode_seconds = absl::ToDoubleSeconds(absl::Now() - decode_start);
 }
 
 absl::StatusOr<GlobalMask> MaskExchange::Finish(uint64_t expected_mask_epoch,
                                                 int64_t expected_step) {
   if (!in_flight_) return absl::FailedPreconditionError("no mask exchange in flight");
-  last_received_on_thread_ = receiver_.joinable();
-  if (last_received_on_thread_) {
+  last_.received_on_thread = receiver_.joinable();
+  if (last_.received_on_thread) {
     receiver_.join();
   } else {
     Receive();

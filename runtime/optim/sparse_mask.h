@@ -100,6 +100,29 @@ struct GlobalMask {
 // per-rank global top-k baseline, whose union grows with P: fill-in).
 enum class MaskScope { kPartitioned, kWholeBuffer };
 
+// Where a mask exchange's sending half (encoding this rank's part, the
+// sizes' all-gather, starting the payloads' all-gather) runs.
+enum class MaskSending {
+  // In Start, on the caller's thread: for a group that carries other
+  // collectives between the optimizer's steps (a trainer's token counts and
+  // losses), whose order must be the same on every rank.
+  kOnCaller,
+  // On the exchange's thread, before it receives: Start returns at once and
+  // the encoding overlaps the caller's next forward/backward too. Only for a
+  // group nobody else uses between Start and Finish.
+  kOnThread,
+};
+
+// What one exchange cost this rank.
+struct MaskExchangeStats {
+  int64_t part_bytes = 0;  // this rank's encoded part
+  MaskEncoding encoding = MaskEncoding::kBitmask;
+  double encode_seconds = 0;  // encoding this rank's part
+  double decode_seconds = 0;  // decoding and checking every part, plus on_received
+  bool encoded_on_thread = false;
+  bool received_on_thread = false;
+};
+
 // Exchanges the ranks' mask parts for one step: each rank encodes its part
 // (smallest encoding, change-from-previous against its part of `previous`
 // when that is the step before), the sizes are all-gathered, then the
@@ -107,49 +130,58 @@ enum class MaskScope { kPartitioned, kWholeBuffer };
 // thread of the exchange's own: it waits for the payloads, decodes and
 // checks every part (a part of another mask epoch or step is refused) and
 // runs the caller's `on_received` on the assembled mask, so all of it
-// overlaps the caller's next forward/backward; Finish() joins it. Between
-// Start and Finish the caller must leave `previous` (and whatever
-// `on_received` reads) unchanged and issue no collective on the group.
+// overlaps the caller's next forward/backward; Finish() joins it. The
+// sending half runs before it, on the caller's thread or on that thread
+// (MaskSending). Between Start and Finish the caller must leave `previous`
+// (and whatever `on_received` reads) unchanged and issue no collective on
+// the group.
 class MaskExchange {
  public:
   // Work on a received mask that the step needs later (e.g. per-entry
   // tables), run on the receiving thread; its error fails Finish.
   using ReceivedHook = std::function<absl::Status(const GlobalMask&)>;
 
-  MaskExchange(const ParameterPartition* partition, MaskScope scope)
-      : partition_(partition), scope_(scope) {}
+  MaskExchange(const ParameterPartition* partition, MaskScope scope,
+               MaskSending sending = MaskSending::kOnCaller)
+      : partition_(partition), scope_(scope), sending_(sending) {}
   ~MaskExchange();  // joins an exchange in flight
   MaskExchange(const MaskExchange&) = delete;
   MaskExchange& operator=(const MaskExchange&) = delete;
 
   int64_t RangeBegin(int rank) const;
   int64_t RangeEnd(int rank) const;
+  // Whether the exchange in flight encodes on its thread (its costs are
+  // then read after Finish).
+  bool encodes_on_thread() const {
+    return in_flight_ && sending_ == MaskSending::kOnThread && receiver_.joinable();
+  }
 
+  // An error of the sending half is Start's where it runs on the caller's
+  // thread, Finish's where it runs on the exchange's.
   absl::Status Start(RankGroup& group, uint64_t mask_epoch, int64_t step,
-                     const std::vector<int64_t>& own_part, const GlobalMask* previous,
+                     std::vector<int64_t> own_part, const GlobalMask* previous,
                      ReceivedHook on_received = nullptr);
   bool in_flight() const { return in_flight_; }
   absl::StatusOr<GlobalMask> Finish(uint64_t expected_mask_epoch, int64_t expected_step);
 
-  // Encoded bytes of this rank's last part, and its encoding.
-  int64_t last_part_bytes() const { return last_part_bytes_; }
-  MaskEncoding last_encoding() const { return last_encoding_; }
-  // Wall seconds of mask coding (not communication): the last Start's
-  // encoding, on the caller's thread, and the last exchange's decoding and
-  // checking of every part plus `on_received`, on the receiving thread
-  // (read after Finish).
-  double last_encode_seconds() const { return last_encode_seconds_; }
-  double last_decode_seconds() const { return last_decode_seconds_; }
-  // Whether the last Finish found its mask received on the exchange's thread
-  // (false where no thread could be started: Finish decoded it).
-  bool last_received_on_thread() const { return last_received_on_thread_; }
+  // The last exchange's costs: read after its Finish (the encoding's fields
+  // also right after Start where the caller's thread encoded).
+  const MaskExchangeStats& last() const { return last_; }
 
  private:
+  // The sending half: encode, all-gather the sizes, start the payloads'.
+  absl::Status Send(bool on_thread);
   // The receiving half: wait, decode, check, on_received.
   void Receive();
+  // The exchange's thread: what is left of Send, then Receive.
+  void Run();
 
   const ParameterPartition* partition_;
   MaskScope scope_;
+  MaskSending sending_;
+  RankGroup* group_ = nullptr;
+  std::vector<int64_t> own_part_;
+  bool send_pending_ = false;  // Send has not run for the exchange in flight
   std::string send_;
   std::vector<char> recv_;
   std::vector<int64_t> sizes_;
@@ -159,15 +191,11 @@ class MaskExchange {
   uint64_t started_mask_epoch_ = 0;
   int64_t started_step_ = 0;
   bool in_flight_ = false;
-  // Receive() on a thread of its own; not joinable where no thread could be
-  // started, and Finish then receives on the caller's.
+  // Run() on a thread of its own; not joinable where no thread could be
+  // started, and Start sends and Finish receives on the caller's.
   std::thread receiver_;
   absl::StatusOr<GlobalMask> received_;
-  int64_t last_part_bytes_ = 0;
-  MaskEncoding last_encoding_ = MaskEncoding::kBitmask;
-  double last_encode_seconds_ = 0;
-  double last_decode_seconds_ = 0;
-  bool last_received_on_thread_ = false;
+  MaskExchangeStats last_;
 };
 
 // Decodes every rank's encoded part and checks mask epoch, step and rank:

@@ -148,15 +148,18 @@ TEST(SelectTopKTest, PerTensorRangesMatchTheReference) {
   }
 }
 
+class MaskExchangeSendingTest : public testing::TestWithParam<MaskSending> {};
+
 // Every rank selects in its own range; the exchange gives every rank the
-// same mask; a part of another step or mask epoch is refused.
-TEST(MaskExchangeTest, PartitionedPartsAssembleIdenticallyOnEveryRank) {
+// same mask, whichever thread sends it.
+TEST_P(MaskExchangeSendingTest, PartitionedPartsAssembleIdenticallyOnEveryRank) {
   constexpr int kRanks = 4;
   constexpr int64_t kTotal = 10007;
   auto partition = ParameterPartition::Balanced(kTotal, kRanks);
   std::vector<GlobalMask> masks(kRanks);
+  std::vector<MaskExchangeStats> stats(kRanks);
   ASSERT_TRUE(RunInProcessRanks(kRanks, [&](int rank, RankGroup& group) -> absl::Status {
-                MaskExchange exchange(&*partition, MaskScope::kPartitioned);
+                MaskExchange exchange(&*partition, MaskScope::kPartitioned, GetParam());
                 const std::vector<float> stat = UniformStat(rank, partition->size(rank));
                 const int64_t k = MaskCountForRange(partition->size(rank), 0.05);
                 auto own = SelectTopK(stat, partition->begin(rank), k);
@@ -164,9 +167,15 @@ TEST(MaskExchangeTest, PartitionedPartsAssembleIdenticallyOnEveryRank) {
                 auto mask = exchange.Finish(9, 42);
                 if (!mask.ok()) return mask.status();
                 masks[rank] = *mask;
+                stats[rank] = exchange.last();
                 EXPECT_EQ(mask->parts[rank], own);
                 return absl::OkStatus();
               }).ok());
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(stats[r].encoded_on_thread, GetParam() == MaskSending::kOnThread);
+    EXPECT_TRUE(stats[r].received_on_thread);
+    EXPECT_GT(stats[r].part_bytes, kMaskHeaderBytes);
+  }
   int64_t expected = 0;
   for (int r = 0; r < kRanks; ++r) {
     expected += MaskCountForRange(partition->size(r), 0.05);
@@ -180,6 +189,13 @@ TEST(MaskExchangeTest, PartitionedPartsAssembleIdenticallyOnEveryRank) {
   EXPECT_TRUE(std::is_sorted(masks[0].indices.begin(), masks[0].indices.end()));
 }
 
+INSTANTIATE_TEST_SUITE_P(BothSendingThreads, MaskExchangeSendingTest,
+                         testing::Values(MaskSending::kOnCaller, MaskSending::kOnThread),
+                         [](const testing::TestParamInfo<MaskSending>& info) {
+                           return info.param == MaskSending::kOnCaller ? "OnCaller" : "OnThread";
+                         });
+
+// A part of another step or mask epoch is refused.
 TEST(MaskExchangeTest, RefusesAPartOfAnotherEpochOrGeneration) {
   auto partition = ParameterPartition::Balanced(100, 2);
   MaskExchange ranges(&*partition, MaskScope::kPartitioned);
@@ -229,7 +245,9 @@ class GatedGroup final : public RankGroup {
   absl::Status AllReduceSum(float*, int64_t) override { return absl::OkStatus(); }
   absl::Status AllGatherV(const void* send, int64_t send_bytes, void* recv,
                           absl::Span<const int64_t>) override {
+    if (gate_blocking_too) gate.WaitForNotification();
     std::memcpy(recv, send, send_bytes);
+    blocking_thread = std::this_thread::get_id();
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllGatherV(
@@ -242,6 +260,9 @@ class GatedGroup final : public RankGroup {
 
   absl::Notification gate;
   absl::Status failure;
+  // The blocking all-gather (the sizes') waits for the gate too.
+  bool gate_blocking_too = false;
+  std::thread::id blocking_thread;  // where the last blocking all-gather ran
 
  private:
   struct Gated final : PendingCollective {
@@ -286,12 +307,69 @@ TEST(MaskExchangeTest, ReceivesOnItsOwnThreadWhileTheCallerGoesOn) {
   auto mask = exchange.Finish(2, 7);
   ASSERT_TRUE(mask.ok()) << mask.status();
   EXPECT_TRUE(hook_ran);
-  EXPECT_TRUE(exchange.last_received_on_thread());
+  EXPECT_TRUE(exchange.last().received_on_thread);
+  EXPECT_FALSE(exchange.last().encoded_on_thread);
+  EXPECT_EQ(group.blocking_thread, std::this_thread::get_id());
   EXPECT_NE(hook_thread, std::this_thread::get_id());
   EXPECT_EQ(hook_entries, 4);
   EXPECT_EQ(mask->indices, own);
   EXPECT_EQ(mask->step, 7);
   EXPECT_FALSE(exchange.in_flight());
+}
+
+// Sent on the exchange's thread, Start returns before this rank's part is
+// even encoded: the sizes' all-gather (held by the gate, a slow peer) runs
+// there too.
+TEST(MaskExchangeTest, SendsOnItsOwnThreadWhileTheCallerGoesOn) {
+  auto partition = ParameterPartition::Balanced(1000, 1);
+  MaskExchange exchange(&*partition, MaskScope::kPartitioned, MaskSending::kOnThread);
+  GatedGroup group;
+  group.gate_blocking_too = true;
+  const std::vector<int64_t> own = {5, 6, 7, 800};
+  ASSERT_TRUE(exchange.Start(group, 1, 3, own, nullptr).ok());
+  EXPECT_TRUE(exchange.encodes_on_thread());
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(group.blocking_thread, std::thread::id());  // still held: Start did not wait
+  group.gate.Notify();
+  auto mask = exchange.Finish(1, 3);
+  ASSERT_TRUE(mask.ok()) << mask.status();
+  EXPECT_EQ(mask->indices, own);
+  EXPECT_NE(group.blocking_thread, std::this_thread::get_id());
+  EXPECT_TRUE(exchange.last().encoded_on_thread);
+  EXPECT_TRUE(exchange.last().received_on_thread);
+  EXPECT_GT(exchange.last().part_bytes, kMaskHeaderBytes);
+  EXPECT_FALSE(exchange.encodes_on_thread());
+}
+
+// A part the encoder refuses: Start's error on the caller's thread,
+// Finish's on the exchange's; either way nothing stays in flight.
+TEST(MaskExchangeTest, AnUnencodablePartFailsWhereItIsSent) {
+  auto partition = ParameterPartition::Balanced(1000, 1);
+  const std::vector<int64_t> outside = {3, 1000};  // past the range's end
+  {
+    MaskExchange exchange(&*partition, MaskScope::kPartitioned, MaskSending::kOnCaller);
+    GatedGroup group;
+    group.gate.Notify();
+    const absl::Status started = exchange.Start(group, 0, 1, outside, nullptr);
+    EXPECT_FALSE(started.ok());
+    EXPECT_NE(started.message().find("1000"), absl::string_view::npos) << started;
+    EXPECT_FALSE(exchange.in_flight());
+  }
+  {
+    MaskExchange exchange(&*partition, MaskScope::kPartitioned, MaskSending::kOnThread);
+    GatedGroup group;
+    group.gate.Notify();
+    ASSERT_TRUE(exchange.Start(group, 0, 1, outside, nullptr).ok());
+    auto mask = exchange.Finish(0, 1);
+    EXPECT_FALSE(mask.ok());
+    EXPECT_NE(mask.status().message().find("1000"), absl::string_view::npos) << mask.status();
+    EXPECT_FALSE(exchange.in_flight());
+    // The exchange is usable again.
+    ASSERT_TRUE(exchange.Start(group, 0, 2, {4, 9}, nullptr).ok());
+    auto next = exchange.Finish(0, 2);
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_EQ(next->indices, (std::vector<int64_t>{4, 9}));
+  }
 }
 
 TEST(MaskExchangeTest, FinishReportsTheReceivingHalfsErrors) {

@@ -20,6 +20,10 @@ class DataParallelGroup : public optim::RankGroup {
   // Makes pending and later collectives fail at once (a stopped job must not
   // sit out a peer's timeout). Thread-safe.
   virtual void Abort(const std::string& reason) {}
+  // A group of the same ranks whose collectives are ordered independently of
+  // this one's, for a job's small control collectives (token counts,
+  // losses), where the implementation has one; null where it has none.
+  virtual DataParallelGroup* control_channel() { return nullptr; }
 };
 
 // World size 1: every collective is the identity.

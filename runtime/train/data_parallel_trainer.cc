@@ -93,7 +93,11 @@ std::vector<int64_t> QueryEnds(const model::ModelBatch& batch) {
 
 DataParallelTrainer::DataParallelTrainer(const TrainerConfig& config, DataParallelGroup* group,
                                          DataParallelGroup* control)
-    : config_(config), group_(group), control_(control != nullptr ? control : group) {}
+    : config_(config),
+      group_(group),
+      control_(control != nullptr                     ? control
+               : group->control_channel() != nullptr ? group->control_channel()
+                                                     : group) {}
 
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create(
     const TrainerConfig& config, DataParallelGroup* group, DataParallelGroup* control) {
@@ -159,7 +163,10 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
   }
   // A device backend keeps the optimizer's state beside the parameters
   // where it can, so a step moves no gradient or parameter to the host.
-  auto placed = CreatePlacedOptimizer(config.optimizer, group, trainer->model_->ops(),
+  auto placed = CreatePlacedOptimizer(config.optimizer, group,
+                                      trainer->control_ != group ? GroupUse::kOptimizerAlone
+                                                                 : GroupUse::kSharedBetweenSteps,
+                                      trainer->model_->ops(),
                                       std::move(decay_mask),
                                       trainer->model_->layout().TensorBounds());
   if (!placed.ok()) return placed.status();
@@ -263,8 +270,15 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
   result.compute_seconds = absl::ToDoubleSeconds(total - communication);
   result.tokens_per_second = static_cast<double>(config_.grad_accum) * config_.micro_batch * config_.seq_len /
                              std::max(1e-9, absl::ToDoubleSeconds(total));
-  result.bytes_sent = group_->bytes_sent() - sent_before;
-  result.bytes_received = group_->bytes_received() - received_before;
+  if (control_ != group_) {
+    // The group carries the optimizer's traffic alone, which it accounts
+    // itself (a mask exchange its thread sent between steps included).
+    result.bytes_sent = optimizer_step.bytes_sent;
+    result.bytes_received = optimizer_step.bytes_received;
+  } else {
+    result.bytes_sent = group_->bytes_sent() - sent_before;
+    result.bytes_received = group_->bytes_received() - received_before;
+  }
   return result;
 }
 

@@ -79,9 +79,11 @@ struct StepResult {
 // micro-batch b train exactly like 1 rank of W·b.
 class DataParallelTrainer {
  public:
-  // `control` (optional) carries the token counts, losses and validation
-  // sums instead of `group`, so `group`'s counters hold only the
-  // optimizer's traffic (the SCAPE study measures it); the worker uses one.
+  // `control` (optional; else `group`'s control_channel(), where it has one)
+  // carries the token counts, losses and validation sums instead of
+  // `group`, so `group` holds only the optimizer's traffic: its counters
+  // measure it (the SCAPE study), and SCAPE's mask exchange issues its
+  // collectives on its own thread between steps (MaskSending::kOnThread).
   static absl::StatusOr<std::unique_ptr<DataParallelTrainer>> Create(
       const TrainerConfig& config, DataParallelGroup* group, DataParallelGroup* control = nullptr);
 
@@ -153,7 +155,7 @@ class DataParallelTrainer {
 
   TrainerConfig config_;
   DataParallelGroup* group_;
-  DataParallelGroup* control_;  // group_ unless Create was given another
+  DataParallelGroup* control_;  // group_ unless there is another (Create)
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<model::CoreAttentionExecutor> attention_;
   std::unique_ptr<model::Transformer> model_;

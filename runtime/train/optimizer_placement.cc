@@ -8,11 +8,15 @@
 
 namespace corescape::train {
 
-absl::StatusOr<PlacedOptimizer> CreatePlacedOptimizer(const optim::OptimizerOptions& options,
-                                                      optim::RankGroup* group,
+absl::StatusOr<PlacedOptimizer> CreatePlacedOptimizer(optim::OptimizerOptions options,
+                                                      optim::RankGroup* group, GroupUse group_use,
                                                       model::ModelOps& backend,
                                                       optim::DecayMask decay_mask,
                                                       std::vector<int64_t> tensor_bounds) {
+  options.scape.mask_sending =
+      group_use == GroupUse::kOptimizerAlone || group->world_size() == 1
+          ? optim::MaskSending::kOnThread
+          : optim::MaskSending::kOnCaller;
   auto traits = optim::FindOptimizer(options.name);
   if (!traits.ok()) return traits.status();
   const bool device_backend = !backend.parameters_in_place();

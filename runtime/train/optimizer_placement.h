@@ -23,13 +23,19 @@ struct PlacedOptimizer {
   std::string placement;
 };
 
+// Whether anything but the optimizer issues collectives on its group between
+// the optimizer's steps (a trainer's token counts and losses).
+enum class GroupUse { kOptimizerAlone, kSharedBetweenSteps };
+
 // The optimizer `options` names for a model on `backend`: on a device
 // backend with its state beside the parameters where a device form exists
 // (AdamW and AdamS: DeviceDenseOptimizer; SCAPE's reference rule:
 // DeviceScapeStore, its residual in pinned host memory under
-// offload_residuals), on the host otherwise.
-absl::StatusOr<PlacedOptimizer> CreatePlacedOptimizer(const optim::OptimizerOptions& options,
-                                                      optim::RankGroup* group,
+// offload_residuals), on the host otherwise. SCAPE's mask exchange encodes
+// and issues its collectives on its own thread, off the step's path, where
+// `group_use` lets it (or there are no peers to agree on an order with).
+absl::StatusOr<PlacedOptimizer> CreatePlacedOptimizer(optim::OptimizerOptions options,
+                                                      optim::RankGroup* group, GroupUse group_use,
                                                       model::ModelOps& backend,
                                                       optim::DecayMask decay_mask,
                                                       std::vector<int64_t> tensor_bounds);

@@ -10,26 +10,29 @@ namespace corescape::scape_tool {
 class TimedPending final : public optim::PendingCollective {
  public:
   TimedPending(TimedRankGroup* group, std::unique_ptr<optim::PendingCollective> inner)
-      : group_(group), inner_(std::move(inner)), starter_(std::this_thread::get_id()) {}
+      : group_(group), inner_(std::move(inner)) {}
   absl::Status Wait() override {
     const absl::Time start = absl::Now();
     absl::Status status = inner_->Wait();
-    // A wait on another thread (the mask exchange's receiving thread) runs
-    // beside the caller: it blocks nothing of the step's.
-    if (std::this_thread::get_id() == starter_) group_->blocked_ += absl::Now() - start;
+    group_->CountBlocked(start);
     return status;
   }
 
  private:
   TimedRankGroup* group_;
   std::unique_ptr<optim::PendingCollective> inner_;
-  std::thread::id starter_;
 };
+
+void TimedRankGroup::CountBlocked(absl::Time since) {
+  // Another thread (the mask exchange's) runs beside the rank's: its waits
+  // block nothing of the step's.
+  if (std::this_thread::get_id() == owner_) blocked_ += absl::Now() - since;
+}
 
 absl::Status TimedRankGroup::AllReduceSum(float* data, int64_t count) {
   const absl::Time start = absl::Now();
   absl::Status status = inner_->AllReduceSum(data, count);
-  blocked_ += absl::Now() - start;
+  CountBlocked(start);
   return status;
 }
 
@@ -37,7 +40,7 @@ absl::Status TimedRankGroup::AllGatherV(const void* send, int64_t send_bytes, vo
                                         absl::Span<const int64_t> bytes_per_rank) {
   const absl::Time start = absl::Now();
   absl::Status status = inner_->AllGatherV(send, send_bytes, recv, bytes_per_rank);
-  blocked_ += absl::Now() - start;
+  CountBlocked(start);
   return status;
 }
 
@@ -45,7 +48,7 @@ absl::StatusOr<std::unique_ptr<optim::PendingCollective>> TimedRankGroup::StartA
     const void* send, int64_t send_bytes, void* recv, absl::Span<const int64_t> bytes_per_rank) {
   const absl::Time start = absl::Now();
   auto pending = inner_->StartAllGatherV(send, send_bytes, recv, bytes_per_rank);
-  blocked_ += absl::Now() - start;
+  CountBlocked(start);
   if (!pending.ok()) return pending.status();
   return std::unique_ptr<optim::PendingCollective>(
       new TimedPending(this, *std::move(pending)));

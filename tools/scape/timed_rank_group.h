@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <thread>
 
 #include "absl/time/time.h"
 #include "runtime/optim/rank_group.h"
@@ -10,16 +11,17 @@
 
 namespace corescape::scape_tool {
 
-// A RankGroup that forwards to another and adds up the wall time its caller
-// spends blocked in collectives: blocking calls whole, asynchronous ones
-// from the start call and from Wait() on the thread that started them (a
-// wait on another thread overlaps the caller). This is the communication
-// time a step could not hide behind compute. Its collectives are started
-// from one rank's thread.
+// A RankGroup that forwards to another and adds up the wall time the rank's
+// thread (the one that made it) spends blocked in collectives: blocking
+// calls whole, asynchronous ones from the start call and from Wait(). Calls
+// on other threads (a mask exchange's) overlap the rank's and are not
+// counted. This is the communication time a step could not hide behind
+// compute.
 // A DataParallelGroup, so the trainer can run on it.
 class TimedRankGroup final : public train::DataParallelGroup {
  public:
-  explicit TimedRankGroup(optim::RankGroup* inner) : inner_(inner) {}
+  explicit TimedRankGroup(optim::RankGroup* inner)
+      : inner_(inner), owner_(std::this_thread::get_id()) {}
 
   int rank() const override { return inner_->rank(); }
   int world_size() const override { return inner_->world_size(); }
@@ -37,8 +39,12 @@ class TimedRankGroup final : public train::DataParallelGroup {
 
  private:
   friend class TimedPending;
+  // Adds the time since `since` where called on owner_'s thread.
+  void CountBlocked(absl::Time since);
+
   optim::RankGroup* inner_;
-  absl::Duration blocked_;
+  std::thread::id owner_;
+  absl::Duration blocked_;  // written on owner_'s thread only
 };
 
 }  // namespace corescape::scape_tool
