@@ -42,6 +42,10 @@ ABSL_FLAG(int32_t, steps, 3, "timed steps per method and round");
 ABSL_FLAG(int32_t, rounds, 2, "times every method is run, in turn");
 ABSL_FLAG(std::string, densities, "0.01,0.1", "SCAPE densities (d = 1 - sparsity)");
 ABSL_FLAG(std::string, rule, "catch-up", "SCAPE rule (catch-up, reference, ...)");
+ABSL_FLAG(bool, shared_group, false,
+          "the trainer's token counts and losses share the optimizer's group (a CPU job over "
+          "UCX), so the mask exchange encodes on the step's thread; else they go over a "
+          "control group and it encodes on its own");
 
 namespace corescape::bench {
 namespace {
@@ -71,8 +75,9 @@ absl::StatusOr<std::vector<std::vector<StepSample>>> RunMethod(const Method& met
   auto rank_main = [&](int rank) -> absl::Status {
     optim::InProcessRankGroup group(&optimizer_hub, rank), control(&control_hub, rank);
     scape_tool::TimedRankGroup optimizer_group(&group), control_group(&control);
-    auto trainer = train::DataParallelTrainer::Create(*trainer_config, &optimizer_group,
-                                                      &control_group);
+    auto trainer = train::DataParallelTrainer::Create(
+        *trainer_config, &optimizer_group,
+        absl::GetFlag(FLAGS_shared_group) ? nullptr : &control_group);
     if (!trainer.ok()) return trainer.status();
     for (int32_t step = 0; step <= steps; ++step) {
       auto result = (*trainer)->Step();
@@ -173,10 +178,12 @@ int RunBenchmark() {
   }
 
   std::printf("SCAPE step breakdown, %s, model %s, P=%d in-process ranks, micro_batch %d x seq %d,"
-              " rule %s, %d timed steps x %d rounds; ms, mean over ranks\n",
+              " rule %s, %d timed steps x %d rounds, mask encoded on %s; ms, mean over ranks\n",
               absl::FormatTime("%Y-%m-%d %H:%M UTC", absl::Now(), absl::UTCTimeZone()).c_str(),
               base.model.c_str(), base.ranks, base.micro_batch, base.seq_len,
-              optim::ScapeRuleName(*rule), steps, absl::GetFlag(FLAGS_rounds));
+              optim::ScapeRuleName(*rule), steps, absl::GetFlag(FLAGS_rounds),
+              absl::GetFlag(FLAGS_shared_group) ? "the step's thread (shared group)"
+                                                : "the exchange's thread (control group)");
   std::printf("%-10s %5s %9s %9s %9s %9s %9s %9s %10s %11s %9s %9s\n", "method", "step", "select",
               "encode", "pack", "allreduce", "mask_wait", "update", "own_work", "fwd+bwd",
               "sel_bg", "code_bg");

@@ -262,7 +262,7 @@ class GatedGroup final : public RankGroup {
   absl::Status failure;
   // The blocking all-gather (the sizes') waits for the gate too.
   bool gate_blocking_too = false;
-  std::thread::id blocking_thread;  // where the last blocking all-gather ran
+  std::atomic<std::thread::id> blocking_thread;  // where the last blocking all-gather ran
 
  private:
   struct Gated final : PendingCollective {
@@ -309,7 +309,7 @@ TEST(MaskExchangeTest, ReceivesOnItsOwnThreadWhileTheCallerGoesOn) {
   EXPECT_TRUE(hook_ran);
   EXPECT_TRUE(exchange.last().received_on_thread);
   EXPECT_FALSE(exchange.last().encoded_on_thread);
-  EXPECT_EQ(group.blocking_thread, std::this_thread::get_id());
+  EXPECT_EQ(group.blocking_thread.load(), std::this_thread::get_id());
   EXPECT_NE(hook_thread, std::this_thread::get_id());
   EXPECT_EQ(hook_entries, 4);
   EXPECT_EQ(mask->indices, own);
@@ -329,12 +329,12 @@ TEST(MaskExchangeTest, SendsOnItsOwnThreadWhileTheCallerGoesOn) {
   ASSERT_TRUE(exchange.Start(group, 1, 3, own, nullptr).ok());
   EXPECT_TRUE(exchange.encodes_on_thread());
   absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_EQ(group.blocking_thread, std::thread::id());  // still held: Start did not wait
+  EXPECT_EQ(group.blocking_thread.load(), std::thread::id());  // still held: Start did not wait
   group.gate.Notify();
   auto mask = exchange.Finish(1, 3);
   ASSERT_TRUE(mask.ok()) << mask.status();
   EXPECT_EQ(mask->indices, own);
-  EXPECT_NE(group.blocking_thread, std::this_thread::get_id());
+  EXPECT_NE(group.blocking_thread.load(), std::this_thread::get_id());
   EXPECT_TRUE(exchange.last().encoded_on_thread);
   EXPECT_TRUE(exchange.last().received_on_thread);
   EXPECT_GT(exchange.last().part_bytes, kMaskHeaderBytes);

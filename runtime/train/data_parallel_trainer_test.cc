@@ -79,6 +79,9 @@ class ThreadGroup {
     }
     int64_t bytes_sent() const override { return 0; }
     int64_t bytes_received() const override { return 0; }
+    DataParallelGroup* control_channel() override { return control; }
+
+    DataParallelGroup* control = nullptr;  // what control_channel() offers
 
    private:
     ThreadGroup* group_;
@@ -209,6 +212,47 @@ TEST(DataParallelTrainerTest, AdamSAndScapeKeepReplicasIdentical) {
     ASSERT_TRUE(snapshot.ok()) << snapshot.status();
     EXPECT_TRUE(snapshot->blobs.count("optimizer_state")) << optimizer;
   }
+}
+
+// Given a group with a control channel, the trainer sends its token counts
+// and losses over the channel, and SCAPE's mask exchange encodes and issues
+// its collectives on its own thread (the group is the optimizer's alone):
+// not a bit changes against a group that carries both, and the encoding
+// leaves the step's path. A lock-step group: any collective issued out of
+// order on one rank would pair with another kind on the other and fail.
+TEST(DataParallelTrainerTest, ScapeMaskGoesOverItsOwnThreadWhenTheGroupHasAControlChannel) {
+  constexpr int kSteps = 7;
+  std::vector<float> parameters[2];
+  std::vector<double> losses[2];
+  optim::OptimizerStepPhases last_phases[2];
+  for (int variant = 0; variant < 2; ++variant) {
+    const bool with_channel = variant == 1;
+    ThreadGroup group(2), control(2);
+    ThreadGroup::Member members[2] = {{&group, 0}, {&group, 1}};
+    ThreadGroup::Member control_members[2] = {{&control, 0}, {&control, 1}};
+    std::unique_ptr<DataParallelTrainer> ranks[2];
+    for (int r = 0; r < 2; ++r) {
+      if (with_channel) members[r].control = &control_members[r];
+      TrainerConfig config = Config(2);
+      config.optimizer.name = "scape";
+      config.steps = kSteps;
+      config.schedule.total_steps = kSteps;
+      config.optimizer.scape.density = 0.1;
+      config.optimizer.scape.dense_warmup_steps = 1;
+      auto trainer = DataParallelTrainer::Create(config, &members[r]);
+      ASSERT_TRUE(trainer.ok()) << trainer.status();
+      ranks[r] = *std::move(trainer);
+    }
+    losses[variant] = StepBothRanks(ranks, kSteps)[0];
+    parameters[variant] = ranks[0]->model().parameters();
+    EXPECT_EQ(ranks[1]->model().parameters(), parameters[variant]);
+    last_phases[variant] = ranks[0]->optimizer().last_step().phases;
+  }
+  EXPECT_EQ(losses[1], losses[0]);
+  EXPECT_EQ(parameters[1], parameters[0]);
+  EXPECT_GT(last_phases[0].encode, 0.0);  // shared: encoded on the step's thread
+  EXPECT_EQ(last_phases[1].encode, 0.0);
+  EXPECT_GT(last_phases[1].coding_overlapped, 0.0);
 }
 
 // Local core attention that fails once, at its n-th call (counting Forward
