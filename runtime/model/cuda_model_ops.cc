@@ -404,15 +404,15 @@ class CudaModelOps final : public ModelOps {
     device::ProfileSpan span(op_profile_.active(), "ScapeMaskStatistic");
     return kc::LaunchMaskStatistic(m, e, vbar, n, statistic, scalars, out, stream());
   }
-  absl::Status SelectLargestMagnitudes(const float* values, int64_t n, int64_t begin, int64_t k,
+  absl::Status SelectLargestMagnitudes(const float* values,
+                                       absl::Span<const kc::TopKSegment> segments, int64_t begin,
                                        int64_t* out_indices) override {
     device::ProfileSpan span(op_profile_.active(), "SelectLargestMagnitudes");
-    if (k <= 0 || n <= 0) return absl::OkStatus();
-    auto bytes = kc::TopKScratchBytes(n);
+    auto bytes = kc::TopKScratchBytes(segments);
     if (!bytes.ok()) return bytes.status();
     CORESCAPE_RETURN_IF_ERROR(EnsureCapacity(*this, topk_scratch_, *bytes));
-    return kc::SelectTopKOnDevice(values, n, begin, k, out_indices, topk_scratch_.data(),
-                                  topk_scratch_.size(), stream(), kc::TopKBy::kMagnitude);
+    return kc::SelectTopKInSegments(values, segments, begin, out_indices, topk_scratch_.data(),
+                                    topk_scratch_.size(), stream(), kc::TopKBy::kMagnitude);
   }
   CoreAttentionExecutor& local_attention() override { return attention_; }
   device::OnDemandProfiler& op_profile() override { return op_profile_; }

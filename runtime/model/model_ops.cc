@@ -248,13 +248,24 @@ class CpuModelOps final : public ModelOps {
     }
     return absl::OkStatus();
   }
-  absl::Status SelectLargestMagnitudes(const float* values, int64_t n, int64_t begin, int64_t k,
-                                       int64_t* out_indices) override {
+  absl::Status SelectLargestMagnitudes(const float* values,
+                                       absl::Span<const kernels::cuda::TopKSegment> segments,
+                                       int64_t begin, int64_t* out_indices) override {
     device::ProfileSpan span(op_profile_.active(), "SelectLargestMagnitudes");
-    std::vector<float> magnitudes(std::max<int64_t>(n, 0));
-    for (int64_t i = 0; i < n; ++i) magnitudes[i] = std::fabs(values[i]);
-    const std::vector<int64_t> chosen = optim::SelectTopK(magnitudes, begin, k);
-    std::copy(chosen.begin(), chosen.end(), out_indices);
+    std::vector<float> magnitudes;
+    for (const kernels::cuda::TopKSegment& segment : segments) {
+      if (segment.offset < 0 || segment.numel < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("top-k: a segment at ", segment.offset,
+                                                       " of ", segment.numel, " entries"));
+      }
+      magnitudes.resize(segment.numel);
+      for (int64_t i = 0; i < segment.numel; ++i) {
+        magnitudes[i] = std::fabs(values[segment.offset + i]);
+      }
+      const std::vector<int64_t> chosen =
+          optim::SelectTopK(magnitudes, begin + segment.offset, segment.k);
+      out_indices = std::copy(chosen.begin(), chosen.end(), out_indices);
+    }
     return absl::OkStatus();
   }
   absl::StatusOr<CrossEntropyResult> CrossEntropy(const float* logits, const int32_t* targets,

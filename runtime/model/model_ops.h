@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/device/caching_allocator.h"
 #include "runtime/device/device.h"
@@ -15,6 +16,7 @@
 #include "runtime/device/staging_pipeline.h"
 #include "runtime/device/stream_profiler.h"
 #include "runtime/kernels/cuda/optim_updates.h"
+#include "runtime/kernels/cuda/topk.h"
 #include "runtime/model/core_attention_executor.h"
 #include "runtime/model/precision.h"
 
@@ -163,12 +165,16 @@ class ModelOps {
                                           const kernels::cuda::MaskStatisticScalars& scalars,
                                           float* out) = 0;
 
-  // The k coordinates of values[0, n) with the largest magnitude, as
-  // begin + i, ascending, into out_indices[0, k): the set optim::SelectTopK
-  // picks from |values| (NaN as −∞, ties to the lower index). Both arrays in
-  // this backend's memory; k is clamped to [0, n].
-  virtual absl::Status SelectLargestMagnitudes(const float* values, int64_t n, int64_t begin,
-                                               int64_t k, int64_t* out_indices) = 0;
+  // Each segment's k coordinates of values[offset, offset + numel) with the
+  // largest magnitude, as begin + offset + i, ascending, the segments' one
+  // after another into out_indices (Σ k entries): per segment the set
+  // optim::SelectTopK picks from |values| (NaN as −∞, ties to the lower
+  // index). Both arrays in this backend's memory, the segments on the host;
+  // each k is clamped to [0, numel]. Every segment in one selection (on a
+  // GPU, one sequence of launches).
+  virtual absl::Status SelectLargestMagnitudes(
+      const float* values, absl::Span<const kernels::cuda::TopKSegment> segments, int64_t begin,
+      int64_t* out_indices) = 0;
 
   // The colocated core-attention executor for this backend's memory.
   virtual CoreAttentionExecutor& local_attention() = 0;

@@ -12,6 +12,7 @@
 #include "absl/types/span.h"
 #include "runtime/kernels/cuda/optim_scalars.h"
 #include "runtime/kernels/cuda/optim_updates.h"
+#include "runtime/kernels/cuda/topk.h"
 #include "runtime/optim/adams.h"
 #include "runtime/optim/data_parallel_optimizer.h"
 #include "runtime/optim/rank_group.h"
@@ -203,9 +204,7 @@ class ScapeStateStore {
   virtual bool selects() const { return false; }
   // One tensor of a selection: the k coordinates of [offset, offset + numel)
   // with the largest statistic.
-  struct TopKSegment {
-    int64_t offset = 0, numel = 0, k = 0;
-  };
+  using TopKSegment = kernels::cuda::TopKSegment;
   // Each segment's top k by `statistic` (optim::SelectTopK's set: ties to
   // the lower coordinate), ascending, the segments' one after another
   // (host).

@@ -130,24 +130,30 @@ absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectByStatistic(
   if (offloaded()) return SelectOnHost(segments, statistic, scalars);
   const size_t bytes = static_cast<size_t>(total) * sizeof(int64_t);
   CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, selected_, bytes));
-  int64_t written = 0;
-  for (const TopKSegment& segment : segments) {
-    const int64_t k = std::clamp<int64_t>(segment.k, 0, segment.numel);
-    // |e| is the residual's magnitude: ranked in place. Any other statistic
-    // is computed into its own buffer first.
-    const float* ranked = residual_.as<float>() + segment.offset;
-    if (statistic != optim::MaskStatistic::kResidual && k > 0) {
+  if (statistic == optim::MaskStatistic::kResidual) {
+    // |e| is the residual's magnitude: every segment ranked in place, in one
+    // selection.
+    CORESCAPE_RETURN_IF_ERROR(ops_->SelectLargestMagnitudes(residual_.as<float>(), segments, 0,
+                                                            selected_.as<int64_t>()));
+  } else {
+    // Any other statistic is computed into its own buffer first, a segment
+    // at a time.
+    int64_t written = 0;
+    for (const TopKSegment& segment : segments) {
+      const int64_t k = std::clamp<int64_t>(segment.k, 0, segment.numel);
+      if (k == 0) continue;
       CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(
           *ops_, statistic_, static_cast<size_t>(segment.numel) * sizeof(float)));
       const float* vbar = runs_catch_up() ? vbar_.as<float>() + segment.offset : nullptr;
       CORESCAPE_RETURN_IF_ERROR(ops_->ScapeMaskStatistic(
-          m_.as<float>() + segment.offset, ranked, vbar, segment.numel, statistic, scalars,
-          statistic_.as<float>()));
-      ranked = statistic_.as<float>();
+          m_.as<float>() + segment.offset, residual_.as<float>() + segment.offset, vbar,
+          segment.numel, statistic, scalars, statistic_.as<float>()));
+      const TopKSegment whole{0, segment.numel, k};
+      CORESCAPE_RETURN_IF_ERROR(ops_->SelectLargestMagnitudes(
+          statistic_.as<float>(), absl::MakeConstSpan(&whole, 1), segment.offset,
+          selected_.as<int64_t>() + written));
+      written += k;
     }
-    CORESCAPE_RETURN_IF_ERROR(ops_->SelectLargestMagnitudes(
-        ranked, segment.numel, segment.offset, k, selected_.as<int64_t>() + written));
-    written += k;
   }
   std::vector<int64_t> chosen(total);
   CORESCAPE_RETURN_IF_ERROR(ops_->Download(chosen.data(), selected_.data(), bytes));

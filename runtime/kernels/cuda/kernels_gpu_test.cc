@@ -251,6 +251,42 @@ TEST_F(KernelsGpuTest, TopKSelectsWhatSelectTopKSelects) {
   }
 }
 
+// Many segments in one selection (a rank's tensors): each its own top k,
+// in segment order; empty segments, k = 0, k > numel and gaps included.
+TEST_F(KernelsGpuTest, TopKInSegmentsSelectsEachSegmentsOwn) {
+  std::mt19937 rng(31);
+  std::vector<TopKSegment> segments;
+  int64_t at = 3;
+  for (int s = 0; s < 150; ++s) {
+    const int64_t numel = s % 17 == 0 ? 0 : static_cast<int64_t>(rng() % (s % 5 == 0 ? 300000 : 5000));
+    const int64_t k = s % 11 == 0 ? 0 : (s % 13 == 0 ? numel + 2 : numel / 10 + 1);
+    segments.push_back({at, numel, k});
+    at += numel + static_cast<int64_t>(rng() % 3);
+  }
+  std::vector<float> v = RandomFloats(at, 99);
+  for (int64_t i = 0; i < at; i += 7) v[i] = -v[i / 2];  // ties in magnitude
+  for (int64_t i = 5; i < at; i += 101) v[i] = NAN;
+  std::vector<float> magnitude(v.size());
+  for (size_t i = 0; i < v.size(); ++i) magnitude[i] = std::fabs(v[i]);
+  std::vector<int64_t> expected;
+  for (const TopKSegment& segment : segments) {
+    const std::vector<float> part(magnitude.begin() + segment.offset,
+                                  magnitude.begin() + segment.offset + segment.numel);
+    const std::vector<int64_t> top = optim::SelectTopK(part, 40 + segment.offset, segment.k);
+    expected.insert(expected.end(), top.begin(), top.end());
+  }
+  auto v_dev = Upload(v);
+  auto scratch_bytes = TopKScratchBytes(segments);
+  ASSERT_TRUE(scratch_bytes.ok()) << scratch_bytes.status();
+  auto scratch = allocator_->Allocate(*scratch_bytes);
+  ASSERT_TRUE(scratch.ok());
+  auto out_dev = Zeros<int64_t>(static_cast<int64_t>(expected.size()));
+  ASSERT_TRUE(SelectTopKInSegments(v_dev.as<float>(), segments, 40, out_dev.as<int64_t>(),
+                                   scratch->data(), *scratch_bytes, stream(), TopKBy::kMagnitude)
+                  .ok());
+  EXPECT_EQ(Download<int64_t>(out_dev, static_cast<int64_t>(expected.size())), expected);
+}
+
 TEST_F(KernelsGpuTest, TopKRefusesTooSmallAScratch) {
   auto small = allocator_->Allocate(16);
   ASSERT_TRUE(small.ok());

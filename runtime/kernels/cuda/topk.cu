@@ -2,7 +2,11 @@
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "runtime/kernels/cuda/launch_util.cuh"
 #include "runtime/kernels/cuda/topk.h"
 #include "runtime/kernels/cuda/topk_cuda.h"
@@ -15,46 +19,76 @@ namespace {
 constexpr int kItemsPerThread = 8;
 constexpr int64_t kTile = int64_t{kThreads} * kItemsPerThread;
 
-__global__ void StartKernel(int64_t k, TopKRadixState* state, unsigned long long* histogram) {
-  if (threadIdx.x == 0) *state = TopKRadixState{0u, k};
-  for (int bin = threadIdx.x; bin < kTopKRadixBins; bin += blockDim.x) histogram[bin] = 0;
+// Every launch below but the choice runs a block per tile; a tile lies in
+// one segment. Where this block's tile lies: its segment and its first
+// entry's offset inside the segment.
+struct TileOfBlock {
+  int segment;
+  int64_t first;
+};
+
+__device__ TileOfBlock FindTile(const TopKSegmentPlan* plan, int segments) {
+  const int64_t tile = blockIdx.x;
+  const int s = TopKSegmentOfTile(plan, segments, tile);
+  return TileOfBlock{s, (tile - plan[s].first_tile) * kTile};
 }
 
-// Pass `pass`'s digits of the keys that share the digits found so far.
-__global__ void HistogramKernel(const float* statistic, int64_t n, TopKBy by, int pass,
-                                const TopKRadixState* state, unsigned long long* histogram) {
+// A block per segment: its state starts at (no digits, k to take), its
+// histogram cleared.
+__global__ void StartKernel(const TopKSegmentPlan* plan, TopKRadixState* state,
+                            unsigned long long* histogram) {
+  const int s = blockIdx.x;
+  if (threadIdx.x == 0) state[s] = TopKRadixState{0u, plan[s].k};
+  for (int bin = threadIdx.x; bin < kTopKRadixBins; bin += blockDim.x) {
+    histogram[int64_t{s} * kTopKRadixBins + bin] = 0;
+  }
+}
+
+// Pass `pass`'s digits of the tile's keys that share the digits found so
+// far in their segment, into the segment's histogram.
+__global__ void HistogramKernel(const float* statistic, const TopKSegmentPlan* plan, int segments,
+                                TopKBy by, int pass, const TopKRadixState* state,
+                                unsigned long long* histogram) {
   __shared__ unsigned int local[kTopKRadixBins];
   for (int bin = threadIdx.x; bin < kTopKRadixBins; bin += blockDim.x) local[bin] = 0;
   __syncthreads();
-  const uint32_t prefix = state->prefix;
-  for (int64_t i = GridStart(); i < n; i += GridStride()) {
-    const uint32_t key = TopKOrderKey(statistic[i], by);
+  const TileOfBlock tile = FindTile(plan, segments);
+  const TopKSegmentPlan& segment = plan[tile.segment];
+  const uint32_t prefix = state[tile.segment].prefix;
+  const int64_t end = tile.first + kTile < segment.numel ? tile.first + kTile : segment.numel;
+  for (int64_t i = tile.first + threadIdx.x; i < end; i += blockDim.x) {
+    const uint32_t key = TopKOrderKey(statistic[segment.offset + i], by);
     if (TopKPrefixMatches(key, prefix, pass)) atomicAdd(&local[TopKDigit(key, pass)], 1u);
   }
   __syncthreads();
+  unsigned long long* out = histogram + int64_t{tile.segment} * kTopKRadixBins;
   for (int bin = threadIdx.x; bin < kTopKRadixBins; bin += blockDim.x) {
-    if (local[bin] != 0) atomicAdd(&histogram[bin], static_cast<unsigned long long>(local[bin]));
+    if (local[bin] != 0) atomicAdd(&out[bin], static_cast<unsigned long long>(local[bin]));
   }
 }
 
-// One block: the bin holding the k-th joins the prefix; the histogram is
-// cleared for the next pass.
+// A block per segment: the bin holding its k-th joins its prefix; its
+// histogram is cleared for the next pass.
 __global__ void ChooseKernel(int pass, TopKRadixState* state, unsigned long long* histogram) {
-  if (threadIdx.x == 0) TopKChooseBin(histogram, pass, *state);
+  unsigned long long* own = histogram + int64_t{blockIdx.x} * kTopKRadixBins;
+  if (threadIdx.x == 0) TopKChooseBin(own, pass, state[blockIdx.x]);
   __syncthreads();
-  for (int bin = threadIdx.x; bin < kTopKRadixBins; bin += blockDim.x) histogram[bin] = 0;
+  for (int bin = threadIdx.x; bin < kTopKRadixBins; bin += blockDim.x) own[bin] = 0;
 }
 
-// Per tile: its keys above T and equal to T.
-__global__ void TileCountsKernel(const float* statistic, int64_t n, TopKBy by,
-                                 const TopKRadixState* state, int64_t* greater, int64_t* equal) {
+// Per tile: its keys above its segment's T and equal to it.
+__global__ void TileCountsKernel(const float* statistic, const TopKSegmentPlan* plan,
+                                 int segments, TopKBy by, const TopKRadixState* state,
+                                 int64_t* greater, int64_t* equal) {
   using Reduce = cub::BlockReduce<int64_t, kThreads>;
   __shared__ typename Reduce::TempStorage storage;
-  const uint32_t threshold = state->prefix;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kTile;
+  const TileOfBlock tile = FindTile(plan, segments);
+  const TopKSegmentPlan& segment = plan[tile.segment];
+  const uint32_t threshold = state[tile.segment].prefix;
+  const int64_t end = tile.first + kTile < segment.numel ? tile.first + kTile : segment.numel;
   int64_t above = 0, same = 0;
-  for (int64_t i = first + threadIdx.x; i < first + kTile && i < n; i += blockDim.x) {
-    const uint32_t key = TopKOrderKey(statistic[i], by);
+  for (int64_t i = tile.first + threadIdx.x; i < end; i += blockDim.x) {
+    const uint32_t key = TopKOrderKey(statistic[segment.offset + i], by);
     above += key > threshold;
     same += key == threshold;
   }
@@ -67,22 +101,27 @@ __global__ void TileCountsKernel(const float* statistic, int64_t n, TopKBy by,
   }
 }
 
-// Per tile, in index order: every key above T and the first `remaining`
-// keys equal to T, each at the count of those taken before it.
-__global__ void TakeKernel(const float* statistic, int64_t n, int64_t begin, TopKBy by,
-                           const TopKRadixState* state, const int64_t* greater_before_tile,
-                           const int64_t* equal_before_tile, int64_t* out) {
+// Per tile, in index order: every key above its segment's T and the first
+// `remaining` keys equal to it, each at the count of those its segment took
+// before it (the scans run over every tile: a segment's first tile's value
+// is subtracted).
+__global__ void TakeKernel(const float* statistic, const TopKSegmentPlan* plan, int segments,
+                           int64_t begin, TopKBy by, const TopKRadixState* state,
+                           const int64_t* greater_before_tile, const int64_t* equal_before_tile,
+                           int64_t* out) {
   using Scan = cub::BlockScan<int64_t, kThreads>;
   __shared__ typename Scan::TempStorage storage;
-  const uint32_t threshold = state->prefix;
-  const int64_t remaining = state->remaining;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kTile + int64_t{threadIdx.x} * kItemsPerThread;
+  const TileOfBlock tile = FindTile(plan, segments);
+  const TopKSegmentPlan& segment = plan[tile.segment];
+  const uint32_t threshold = state[tile.segment].prefix;
+  const int64_t remaining = state[tile.segment].remaining;
+  const int64_t first = tile.first + int64_t{threadIdx.x} * kItemsPerThread;
   uint32_t keys[kItemsPerThread];
   int64_t above = 0, same = 0;
   for (int j = 0; j < kItemsPerThread; ++j) {
     const int64_t i = first + j;
-    keys[j] = i < n ? TopKOrderKey(statistic[i], by) : 0u;  // 0: below every taken key
-    if (i < n) {
+    keys[j] = i < segment.numel ? TopKOrderKey(statistic[segment.offset + i], by) : 0u;
+    if (i < segment.numel) {
       above += keys[j] > threshold;
       same += keys[j] == threshold;
     }
@@ -91,11 +130,13 @@ __global__ void TakeKernel(const float* statistic, int64_t n, int64_t begin, Top
   Scan(storage).ExclusiveSum(above, greater_before);
   __syncthreads();
   Scan(storage).ExclusiveSum(same, equal_before);
-  greater_before += greater_before_tile[blockIdx.x];
-  equal_before += equal_before_tile[blockIdx.x];
-  for (int j = 0; j < kItemsPerThread && first + j < n; ++j) {
+  greater_before += greater_before_tile[blockIdx.x] - greater_before_tile[segment.first_tile];
+  equal_before += equal_before_tile[blockIdx.x] - equal_before_tile[segment.first_tile];
+  int64_t* segment_out = out + segment.out_begin;
+  for (int j = 0; j < kItemsPerThread && first + j < segment.numel; ++j) {
     if (TopKTaken(keys[j], threshold, equal_before, remaining)) {
-      out[greater_before + (equal_before < remaining ? equal_before : remaining)] = begin + first + j;
+      segment_out[greater_before + (equal_before < remaining ? equal_before : remaining)] =
+          begin + segment.offset + first + j;
     }
     greater_before += keys[j] > threshold;
     equal_before += keys[j] == threshold;
@@ -104,18 +145,42 @@ __global__ void TakeKernel(const float* statistic, int64_t n, int64_t begin, Top
 
 size_t Aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// Scratch layout: the state, the histogram, per-tile counts and their
-// scans (two each), CUB's scan storage.
+// The launches' view of the segments, and their scratch: the plans, a state
+// and a histogram per segment, per-tile counts and their scans (two each),
+// CUB's scan storage.
 struct Layout {
-  int64_t tiles;
-  size_t state, histogram, counts, cub, total;
+  std::vector<TopKSegmentPlan> plans;
+  int64_t tiles = 0;
+  size_t plan, state, histogram, counts, cub, total;
 };
 
-absl::StatusOr<Layout> LayoutFor(int64_t n) {
+absl::StatusOr<Layout> LayoutFor(absl::Span<const TopKSegment> segments) {
+  constexpr int64_t kMaxEntries = (int64_t{1} << 31) - 1;
+  if (segments.size() > static_cast<size_t>(kMaxEntries)) {
+    return absl::InvalidArgumentError(absl::StrCat("top-k: ", segments.size(), " segments"));
+  }
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const TopKSegment& segment = segments[s];
+    if (segment.offset < 0 || segment.numel < 0 || segment.numel > kMaxEntries) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "top-k: segment ", s, " at ", segment.offset, " of ", segment.numel,
+          " entries (a range of at most 2^31 − 1 at a non-negative offset)"));
+    }
+  }
   Layout l;
-  l.tiles = (n + kTile - 1) / kTile;
-  l.state = Aligned(sizeof(TopKRadixState));
-  l.histogram = Aligned(kTopKRadixBins * sizeof(unsigned long long));
+  l.plans.resize(segments.size());
+  int planned = 0;
+  int64_t selected = 0;
+  PlanTopKSegments(segments.data(), static_cast<int>(segments.size()), kTile, l.plans.data(),
+                   &planned, &l.tiles, &selected);
+  l.plans.resize(planned);
+  if (l.tiles > kMaxEntries) {
+    return absl::InvalidArgumentError(absl::StrCat("top-k: ", l.tiles, " tiles in one launch"));
+  }
+  const size_t segments_planned = l.plans.empty() ? 1 : l.plans.size();
+  l.plan = Aligned(segments_planned * sizeof(TopKSegmentPlan));
+  l.state = Aligned(segments_planned * sizeof(TopKRadixState));
+  l.histogram = Aligned(segments_planned * kTopKRadixBins * sizeof(unsigned long long));
   l.counts = Aligned(static_cast<size_t>(l.tiles > 0 ? l.tiles : 1) * sizeof(int64_t));
   size_t scan_bytes = 0;
   if (absl::Status s = device::CudaStatus(
@@ -126,31 +191,29 @@ absl::StatusOr<Layout> LayoutFor(int64_t n) {
     return s;
   }
   l.cub = Aligned(scan_bytes > 0 ? scan_bytes : 1);
-  l.total = l.state + l.histogram + 4 * l.counts + l.cub;
+  l.total = l.plan + l.state + l.histogram + 4 * l.counts + l.cub;
   return l;
 }
 
 }  // namespace
 
-absl::StatusOr<size_t> TopKScratchBytes(int64_t n) {
-  if (n < 0 || n > (int64_t{1} << 31) - 1) {
-    return absl::InvalidArgumentError(absl::StrCat("top-k: range of ", n, " entries (at most 2^31 − 1)"));
-  }
-  auto layout = LayoutFor(n);
+absl::StatusOr<size_t> TopKScratchBytes(absl::Span<const TopKSegment> segments) {
+  auto layout = LayoutFor(segments);
   if (!layout.ok()) return layout.status();
   return layout->total;
 }
 
-absl::Status SelectTopKOnDevice(const float* statistic, int64_t n, int64_t begin, int64_t k,
-                                int64_t* out_indices, void* scratch, size_t scratch_bytes,
-                                cudaStream_t stream, TopKBy by) {
-  k = k < 0 ? 0 : (k > n ? n : k);
-  if (k == 0) return absl::OkStatus();
-  if (n > (int64_t{1} << 31) - 1) {
-    return absl::InvalidArgumentError(absl::StrCat("top-k: range of ", n, " entries (at most 2^31 − 1)"));
-  }
-  auto layout = LayoutFor(n);
+absl::StatusOr<size_t> TopKScratchBytes(int64_t n) {
+  const TopKSegment whole{0, n, n};
+  return TopKScratchBytes(absl::MakeConstSpan(&whole, 1));
+}
+
+absl::Status SelectTopKInSegments(const float* statistic, absl::Span<const TopKSegment> segments,
+                                  int64_t begin, int64_t* out_indices, void* scratch,
+                                  size_t scratch_bytes, cudaStream_t stream, TopKBy by) {
+  auto layout = LayoutFor(segments);
   if (!layout.ok()) return layout.status();
+  if (layout->plans.empty()) return absl::OkStatus();
   if (scratch_bytes < layout->total) {
     return absl::InvalidArgumentError(
         absl::StrCat("top-k: scratch of ", scratch_bytes, " bytes, ", layout->total, " needed"));
@@ -161,6 +224,7 @@ absl::Status SelectTopKOnDevice(const float* statistic, int64_t n, int64_t begin
     at += bytes;
     return p;
   };
+  auto* plan = reinterpret_cast<TopKSegmentPlan*>(take(layout->plan));
   auto* state = reinterpret_cast<TopKRadixState*>(take(layout->state));
   auto* histogram = reinterpret_cast<unsigned long long*>(take(layout->histogram));
   auto* greater = reinterpret_cast<int64_t*>(take(layout->counts));
@@ -168,18 +232,29 @@ absl::Status SelectTopKOnDevice(const float* statistic, int64_t n, int64_t begin
   auto* greater_before = reinterpret_cast<int64_t*>(take(layout->counts));
   auto* equal_before = reinterpret_cast<int64_t*>(take(layout->counts));
   void* cub_temp = take(layout->cub);
+  const int segments_planned = static_cast<int>(layout->plans.size());
 
-  StartKernel<<<1, kTopKRadixBins, 0, stream>>>(k, state, histogram);
-  if (absl::Status s = LaunchStatus("SelectTopKOnDevice (start)"); !s.ok()) return s;
-  for (int pass = 0; pass < kTopKRadixPasses; ++pass) {
-    HistogramKernel<<<BlocksFor(n), kThreads, 0, stream>>>(statistic, n, by, pass, state, histogram);
-    if (absl::Status s = LaunchStatus("SelectTopKOnDevice (histogram)"); !s.ok()) return s;
-    ChooseKernel<<<1, kTopKRadixBins, 0, stream>>>(pass, state, histogram);
-    if (absl::Status s = LaunchStatus("SelectTopKOnDevice (choose)"); !s.ok()) return s;
+  // Pageable source: the copy has read it by the time the call returns.
+  if (absl::Status s = device::CudaStatus(
+          cudaMemcpyAsync(plan, layout->plans.data(), layout->plans.size() * sizeof(TopKSegmentPlan),
+                          cudaMemcpyHostToDevice, stream),
+          "SelectTopKInSegments (plans)");
+      !s.ok()) {
+    return s;
   }
+  StartKernel<<<segments_planned, kTopKRadixBins, 0, stream>>>(plan, state, histogram);
+  if (absl::Status s = LaunchStatus("SelectTopKInSegments (start)"); !s.ok()) return s;
   const unsigned tiles = static_cast<unsigned>(layout->tiles);
-  TileCountsKernel<<<tiles, kThreads, 0, stream>>>(statistic, n, by, state, greater, equal);
-  if (absl::Status s = LaunchStatus("SelectTopKOnDevice (tile counts)"); !s.ok()) return s;
+  for (int pass = 0; pass < kTopKRadixPasses; ++pass) {
+    HistogramKernel<<<tiles, kThreads, 0, stream>>>(statistic, plan, segments_planned, by, pass,
+                                                    state, histogram);
+    if (absl::Status s = LaunchStatus("SelectTopKInSegments (histogram)"); !s.ok()) return s;
+    ChooseKernel<<<segments_planned, kTopKRadixBins, 0, stream>>>(pass, state, histogram);
+    if (absl::Status s = LaunchStatus("SelectTopKInSegments (choose)"); !s.ok()) return s;
+  }
+  TileCountsKernel<<<tiles, kThreads, 0, stream>>>(statistic, plan, segments_planned, by, state,
+                                                   greater, equal);
+  if (absl::Status s = LaunchStatus("SelectTopKInSegments (tile counts)"); !s.ok()) return s;
   for (auto [in, out] : {std::pair{greater, greater_before}, std::pair{equal, equal_before}}) {
     size_t temp_bytes = layout->cub;
     if (absl::Status s = device::CudaStatus(
@@ -189,9 +264,17 @@ absl::Status SelectTopKOnDevice(const float* statistic, int64_t n, int64_t begin
       return s;
     }
   }
-  TakeKernel<<<tiles, kThreads, 0, stream>>>(statistic, n, begin, by, state, greater_before,
-                                             equal_before, out_indices);
-  return LaunchStatus("SelectTopKOnDevice (take)");
+  TakeKernel<<<tiles, kThreads, 0, stream>>>(statistic, plan, segments_planned, begin, by, state,
+                                             greater_before, equal_before, out_indices);
+  return LaunchStatus("SelectTopKInSegments (take)");
+}
+
+absl::Status SelectTopKOnDevice(const float* statistic, int64_t n, int64_t begin, int64_t k,
+                                int64_t* out_indices, void* scratch, size_t scratch_bytes,
+                                cudaStream_t stream, TopKBy by) {
+  const TopKSegment whole{0, n, k};
+  return SelectTopKInSegments(statistic, absl::MakeConstSpan(&whole, 1), begin, out_indices,
+                              scratch, scratch_bytes, stream, by);
 }
 
 }  // namespace corescape::kernels::cuda

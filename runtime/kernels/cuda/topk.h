@@ -5,6 +5,8 @@
 // (optim::SelectTopK, runtime/optim/sparse_mask.h): NaN counts as −∞ and −0
 // as +0 (a float comparison says they are equal; their bits would not);
 // ties go to the lower index.
+#include <cstdint>
+
 #include "runtime/kernels/cuda/host_device.h"
 
 namespace corescape::kernels::cuda {
@@ -86,6 +88,63 @@ CORESCAPE_HOST_DEVICE void TopKChooseBin(const unsigned long long* histogram, in
 CORESCAPE_HOST_DEVICE bool TopKTaken(uint32_t key, uint32_t threshold, int64_t equal_before,
                                      int64_t remaining) {
   return key > threshold || (key == threshold && equal_before < remaining);
+}
+
+// A segmented top-k ranks several ranges in one sequence of launches (SCAPE's
+// per-tensor masks: every tensor of a rank at once): segment s's k entries
+// with the largest keys among statistic[offset, offset + numel), as
+// begin + offset + i, ascending, the segments' one after another.
+struct TopKSegment {
+  int64_t offset = 0;
+  int64_t numel = 0;
+  int64_t k = 0;
+};
+
+// A segment as the launches see it: k clamped to [0, numel], where its
+// output starts, and where its tiles start in the launch's tile numbering
+// (tiles never straddle two segments).
+struct TopKSegmentPlan {
+  int64_t offset;
+  int64_t numel;
+  int64_t k;
+  int64_t out_begin;
+  int64_t first_tile;
+};
+
+// The segment tile `tile` belongs to: the last of plan[0, segments) whose
+// first tile is at or before it (an empty segment before it has the same
+// first tile and is passed over).
+CORESCAPE_HOST_DEVICE int TopKSegmentOfTile(const TopKSegmentPlan* plan, int segments,
+                                            int64_t tile) {
+  int low = 0, high = segments - 1;
+  while (low < high) {
+    const int middle = (low + high + 1) / 2;
+    if (plan[middle].first_tile <= tile) {
+      low = middle;
+    } else {
+      high = middle - 1;
+    }
+  }
+  return low;
+}
+
+// Plans `segments` (each non-negative; k clamped) for tiles of `tile`
+// entries: segments that take nothing are left out. `*tiles` and
+// `*selected` receive the tile count and the output's length.
+inline void PlanTopKSegments(const TopKSegment* segments, int count, int64_t tile,
+                             TopKSegmentPlan* plan, int* planned, int64_t* tiles,
+                             int64_t* selected) {
+  *planned = 0;
+  *tiles = 0;
+  *selected = 0;
+  for (int s = 0; s < count; ++s) {
+    const TopKSegment& segment = segments[s];
+    const int64_t k = segment.k < 0 ? 0 : (segment.k > segment.numel ? segment.numel : segment.k);
+    if (k == 0) continue;
+    plan[(*planned)++] = TopKSegmentPlan{segment.offset, segment.numel, k, *selected, *tiles};
+    *selected += k;
+    *tiles += (segment.numel + tile - 1) / tile;
+  }
 }
 
 }  // namespace corescape::kernels::cuda

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <iterator>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -16,47 +17,79 @@
 namespace corescape::kernels::cuda {
 namespace {
 
-// The device top-k's passes run on the host with the same bodies: four
-// radix passes find T and how many keys equal to it are taken, then tiles
-// of `tile` entries are counted, their counts scanned, and each tile takes
-// its entries in order at the positions the scans give (what the launches
-// do with a tile per block).
-std::vector<int64_t> RadixSelection(const std::vector<float>& statistic, int64_t begin, int64_t k,
-                                    TopKBy by, int64_t tile) {
-  const int64_t n = static_cast<int64_t>(statistic.size());
-  k = std::clamp<int64_t>(k, 0, n);
-  std::vector<int64_t> out(k);
-  if (k == 0) return out;
-  TopKRadixState state{0, k};
+// The device top-k's launches run on the host with the same bodies: the
+// segments planned into tiles of `tile` entries; per segment, four radix
+// passes over its tiles (each tile finding its segment as a block does)
+// find T and how many keys equal to it are taken; then every tile is
+// counted, the counts scanned across all tiles, and each tile takes its
+// entries in order at the positions the scans give less its segment's
+// first tile's.
+std::vector<int64_t> RadixSelectionInSegments(const std::vector<float>& statistic,
+                                              const std::vector<TopKSegment>& segments,
+                                              int64_t begin, TopKBy by, int64_t tile) {
+  std::vector<TopKSegmentPlan> plan(segments.size());
+  int planned = 0;
+  int64_t tiles = 0, selected = 0;
+  PlanTopKSegments(segments.data(), static_cast<int>(segments.size()), tile, plan.data(), &planned,
+                   &tiles, &selected);
+  std::vector<int64_t> out(selected);
+  if (planned == 0) return out;
+  // Where tile t lies: its segment, and its entries' offsets in the statistic.
+  auto tile_range = [&](int64_t t) {
+    const int s = TopKSegmentOfTile(plan.data(), planned, t);
+    const int64_t first = (t - plan[s].first_tile) * tile;
+    return std::tuple{s, plan[s].offset + first,
+                      plan[s].offset + std::min(plan[s].numel, first + tile)};
+  };
+  std::vector<TopKRadixState> state(planned);
+  for (int s = 0; s < planned; ++s) state[s] = TopKRadixState{0, plan[s].k};
   for (int pass = 0; pass < kTopKRadixPasses; ++pass) {
-    std::vector<unsigned long long> histogram(kTopKRadixBins, 0);
-    for (float x : statistic) {
-      const uint32_t key = TopKOrderKey(x, by);
-      if (TopKPrefixMatches(key, state.prefix, pass)) ++histogram[TopKDigit(key, pass)];
+    std::vector<unsigned long long> histogram(int64_t{planned} * kTopKRadixBins, 0);
+    for (int64_t t = 0; t < tiles; ++t) {
+      const auto [s, from, to] = tile_range(t);
+      for (int64_t i = from; i < to; ++i) {
+        const uint32_t key = TopKOrderKey(statistic[i], by);
+        if (TopKPrefixMatches(key, state[s].prefix, pass)) {
+          ++histogram[int64_t{s} * kTopKRadixBins + TopKDigit(key, pass)];
+        }
+      }
     }
-    TopKChooseBin(histogram.data(), pass, state);
+    for (int s = 0; s < planned; ++s) {
+      TopKChooseBin(histogram.data() + int64_t{s} * kTopKRadixBins, pass, state[s]);
+    }
   }
-  const int64_t tiles = (n + tile - 1) / tile;
   std::vector<int64_t> greater(tiles, 0), equal(tiles, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t key = TopKOrderKey(statistic[i], by);
-    greater[i / tile] += key > state.prefix;
-    equal[i / tile] += key == state.prefix;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const auto [s, from, to] = tile_range(t);
+    for (int64_t i = from; i < to; ++i) {
+      const uint32_t key = TopKOrderKey(statistic[i], by);
+      greater[t] += key > state[s].prefix;
+      equal[t] += key == state[s].prefix;
+    }
   }
   std::exclusive_scan(greater.begin(), greater.end(), greater.begin(), int64_t{0});
   std::exclusive_scan(equal.begin(), equal.end(), equal.begin(), int64_t{0});
   for (int64_t t = 0; t < tiles; ++t) {
-    int64_t greater_before = greater[t], equal_before = equal[t];
-    for (int64_t i = t * tile; i < std::min(n, (t + 1) * tile); ++i) {
+    const auto [s, from, to] = tile_range(t);
+    int64_t greater_before = greater[t] - greater[plan[s].first_tile];
+    int64_t equal_before = equal[t] - equal[plan[s].first_tile];
+    for (int64_t i = from; i < to; ++i) {
       const uint32_t key = TopKOrderKey(statistic[i], by);
-      if (TopKTaken(key, state.prefix, equal_before, state.remaining)) {
-        out[greater_before + std::min(equal_before, state.remaining)] = begin + i;
+      if (TopKTaken(key, state[s].prefix, equal_before, state[s].remaining)) {
+        out[plan[s].out_begin + greater_before + std::min(equal_before, state[s].remaining)] =
+            begin + i;
       }
-      greater_before += key > state.prefix;
-      equal_before += key == state.prefix;
+      greater_before += key > state[s].prefix;
+      equal_before += key == state[s].prefix;
     }
   }
   return out;
+}
+
+std::vector<int64_t> RadixSelection(const std::vector<float>& statistic, int64_t begin, int64_t k,
+                                    TopKBy by, int64_t tile) {
+  return RadixSelectionInSegments(
+      statistic, {TopKSegment{0, static_cast<int64_t>(statistic.size()), k}}, begin, by, tile);
 }
 
 // By value and by magnitude, over values full of ties (in value and across
@@ -118,6 +151,58 @@ TEST(TopKKey, RadixPassesFindTheKthKeyWhereverItsDigitsDiffer) {
       }
     }
   }
+}
+
+// Several segments in one selection (per-tensor masks): each segment's own
+// top k, in segment order, whatever the tiles; empty segments, k = 0,
+// k ≥ numel and gaps between segments included.
+TEST(TopKKey, SegmentsSelectEachTheirOwnTopKInOrder) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<TopKSegment> segments;
+    int64_t at = static_cast<int64_t>(rng() % 5);
+    const int count = 1 + static_cast<int>(rng() % 9);
+    for (int s = 0; s < count; ++s) {
+      const int64_t numel = rng() % 4 == 0 ? static_cast<int64_t>(rng() % 3)
+                                           : static_cast<int64_t>(rng() % 3000);
+      int64_t k;
+      switch (rng() % 4) {
+        case 0: k = 0; break;
+        case 1: k = numel + static_cast<int64_t>(rng() % 3); break;
+        default: k = numel > 0 ? static_cast<int64_t>(rng() % numel) + 1 : 0; break;
+      }
+      segments.push_back({at, numel, k});
+      at += numel + static_cast<int64_t>(rng() % 4);  // maybe a gap
+    }
+    std::vector<float> v(at);
+    for (float& x : v) x = static_cast<float>(static_cast<int>(rng() % 64) - 32) / 4.0f;
+    for (TopKBy by : {TopKBy::kValue, TopKBy::kMagnitude}) {
+      std::vector<float> statistic = v;
+      if (by == TopKBy::kMagnitude) {
+        for (float& x : statistic) x = std::fabs(x);
+      }
+      std::vector<int64_t> expected;
+      for (const TopKSegment& segment : segments) {
+        const std::vector<float> part(statistic.begin() + segment.offset,
+                                      statistic.begin() + segment.offset + segment.numel);
+        const std::vector<int64_t> top = optim::SelectTopK(part, 500 + segment.offset, segment.k);
+        expected.insert(expected.end(), top.begin(), top.end());
+      }
+      for (int64_t tile : {int64_t{1}, int64_t{5}, int64_t{2048}}) {
+        ASSERT_EQ(RadixSelectionInSegments(v, segments, 500, by, tile), expected)
+            << "trial " << trial << " tile " << tile;
+      }
+    }
+  }
+}
+
+TEST(TopKKey, SegmentOfTileSkipsEmptySegments) {
+  // Segments of 2, 0, 0, 3 and 1 tiles; the empty ones start where the
+  // next begins.
+  const TopKSegmentPlan plan[] = {{0, 0, 1, 0, 0}, {0, 0, 1, 0, 2}, {0, 0, 1, 0, 2},
+                                  {0, 0, 1, 0, 2}, {0, 0, 1, 0, 5}};
+  const int expected[] = {0, 0, 3, 3, 3, 4};
+  for (int64_t t = 0; t < 6; ++t) EXPECT_EQ(TopKSegmentOfTile(plan, 5, t), expected[t]) << t;
 }
 
 TEST(TopKKey, OrderKeysOrderLikeTheKeys) {
