@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runtime/base/thread_pool.h"
 #include "runtime/optim/adams.h"
 #include "runtime/optim/adamw.h"
 #include "runtime/optim/mask_codec.h"
@@ -94,6 +95,11 @@ class DataParallelOptimizer {
 
   virtual int64_t step_count() const = 0;
   virtual const std::vector<float>& first_moment() const = 0;
+
+  // Threads the optimizer may use for its host loops inside Step (a
+  // trainer's, idle while the optimizer steps); null: none. The results do
+  // not depend on them.
+  virtual void UseThreadPool(ThreadPool* pool) {}
 
   const OptimizerStepStats& last_step() const { return last_step_; }
 

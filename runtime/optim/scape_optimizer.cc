@@ -395,6 +395,11 @@ void ScapeOptimizer::OweAges(int64_t step, bool dense) {
   owed_ages_dense_ = dense;
 }
 
+void ScapeOptimizer::UseThreadPool(ThreadPool* pool) {
+  pool_ = pool;
+  state_store_->UseThreadPool(pool);
+}
+
 absl::Status ScapeOptimizer::FinishExchange() {
   if (!exchange_.in_flight()) return absl::OkStatus();
   auto mask = exchange_.Finish(config_.mask_epoch, step_);
@@ -936,9 +941,20 @@ void FillMaskStatistic(MaskStatistic statistic, const float* m, const float* e, 
   }
 }
 
-void ScapeOptimizer::ComputeStatistic(int64_t from, int64_t to, float* out) const {
+void ScapeOptimizer::FillStatistic(int64_t from, int64_t to, float* out) const {
   FillMaskStatistic(config_.statistic, m_.data() + from, residual_.data() + from,
                     vbar_.data() + from, to - from, StatisticScalars(), out);
+}
+
+void ScapeOptimizer::ComputeStatistic(int64_t from, int64_t to, float* out) const {
+  // Element by element: chunks on the pool's threads give the same values.
+  constexpr int64_t kChunk = 1 << 16;
+  auto fill = [&](int64_t begin, int64_t end) { FillStatistic(from + begin, from + end, out + begin); };
+  if (pool_ != nullptr && to - from > kChunk) {
+    pool_->ParallelFor(to - from, fill, kChunk);
+  } else {
+    fill(0, to - from);
+  }
 }
 
 const std::vector<float>& ScapeOptimizer::StatisticOfRange() {
@@ -973,16 +989,27 @@ std::vector<int64_t> ScapeOptimizer::SelectOffMaskCandidates(int64_t step) {
   statistic_.resize(end - begin);
   // The mask's entries count as −∞ (NaN) here: every one of the true top k
   // that is off the mask is then among these k (only entries the true order
-  // ranks above it can rank above it here).
-  int64_t from = begin;
-  for (auto it = std::lower_bound(mask.begin(), mask.end(), begin);
-       it != mask.end() && *it < end; ++it) {
-    ComputeStatistic(from, *it, statistic_.data() + (from - begin));
-    statistic_[*it - begin] = NAN;
-    from = *it + 1;
+  // ranks above it can rank above it here). Their state is being updated
+  // beside this, so it is not read: the gaps between them are, in chunks
+  // of the range (on the pool's threads where there is one).
+  constexpr int64_t kChunk = 1 << 16;
+  auto fill = [&](int64_t chunk_begin, int64_t chunk_end) {
+    int64_t from = begin + chunk_begin;
+    const int64_t to = begin + chunk_end;
+    for (auto it = std::lower_bound(mask.begin(), mask.end(), from); it != mask.end() && *it < to;
+         ++it) {
+      FillStatistic(from, *it, statistic_.data() + (from - begin));
+      statistic_[*it - begin] = NAN;
+      from = *it + 1;
+    }
+    FillStatistic(from, to, statistic_.data() + (from - begin));
+  };
+  if (pool_ != nullptr && end - begin > kChunk) {
+    pool_->ParallelFor(end - begin, fill, kChunk);
+  } else {
+    fill(0, end - begin);
   }
-  ComputeStatistic(from, end, statistic_.data() + (from - begin));
-  return SelectTopK(statistic_, begin, MaskCountForRange(end - begin, DensityAt(step)));
+  return SelectTopK(statistic_, begin, MaskCountForRange(end - begin, DensityAt(step)), pool_);
 }
 
 std::vector<int64_t> ScapeOptimizer::SelectFromCandidates(int64_t step,
@@ -996,7 +1023,7 @@ std::vector<int64_t> ScapeOptimizer::SelectFromCandidates(int64_t step,
                  std::lower_bound(mask.begin(), mask.end(), begin),
                  std::lower_bound(mask.begin(), mask.end(), end), std::back_inserter(pool));
   std::vector<float> values(pool.size());
-  for (size_t i = 0; i < pool.size(); ++i) ComputeStatistic(pool[i], pool[i] + 1, &values[i]);
+  for (size_t i = 0; i < pool.size(); ++i) FillStatistic(pool[i], pool[i] + 1, &values[i]);
   // The pool is ascending, so ties still go to the lower coordinate.
   std::vector<int64_t> chosen =
       SelectTopK(values, 0, MaskCountForRange(end - begin, DensityAt(step)));
@@ -1046,7 +1073,7 @@ absl::StatusOr<std::vector<int64_t>> ScapeOptimizer::SelectPerTensor(int64_t beg
     } else {
       const std::vector<int64_t> top = SelectTopK(
           absl::MakeConstSpan(*statistic).subspan(segment.offset - begin, segment.numel),
-          segment.offset, segment.k);
+          segment.offset, segment.k, pool_);
       chosen.insert(chosen.end(), top.begin(), top.end());
     }
   }
@@ -1064,7 +1091,7 @@ absl::StatusOr<std::vector<int64_t>> ScapeOptimizer::SelectOwnPart(int64_t step)
     const ScapeStateStore::TopKSegment range[] = {{begin, end - begin, k}};
     return state_store_->SelectByStatistic(range, RankedStatistic(), StatisticScalars());
   }
-  std::vector<int64_t> chosen = SelectTopK(StatisticOfRange(), begin, k - k_explore);
+  std::vector<int64_t> chosen = SelectTopK(StatisticOfRange(), begin, k - k_explore, pool_);
   if (k_explore == 0) return chosen;
   // The rest: the least recently synchronized coordinates not chosen yet.
   std::vector<float> age(end - begin);

@@ -202,6 +202,8 @@ class ScapeStateStore {
   // optimizer chooses the next mask right after it, before Pack zeroes e at
   // the current one; the catch-up rule's after the update.
   virtual bool selects() const { return false; }
+  // Threads for the host loops the store runs (ScapeOptimizer::UseThreadPool).
+  virtual void UseThreadPool(ThreadPool* pool) {}
   // One tensor of a selection: the k coordinates of [offset, offset + numel)
   // with the largest statistic.
   using TopKSegment = kernels::cuda::TopKSegment;
@@ -302,6 +304,9 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   absl::StatusOr<std::string> SaveState() override;
   absl::Status RestoreState(absl::string_view state) override;
   int64_t step_count() const override { return step_; }
+  // The selection's statistic and top-k on the host (and a store's that
+  // ranks there) run on the pool's threads.
+  void UseThreadPool(ThreadPool* pool) override;
   // With a device store, downloaded first (empty, logged, if that fails).
   const std::vector<float>& first_moment() const override {
     SyncHostCopies();
@@ -374,7 +379,9 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // per-step scalars.
   MaskStatistic RankedStatistic() const;
   kernels::cuda::MaskStatisticScalars StatisticScalars() const;
-  // The statistic of coordinates [from, to) into out[0, to − from).
+  // The statistic of coordinates [from, to) into out[0, to − from): on this
+  // thread, or in chunks on the pool's where there is one.
+  void FillStatistic(int64_t from, int64_t to, float* out) const;
   void ComputeStatistic(int64_t from, int64_t to, float* out) const;
   // This rank's statistic over its scope (kReference: its |c^r|).
   const std::vector<float>& StatisticOfRange();
@@ -393,6 +400,7 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   absl::StatusOr<std::vector<int64_t>> SelectPerTensor(int64_t begin, int64_t end, double density);
 
   RankGroup* group_;
+  ThreadPool* pool_ = nullptr;  // UseThreadPool; null: this thread only
   ScapeConfig config_;
   DecayMask decay_mask_;
   std::vector<int64_t> tensor_bounds_;  // T + 1 offsets

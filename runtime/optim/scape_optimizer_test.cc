@@ -592,6 +592,54 @@ TEST(ScapeOptimizerTest, SendingTheMaskOnTheExchangesThreadChangesNoBit) {
   }
 }
 
+// The host selection on a thread pool (statistic in chunks, the radix
+// select's passes per chunk) picks the same masks: runs with and without
+// one agree bit for bit, for a range large enough to be cut, with the
+// selection beside the update (catch-up) and after it (per-tensor masks).
+TEST(ScapeOptimizerTest, AThreadPoolChangesNoBit) {
+  constexpr int64_t kLarge = 3 * (int64_t{1} << 19) + 11;
+  constexpr int kPoolRanks = 2;
+  const std::vector<int64_t> tensors = {0, kLarge / 3, kLarge};
+  for (bool per_tensor : {false, true}) {
+    std::vector<float> finals[2];
+    std::vector<GlobalMask> masks[2];
+    for (int pooled = 0; pooled < 2; ++pooled) {
+      ThreadPool pool(4);
+      std::vector<std::vector<float>> params(kPoolRanks);
+      std::vector<std::vector<GlobalMask>> rank_masks(kPoolRanks);
+      absl::Status status =
+          RunInProcessRanks(kPoolRanks, [&](int rank, RankGroup& group) -> absl::Status {
+            ScapeConfig c = Sparse(0.05);
+            c.per_tensor_masks = per_tensor;
+            c.dense_warmup_steps = 1;
+            auto opt = ScapeOptimizer::Create(&group, c, DecayMask(kLarge, 1), tensors);
+            if (!opt.ok()) return opt.status();
+            if (pooled) (*opt)->UseThreadPool(&pool);
+            std::vector<float>& theta = params[rank];
+            theta.assign(kLarge, 0.0f);
+            std::vector<float> grads(kLarge);
+            for (int64_t step = 0; step < 4; ++step) {
+              for (int64_t j = 0; j < kLarge; ++j) {
+                grads[j] = Hash01(step * 7919 + j * 2 + rank) * (1.0f + (j % 7)) - 0.1f * theta[j];
+              }
+              if (absl::Status s = (*opt)->Step(theta.data(), grads.data(), kLarge, 0.01); !s.ok()) {
+                return s;
+              }
+              rank_masks[rank].push_back((*opt)->current_mask());
+            }
+            return (*opt)->SaveState().status();
+          });
+      ASSERT_TRUE(status.ok()) << status;
+      ASSERT_TRUE(BitwiseEqual(params[0], params[1]));
+      finals[pooled] = params[0];
+      masks[pooled] = rank_masks[0];
+    }
+    EXPECT_TRUE(BitwiseEqual(finals[1], finals[0])) << "per_tensor " << per_tensor;
+    EXPECT_EQ(masks[1], masks[0]) << "per_tensor " << per_tensor;
+    EXPECT_GT(masks[0].back().indices.size(), 0u);
+  }
+}
+
 TEST(ScapeOptimizerTest, PeriodicDenseRefreshFlushesEveryResidual) {
   ScapeConfig c = Sparse(0.05);
   c.dense_refresh_interval = 4;  // warm-up steps 0, 1; then dense at 5, 9

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <system_error>
 
@@ -183,39 +184,104 @@ std::vector<int64_t> SelectTopKByComparison(absl::Span<const float> statistic, i
 
 // Radix selection of the k-th largest key: a histogram of the keys' high 16
 // bits finds the bucket holding it, a histogram of that bucket's low 16 bits
-// the key itself (the threshold). One last pass in index order takes every
-// entry above the threshold and the first (lowest-index) entries equal to it
-// until k are taken, so the output is ascending without a sort.
+// the key itself (the threshold T). One last pass in index order takes every
+// entry above T and the first (lowest-index) entries equal to T until k are
+// taken, each written where the taken entries before it put it, so the
+// output is ascending without a sort. Each pass runs over fixed chunks of
+// the range (on a pool's threads where there is one), so the result does not
+// depend on how many: a chunk's counts above and equal to T (from its
+// histograms) place its first taken entry.
 std::vector<int64_t> SelectTopKByThreshold(absl::Span<const float> statistic, int64_t begin,
-                                           int64_t k) {
+                                           int64_t k, ThreadPool* pool) {
+  constexpr int64_t kBuckets = 1 << 16;
+  // Below this many entries per chunk a histogram's 256 KiB outweigh the work.
+  constexpr int64_t kMinChunkEntries = 1 << 18;
   const int64_t n = static_cast<int64_t>(statistic.size());
   const float* s = statistic.data();
-  std::vector<int64_t> histogram(1 << 16, 0);
-  for (int64_t i = 0; i < n; ++i) ++histogram[OrderKey(s[i]) >> 16];
+  const int64_t chunks =
+      pool == nullptr ? 1
+                      : std::clamp<int64_t>(n / kMinChunkEntries, 1, pool->num_threads());
+  const int64_t chunk_size = (n + chunks - 1) / chunks;
+  auto for_each_chunk = [&](const std::function<void(int64_t, int64_t, int64_t)>& body) {
+    auto run = [&](int64_t first, int64_t last) {
+      for (int64_t c = first; c < last; ++c) {
+        body(c, c * chunk_size, std::min(n, (c + 1) * chunk_size));
+      }
+    };
+    if (chunks == 1) {
+      run(0, 1);
+    } else {
+      pool->ParallelFor(chunks, run, 1);
+    }
+  };
+  std::vector<std::vector<uint32_t>> histograms(chunks);
+  std::vector<int64_t> total(kBuckets, 0);
+  for_each_chunk([&](int64_t c, int64_t from, int64_t to) {
+    std::vector<uint32_t>& h = histograms[c];
+    h.assign(kBuckets, 0);
+    for (int64_t i = from; i < to; ++i) ++h[OrderKey(s[i]) >> 16];
+  });
+  for (const std::vector<uint32_t>& h : histograms) {
+    for (int64_t b = 0; b < kBuckets; ++b) total[b] += h[b];
+  }
   int64_t above = 0;  // entries with a key above the bucket being looked at
   uint32_t high = 0xFFFF;
-  while (above + histogram[high] < k) above += histogram[high--];
-  std::fill(histogram.begin(), histogram.end(), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t key = OrderKey(s[i]);
-    if ((key >> 16) == high) ++histogram[key & 0xFFFF];
+  while (above + total[high] < k) above += total[high--];
+  // The high bucket's low digits, and each chunk's entries in higher buckets.
+  std::vector<int64_t> greater(chunks, 0), equal(chunks, 0);
+  for_each_chunk([&](int64_t c, int64_t from, int64_t to) {
+    std::vector<uint32_t>& h = histograms[c];
+    std::fill(h.begin(), h.end(), 0);
+    int64_t higher = 0;
+    for (int64_t i = from; i < to; ++i) {
+      const uint32_t key = OrderKey(s[i]);
+      const uint32_t bucket = key >> 16;
+      if (bucket == high) ++h[key & 0xFFFF];
+      higher += bucket > high;
+    }
+    greater[c] = higher;
+  });
+  std::fill(total.begin(), total.end(), 0);
+  for (const std::vector<uint32_t>& h : histograms) {
+    for (int64_t b = 0; b < kBuckets; ++b) total[b] += h[b];
   }
   uint32_t low = 0xFFFF;
-  while (above + histogram[low] < k) above += histogram[low--];
+  while (above + total[low] < k) above += total[low--];
   const uint32_t threshold = (high << 16) | low;
-  int64_t ties_taken = k - above;  // entries equal to the threshold still to take
-  std::vector<int64_t> chosen;
-  chosen.reserve(k);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t key = OrderKey(s[i]);
-    if (key > threshold || (key == threshold && ties_taken-- > 0)) chosen.push_back(begin + i);
+  const int64_t remaining = k - above;  // entries equal to T to take
+  // Where each chunk's taken entries start: the counts before it.
+  int64_t greater_before = 0, equal_before = 0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const std::vector<uint32_t>& h = histograms[c];
+    int64_t chunk_greater = greater[c];
+    for (uint32_t b = low + 1; b < kBuckets; ++b) chunk_greater += h[b];
+    const int64_t chunk_equal = h[low];
+    greater[c] = greater_before;
+    equal[c] = equal_before;
+    greater_before += chunk_greater;
+    equal_before += chunk_equal;
   }
+  std::vector<int64_t> chosen(k);
+  for_each_chunk([&](int64_t c, int64_t from, int64_t to) {
+    int64_t g = greater[c], e = equal[c];
+    for (int64_t i = from; i < to; ++i) {
+      const uint32_t key = OrderKey(s[i]);
+      if (key > threshold) {
+        chosen[g + std::min(e, remaining)] = begin + i;
+        ++g;
+      } else if (key == threshold) {
+        if (e < remaining) chosen[g + e] = begin + i;
+        ++e;
+      }
+    }
+  });
   return chosen;
 }
 
 }  // namespace
 
-std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin, int64_t k) {
+std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin, int64_t k,
+                                ThreadPool* pool) {
   const int64_t n = static_cast<int64_t>(statistic.size());
   k = std::clamp<int64_t>(k, 0, n);
   if (k == 0) return {};
@@ -225,7 +291,7 @@ std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin
     return all;
   }
   return n < kRadixSelectMinEntries ? SelectTopKByComparison(statistic, begin, k)
-                                    : SelectTopKByThreshold(statistic, begin, k);
+                                    : SelectTopKByThreshold(statistic, begin, k, pool);
 }
 
 int64_t MaskExchange::RangeBegin(int rank) const {

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "runtime/base/thread_pool.h"
 #include "runtime/optim/mask_codec.h"
 #include "runtime/optim/rank_group.h"
 
@@ -83,8 +84,10 @@ absl::Status CheckTensorAligned(const ParameterPartition& partition,
 
 // The k coordinates of [begin, begin + statistic.size()) with the largest
 // statistic, ascending. Ties go to the lower index and NaN counts as −∞, so
-// the choice is a function of the values alone.
-std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin, int64_t k);
+// the choice is a function of the values alone. With a pool, a large range's
+// passes run on its threads (the same result).
+std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin, int64_t k,
+                                ThreadPool* pool = nullptr);
 
 // A mask every rank applies at one step: the union of the ranks' parts.
 struct GlobalMask {

@@ -119,6 +119,30 @@ TEST(SelectTopKTest, EqualsFullSortReferenceIncludingTies) {
   }
 }
 
+// On a pool's threads a large range is cut into chunks (one per thread, at
+// least 2^18 entries each): the same set, ascending, as the reference for
+// every chunk count, ties spread over chunk boundaries included.
+TEST(SelectTopKTest, AThreadPoolSelectsTheSameSet) {
+  ThreadPool two(2), three(3), eight(8);
+  const int64_t size = 5 * (int64_t{1} << 18) + 77;  // 5 chunks at most
+  for (uint32_t seed : {3u, 4u}) {
+    for (const std::vector<float>& stat : {TiedStat(seed, size), UniformStat(seed, size)}) {
+      for (int64_t k : {int64_t{1}, size / 100, size / 3, size - 1}) {
+        const std::vector<int64_t> expected = TopKByFullSort(stat, 9, k);
+        for (ThreadPool* pool : {&two, &three, &eight}) {
+          ASSERT_EQ(SelectTopK(stat, 9, k, pool), expected)
+              << "seed " << seed << " k " << k << " threads " << pool->num_threads();
+        }
+      }
+    }
+  }
+  // Every entry equal: the lowest indices, across all chunks.
+  const std::vector<float> equal(size, 1.5f);
+  std::vector<int64_t> lowest(size / 2);
+  std::iota(lowest.begin(), lowest.end(), int64_t{0});
+  EXPECT_EQ(SelectTopK(equal, 0, size / 2, &eight), lowest);
+}
+
 TEST(SelectTopKTest, AllEqualTakesTheLowestIndices) {
   for (int64_t size : {100, 50000}) {
     const std::vector<float> stat(size, 0.25f);

@@ -171,6 +171,8 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
                                       trainer->model_->layout().TensorBounds());
   if (!placed.ok()) return placed.status();
   trainer->optimizer_ = std::move(placed->optimizer);
+  // Idle while the optimizer steps: its host selection may use it.
+  trainer->optimizer_->UseThreadPool(trainer->pool_.get());
   trainer->optimizer_on_device_ = placed->on_device;
   if (!placed->placement.empty()) {
     LOG(INFO) << "optimizer " << config.optimizer.name << ": " << placed->placement;

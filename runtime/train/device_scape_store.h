@@ -58,6 +58,8 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   // With the residual on the device the top-k runs there too; the
   // catch-up rule's offloaded residual is ranked on the host by the store.
   bool selects() const override { return !offloaded() || runs_catch_up(); }
+  // An offloaded residual is ranked on the host: there, on the pool's threads.
+  void UseThreadPool(ThreadPool* pool) override { pool_ = pool; }
   absl::StatusOr<std::vector<int64_t>> SelectByStatistic(
       absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
       const kernels::cuda::MaskStatisticScalars& scalars) override;
@@ -121,6 +123,7 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   device::PinnedHostBuffer host_residual_, host_values_;
   // SelectOnHost's segment: m or v̄ downloaded, and the statistic.
   std::vector<float> host_m_, host_vbar_, host_statistic_;
+  ThreadPool* pool_ = nullptr;
   bool residual_in_values_ = false;
   // StageMask's pinned slots, used in turn: a slot's uploads finished long
   // before it comes round again (the step between them synchronizes).
