@@ -12,13 +12,13 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <random>
 #include <vector>
 
+#include "bench/best_seconds.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/kernels/core_attention.h"
 #include "runtime/kernels/cpu/attention_test_util.h"
@@ -27,20 +27,7 @@
 namespace corescape::kernels {
 namespace {
 
-double Seconds(const std::function<void()>& fn) {
-  const auto start = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
-// Best of `repeats` runs, after one warm-up run when repeats > 1.
-double BestSeconds(int repeats, const std::function<void()>& fn) {
-  if (repeats > 1) fn();
-  double best = INFINITY;
-  for (int i = 0; i < repeats; ++i) best = std::min(best, Seconds(fn));
-  return best;
-}
+using bench::BestSeconds;
 
 double ForwardFlops(const AttentionBatch& b) {
   return 4.0 * CausalPairs(b.tasks) * b.shape.head_dim * b.shape.n_heads;
@@ -84,7 +71,7 @@ KernelTimes TimeKernel(const AttentionBatch& b, ThreadPool* pool, Buffers& out,
 }
 
 double ReferenceSeconds(const AttentionBatch& b, Buffers& out) {
-  return Seconds([&] {
+  return BestSeconds(1, [&] {
     CheckOk(ReferenceAttentionForward(b.shape, b.tasks, b.q.data(), b.q_rows,
                                       b.k.data(), b.v.data(), b.kv_rows,
                                       out.o.data(), out.lse.data()));

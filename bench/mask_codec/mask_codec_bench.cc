@@ -4,7 +4,6 @@
 // index beside copying the indices (the memory floor, same run), and the
 // automatic choice's. Last line: one JSON object.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -13,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "bench/bench_main.h"
+#include "bench/best_seconds.h"
 #include "runtime/optim/mask_codec.h"
 
 ABSL_FLAG(int64_t, range, 20'900'000, "entries in the rank's range (small: 20.9M at P = 1)");
@@ -32,17 +32,6 @@ std::vector<int64_t> RandomMask(int64_t range, int64_t count, std::mt19937_64& r
     if (keep(rng)) out.push_back(i);
   }
   return out;
-}
-
-template <typename F>
-double BestSeconds(int repeats, F&& f) {
-  double best = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return best;
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 // the statistic once (the memory floor). Every pool's selection is checked
 // against this thread's. Last line: one JSON object.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -17,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_main.h"
+#include "bench/best_seconds.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/optim/sparse_mask.h"
 
@@ -27,17 +27,6 @@ ABSL_FLAG(int, repeats, 5, "timed runs per form (the best is reported)");
 
 namespace corescape::bench {
 namespace {
-
-template <typename F>
-double BestSeconds(int repeats, F&& f) {
-  double best = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return best;
-}
 
 }  // namespace
 

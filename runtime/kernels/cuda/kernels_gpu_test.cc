@@ -23,6 +23,7 @@
 #include "runtime/kernels/cuda/gpu_test_util.h"
 #include "runtime/kernels/cuda/mask_bits.h"
 #include "runtime/kernels/cuda/mask_bits_cuda.h"
+#include "runtime/kernels/cuda/topk_test_util.h"
 #include "runtime/kernels/cuda/rmsnorm_cuda.h"
 #include "runtime/kernels/cuda/rope_cuda.h"
 #include "runtime/kernels/cuda/swiglu_cuda.h"
@@ -268,13 +269,7 @@ TEST_F(KernelsGpuTest, TopKInSegmentsSelectsEachSegmentsOwn) {
   for (int64_t i = 5; i < at; i += 101) v[i] = NAN;
   std::vector<float> magnitude(v.size());
   for (size_t i = 0; i < v.size(); ++i) magnitude[i] = std::fabs(v[i]);
-  std::vector<int64_t> expected;
-  for (const TopKSegment& segment : segments) {
-    const std::vector<float> part(magnitude.begin() + segment.offset,
-                                  magnitude.begin() + segment.offset + segment.numel);
-    const std::vector<int64_t> top = optim::SelectTopK(part, 40 + segment.offset, segment.k);
-    expected.insert(expected.end(), top.begin(), top.end());
-  }
+  const std::vector<int64_t> expected = SelectTopKPerSegment(magnitude, segments, 40);
   auto v_dev = Upload(v);
   auto scratch_bytes = TopKScratchBytes(segments);
   ASSERT_TRUE(scratch_bytes.ok()) << scratch_bytes.status();

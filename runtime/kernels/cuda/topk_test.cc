@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/kernels/cuda/topk_test_util.h"
 #include "runtime/optim/sparse_mask.h"
 
 namespace corescape::kernels::cuda {
@@ -181,13 +182,7 @@ TEST(TopKKey, SegmentsSelectEachTheirOwnTopKInOrder) {
       if (by == TopKBy::kMagnitude) {
         for (float& x : statistic) x = std::fabs(x);
       }
-      std::vector<int64_t> expected;
-      for (const TopKSegment& segment : segments) {
-        const std::vector<float> part(statistic.begin() + segment.offset,
-                                      statistic.begin() + segment.offset + segment.numel);
-        const std::vector<int64_t> top = optim::SelectTopK(part, 500 + segment.offset, segment.k);
-        expected.insert(expected.end(), top.begin(), top.end());
-      }
+      const std::vector<int64_t> expected = SelectTopKPerSegment(statistic, segments, 500);
       for (int64_t tile : {int64_t{1}, int64_t{5}, int64_t{2048}}) {
         ASSERT_EQ(RadixSelectionInSegments(v, segments, 500, by, tile), expected)
             << "trial " << trial << " tile " << tile;
