@@ -3,6 +3,7 @@
 #include "worker/device_group.h"
 
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -81,6 +82,26 @@ TEST(DeviceGroupTest, CollectivesOnOneGpuAndAbort) {
   const std::vector<int64_t> wrong = {3};
   EXPECT_EQ(g.AllGatherV(send, sizeof(send), recv.data(), wrong).code(),
             absl::StatusCode::kInvalidArgument);
+
+  // The group offers the data-plane group its ids came over for a trainer's
+  // control collectives, and takes its own from another thread (a mask
+  // exchange's: the sizes, then the payloads), the GPU made current there.
+  train::DataParallelGroup* control = g.control_channel();
+  ASSERT_NE(control, nullptr);
+  EXPECT_NE(control, &g);
+  EXPECT_EQ(control->world_size(), 1);
+  absl::Status on_thread;
+  std::vector<char> from_thread(sizeof(send), 0);
+  std::thread exchange([&] {
+    std::vector<int64_t> each(1, 0);
+    on_thread = g.AllGatherInt64(sizeof(send), absl::MakeSpan(each));
+    if (!on_thread.ok()) return;
+    auto started = g.StartAllGatherV(send, each[0], from_thread.data(), each);
+    on_thread = started.ok() ? (*started)->Wait() : started.status();
+  });
+  exchange.join();
+  ASSERT_TRUE(on_thread.ok()) << on_thread;
+  EXPECT_EQ(std::memcmp(from_thread.data(), send, sizeof(send)), 0);
 
   g.Abort("job stopped");
   absl::Status after = g.AllReduceSum(values.data(), static_cast<int64_t>(values.size()));
