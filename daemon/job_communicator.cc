@@ -1,5 +1,6 @@
 #include "daemon/job_communicator.h"
 
+#include "absl/strings/str_cat.h"
 #include "runtime/attention/wire_format.h"
 
 namespace corescape {
@@ -29,6 +30,10 @@ comm::CommunicatorOptions JobCommunicatorOptions(const v1::JobAssignment& assign
     case JobCommunicator::kInPlaceAttention:
       options.world_size = assignment.peer_data_addresses_size();
       options.job_id = attention::InPlaceAttentionCommunicatorId(assignment.job_id());
+      break;
+    case JobCommunicator::kControl:
+      options.world_size = assignment.world_size();
+      options.job_id = absl::StrCat(assignment.job_id(), "/control");
       break;
   }
   return options;

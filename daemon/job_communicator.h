@@ -20,6 +20,9 @@ enum class JobCommunicator {
   // IN_PLACE jobs: "<job>/attn-inplace", the W workers over their data
   // addresses, next to the data-parallel one.
   kInPlaceAttention,
+  // "<job>/control": the W workers' trainer collectives (token counts,
+  // losses), so that the data-parallel group carries the optimizer's alone.
+  kControl,
 };
 
 // The options of `which` as every participant builds them from its

@@ -49,8 +49,9 @@ TEST(JobCommunicatorOptionsTest, WorkerCommunicatorsSpanTheWorkersOnly) {
   worker.set_generation(4);
   worker.set_data_plane_token("secret");
   for (const char* address : {"w0:1", "w1:1"}) worker.add_peer_data_addresses(address);
-  for (const JobCommunicator which :
-       {JobCommunicator::kDataParallel, JobCommunicator::kInPlaceAttention}) {
+  for (const JobCommunicator which : {JobCommunicator::kDataParallel,
+                                      JobCommunicator::kInPlaceAttention,
+                                      JobCommunicator::kControl}) {
     const comm::CommunicatorOptions options =
         JobCommunicatorOptions(worker, which, absl::Seconds(1));
     EXPECT_EQ(options.rank, 1);
@@ -58,8 +59,9 @@ TEST(JobCommunicatorOptionsTest, WorkerCommunicatorsSpanTheWorkersOnly) {
     EXPECT_EQ(options.generation, 4);
     EXPECT_EQ(options.peer_addresses, (std::vector<std::string>{"w0:1", "w1:1"}));
     EXPECT_EQ(options.secret_token, "secret");
-    EXPECT_EQ(options.job_id, which == JobCommunicator::kDataParallel ? "job-7"
-                                                                     : "job-7/attn-inplace");
+    EXPECT_EQ(options.job_id, which == JobCommunicator::kDataParallel       ? "job-7"
+                              : which == JobCommunicator::kInPlaceAttention ? "job-7/attn-inplace"
+                                                                            : "job-7/control");
   }
 }
 

@@ -9,7 +9,12 @@ absl::StatusOr<std::unique_ptr<CommunicatorGroup>> CommunicatorGroup::Connect(
   auto communicator = comm::Communicator::Create(
       transport, JobCommunicatorOptions(assignment, JobCommunicator::kDataParallel, timeout));
   if (!communicator.ok()) return communicator.status();
-  return std::unique_ptr<CommunicatorGroup>(new CommunicatorGroup(*std::move(communicator)));
+  std::unique_ptr<CommunicatorGroup> group(new CommunicatorGroup(*std::move(communicator)));
+  auto control = comm::Communicator::Create(
+      transport, JobCommunicatorOptions(assignment, JobCommunicator::kControl, timeout));
+  if (!control.ok()) return control.status();
+  group->control_.reset(new CommunicatorGroup(*std::move(control)));
+  return group;
 }
 
 namespace {

@@ -15,7 +15,9 @@ namespace corescape::worker {
 
 // A job's data-parallel group over the data plane: one communicator per
 // (job, generation), connected to the peers the assignment names and
-// authenticated with the job's token.
+// authenticated with the job's token, and beside it the job's control
+// communicator (control_channel(): the trainer's token counts and losses),
+// so this one carries the optimizer's collectives alone.
 class CommunicatorGroup final : public train::DataParallelGroup {
  public:
   static absl::StatusOr<std::unique_ptr<CommunicatorGroup>> Connect(
@@ -35,12 +37,17 @@ class CommunicatorGroup final : public train::DataParallelGroup {
       absl::Span<const int64_t> bytes_per_rank) override;
   int64_t bytes_sent() const override { return communicator_->counters().total_sent(); }
   int64_t bytes_received() const override { return communicator_->counters().total_received(); }
-  void Abort(const std::string& reason) override { communicator_->Abort(reason); }
+  void Abort(const std::string& reason) override {
+    communicator_->Abort(reason);
+    if (control_ != nullptr) control_->Abort(reason);
+  }
+  DataParallelGroup* control_channel() override { return control_.get(); }
 
  private:
   explicit CommunicatorGroup(std::unique_ptr<comm::Communicator> communicator)
       : communicator_(std::move(communicator)) {}
   std::unique_ptr<comm::Communicator> communicator_;
+  std::unique_ptr<CommunicatorGroup> control_;  // null for the control group itself
 };
 
 }  // namespace corescape::worker

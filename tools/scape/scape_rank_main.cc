@@ -1,8 +1,9 @@
 // corescape-scape-rank: one rank of a data-parallel training run (the same
 // loop as corescape-scape-train's threads) in its own process, over the UCX
 // data plane: the worker's CommunicatorGroup carries the optimizer's
-// collectives, a second communicator (job id + "/control") the token counts
-// and losses, so the optimizer's byte counters hold only its own traffic.
+// collectives and its control channel (the job's "<job>/control"
+// communicator) the token counts and losses, so the optimizer's byte
+// counters hold only its own traffic.
 // Ranks find each other through --rendezvous_dir (each writes rank<R>.addr
 // with its transport's address; a directory every process can see, also
 // across network namespaces). Writes its outcome to --report_out: checksums
@@ -85,13 +86,11 @@ int Main() {
   auto optimizer_group = worker::CommunicatorGroup::Connect(
       transport->get(), Assignment(job_id, rank, world, *peers), timeout);
   if (!optimizer_group.ok()) return Fail(3, optimizer_group.status());
-  auto control_group = worker::CommunicatorGroup::Connect(
-      transport->get(), Assignment(job_id + "/control", rank, world, *peers), timeout);
-  if (!control_group.ok()) return Fail(3, control_group.status());
+  train::DataParallelGroup* control_group = (*optimizer_group)->control_channel();
 
   const int64_t progress_every = absl::GetFlag(FLAGS_progress_every);
   auto outcome = RunTrainingRank(
-      config, **optimizer_group, **control_group,
+      config, **optimizer_group, *control_group,
       [&](const StepTrace& t) -> absl::Status {
         if (progress_every > 0 && (t.step % progress_every == 0 || t.step == config.steps)) {
           std::fprintf(stderr,
@@ -103,8 +102,7 @@ int Main() {
         return absl::OkStatus();
       });
   if (!outcome.ok()) {
-    (*optimizer_group)->Abort(outcome.status().ToString());
-    (*control_group)->Abort(outcome.status().ToString());
+    (*optimizer_group)->Abort(outcome.status().ToString());  // and its control channel
     return Fail(1, outcome.status());
   }
   const std::string report_out = absl::GetFlag(FLAGS_report_out);
@@ -115,13 +113,12 @@ int Main() {
     report["data_address"] = (*transport)->address();
     report["optimizer_bytes_sent"] = (*optimizer_group)->bytes_sent();
     report["optimizer_bytes_received"] = (*optimizer_group)->bytes_received();
-    report["control_bytes_sent"] = (*control_group)->bytes_sent();
+    report["control_bytes_sent"] = control_group->bytes_sent();
     report["rank"] = RankOutcomeToJson(*outcome);
     if (absl::Status s = WriteJsonFile(report_out, report); !s.ok()) return Fail(1, s);
   }
   // Communicators say goodbye (and wait for their peers' acknowledgements)
   // before the transport closes.
-  control_group->reset();
   optimizer_group->reset();
   return 0;
 }
