@@ -84,6 +84,16 @@ void ThreadPool::ParallelFor(
       +[](Loop* l) { return l->chunks_running == 0; }, &loop));
 }
 
+void ParallelForOn(ThreadPool* pool, int64_t n,
+                   const std::function<void(int64_t begin, int64_t end)>& body,
+                   int64_t chunk_size) {
+  if (pool != nullptr) {
+    pool->ParallelFor(n, body, chunk_size);
+  } else if (n > 0) {
+    body(0, n);
+  }
+}
+
 int DefaultThreadCount() {
   if (const char* env = std::getenv("CORESCAPE_NUM_THREADS"); env != nullptr) {
     int threads = 0;

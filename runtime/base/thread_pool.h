@@ -61,6 +61,12 @@ class ThreadPool {
   std::vector<std::thread> workers_;
 };
 
+// pool->ParallelFor(n, body, chunk_size), or body(0, n) on this thread where
+// `pool` is null.
+void ParallelForOn(ThreadPool* pool, int64_t n,
+                   const std::function<void(int64_t begin, int64_t end)>& body,
+                   int64_t chunk_size = 0);
+
 // Threads for the default pool: CORESCAPE_NUM_THREADS if it is a positive
 // integer, else std::thread::hardware_concurrency() (at least 1).
 int DefaultThreadCount();

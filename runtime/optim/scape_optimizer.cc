@@ -902,7 +902,7 @@ std::vector<float> ScapeOptimizer::MaskStatisticValues() const {
   const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
   std::vector<float> out(end - begin);
   SyncHostCopies();  // a store in another memory: its state, downloaded
-  ComputeStatistic(begin, end, out.data());
+  FillStatistic(begin, end, out.data(), pool_);
   return out;
 }
 
@@ -915,8 +915,15 @@ kernels::cuda::MaskStatisticScalars ScapeOptimizer::StatisticScalars() const {
   return kernels::cuda::MaskStatisticScalarsOf(config_.adams, group_->world_size());
 }
 
-void FillMaskStatistic(MaskStatistic statistic, const float* m, const float* e, const float* vbar,
-                       int64_t n, const kernels::cuda::MaskStatisticScalars& scalars, float* out) {
+namespace {
+
+// Entries per chunk of a statistic pass on a thread pool.
+constexpr int64_t kStatisticChunk = 1 << 16;
+
+// FillMaskStatistic over [begin, end) on this thread.
+void FillMaskStatisticRange(MaskStatistic statistic, const float* m, const float* e,
+                            const float* vbar, int64_t begin, int64_t end,
+                            const kernels::cuda::MaskStatisticScalars& scalars, float* out) {
   // One loop per statistic (a constant in each), so each vectorizes and
   // reads only what its statistic needs.
   auto fill = [&](auto constant) {
@@ -924,7 +931,7 @@ void FillMaskStatistic(MaskStatistic statistic, const float* m, const float* e, 
     constexpr bool kReadsM =
         kStatistic != MaskStatistic::kResidual && kStatistic != MaskStatistic::kNormalizedResidual;
     constexpr bool kReadsV = kStatistic == MaskStatistic::kNormalizedResidual;
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = begin; i < end; ++i) {
       out[i] = kernels::cuda::MaskStatisticElement(kStatistic, kReadsM ? m[i] : 0.0f, e[i],
                                                    kReadsV ? vbar[i] : 0.0f, scalars);
     }
@@ -941,20 +948,28 @@ void FillMaskStatistic(MaskStatistic statistic, const float* m, const float* e, 
   }
 }
 
-void ScapeOptimizer::FillStatistic(int64_t from, int64_t to, float* out) const {
-  FillMaskStatistic(config_.statistic, m_.data() + from, residual_.data() + from,
-                    vbar_.data() + from, to - from, StatisticScalars(), out);
+}  // namespace
+
+void FillMaskStatistic(MaskStatistic statistic, const float* m, const float* e, const float* vbar,
+                       int64_t n, const kernels::cuda::MaskStatisticScalars& scalars, float* out,
+                       ThreadPool* pool) {
+  // Element by element: chunks on the pool's threads give the same values.
+  // Short runs (the gaps between mask entries, single entries) stay here.
+  if (pool == nullptr || n <= kStatisticChunk) {
+    FillMaskStatisticRange(statistic, m, e, vbar, 0, n, scalars, out);
+    return;
+  }
+  pool->ParallelFor(
+      n,
+      [&](int64_t begin, int64_t end) {
+        FillMaskStatisticRange(statistic, m, e, vbar, begin, end, scalars, out);
+      },
+      kStatisticChunk);
 }
 
-void ScapeOptimizer::ComputeStatistic(int64_t from, int64_t to, float* out) const {
-  // Element by element: chunks on the pool's threads give the same values.
-  constexpr int64_t kChunk = 1 << 16;
-  auto fill = [&](int64_t begin, int64_t end) { FillStatistic(from + begin, from + end, out + begin); };
-  if (pool_ != nullptr && to - from > kChunk) {
-    pool_->ParallelFor(to - from, fill, kChunk);
-  } else {
-    fill(0, to - from);
-  }
+void ScapeOptimizer::FillStatistic(int64_t from, int64_t to, float* out, ThreadPool* pool) const {
+  FillMaskStatistic(config_.statistic, m_.data() + from, residual_.data() + from,
+                    vbar_.data() + from, to - from, StatisticScalars(), out, pool);
 }
 
 const std::vector<float>& ScapeOptimizer::StatisticOfRange() {
@@ -962,7 +977,7 @@ const std::vector<float>& ScapeOptimizer::StatisticOfRange() {
   const int rank = group_->rank();
   const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
   statistic_.resize(end - begin);
-  ComputeStatistic(begin, end, statistic_.data());
+  FillStatistic(begin, end, statistic_.data(), pool_);
   return statistic_;
 }
 
@@ -992,7 +1007,6 @@ std::vector<int64_t> ScapeOptimizer::SelectOffMaskCandidates(int64_t step) {
   // ranks above it can rank above it here). Their state is being updated
   // beside this, so it is not read: the gaps between them are, in chunks
   // of the range (on the pool's threads where there is one).
-  constexpr int64_t kChunk = 1 << 16;
   auto fill = [&](int64_t chunk_begin, int64_t chunk_end) {
     int64_t from = begin + chunk_begin;
     const int64_t to = begin + chunk_end;
@@ -1004,11 +1018,7 @@ std::vector<int64_t> ScapeOptimizer::SelectOffMaskCandidates(int64_t step) {
     }
     FillStatistic(from, to, statistic_.data() + (from - begin));
   };
-  if (pool_ != nullptr && end - begin > kChunk) {
-    pool_->ParallelFor(end - begin, fill, kChunk);
-  } else {
-    fill(0, end - begin);
-  }
+  ParallelForOn(pool_, end - begin, fill, kStatisticChunk);
   return SelectTopK(statistic_, begin, MaskCountForRange(end - begin, DensityAt(step)), pool_);
 }
 

@@ -59,9 +59,11 @@ using MaskStatistic = kernels::cuda::MaskStatistic;
 // `statistic` of each of n coordinates into out (the per-coordinate body
 // the device runs too): m is read unless the statistic is kResidual or
 // kNormalizedResidual, vbar only by kNormalizedResidual (either may be null
-// where it is not read).
+// where it is not read). With a pool, in chunks on its threads (the same
+// values).
 void FillMaskStatistic(MaskStatistic statistic, const float* m, const float* e, const float* vbar,
-                       int64_t n, const kernels::cuda::MaskStatisticScalars& scalars, float* out);
+                       int64_t n, const kernels::cuda::MaskStatisticScalars& scalars, float* out,
+                       ThreadPool* pool = nullptr);
 
 // The statistics' names in job specs and flags ("momentum-plus-scaled-residual",
 // "momentum-plus-residual", "residual", "momentum", "normalized-residual").
@@ -379,10 +381,9 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // per-step scalars.
   MaskStatistic RankedStatistic() const;
   kernels::cuda::MaskStatisticScalars StatisticScalars() const;
-  // The statistic of coordinates [from, to) into out[0, to − from): on this
-  // thread, or in chunks on the pool's where there is one.
-  void FillStatistic(int64_t from, int64_t to, float* out) const;
-  void ComputeStatistic(int64_t from, int64_t to, float* out) const;
+  // The statistic of coordinates [from, to) into out[0, to − from), in
+  // chunks on `pool` where one is given.
+  void FillStatistic(int64_t from, int64_t to, float* out, ThreadPool* pool = nullptr) const;
   // This rank's statistic over its scope (kReference: its |c^r|).
   const std::vector<float>& StatisticOfRange();
   // Whether the mask for step + 1 can be selected while step's values

@@ -202,33 +202,36 @@ std::vector<int64_t> SelectTopKByThreshold(absl::Span<const float> statistic, in
       pool == nullptr ? 1
                       : std::clamp<int64_t>(n / kMinChunkEntries, 1, pool->num_threads());
   const int64_t chunk_size = (n + chunks - 1) / chunks;
+  // body(chunk, its first entry, its end) for every chunk.
   auto for_each_chunk = [&](const std::function<void(int64_t, int64_t, int64_t)>& body) {
-    auto run = [&](int64_t first, int64_t last) {
-      for (int64_t c = first; c < last; ++c) {
-        body(c, c * chunk_size, std::min(n, (c + 1) * chunk_size));
-      }
-    };
-    if (chunks == 1) {
-      run(0, 1);
-    } else {
-      pool->ParallelFor(chunks, run, 1);
+    ParallelForOn(
+        pool, chunks,
+        [&](int64_t first, int64_t last) {
+          for (int64_t c = first; c < last; ++c) {
+            body(c, c * chunk_size, std::min(n, (c + 1) * chunk_size));
+          }
+        },
+        1);
+  };
+  std::vector<std::vector<uint32_t>> histograms(chunks, std::vector<uint32_t>(kBuckets));
+  std::vector<int64_t> total(kBuckets);
+  // total ← the chunks' histograms summed.
+  auto sum_histograms = [&] {
+    std::fill(total.begin(), total.end(), 0);
+    for (const std::vector<uint32_t>& h : histograms) {
+      for (int64_t b = 0; b < kBuckets; ++b) total[b] += h[b];
     }
   };
-  std::vector<std::vector<uint32_t>> histograms(chunks);
-  std::vector<int64_t> total(kBuckets, 0);
   for_each_chunk([&](int64_t c, int64_t from, int64_t to) {
     std::vector<uint32_t>& h = histograms[c];
-    h.assign(kBuckets, 0);
     for (int64_t i = from; i < to; ++i) ++h[OrderKey(s[i]) >> 16];
   });
-  for (const std::vector<uint32_t>& h : histograms) {
-    for (int64_t b = 0; b < kBuckets; ++b) total[b] += h[b];
-  }
+  sum_histograms();
   int64_t above = 0;  // entries with a key above the bucket being looked at
   uint32_t high = 0xFFFF;
   while (above + total[high] < k) above += total[high--];
   // The high bucket's low digits, and each chunk's entries in higher buckets.
-  std::vector<int64_t> greater(chunks, 0), equal(chunks, 0);
+  std::vector<int64_t> in_higher_buckets(chunks, 0);
   for_each_chunk([&](int64_t c, int64_t from, int64_t to) {
     std::vector<uint32_t>& h = histograms[c];
     std::fill(h.begin(), h.end(), 0);
@@ -239,31 +242,28 @@ std::vector<int64_t> SelectTopKByThreshold(absl::Span<const float> statistic, in
       if (bucket == high) ++h[key & 0xFFFF];
       higher += bucket > high;
     }
-    greater[c] = higher;
+    in_higher_buckets[c] = higher;
   });
-  std::fill(total.begin(), total.end(), 0);
-  for (const std::vector<uint32_t>& h : histograms) {
-    for (int64_t b = 0; b < kBuckets; ++b) total[b] += h[b];
-  }
+  sum_histograms();
   uint32_t low = 0xFFFF;
   while (above + total[low] < k) above += total[low--];
   const uint32_t threshold = (high << 16) | low;
   const int64_t remaining = k - above;  // entries equal to T to take
-  // Where each chunk's taken entries start: the counts before it.
-  int64_t greater_before = 0, equal_before = 0;
+  // Where each chunk's taken entries start: the keys above T and equal to
+  // it in the chunks before.
+  std::vector<int64_t> greater_before(chunks), equal_before(chunks);
+  int64_t greater = 0, equal = 0;
   for (int64_t c = 0; c < chunks; ++c) {
+    greater_before[c] = greater;
+    equal_before[c] = equal;
     const std::vector<uint32_t>& h = histograms[c];
-    int64_t chunk_greater = greater[c];
-    for (uint32_t b = low + 1; b < kBuckets; ++b) chunk_greater += h[b];
-    const int64_t chunk_equal = h[low];
-    greater[c] = greater_before;
-    equal[c] = equal_before;
-    greater_before += chunk_greater;
-    equal_before += chunk_equal;
+    greater += in_higher_buckets[c];
+    for (uint32_t b = low + 1; b < kBuckets; ++b) greater += h[b];
+    equal += h[low];
   }
   std::vector<int64_t> chosen(k);
   for_each_chunk([&](int64_t c, int64_t from, int64_t to) {
-    int64_t g = greater[c], e = equal[c];
+    int64_t g = greater_before[c], e = equal_before[c];
     for (int64_t i = from; i < to; ++i) {
       const uint32_t key = OrderKey(s[i]);
       if (key > threshold) {
@@ -323,12 +323,18 @@ absl::Status MaskExchange::Start(RankGroup& group, uint64_t mask_epoch, int64_t 
   started_step_ = step;
   last_ = {};
   send_pending_ = true;
-  if (sending_ == MaskSending::kOnCaller) {
-    if (absl::Status s = Send(/*on_thread=*/false); !s.ok()) {
+  // Sends on the caller's thread; a failure leaves nothing in flight.
+  auto send_here = [this]() {
+    absl::Status sent = Send(/*on_thread=*/false);
+    if (!sent.ok()) {
+      in_flight_ = false;
       previous_ = nullptr;
       on_received_ = nullptr;
-      return s;
     }
+    return sent;
+  };
+  if (sending_ == MaskSending::kOnCaller) {
+    if (absl::Status s = send_here(); !s.ok()) return s;
   }
   in_flight_ = true;
   try {
@@ -336,14 +342,7 @@ absl::Status MaskExchange::Start(RankGroup& group, uint64_t mask_epoch, int64_t 
   } catch (const std::system_error&) {
     // No thread to spare: send here, and Finish receives on the caller's
     // thread.
-    if (send_pending_) {
-      if (absl::Status s = Send(/*on_thread=*/false); !s.ok()) {
-        in_flight_ = false;
-        previous_ = nullptr;
-        on_received_ = nullptr;
-        return s;
-      }
-    }
+    if (send_pending_) return send_here();
   }
   return absl::OkStatus();
 }

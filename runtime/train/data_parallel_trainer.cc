@@ -89,15 +89,19 @@ std::vector<int64_t> QueryEnds(const model::ModelBatch& batch) {
   return ends;
 }
 
+// Where the trainer's own collectives go: `control`, else the group's
+// control channel, else the group itself.
+DataParallelGroup* ControlGroupFor(DataParallelGroup* group, DataParallelGroup* control) {
+  if (control != nullptr) return control;
+  if (DataParallelGroup* channel = group->control_channel(); channel != nullptr) return channel;
+  return group;
+}
+
 }  // namespace
 
 DataParallelTrainer::DataParallelTrainer(const TrainerConfig& config, DataParallelGroup* group,
                                          DataParallelGroup* control)
-    : config_(config),
-      group_(group),
-      control_(control != nullptr                     ? control
-               : group->control_channel() != nullptr ? group->control_channel()
-                                                     : group) {}
+    : config_(config), group_(group), control_(ControlGroupFor(group, control)) {}
 
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create(
     const TrainerConfig& config, DataParallelGroup* group, DataParallelGroup* control) {

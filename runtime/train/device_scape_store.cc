@@ -181,19 +181,10 @@ absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectOnHost(
       CORESCAPE_RETURN_IF_ERROR(
           ops_->Download(host_vbar_.data(), vbar_.as<float>() + segment.offset, bytes));
     }
-    // Element by element: chunks on the pool's threads give the same values.
-    auto fill = [&](int64_t from, int64_t to) {
-      optim::FillMaskStatistic(statistic, reads_m ? host_m_.data() + from : nullptr,
-                               host_residual_.as<float>() + segment.offset + from,
-                               reads_v ? host_vbar_.data() + from : nullptr, to - from, scalars,
-                               host_statistic_.data() + from);
-    };
-    constexpr int64_t kChunk = 1 << 16;
-    if (pool_ != nullptr && segment.numel > kChunk) {
-      pool_->ParallelFor(segment.numel, fill, kChunk);
-    } else {
-      fill(0, segment.numel);
-    }
+    optim::FillMaskStatistic(statistic, reads_m ? host_m_.data() : nullptr,
+                             host_residual_.as<float>() + segment.offset,
+                             reads_v ? host_vbar_.data() : nullptr, segment.numel, scalars,
+                             host_statistic_.data(), pool_);
     const std::vector<int64_t> top = optim::SelectTopK(host_statistic_, segment.offset, k, pool_);
     chosen.insert(chosen.end(), top.begin(), top.end());
   }

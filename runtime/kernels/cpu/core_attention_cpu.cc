@@ -274,12 +274,7 @@ void RunItems(ThreadPool* pool, const std::vector<Item>& items, Fn run_item) {
   auto run_range = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) run_item(items[i]);
   };
-  if (pool == nullptr) {
-    run_range(0, static_cast<int64_t>(items.size()));
-  } else {
-    pool->ParallelFor(static_cast<int64_t>(items.size()), run_range,
-                      /*chunk_size=*/1);
-  }
+  ParallelForOn(pool, static_cast<int64_t>(items.size()), run_range, /*chunk_size=*/1);
 }
 
 }  // namespace

@@ -48,11 +48,7 @@ TransposedKv::TransposedKv(const AttentionShape& shape,
     }
   };
   const int64_t items = static_cast<int64_t>(tiles.size());
-  if (pool == nullptr) {
-    transpose(0, items);
-  } else {
-    pool->ParallelFor(items, transpose);
-  }
+  ParallelForOn(pool, items, transpose);
 }
 
 }  // namespace corescape::kernels::cpu
