@@ -11,6 +11,15 @@ namespace {
 
 constexpr uint8_t kMagic = 0x5C;  // 'SCAPE mask', version 1
 
+// The refusal of an entry that is out of order or out of range: off the hot
+// path, so it names the entry.
+absl::Status MisplacedEntryError(const MaskPartitionView& mask, int64_t position) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "mask indices must be sorted, unique and in range [", mask.begin, ", ", mask.end,
+      "): entry ", position, " is ", mask.indices[position],
+      position > 0 ? absl::StrCat(", after ", mask.indices[position - 1]) : ""));
+}
+
 // 7 bits per byte, at least one byte.
 int VarintBytes(uint64_t value) { return (std::bit_width(value | 1) + 6) / 7; }
 
@@ -243,6 +252,17 @@ class Change {
 
 }  // namespace
 
+absl::Status CheckMaskPartition(const MaskPartitionView& mask) {
+  int64_t next = mask.begin;  // smallest value the next entry may take
+  for (const int64_t& index : mask.indices) {
+    if (index < next || index >= mask.end) {
+      return MisplacedEntryError(mask, &index - mask.indices.data());
+    }
+    next = index + 1;
+  }
+  return absl::OkStatus();
+}
+
 const char* MaskEncodingName(MaskEncoding encoding) {
   switch (encoding) {
     case MaskEncoding::kBitmask: return "bitmask";
@@ -281,12 +301,7 @@ absl::StatusOr<std::string> EncodeMaskPartition(MaskPartitionHeader header,
   int64_t next = mask.begin;  // smallest value the next entry may take
   for (const int64_t& index : mask.indices) {
     if (index < next || index >= mask.end) {
-      // Off the hot path: name the entry.
-      const int64_t position = &index - mask.indices.data();
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mask indices must be sorted, unique and in range [", mask.begin, ", ", mask.end,
-          "): entry ", position, " is ", index,
-          position > 0 ? absl::StrCat(", after ", mask.indices[position - 1]) : ""));
+      return MisplacedEntryError(mask, &index - mask.indices.data());
     }
     delta_bytes += VarintBytes(static_cast<uint64_t>(index - next));
     next = index + 1;

@@ -42,6 +42,11 @@ struct MaskPartitionView {
   absl::Span<const int64_t> indices;  // sorted ascending, within [begin, end)
 };
 
+// OK when `mask.indices` are sorted, unique and inside [begin, end); else
+// INVALID_ARGUMENT naming the first entry out of place (what the encoder
+// refuses).
+absl::Status CheckMaskPartition(const MaskPartitionView& mask);
+
 // Payload bytes (header excluded) of `indices` under `encoding`. For
 // kChangeFromPrevious, `previous` is the same range's previous mask; without
 // one that encoding is unavailable (nullopt).

@@ -350,6 +350,15 @@ absl::Status MaskExchange::Start(RankGroup& group, uint64_t mask_epoch, int64_t 
 absl::Status MaskExchange::Send(bool on_thread) {
   send_pending_ = false;
   const int rank = group_->rank();
+  if (lone_rank()) {
+    // Its part is the whole mask and goes nowhere: nothing is coded, the
+    // part is only checked as a decoder would check it.
+    const absl::Time check_start = absl::Now();
+    absl::Status checked = CheckMaskPartition({RangeBegin(rank), RangeEnd(rank), own_part_});
+    last_.encode_seconds = absl::ToDoubleSeconds(absl::Now() - check_start);
+    last_.encoded_on_thread = on_thread;
+    return checked;
+  }
   MaskPartitionHeader header;
   header.mask_epoch = started_mask_epoch_;
   header.step = started_step_;
@@ -386,20 +395,28 @@ void MaskExchange::Run() {
 }
 
 void MaskExchange::Receive() {
-  absl::Status waited = pending_->Wait();
-  pending_.reset();
-  if (!waited.ok()) {
-    received_ = waited;
-    return;
+  absl::Time decode_start;
+  if (lone_rank()) {
+    decode_start = absl::Now();
+    GlobalMask mask{started_mask_epoch_, started_step_, {}, own_part_};
+    mask.parts.push_back(std::move(own_part_));
+    received_ = std::move(mask);
+  } else {
+    absl::Status waited = pending_->Wait();
+    pending_.reset();
+    if (!waited.ok()) {
+      received_ = waited;
+      return;
+    }
+    decode_start = absl::Now();
+    std::vector<absl::string_view> parts;
+    int64_t offset = 0;
+    for (int64_t size : sizes_) {
+      parts.emplace_back(recv_.data() + offset, size);
+      offset += size;
+    }
+    received_ = AssembleGlobalMask(*this, parts, started_mask_epoch_, started_step_, previous_);
   }
-  const absl::Time decode_start = absl::Now();
-  std::vector<absl::string_view> parts;
-  int64_t offset = 0;
-  for (int64_t size : sizes_) {
-    parts.emplace_back(recv_.data() + offset, size);
-    offset += size;
-  }
-  received_ = AssembleGlobalMask(*this, parts, started_mask_epoch_, started_step_, previous_);
   if (received_.ok() && on_received_) {
     if (absl::Status s = on_received_(*received_); !s.ok()) received_ = s;
   }

@@ -118,9 +118,9 @@ enum class MaskSending {
 
 // What one exchange cost this rank.
 struct MaskExchangeStats {
-  int64_t part_bytes = 0;  // this rank's encoded part
+  int64_t part_bytes = 0;  // this rank's encoded part (0 in a group of one)
   MaskEncoding encoding = MaskEncoding::kBitmask;
-  double encode_seconds = 0;  // encoding this rank's part
+  double encode_seconds = 0;  // encoding this rank's part (checking it, in a group of one)
   double decode_seconds = 0;  // decoding and checking every part, plus on_received
   bool encoded_on_thread = false;
   bool received_on_thread = false;
@@ -129,7 +129,8 @@ struct MaskExchangeStats {
 // Exchanges the ranks' mask parts for one step: each rank encodes its part
 // (smallest encoding, change-from-previous against its part of `previous`
 // when that is the step before), the sizes are all-gathered, then the
-// payloads with an asynchronous all-gather-v. The receiving half runs on a
+// payloads with an asynchronous all-gather-v. In a group of one nothing is
+// coded or sent: the part, checked, is the mask. The receiving half runs on a
 // thread of the exchange's own: it waits for the payloads, decodes and
 // checks every part (a part of another mask epoch or step is refused) and
 // runs the caller's `on_received` on the assembled mask, so all of it
@@ -172,6 +173,8 @@ class MaskExchange {
   const MaskExchangeStats& last() const { return last_; }
 
  private:
+  // A group of one: its part is the mask, exchanged with nobody.
+  bool lone_rank() const { return group_->world_size() == 1; }
   // The sending half: encode, all-gather the sizes, start the payloads'.
   absl::Status Send(bool on_thread);
   // The receiving half: wait, decode, check, on_received.

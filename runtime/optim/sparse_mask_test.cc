@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -260,17 +261,24 @@ TEST(MaskExchangeTest, WholeBufferPartsFillIn) {
   EXPECT_LE(union_size[0], 40 * kRanks);
 }
 
-// One rank whose asynchronous all-gather arrives only when the test opens
-// its gate (a slow peer), or fails with `failure`.
+// Rank 0 of two, over kGatedTotal coordinates, whose asynchronous
+// all-gather arrives only when the test opens its gate (a slow peer), or
+// fails with `failure`. The peer selects nothing: its part is an empty one
+// of rank 1's range, for the mask epoch and step of rank 0's.
+constexpr int64_t kGatedTotal = 1000;
+
 class GatedGroup final : public RankGroup {
  public:
   int rank() const override { return 0; }
-  int world_size() const override { return 1; }
+  int world_size() const override { return 2; }
   absl::Status AllReduceSum(float*, int64_t) override { return absl::OkStatus(); }
+  // Only the sizes' all-gather blocks.
   absl::Status AllGatherV(const void* send, int64_t send_bytes, void* recv,
                           absl::Span<const int64_t>) override {
     if (gate_blocking_too) gate.WaitForNotification();
     std::memcpy(recv, send, send_bytes);
+    const int64_t peer_bytes = kMaskHeaderBytes;  // an empty part's
+    std::memcpy(static_cast<char*>(recv) + send_bytes, &peer_bytes, sizeof(peer_bytes));
     blocking_thread = std::this_thread::get_id();
     return absl::OkStatus();
   }
@@ -295,7 +303,14 @@ class GatedGroup final : public RankGroup {
     absl::Status Wait() override {
       group->gate.WaitForNotification();
       if (!group->failure.ok()) return group->failure;
+      auto mine = DecodeMaskPartition(payload, 0, kGatedTotal / 2, nullptr);
+      if (!mine.ok()) return mine.status();
+      MaskPartitionHeader header = mine->header;
+      header.rank = 1;
+      auto peer = EncodeMaskPartition(header, {kGatedTotal / 2, kGatedTotal, {}}, nullptr);
+      if (!peer.ok()) return peer.status();
       std::memcpy(recv, payload.data(), payload.size());
+      std::memcpy(static_cast<char*>(recv) + payload.size(), peer->data(), peer->size());
       return absl::OkStatus();
     }
     GatedGroup* group;
@@ -308,10 +323,10 @@ class GatedGroup final : public RankGroup {
 // the caller's hook run on the exchange's own thread once they arrive, and
 // Finish hands over what they made.
 TEST(MaskExchangeTest, ReceivesOnItsOwnThreadWhileTheCallerGoesOn) {
-  auto partition = ParameterPartition::Balanced(1000, 1);
+  auto partition = ParameterPartition::Balanced(kGatedTotal, 2);
   MaskExchange exchange(&*partition, MaskScope::kPartitioned);
   GatedGroup group;
-  const std::vector<int64_t> own = {3, 17, 400, 999};
+  const std::vector<int64_t> own = {3, 17, 400, 499};
   std::atomic<bool> hook_ran{false};
   std::thread::id hook_thread;
   int64_t hook_entries = -1;
@@ -345,11 +360,11 @@ TEST(MaskExchangeTest, ReceivesOnItsOwnThreadWhileTheCallerGoesOn) {
 // even encoded: the sizes' all-gather (held by the gate, a slow peer) runs
 // there too.
 TEST(MaskExchangeTest, SendsOnItsOwnThreadWhileTheCallerGoesOn) {
-  auto partition = ParameterPartition::Balanced(1000, 1);
+  auto partition = ParameterPartition::Balanced(kGatedTotal, 2);
   MaskExchange exchange(&*partition, MaskScope::kPartitioned, MaskSending::kOnThread);
   GatedGroup group;
   group.gate_blocking_too = true;
-  const std::vector<int64_t> own = {5, 6, 7, 800};
+  const std::vector<int64_t> own = {5, 6, 7, 300};
   ASSERT_TRUE(exchange.Start(group, 1, 3, own, nullptr).ok());
   EXPECT_TRUE(exchange.encodes_on_thread());
   absl::SleepFor(absl::Milliseconds(50));
@@ -368,15 +383,15 @@ TEST(MaskExchangeTest, SendsOnItsOwnThreadWhileTheCallerGoesOn) {
 // A part the encoder refuses: Start's error on the caller's thread,
 // Finish's on the exchange's; either way nothing stays in flight.
 TEST(MaskExchangeTest, AnUnencodablePartFailsWhereItIsSent) {
-  auto partition = ParameterPartition::Balanced(1000, 1);
-  const std::vector<int64_t> outside = {3, 1000};  // past the range's end
+  auto partition = ParameterPartition::Balanced(kGatedTotal, 2);
+  const std::vector<int64_t> outside = {3, 500};  // past rank 0's range
   {
     MaskExchange exchange(&*partition, MaskScope::kPartitioned, MaskSending::kOnCaller);
     GatedGroup group;
     group.gate.Notify();
     const absl::Status started = exchange.Start(group, 0, 1, outside, nullptr);
     EXPECT_FALSE(started.ok());
-    EXPECT_NE(started.message().find("1000"), absl::string_view::npos) << started;
+    EXPECT_NE(started.message().find("entry 1 is 500"), absl::string_view::npos) << started;
     EXPECT_FALSE(exchange.in_flight());
   }
   {
@@ -386,7 +401,7 @@ TEST(MaskExchangeTest, AnUnencodablePartFailsWhereItIsSent) {
     ASSERT_TRUE(exchange.Start(group, 0, 1, outside, nullptr).ok());
     auto mask = exchange.Finish(0, 1);
     EXPECT_FALSE(mask.ok());
-    EXPECT_NE(mask.status().message().find("1000"), absl::string_view::npos) << mask.status();
+    EXPECT_NE(mask.status().message().find("entry 1 is 500"), absl::string_view::npos) << mask.status();
     EXPECT_FALSE(exchange.in_flight());
     // The exchange is usable again.
     ASSERT_TRUE(exchange.Start(group, 0, 2, {4, 9}, nullptr).ok());
@@ -396,8 +411,71 @@ TEST(MaskExchangeTest, AnUnencodablePartFailsWhereItIsSent) {
   }
 }
 
+// A group of one: its part, checked, is the mask; nothing is coded or
+// sent, and the hook still runs on the exchange's thread.
+TEST_P(MaskExchangeSendingTest, ALoneRanksPartIsTheMaskUncoded) {
+  auto partition = ParameterPartition::Balanced(5000, 1);
+  const std::vector<float> stat = UniformStat(3, 5000);
+  const std::vector<int64_t> own = SelectTopK(stat, 0, 250);
+  ASSERT_TRUE(RunInProcessRanks(1, [&](int, RankGroup& group) -> absl::Status {
+                MaskExchange exchange(&*partition, MaskScope::kPartitioned, GetParam());
+                GlobalMask previous;
+                for (int64_t step = 4; step < 6; ++step) {
+                  std::thread::id hook_thread;
+                  int64_t hook_entries = -1;
+                  if (auto s = exchange.Start(group, 2, step, own, &previous,
+                                              [&](const GlobalMask& mask) {
+                                                hook_thread = std::this_thread::get_id();
+                                                hook_entries =
+                                                    static_cast<int64_t>(mask.indices.size());
+                                                return absl::OkStatus();
+                                              });
+                      !s.ok()) {
+                    return s;
+                  }
+                  auto mask = exchange.Finish(2, step);
+                  if (!mask.ok()) return mask.status();
+                  EXPECT_EQ(mask->indices, own);
+                  EXPECT_EQ(mask->parts, std::vector<std::vector<int64_t>>{own});
+                  EXPECT_EQ(mask->mask_epoch, 2u);
+                  EXPECT_EQ(mask->step, step);
+                  EXPECT_EQ(hook_entries, 250);
+                  EXPECT_NE(hook_thread, std::this_thread::get_id());
+                  EXPECT_EQ(exchange.last().part_bytes, 0);
+                  EXPECT_EQ(exchange.last().encoded_on_thread,
+                            GetParam() == MaskSending::kOnThread);
+                  previous = *std::move(mask);
+                }
+                EXPECT_EQ(group.bytes_sent(), 0);
+                EXPECT_EQ(group.bytes_received(), 0);
+                return absl::OkStatus();
+              }).ok());
+}
+
+// A lone rank's part out of order is refused as the encoder refuses it:
+// Start's error on the caller's thread, Finish's on the exchange's.
+TEST_P(MaskExchangeSendingTest, ALoneRanksMisplacedPartIsRefused) {
+  auto partition = ParameterPartition::Balanced(100, 1);
+  ASSERT_TRUE(RunInProcessRanks(1, [&](int, RankGroup& group) -> absl::Status {
+                MaskExchange exchange(&*partition, MaskScope::kPartitioned, GetParam());
+                for (const std::vector<int64_t>& bad :
+                     {std::vector<int64_t>{5, 3}, std::vector<int64_t>{5, 100}}) {
+                  const absl::Status started = exchange.Start(group, 0, 1, bad, nullptr);
+                  EXPECT_EQ(started.ok(), GetParam() == MaskSending::kOnThread) << started;
+                  const absl::Status refused =
+                      started.ok() ? exchange.Finish(0, 1).status() : started;
+                  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+                  EXPECT_NE(refused.message().find(absl::StrCat("entry 1 is ", bad[1], ", after 5")),
+                            absl::string_view::npos)
+                      << refused;
+                  EXPECT_FALSE(exchange.in_flight());
+                }
+                return absl::OkStatus();
+              }).ok());
+}
+
 TEST(MaskExchangeTest, FinishReportsTheReceivingHalfsErrors) {
-  auto partition = ParameterPartition::Balanced(1000, 1);
+  auto partition = ParameterPartition::Balanced(kGatedTotal, 2);
   const std::vector<int64_t> own = {1, 2, 3};
   {  // The all-gather failed (a peer died).
     MaskExchange exchange(&*partition, MaskScope::kPartitioned);

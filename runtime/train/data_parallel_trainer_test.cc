@@ -577,27 +577,54 @@ TEST(DataParallelTrainerTest, EveryOptimizerResumesBitwiseFromItsSnapshot) {
 
 // Each step says how much of the gradient it synchronized: all of it while
 // dense (warm-up, and the first masked step's mask is still being sent),
-// SCAPE's density with mask bytes afterwards.
+// SCAPE's density afterwards, with the bytes of the mask part the rank sent:
+// none alone (its part is the mask), some beside a peer.
 TEST(DataParallelTrainerTest, StepsReportScapeDensityAndMaskBytes) {
   TrainerConfig config = Config(2);
   config.optimizer.name = "scape";
   config.optimizer.scape.density = 0.25;
   config.optimizer.scape.dense_warmup_steps = 2;
-  SingleProcessGroup group;
-  auto trainer = DataParallelTrainer::Create(config, &group);
-  ASSERT_TRUE(trainer.ok()) << trainer.status();
-  auto first = (*trainer)->Step();
-  ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_EQ(first->density, 1.0);
-  EXPECT_EQ(first->mask_bytes, 0);
-  StepResult last;
-  for (int i = 0; i < 4; ++i) {
-    auto result = (*trainer)->Step();
-    ASSERT_TRUE(result.ok()) << result.status();
-    last = *result;
+  {
+    SingleProcessGroup group;
+    auto trainer = DataParallelTrainer::Create(config, &group);
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    auto first = (*trainer)->Step();
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ(first->density, 1.0);
+    EXPECT_EQ(first->mask_bytes, 0);
+    StepResult last;
+    for (int i = 0; i < 4; ++i) {
+      auto result = (*trainer)->Step();
+      ASSERT_TRUE(result.ok()) << result.status();
+      last = *result;
+    }
+    EXPECT_NEAR(last.density, 0.25, 0.01);
+    EXPECT_EQ(last.mask_bytes, 0);
   }
-  EXPECT_NEAR(last.density, 0.25, 0.01);
-  EXPECT_GT(last.mask_bytes, 0);
+  ThreadGroup group(2);
+  ThreadGroup::Member members[2] = {{&group, 0}, {&group, 1}};
+  std::unique_ptr<DataParallelTrainer> ranks[2];
+  for (int r = 0; r < 2; ++r) {
+    auto trainer = DataParallelTrainer::Create(config, &members[r]);
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    ranks[r] = *std::move(trainer);
+  }
+  StepResult last[2];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r]() {
+      for (int i = 0; i < 5; ++i) {
+        auto result = ranks[r]->Step();
+        ASSERT_TRUE(result.ok()) << result.status();
+        last[r] = *result;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NEAR(last[r].density, 0.25, 0.01) << r;
+    EXPECT_GT(last[r].mask_bytes, 0) << r;
+  }
 }
 
 // AdamW clips the synchronized gradient inside the optimizer path: the norm
