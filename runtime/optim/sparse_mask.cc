@@ -1,10 +1,12 @@
 #include "runtime/optim/sparse_mask.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
@@ -182,6 +184,28 @@ std::vector<int64_t> SelectTopKByComparison(absl::Span<const float> statistic, i
   return order;
 }
 
+// Below this many entries per chunk a histogram's 256 KiB outweigh the work.
+constexpr int64_t kMinPooledChunkEntries = 1 << 18;
+
+// Chunks of a range for a pool: fixed for a given range and pool, and
+// results never depend on them. `min_entries` is the least a chunk is worth.
+struct Chunking {
+  Chunking(int64_t n, ThreadPool* pool, int64_t min_entries)
+      : n(n),
+        count(pool == nullptr ? 1 : std::clamp<int64_t>(n / min_entries, 1, pool->num_threads())),
+        size((n + count - 1) / count) {}
+  // body(chunk, its first entry, its end) for every chunk, on the pool.
+  void ForEach(ThreadPool* pool, const std::function<void(int64_t, int64_t, int64_t)>& body) const {
+    ParallelForOn(
+        pool, count,
+        [&](int64_t first, int64_t last) {
+          for (int64_t c = first; c < last; ++c) body(c, c * size, std::min(n, (c + 1) * size));
+        },
+        1);
+  }
+  int64_t n, count, size;
+};
+
 // Radix selection of the k-th largest key: a histogram of the keys' high 16
 // bits finds the bucket holding it, a histogram of that bucket's low 16 bits
 // the key itself (the threshold T). One last pass in index order takes every
@@ -194,24 +218,12 @@ std::vector<int64_t> SelectTopKByComparison(absl::Span<const float> statistic, i
 std::vector<int64_t> SelectTopKByThreshold(absl::Span<const float> statistic, int64_t begin,
                                            int64_t k, ThreadPool* pool) {
   constexpr int64_t kBuckets = 1 << 16;
-  // Below this many entries per chunk a histogram's 256 KiB outweigh the work.
-  constexpr int64_t kMinChunkEntries = 1 << 18;
   const int64_t n = static_cast<int64_t>(statistic.size());
   const float* s = statistic.data();
-  const int64_t chunks =
-      pool == nullptr ? 1
-                      : std::clamp<int64_t>(n / kMinChunkEntries, 1, pool->num_threads());
-  const int64_t chunk_size = (n + chunks - 1) / chunks;
-  // body(chunk, its first entry, its end) for every chunk.
+  const Chunking chunking(n, pool, kMinPooledChunkEntries);
+  const int64_t chunks = chunking.count;
   auto for_each_chunk = [&](const std::function<void(int64_t, int64_t, int64_t)>& body) {
-    ParallelForOn(
-        pool, chunks,
-        [&](int64_t first, int64_t last) {
-          for (int64_t c = first; c < last; ++c) {
-            body(c, c * chunk_size, std::min(n, (c + 1) * chunk_size));
-          }
-        },
-        1);
+    chunking.ForEach(pool, body);
   };
   std::vector<std::vector<uint32_t>> histograms(chunks, std::vector<uint32_t>(kBuckets));
   std::vector<int64_t> total(kBuckets);
@@ -278,10 +290,116 @@ std::vector<int64_t> SelectTopKByThreshold(absl::Span<const float> statistic, in
   return chosen;
 }
 
+std::vector<int64_t> SelectTopKExactly(absl::Span<const float> statistic, int64_t begin, int64_t k,
+                                       ThreadPool* pool) {
+  return static_cast<int64_t>(statistic.size()) < kRadixSelectMinEntries
+             ? SelectTopKByComparison(statistic, begin, k)
+             : SelectTopKByThreshold(statistic, begin, k, pool);
+}
+
+// Below this many entries the radix passes alone are as quick.
+constexpr int64_t kSampledGuessMinEntries = 1 << 20;
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// The top k by one pass over the range instead of three: the k-th largest
+// key of a sample, lowered by four standard deviations of its estimate,
+// is a guess G that at least k entries reach with near certainty; every
+// entry with a key ≥ G (in index order, a few more than k) is then
+// selected from exactly. The true top k all reach G whenever k entries do,
+// so the result is the exact selection's; nullopt when fewer than k did.
+std::optional<std::vector<int64_t>> SelectTopKAboveSampledGuess(absl::Span<const float> statistic,
+                                                                int64_t begin, int64_t k,
+                                                                ThreadPool* pool) {
+  const int64_t n = static_cast<int64_t>(statistic.size());
+  const float* s = statistic.data();
+  const int64_t samples = kTopKSamples;
+  std::vector<uint32_t> sample(samples);
+  for (int64_t j = 0; j < samples; ++j) sample[j] = OrderKey(s[TopKSamplePosition(n, j)]);
+  const double p = static_cast<double>(k) / static_cast<double>(n);
+  const double expected = static_cast<double>(samples) * p;
+  const int64_t rank = std::min<int64_t>(
+      samples, static_cast<int64_t>(std::ceil(expected + 4.0 * std::sqrt(expected * (1.0 - p)))) + 16);
+  std::nth_element(sample.begin(), sample.begin() + (rank - 1), sample.end(),
+                   std::greater<uint32_t>());
+  const uint32_t guess = sample[rank - 1];
+
+  // Each chunk's entries reaching the guess, in index order: a block's
+  // comparisons (a loop the compiler vectorizes) packed into a bit mask,
+  // then its set bits taken.
+  constexpr int64_t kBlock = 64;
+  const Chunking chunking(n, pool, kMinPooledChunkEntries);
+  std::vector<std::vector<int64_t>> reaching(chunking.count);
+  chunking.ForEach(pool, [&](int64_t c, int64_t from, int64_t to) {
+    std::vector<int64_t>& x = reaching[c];
+    x.reserve(static_cast<int64_t>(static_cast<double>(to - from) * rank / samples * 1.25) + 64);
+    uint8_t reaches[kBlock];
+    for (int64_t block = from; block < to; block += kBlock) {
+      const int64_t length = std::min(kBlock, to - block);
+      for (int64_t b = 0; b < length; ++b) reaches[b] = OrderKey(s[block + b]) >= guess;
+      for (int64_t b = length; b < kBlock; ++b) reaches[b] = 0;
+      uint64_t bits = 0;
+      for (int64_t byte = 0; byte < kBlock; byte += 8) {
+        uint64_t eight;
+        std::memcpy(&eight, reaches + byte, 8);
+        // Eight 0/1 bytes to eight bits (little-endian: byte b to bit b).
+        bits |= ((eight * 0x0102040810204080ull) >> 56) << byte;
+      }
+      while (bits != 0) {
+        x.push_back(block + std::countr_zero(bits));
+        bits &= bits - 1;
+      }
+    }
+  });
+  std::vector<int64_t> offsets(chunking.count + 1, 0);
+  for (int64_t c = 0; c < chunking.count; ++c) {
+    offsets[c + 1] = offsets[c] + static_cast<int64_t>(reaching[c].size());
+  }
+  const int64_t reached = offsets.back();
+  if (reached < k) return std::nullopt;
+  std::vector<int64_t> candidate_index(reached);
+  std::vector<float> candidates(reached);
+  chunking.ForEach(pool, [&](int64_t c, int64_t, int64_t) {
+    int64_t at = offsets[c];
+    for (int64_t i : reaching[c]) {
+      candidate_index[at] = i;
+      candidates[at++] = s[i];
+    }
+  });
+  // The candidates are in index order, so ties still go to the lower index.
+  std::vector<int64_t> chosen = SelectTopKExactly(candidates, 0, k, pool);
+  for (int64_t& i : chosen) i = begin + candidate_index[i];
+  return chosen;
+}
+
 }  // namespace
+
+int64_t TopKSamplePosition(int64_t n, int64_t j) {
+  // One sample in each of kTopKSamples equal strata, at an offset hashed
+  // from j: no stride lines up with a tensor's rows.
+  const int64_t from = static_cast<int64_t>(static_cast<__int128>(j) * n / kTopKSamples);
+  const int64_t to = static_cast<int64_t>(static_cast<__int128>(j + 1) * n / kTopKSamples);
+  return from + static_cast<int64_t>(SplitMix64(static_cast<uint64_t>(j)) %
+                                     static_cast<uint64_t>(std::max<int64_t>(1, to - from)));
+}
 
 std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin, int64_t k,
                                 ThreadPool* pool) {
+  const int64_t n = static_cast<int64_t>(statistic.size());
+  k = std::clamp<int64_t>(k, 0, n);
+  if (n >= kSampledGuessMinEntries && k > 0 && k <= n / 4) {
+    if (auto chosen = SelectTopKAboveSampledGuess(statistic, begin, k, pool)) return *chosen;
+  }
+  return SelectTopKByRadix(statistic, begin, k, pool);
+}
+
+std::vector<int64_t> SelectTopKByRadix(absl::Span<const float> statistic, int64_t begin, int64_t k,
+                                       ThreadPool* pool) {
   const int64_t n = static_cast<int64_t>(statistic.size());
   k = std::clamp<int64_t>(k, 0, n);
   if (k == 0) return {};
@@ -290,8 +408,7 @@ std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin
     std::iota(all.begin(), all.end(), begin);
     return all;
   }
-  return n < kRadixSelectMinEntries ? SelectTopKByComparison(statistic, begin, k)
-                                    : SelectTopKByThreshold(statistic, begin, k, pool);
+  return SelectTopKExactly(statistic, begin, k, pool);
 }
 
 int64_t MaskExchange::RangeBegin(int rank) const {

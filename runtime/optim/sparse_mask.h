@@ -85,9 +85,19 @@ absl::Status CheckTensorAligned(const ParameterPartition& partition,
 // The k coordinates of [begin, begin + statistic.size()) with the largest
 // statistic, ascending. Ties go to the lower index and NaN counts as −∞, so
 // the choice is a function of the values alone. With a pool, a large range's
-// passes run on its threads (the same result).
+// passes run on its threads (the same result). A large range with k ≤ n/4
+// is read once, keeping the entries at or above a threshold estimated from
+// a sample (kTopKSamples entries, TopKSamplePosition) that k entries reach
+// with near certainty; where fewer do, SelectTopKByRadix's three passes.
 std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin, int64_t k,
                                 ThreadPool* pool = nullptr);
+// The same selection by radix passes over the whole range: two histograms
+// find the k-th largest key, a third pass takes.
+std::vector<int64_t> SelectTopKByRadix(absl::Span<const float> statistic, int64_t begin, int64_t k,
+                                       ThreadPool* pool = nullptr);
+// Where SelectTopK's sample j of a range of n entries lies.
+inline constexpr int64_t kTopKSamples = 1 << 16;
+int64_t TopKSamplePosition(int64_t n, int64_t j);
 
 // A mask every rank applies at one step: the union of the ranks' parts.
 struct GlobalMask {

@@ -144,6 +144,61 @@ TEST(SelectTopKTest, AThreadPoolSelectsTheSameSet) {
   EXPECT_EQ(SelectTopK(equal, 0, size / 2, &eight), lowest);
 }
 
+// A range of 2^20 entries or more with k ≤ n/4 is read once above a
+// threshold guessed from a sample: the same set as the radix passes and the
+// full sort, on data whose large values are spread, sorted either way,
+// confined to one tensor-sized run, or periodic (rows of 1024), with or
+// without a pool, up to k = n/4 (the last k it takes) and past it.
+TEST(SelectTopKTest, TheSampledThresholdSelectsTheRadixPassesSet) {
+  const int64_t size = (int64_t{1} << 20) + 4097;
+  std::vector<std::pair<const char*, std::vector<float>>> data;
+  data.emplace_back("tied", TiedStat(5, size));
+  data.emplace_back("uniform", UniformStat(6, size));
+  std::vector<float> ascending(size), descending(size), one_run(size), rows(size);
+  const std::vector<float> noise = UniformStat(8, size);
+  for (int64_t i = 0; i < size; ++i) {
+    ascending[i] = static_cast<float>(i);
+    descending[i] = static_cast<float>(size - i);
+    one_run[i] = noise[i] + (i >= 300000 && i < 340000 ? 10.0f : 0.0f);
+    rows[i] = noise[i] + (i % 1024 < 3 ? 5.0f : 0.0f);
+  }
+  data.emplace_back("ascending", std::move(ascending));
+  data.emplace_back("descending", std::move(descending));
+  data.emplace_back("one run", std::move(one_run));
+  data.emplace_back("rows", std::move(rows));
+  ThreadPool three(3);
+  for (const auto& [name, stat] : data) {
+    for (int64_t k : {int64_t{1}, int64_t{37}, size / 1000, size / 100, size / 10, size / 4,
+                      size / 4 + 1}) {
+      const std::vector<int64_t> expected = TopKByFullSort(stat, 11, k);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &three}) {
+        ASSERT_EQ(SelectTopK(stat, 11, k, pool), expected)
+            << name << " k " << k << " pool " << (pool != nullptr);
+        ASSERT_EQ(SelectTopKByRadix(stat, 11, k, pool), expected)
+            << name << " k " << k << " pool " << (pool != nullptr);
+      }
+    }
+  }
+}
+
+// A sample that overrates the range (every sampled entry large, too few
+// others) guesses a threshold fewer than k entries reach: the radix passes
+// then select, and the set is still the full sort's.
+TEST(SelectTopKTest, AMisleadingSampleFallsBackToTheRadixPasses) {
+  const int64_t size = int64_t{1} << 20;
+  std::vector<float> stat = UniformStat(9, size);
+  for (float& x : stat) x *= 0.5f;
+  for (int64_t j = 0; j < kTopKSamples; ++j) {
+    const int64_t at = TopKSamplePosition(size, j);
+    ASSERT_GE(at, 0);
+    ASSERT_LT(at, size);
+    stat[at] = 1.0f;
+  }
+  const int64_t k = size / 5;  // more than the samples
+  ASSERT_GT(k, kTopKSamples);
+  EXPECT_EQ(SelectTopK(stat, 0, k), TopKByFullSort(stat, 0, k));
+}
+
 TEST(SelectTopKTest, AllEqualTakesTheLowestIndices) {
   for (int64_t size : {100, 50000}) {
     const std::vector<float> stat(size, 0.25f);
