@@ -742,158 +742,229 @@ absl::Status ScapeOptimizer::ApplyReference(
   return absl::OkStatus();
 }
 
-void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
-  const ScapeConfig& c = config_;
-  const float b1 = static_cast<float>(c.adams.beta1), b2 = static_cast<float>(c.adams.beta2);
-  const float eps = static_cast<float>(c.adams.epsilon), flr = static_cast<float>(lr);
-  const float decay = static_cast<float>(1.0 - lr * c.adams.weight_decay);
-  const float one_minus_b1 = 1.0f - b1;
-  const float rho = static_cast<float>(c.normalizer_beta);
-  const bool lr_weighted = c.lr_weighted && c.rule == ScapeRule::kLinearized;
-  const int64_t t = step_;
-  const std::vector<int64_t>& mask = current_.indices;
-  const int64_t mask_size = static_cast<int64_t>(mask.size());
-  // Momentum multiplier off the mask under the forecast: β1 + (1−β1)·φ.
-  const double a = c.adams.beta1 + (1.0 - c.adams.beta1) * c.forecast;
-  // v of a window of K steps from its mean gradient ĝ: signal ĝ² plus the
-  // per-step noise AdamS's normalizer would have seen, estimated from K·ĝ²
-  // (E[K·ĝ²] = K·μ² + σ²): v_window = ĝ²·(1 + c_noise·(K−1)), with c_noise
-  // the noise share of AdamS's v (β2(1−β1)/(1+β1) + 1−β2 ≈ 0.1).
-  const double c_noise = c.adams.beta2 * (1.0 - c.adams.beta1) / (1.0 + c.adams.beta1) +
-                         (1.0 - c.adams.beta2);
-  // kCatchUp's powers of a window length K (every window is at most t + 1).
+// One step's scalars of the host update, shared by every chunk.
+struct ScapeOptimizer::HostUpdate {
+  int64_t t = 0;
+  bool dense = false;
+  float b1 = 0, b2 = 0, eps = 0, lr = 0, one_minus_b1 = 0, rho = 0;
+  float decay = 1;  // 1 − ηλ, for the decayed coordinates
+  double lr_double = 0;
+  bool lr_weighted = false;
+  // kLinearized: the momentum multiplier off the mask under the forecast,
+  // β1 + (1−β1)·φ, and the noise share of AdamS's v (see ApplyLinearized).
+  double a = 0, c_noise = 0;
+  // kCatchUp: the powers of a window length K (every window is at most
+  // t + 1) and the step's scalars.
   kernels::cuda::CatchUpPowerTables powers;
   kernels::cuda::ScapeCatchUpScalars catch_up{};
-  if (c.rule == ScapeRule::kCatchUp) {
-    powers = kernels::cuda::CatchUpPowerTablesOf(
-        c.adams.beta1, c.catch_up_exponent,
-        std::min<int64_t>(kernels::cuda::kCatchUpCachedWindows, t + 2));
-    catch_up = kernels::cuda::ScapeCatchUpScalarsAt(c.adams, lr, c.normalizer_beta, t == 0,
-                                                    c.decayed_residual);
-  }
+};
 
-  // Rules under which an off-mask coordinate only decays: the run up to the
-  // next mask entry is one vectorizable loop.
-  const bool off_mask_decays_only =
-      c.rule == ScapeRule::kCatchUp ||
-      (c.rule == ScapeRule::kReconstructed && c.off_mask == OffMaskRule::kDecayOnly);
-  int64_t p = 0;  // position in the mask / the packed values
-  for (int64_t j = 0; j < n; ++j) {
-    if (!dense && off_mask_decays_only) {
-      const int64_t next = p < mask_size ? mask[p] : n;
-      DecayRun(params, j, next, decay);
-      j = next;
-      if (j == n) break;
-    }
-    const bool on = dense || (p < mask_size && mask[p] == j);
-    const float d = decay_mask_[j] ? decay : 1.0f;
-    float& theta = params[j];
-    float& m = m_[j];
-    if (on) {
-      const float b_sent = values_[dense ? j : p];
-      const float b = b_sent;
-      ++p;
-      const int64_t since = last_sync_[j];
-      const int64_t k = t - since;  // steps this value covers (≥ 1)
-      last_sync_[j] = t;
-      switch (c.rule) {
-        case ScapeRule::kReconstructed: {
-          const float g_hat = b / one_minus_b1;
-          const float v = b2 * m * m + (1.0f - b2) * g_hat * g_hat;
-          vbar_[j] = t == 0 ? v : rho * vbar_[j] + (1.0f - rho) * v;
-          AdamSUpdate(theta, m, g_hat, b1, b2, eps, flr, d);
-          break;
-        }
-        case ScapeRule::kCatchUp: {
-          const float b1k = kernels::cuda::CatchUpBeta1Power(k, powers.OnHost());
-          double exponent = c.catch_up_exponent;
-          if (c.catch_up_exponent_consistent >= 0 && k > 1) {
-            const float g_hat = kernels::cuda::CatchUpMeanGradient(b, k, b1k, catch_up);
-            const double agree = std::max(0.0, double{g_hat} * m) /
-                                 std::max({double{g_hat} * g_hat, double{m} * m, 1e-30});
-            exponent += (c.catch_up_exponent_consistent - c.catch_up_exponent) * agree;
-          }
-          // The table holds K^α of the configured exponent only.
-          kernels::cuda::CatchUpPowers at_exponent = powers.OnHost();
-          if (exponent != c.catch_up_exponent) at_exponent = {nullptr, nullptr, 0, c.adams.beta1, exponent};
-          const float steps = kernels::cuda::CatchUpSteps(k, at_exponent);
-          theta *= d;
-          kernels::cuda::ScapeCatchUpOnMask(theta, m, vbar_[j], b, k, b1k, steps, catch_up);
-          break;
-        }
-        case ScapeRule::kLinearized: {
-          const float m_prev = m;
-          // With lr-weighted residuals the value carries Σ η_s(1−β1)g_s: in
-          // gradient units at today's η it is value/η.
-          const float b = lr_weighted ? b_sent / flr : b_sent;
-          // Mean gradient over the window: the forecast it carried plus the
-          // synchronized correction, over the window's length (Σ η when
-          // lr-weighted).
-          float g_hat;
-          if (k == 1) {
-            g_hat = static_cast<float>(c.forecast) * m_prev + b / one_minus_b1;
-          } else {
-            double forecast_sum = 0.0;
-            if (c.forecast > 0 && a > 0) {
-              const double span = a == 1.0 ? static_cast<double>(k)
-                                            : (std::pow(a, -static_cast<double>(k)) - 1.0) / (1.0 / a - 1.0);
-              forecast_sum = c.forecast * m_prev * span * (lr_weighted ? lr : 1.0);
-            }
-            const double window = lr_weighted ? lr_sum_[t] - (since >= 0 ? lr_sum_[since] : 0.0)
-                                              : static_cast<double>(k);
-            g_hat = static_cast<float>((forecast_sum + b_sent / one_minus_b1) / window);
-          }
-          const float v = b2 * m_prev * m_prev + (1.0f - b2) * g_hat * g_hat;
-          m = static_cast<float>(a) * m_prev + b;
-          float denominator;
-          if (k == 1) {
-            // AdamS exactly (the forecast cancels: a·m + (1−β1)(ḡ − φm) = β1m + (1−β1)ḡ).
-            vbar_[j] = t == 0 ? v : rho * vbar_[j] + (1.0f - rho) * v;
-            denominator = std::sqrt(v) + eps;
-          } else {
-            const float v_window = static_cast<float>(
-                double{g_hat} * g_hat * (1.0 + c_noise * static_cast<double>(k - 1)));
-            if (c.refresh == NormalizerRefresh::kSmoothed) {
-              const float rho_k = static_cast<float>(std::pow(c.normalizer_beta, static_cast<double>(k)));
-              vbar_[j] = rho_k * vbar_[j] + (1.0f - rho_k) * v_window;
-            } else if (c.refresh == NormalizerRefresh::kWindow) {
-              vbar_[j] = v_window;
-            } else if (c.refresh == NormalizerRefresh::kMax) {
-              const float rho_k = static_cast<float>(std::pow(c.normalizer_beta, static_cast<double>(k)));
-              vbar_[j] = std::max(rho_k * vbar_[j], g_hat * g_hat);
-            }
-            denominator = std::sqrt(vbar_[j]) + eps;
-          }
-          theta *= d;
-          theta -= flr * m / denominator;
-          break;
-        }
-        case ScapeRule::kReference:  // ApplyReference's, through the store
-          break;
-      }
-      continue;
-    }
-    // Off the mask.
-    switch (c.rule) {
-      case ScapeRule::kReconstructed:
-        if (c.off_mask == OffMaskRule::kDecayOnly) {
-          theta *= d;
-        } else if (c.off_mask == OffMaskRule::kMomentumKeepsMoving) {
-          AdamSUpdate(theta, m, 0.0f, b1, b2, eps, flr, d);
-        }
-        break;
-      case ScapeRule::kCatchUp:
-        theta *= d;
-        break;
-      case ScapeRule::kLinearized:
-        m = static_cast<float>(a) * m;
-        theta *= d;
-        theta -= flr * m / (std::sqrt(vbar_[j]) + eps);
-        break;
-      case ScapeRule::kReference:
-        break;
-    }
+namespace {
+
+// Walks coordinates [from, to) of a step's update in order: on_mask(j, p)
+// for each coordinate j synchronized at position p of the packed values (all
+// of them when dense), off_mask(begin, end) for each run between them.
+template <typename OnMask, typename OffMask>
+void WalkMask(int64_t from, int64_t to, const std::vector<int64_t>& mask, bool dense,
+              OnMask on_mask, OffMask off_mask) {
+  if (dense) {
+    for (int64_t j = from; j < to; ++j) on_mask(j, j);
+    return;
   }
+  int64_t p = std::lower_bound(mask.begin(), mask.end(), from) - mask.begin();
+  int64_t j = from;
+  for (const int64_t size = static_cast<int64_t>(mask.size()); p < size && mask[p] < to; ++p) {
+    off_mask(j, mask[p]);
+    on_mask(mask[p], p);
+    j = mask[p] + 1;
+  }
+  off_mask(j, to);
+}
+
+// Coordinates per chunk of the host update on a pool: each chunk finds its
+// first mask entry by binary search, and the update is per coordinate, so
+// the result does not depend on the chunks.
+constexpr int64_t kUpdateChunk = 1 << 17;
+
+}  // namespace
+
+void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
+  const ScapeConfig& c = config_;
+  HostUpdate u;
+  u.t = step_;
+  u.dense = dense;
+  u.b1 = static_cast<float>(c.adams.beta1);
+  u.b2 = static_cast<float>(c.adams.beta2);
+  u.eps = static_cast<float>(c.adams.epsilon);
+  u.lr = static_cast<float>(lr);
+  u.lr_double = lr;
+  u.decay = static_cast<float>(1.0 - lr * c.adams.weight_decay);
+  u.one_minus_b1 = 1.0f - u.b1;
+  u.rho = static_cast<float>(c.normalizer_beta);
+  u.lr_weighted = c.lr_weighted && c.rule == ScapeRule::kLinearized;
+  u.a = c.adams.beta1 + (1.0 - c.adams.beta1) * c.forecast;
+  u.c_noise = c.adams.beta2 * (1.0 - c.adams.beta1) / (1.0 + c.adams.beta1) + (1.0 - c.adams.beta2);
+  if (c.rule == ScapeRule::kCatchUp) {
+    u.powers = kernels::cuda::CatchUpPowerTablesOf(
+        c.adams.beta1, c.catch_up_exponent,
+        std::min<int64_t>(kernels::cuda::kCatchUpCachedWindows, u.t + 2));
+    u.catch_up = kernels::cuda::ScapeCatchUpScalarsAt(c.adams, lr, c.normalizer_beta, u.t == 0,
+                                                      c.decayed_residual);
+  }
+  ParallelForOn(
+      pool_, n,
+      [&](int64_t from, int64_t to) {
+        switch (c.rule) {
+          case ScapeRule::kReconstructed:
+            ApplyReconstructed(params, from, to, u);
+            break;
+          case ScapeRule::kCatchUp:
+            ApplyCatchUp(params, from, to, u);
+            break;
+          case ScapeRule::kLinearized:
+            ApplyLinearized(params, from, to, u);
+            break;
+          case ScapeRule::kReference:  // ApplyReference's, through the store
+            break;
+        }
+      },
+      kUpdateChunk);
+}
+
+void ScapeOptimizer::ApplyReconstructed(float* params, int64_t from, int64_t to,
+                                        const HostUpdate& u) {
+  const OffMaskRule off_rule = config_.off_mask;
+  auto decay_of = [&](int64_t j) { return decay_mask_[j] ? u.decay : 1.0f; };
+  WalkMask(
+      from, to, current_.indices, u.dense,
+      [&](int64_t j, int64_t p) {
+        // ĝ from the synchronized first moment alone; v from it and the
+        // previous m, AdamS's normalizer, smoothed into v̄.
+        last_sync_[j] = u.t;
+        float& m = m_[j];
+        const float g_hat = values_[p] / u.one_minus_b1;
+        const float v = u.b2 * m * m + (1.0f - u.b2) * g_hat * g_hat;
+        vbar_[j] = u.t == 0 ? v : u.rho * vbar_[j] + (1.0f - u.rho) * v;
+        AdamSUpdate(params[j], m, g_hat, u.b1, u.b2, u.eps, u.lr, decay_of(j));
+      },
+      [&](int64_t begin, int64_t end) {
+        if (off_rule == OffMaskRule::kDecayOnly) {
+          DecayRun(params, begin, end, u.decay);
+        } else if (off_rule == OffMaskRule::kMomentumKeepsMoving) {
+          for (int64_t j = begin; j < end; ++j) {
+            AdamSUpdate(params[j], m_[j], 0.0f, u.b1, u.b2, u.eps, u.lr, decay_of(j));
+          }
+        }
+      });
+}
+
+void ScapeOptimizer::ApplyCatchUp(float* params, int64_t from, int64_t to, const HostUpdate& u) {
+  const ScapeConfig& c = config_;
+  WalkMask(
+      from, to, current_.indices, u.dense,
+      [&](int64_t j, int64_t p) {
+        const float b = values_[p];
+        const int64_t k = u.t - last_sync_[j];  // steps this value covers (≥ 1)
+        last_sync_[j] = u.t;
+        float& m = m_[j];
+        const float b1k = kernels::cuda::CatchUpBeta1Power(k, u.powers.OnHost());
+        double exponent = c.catch_up_exponent;
+        if (c.catch_up_exponent_consistent >= 0 && k > 1) {
+          const float g_hat = kernels::cuda::CatchUpMeanGradient(b, k, b1k, u.catch_up);
+          const double agree = std::max(0.0, double{g_hat} * m) /
+                               std::max({double{g_hat} * g_hat, double{m} * m, 1e-30});
+          exponent += (c.catch_up_exponent_consistent - c.catch_up_exponent) * agree;
+        }
+        // The table holds K^α of the configured exponent only.
+        kernels::cuda::CatchUpPowers at_exponent = u.powers.OnHost();
+        if (exponent != c.catch_up_exponent) {
+          at_exponent = {nullptr, nullptr, 0, c.adams.beta1, exponent};
+        }
+        const float steps = kernels::cuda::CatchUpSteps(k, at_exponent);
+        float& theta = params[j];
+        theta *= decay_mask_[j] ? u.decay : 1.0f;
+        kernels::cuda::ScapeCatchUpOnMask(theta, m, vbar_[j], b, k, b1k, steps, u.catch_up);
+      },
+      [&](int64_t begin, int64_t end) { DecayRun(params, begin, end, u.decay); });
+}
+
+void ScapeOptimizer::ApplyLinearized(float* params, int64_t from, int64_t to,
+                                     const HostUpdate& u) {
+  const ScapeConfig& c = config_;
+  WalkMask(
+      from, to, current_.indices, u.dense,
+      [&](int64_t j, int64_t p) {
+        const float b_sent = values_[p];
+        const int64_t since = last_sync_[j];
+        const int64_t k = u.t - since;  // steps this value covers (≥ 1)
+        last_sync_[j] = u.t;
+        float& m = m_[j];
+        float& theta = params[j];
+        const float m_prev = m;
+        // With lr-weighted residuals the value carries Σ η_s(1−β1)g_s: in
+        // gradient units at today's η it is value/η.
+        const float b = u.lr_weighted ? b_sent / u.lr : b_sent;
+        // Mean gradient over the window: the forecast it carried plus the
+        // synchronized correction, over the window's length (Σ η when
+        // lr-weighted).
+        float g_hat;
+        if (k == 1) {
+          g_hat = static_cast<float>(c.forecast) * m_prev + b / u.one_minus_b1;
+        } else {
+          double forecast_sum = 0.0;
+          if (c.forecast > 0 && u.a > 0) {
+            const double span = u.a == 1.0 ? static_cast<double>(k)
+                                           : (std::pow(u.a, -static_cast<double>(k)) - 1.0) /
+                                                 (1.0 / u.a - 1.0);
+            forecast_sum = c.forecast * m_prev * span * (u.lr_weighted ? u.lr_double : 1.0);
+          }
+          const double window = u.lr_weighted
+                                    ? lr_sum_[u.t] - (since >= 0 ? lr_sum_[since] : 0.0)
+                                    : static_cast<double>(k);
+          g_hat = static_cast<float>((forecast_sum + b_sent / u.one_minus_b1) / window);
+        }
+        const float v = u.b2 * m_prev * m_prev + (1.0f - u.b2) * g_hat * g_hat;
+        m = static_cast<float>(u.a) * m_prev + b;
+        float denominator;
+        if (k == 1) {
+          // AdamS exactly (the forecast cancels: a·m + (1−β1)(ḡ − φm) = β1m + (1−β1)ḡ).
+          vbar_[j] = u.t == 0 ? v : u.rho * vbar_[j] + (1.0f - u.rho) * v;
+          denominator = std::sqrt(v) + u.eps;
+        } else {
+          // v of a window of K steps from its mean gradient ĝ: signal ĝ²
+          // plus the per-step noise AdamS's normalizer would have seen,
+          // estimated from K·ĝ² (E[K·ĝ²] = K·μ² + σ²): v_window =
+          // ĝ²·(1 + c_noise·(K−1)), c_noise the noise share of AdamS's v
+          // (β2(1−β1)/(1+β1) + 1−β2 ≈ 0.1).
+          const float v_window = static_cast<float>(
+              double{g_hat} * g_hat * (1.0 + u.c_noise * static_cast<double>(k - 1)));
+          if (c.refresh == NormalizerRefresh::kSmoothed) {
+            const float rho_k =
+                static_cast<float>(std::pow(c.normalizer_beta, static_cast<double>(k)));
+            vbar_[j] = rho_k * vbar_[j] + (1.0f - rho_k) * v_window;
+          } else if (c.refresh == NormalizerRefresh::kWindow) {
+            vbar_[j] = v_window;
+          } else if (c.refresh == NormalizerRefresh::kMax) {
+            const float rho_k =
+                static_cast<float>(std::pow(c.normalizer_beta, static_cast<double>(k)));
+            vbar_[j] = std::max(rho_k * vbar_[j], g_hat * g_hat);
+          }
+          denominator = std::sqrt(vbar_[j]) + u.eps;
+        }
+        theta *= decay_mask_[j] ? u.decay : 1.0f;
+        theta -= u.lr * m / denominator;
+      },
+      [&](int64_t begin, int64_t end) {
+        // The momentum forecast to continue; v̄ unchanged.
+        const float a = static_cast<float>(u.a);
+        for (int64_t j = begin; j < end; ++j) {
+          float& m = m_[j];
+          float& theta = params[j];
+          m = a * m;
+          theta *= decay_mask_[j] ? u.decay : 1.0f;
+          theta -= u.lr * m / (std::sqrt(vbar_[j]) + u.eps);
+        }
+      });
 }
 
 std::vector<float> ScapeOptimizer::MaskStatisticValues() const {
@@ -920,10 +991,13 @@ namespace {
 // Entries per chunk of a statistic pass on a thread pool.
 constexpr int64_t kStatisticChunk = 1 << 16;
 
-// FillMaskStatistic over [begin, end) on this thread.
+// out[i] = the statistic of coordinate coordinate(i), for i in [begin, end),
+// on this thread.
+template <typename Coordinate>
 void FillMaskStatisticRange(MaskStatistic statistic, const float* m, const float* e,
                             const float* vbar, int64_t begin, int64_t end,
-                            const kernels::cuda::MaskStatisticScalars& scalars, float* out) {
+                            const kernels::cuda::MaskStatisticScalars& scalars, float* out,
+                            Coordinate coordinate) {
   // One loop per statistic (a constant in each), so each vectorizes and
   // reads only what its statistic needs.
   auto fill = [&](auto constant) {
@@ -932,8 +1006,9 @@ void FillMaskStatisticRange(MaskStatistic statistic, const float* m, const float
         kStatistic != MaskStatistic::kResidual && kStatistic != MaskStatistic::kNormalizedResidual;
     constexpr bool kReadsV = kStatistic == MaskStatistic::kNormalizedResidual;
     for (int64_t i = begin; i < end; ++i) {
-      out[i] = kernels::cuda::MaskStatisticElement(kStatistic, kReadsM ? m[i] : 0.0f, e[i],
-                                                   kReadsV ? vbar[i] : 0.0f, scalars);
+      const int64_t j = coordinate(i);
+      out[i] = kernels::cuda::MaskStatisticElement(kStatistic, kReadsM ? m[j] : 0.0f, e[j],
+                                                   kReadsV ? vbar[j] : 0.0f, scalars);
     }
   };
   using S = MaskStatistic;
@@ -948,23 +1023,36 @@ void FillMaskStatisticRange(MaskStatistic statistic, const float* m, const float
   }
 }
 
+// FillMaskStatisticRange over [0, n), in chunks on the pool's threads where
+// there is one and n is worth it (the same values).
+template <typename Coordinate>
+void FillMaskStatisticOn(ThreadPool* pool, MaskStatistic statistic, const float* m,
+                         const float* e, const float* vbar, int64_t n,
+                         const kernels::cuda::MaskStatisticScalars& scalars, float* out,
+                         Coordinate coordinate) {
+  ParallelForOn(
+      n <= kStatisticChunk ? nullptr : pool, n,
+      [&](int64_t begin, int64_t end) {
+        FillMaskStatisticRange(statistic, m, e, vbar, begin, end, scalars, out, coordinate);
+      },
+      kStatisticChunk);
+}
+
 }  // namespace
 
 void FillMaskStatistic(MaskStatistic statistic, const float* m, const float* e, const float* vbar,
                        int64_t n, const kernels::cuda::MaskStatisticScalars& scalars, float* out,
                        ThreadPool* pool) {
-  // Element by element: chunks on the pool's threads give the same values.
-  // Short runs (the gaps between mask entries, single entries) stay here.
-  if (pool == nullptr || n <= kStatisticChunk) {
-    FillMaskStatisticRange(statistic, m, e, vbar, 0, n, scalars, out);
-    return;
-  }
-  pool->ParallelFor(
-      n,
-      [&](int64_t begin, int64_t end) {
-        FillMaskStatisticRange(statistic, m, e, vbar, begin, end, scalars, out);
-      },
-      kStatisticChunk);
+  FillMaskStatisticOn(pool, statistic, m, e, vbar, n, scalars, out, [](int64_t i) { return i; });
+}
+
+void FillMaskStatisticAt(MaskStatistic statistic, const float* m, const float* e,
+                         const float* vbar, absl::Span<const int64_t> coordinates,
+                         const kernels::cuda::MaskStatisticScalars& scalars, float* out,
+                         ThreadPool* pool) {
+  const int64_t* at = coordinates.data();
+  FillMaskStatisticOn(pool, statistic, m, e, vbar, static_cast<int64_t>(coordinates.size()),
+                      scalars, out, [at](int64_t i) { return at[i]; });
 }
 
 void ScapeOptimizer::FillStatistic(int64_t from, int64_t to, float* out, ThreadPool* pool) const {
@@ -1027,17 +1115,18 @@ std::vector<int64_t> ScapeOptimizer::SelectFromCandidates(int64_t step,
   const int rank = group_->rank();
   const int64_t begin = exchange_.RangeBegin(rank), end = exchange_.RangeEnd(rank);
   const std::vector<int64_t>& mask = current_.indices;
-  std::vector<int64_t> pool;
-  pool.reserve(candidates.size() + mask.size());
+  std::vector<int64_t> entries;
+  entries.reserve(candidates.size() + mask.size());
   std::set_union(candidates.begin(), candidates.end(),
                  std::lower_bound(mask.begin(), mask.end(), begin),
-                 std::lower_bound(mask.begin(), mask.end(), end), std::back_inserter(pool));
-  std::vector<float> values(pool.size());
-  for (size_t i = 0; i < pool.size(); ++i) FillStatistic(pool[i], pool[i] + 1, &values[i]);
-  // The pool is ascending, so ties still go to the lower coordinate.
+                 std::lower_bound(mask.begin(), mask.end(), end), std::back_inserter(entries));
+  std::vector<float> values(entries.size());
+  FillMaskStatisticAt(config_.statistic, m_.data(), residual_.data(), vbar_.data(), entries,
+                      StatisticScalars(), values.data(), pool_);
+  // The entries are ascending, so ties still go to the lower coordinate.
   std::vector<int64_t> chosen =
-      SelectTopK(values, 0, MaskCountForRange(end - begin, DensityAt(step)));
-  for (int64_t& i : chosen) i = pool[i];
+      SelectTopK(values, 0, MaskCountForRange(end - begin, DensityAt(step)), pool_);
+  for (int64_t& i : chosen) i = entries[i];
   return chosen;
 }
 

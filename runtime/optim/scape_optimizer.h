@@ -64,6 +64,11 @@ using MaskStatistic = kernels::cuda::MaskStatistic;
 void FillMaskStatistic(MaskStatistic statistic, const float* m, const float* e, const float* vbar,
                        int64_t n, const kernels::cuda::MaskStatisticScalars& scalars, float* out,
                        ThreadPool* pool = nullptr);
+// The same at the given coordinates: out[i] is coordinates[i]'s.
+void FillMaskStatisticAt(MaskStatistic statistic, const float* m, const float* e,
+                         const float* vbar, absl::Span<const int64_t> coordinates,
+                         const kernels::cuda::MaskStatisticScalars& scalars, float* out,
+                         ThreadPool* pool = nullptr);
 
 // The statistics' names in job specs and flags ("momentum-plus-scaled-residual",
 // "momentum-plus-residual", "residual", "momentum", "normalized-residual").
@@ -366,7 +371,14 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // What the exchange's thread does with a received mask for this rule:
   // the owed ages, the catch-up windows and the store's staging (prepared_).
   MaskExchange::ReceivedHook ReceivedMaskHook();
+  // The host update of the rules whose state lives here (kReconstructed,
+  // kCatchUp, kLinearized), one function each over a run of coordinates,
+  // on the pool's threads in chunks.
+  struct HostUpdate;
   void Apply(float* params, int64_t size, double lr, bool dense);
+  void ApplyReconstructed(float* params, int64_t from, int64_t to, const HostUpdate& u);
+  void ApplyCatchUp(float* params, int64_t from, int64_t to, const HostUpdate& u);
+  void ApplyLinearized(float* params, int64_t from, int64_t to, const HostUpdate& u);
   // θ_j ← θ_j·(1 − ηλ) for the decayed j of [begin, end): off the mask.
   void DecayRun(float* params, int64_t begin, int64_t end, float decay) const;
   // kCatchUp's update in the store (runs_catch_up()): the windows of the

@@ -592,15 +592,27 @@ TEST(ScapeOptimizerTest, SendingTheMaskOnTheExchangesThreadChangesNoBit) {
   }
 }
 
-// The host selection on a thread pool (statistic in chunks, the radix
-// select's passes per chunk) picks the same masks: runs with and without
-// one agree bit for bit, for a range large enough to be cut, with the
-// selection beside the update (catch-up) and after it (per-tensor masks).
+// The host selection on a thread pool (statistic in chunks, the top-k's
+// passes per chunk) picks the same masks and the host update (in chunks,
+// each finding its first mask entry) gives the same bits: runs with and
+// without one agree bit for bit, for a range large enough to be cut, with
+// the selection beside the update (catch-up) and after it (per-tensor
+// masks), for every host rule.
 TEST(ScapeOptimizerTest, AThreadPoolChangesNoBit) {
   constexpr int64_t kLarge = 3 * (int64_t{1} << 19) + 11;
   constexpr int kPoolRanks = 2;
   const std::vector<int64_t> tensors = {0, kLarge / 3, kLarge};
-  for (bool per_tensor : {false, true}) {
+  // Every host rule's update runs in chunks on the pool too.
+  struct Variant {
+    const char* name;
+    ScapeRule rule;
+    bool per_tensor;
+  };
+  for (const auto& [name, rule, per_tensor] :
+       {Variant{"catch-up", ScapeRule::kCatchUp, false},
+        Variant{"catch-up per tensor", ScapeRule::kCatchUp, true},
+        Variant{"reconstructed", ScapeRule::kReconstructed, false},
+        Variant{"linearized", ScapeRule::kLinearized, false}}) {
     std::vector<float> finals[2];
     std::vector<GlobalMask> masks[2];
     for (int pooled = 0; pooled < 2; ++pooled) {
@@ -609,9 +621,11 @@ TEST(ScapeOptimizerTest, AThreadPoolChangesNoBit) {
       std::vector<std::vector<GlobalMask>> rank_masks(kPoolRanks);
       absl::Status status =
           RunInProcessRanks(kPoolRanks, [&](int rank, RankGroup& group) -> absl::Status {
-            ScapeConfig c = Sparse(0.05);
+            ScapeConfig c = Sparse(0.05, rule);
             c.per_tensor_masks = per_tensor;
             c.dense_warmup_steps = 1;
+            c.off_mask = OffMaskRule::kMomentumKeepsMoving;  // per coordinate off the mask
+            c.forecast = 0.5;
             auto opt = ScapeOptimizer::Create(&group, c, DecayMask(kLarge, 1), tensors);
             if (!opt.ok()) return opt.status();
             if (pooled) (*opt)->UseThreadPool(&pool);
@@ -634,8 +648,8 @@ TEST(ScapeOptimizerTest, AThreadPoolChangesNoBit) {
       finals[pooled] = params[0];
       masks[pooled] = rank_masks[0];
     }
-    EXPECT_TRUE(BitwiseEqual(finals[1], finals[0])) << "per_tensor " << per_tensor;
-    EXPECT_EQ(masks[1], masks[0]) << "per_tensor " << per_tensor;
+    EXPECT_TRUE(BitwiseEqual(finals[1], finals[0])) << name;
+    EXPECT_EQ(masks[1], masks[0]) << name;
     EXPECT_GT(masks[0].back().indices.size(), 0u);
   }
 }
