@@ -18,6 +18,11 @@
 namespace corescape::optim {
 namespace {
 
+// Coordinates per chunk of a per-coordinate pass over the buffer on a pool
+// (the residual's accumulation, the host update): the result does not
+// depend on the chunks.
+constexpr int64_t kUpdateChunk = 1 << 17;
+
 // What every mask (and mask part) is: strictly ascending coordinates of an
 // n-entry buffer.
 bool SortedWithin(const std::vector<int64_t>& indices, int64_t n) {
@@ -577,7 +582,14 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
       lap(phases.select);
     }
   } else if (forecast_share != 0.0f) {
-    for (int64_t j = 0; j < n; ++j) residual_[j] += one_minus_b1 * grads[j] - forecast_share * m_[j];
+    ParallelForOn(
+        pool_, n,
+        [&](int64_t from, int64_t to) {
+          for (int64_t j = from; j < to; ++j) {
+            residual_[j] += one_minus_b1 * grads[j] - forecast_share * m_[j];
+          }
+        },
+        kUpdateChunk);
   } else {
     kernels::cuda::ScapeCatchUpScalars accumulate = kernels::cuda::ScapeCatchUpScalarsAt(
         config_.adams, lr, config_.normalizer_beta, t == 0, decayed);
@@ -585,9 +597,14 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
     if (catch_up_in_store) {
       if (absl::Status s = state_store_->Accumulate(grads, accumulate); !s.ok()) return s;
     } else {
-      for (int64_t j = 0; j < n; ++j) {
-        kernels::cuda::ScapeAccumulateElement(residual_[j], grads[j], accumulate);
-      }
+      ParallelForOn(
+          pool_, n,
+          [&](int64_t from, int64_t to) {
+            for (int64_t j = from; j < to; ++j) {
+              kernels::cuda::ScapeAccumulateElement(residual_[j], grads[j], accumulate);
+            }
+          },
+          kUpdateChunk);
     }
   }
 
@@ -780,11 +797,6 @@ void WalkMask(int64_t from, int64_t to, const std::vector<int64_t>& mask, bool d
   }
   off_mask(j, to);
 }
-
-// Coordinates per chunk of the host update on a pool: each chunk finds its
-// first mask entry by binary search, and the update is per coordinate, so
-// the result does not depend on the chunks.
-constexpr int64_t kUpdateChunk = 1 << 17;
 
 }  // namespace
 

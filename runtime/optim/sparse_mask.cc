@@ -1,6 +1,7 @@
 #include "runtime/optim/sparse_mask.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -312,7 +313,8 @@ uint64_t SplitMix64(uint64_t x) {
 // is a guess G that at least k entries reach with near certainty; every
 // entry with a key ≥ G (in index order, a few more than k) is then
 // selected from exactly. The true top k all reach G whenever k entries do,
-// so the result is the exact selection's; nullopt when fewer than k did.
+// so the result is the exact selection's; nullopt when fewer than k did,
+// or far more.
 std::optional<std::vector<int64_t>> SelectTopKAboveSampledGuess(absl::Span<const float> statistic,
                                                                 int64_t begin, int64_t k,
                                                                 ThreadPool* pool) {
@@ -331,15 +333,32 @@ std::optional<std::vector<int64_t>> SelectTopKAboveSampledGuess(absl::Span<const
 
   // Each chunk's entries reaching the guess, in index order: a block's
   // comparisons (a loop the compiler vectorizes) packed into a bit mask,
-  // then its set bits taken.
+  // then its set bits taken. Where far more than k reach it (a tie at the
+  // guess: e.g. a run of zeros, untouched rows of an embedding) keeping
+  // them would cost more memory than the radix passes: past `most` kept,
+  // counted across chunks every kReportBlocks blocks, every chunk stops.
   constexpr int64_t kBlock = 64;
+  constexpr int64_t kReportBlocks = 64;
+  const int64_t most = 2 * k + (int64_t{1} << 16);
+  std::atomic<int64_t> kept{0};
+  std::atomic<bool> too_many{false};
   const Chunking chunking(n, pool, kMinPooledChunkEntries);
   std::vector<std::vector<int64_t>> reaching(chunking.count);
   chunking.ForEach(pool, [&](int64_t c, int64_t from, int64_t to) {
     std::vector<int64_t>& x = reaching[c];
     x.reserve(static_cast<int64_t>(static_cast<double>(to - from) * rank / samples * 1.25) + 64);
+    int64_t reported = 0;
     uint8_t reaches[kBlock];
     for (int64_t block = from; block < to; block += kBlock) {
+      if ((block - from) % (kBlock * kReportBlocks) == 0) {
+        const int64_t now = static_cast<int64_t>(x.size());
+        if (kept.fetch_add(now - reported, std::memory_order_relaxed) + (now - reported) > most ||
+            too_many.load(std::memory_order_relaxed)) {
+          too_many.store(true, std::memory_order_relaxed);
+          return;
+        }
+        reported = now;
+      }
       const int64_t length = std::min(kBlock, to - block);
       for (int64_t b = 0; b < length; ++b) reaches[b] = OrderKey(s[block + b]) >= guess;
       for (int64_t b = length; b < kBlock; ++b) reaches[b] = 0;
@@ -356,6 +375,7 @@ std::optional<std::vector<int64_t>> SelectTopKAboveSampledGuess(absl::Span<const
       }
     }
   });
+  if (too_many.load()) return std::nullopt;
   std::vector<int64_t> offsets(chunking.count + 1, 0);
   for (int64_t c = 0; c < chunking.count; ++c) {
     offsets[c + 1] = offsets[c] + static_cast<int64_t>(reaching[c].size());

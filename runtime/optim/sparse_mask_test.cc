@@ -147,7 +147,8 @@ TEST(SelectTopKTest, AThreadPoolSelectsTheSameSet) {
 // A range of 2^20 entries or more with k ≤ n/4 is read once above a
 // threshold guessed from a sample: the same set as the radix passes and the
 // full sort, on data whose large values are spread, sorted either way,
-// confined to one tensor-sized run, or periodic (rows of 1024), with or
+// confined to one tensor-sized run, or periodic (rows of 1024), and on
+// data tied at the guess (all equal; zeros but for a few rows), with or
 // without a pool, up to k = n/4 (the last k it takes) and past it.
 TEST(SelectTopKTest, TheSampledThresholdSelectsTheRadixPassesSet) {
   const int64_t size = (int64_t{1} << 20) + 4097;
@@ -166,6 +167,11 @@ TEST(SelectTopKTest, TheSampledThresholdSelectsTheRadixPassesSet) {
   data.emplace_back("descending", std::move(descending));
   data.emplace_back("one run", std::move(one_run));
   data.emplace_back("rows", std::move(rows));
+  // Ties at the guess: every entry equal, and zeros but for a few rows.
+  data.emplace_back("equal", std::vector<float>(size, 0.75f));
+  std::vector<float> mostly_zero(size, 0.0f);
+  for (int64_t i = 5000; i < 5000 + 3 * 1024; ++i) mostly_zero[i] = noise[i];
+  data.emplace_back("mostly zero", std::move(mostly_zero));
   ThreadPool three(3);
   for (const auto& [name, stat] : data) {
     for (int64_t k : {int64_t{1}, int64_t{37}, size / 1000, size / 100, size / 10, size / 4,
