@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
-#include "runtime/data/deterministic_random.h"
+#include "runtime/base/deterministic_random.h"
 
 namespace corescape::data {
 namespace {

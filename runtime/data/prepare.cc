@@ -8,7 +8,7 @@
 #include "glog/logging.h"
 #include "runtime/base/atomic_file.h"
 #include "runtime/data/corpus.h"
-#include "runtime/data/deterministic_random.h"
+#include "runtime/base/deterministic_random.h"
 #include "runtime/data/shard_format.h"
 #include "runtime/data/shard_writer.h"
 

@@ -280,7 +280,9 @@ TEST(ScapeReferenceTest, PerTensorOwnerMasksAndBitwiseIdenticalStateOnEveryRank)
     std::vector<uint8_t> on(kSize, 0);
     for (int64_t j : mask.indices) on[j] = 1;
     for (int64_t j = 0; j < kSize; ++j) {
-      if (!on[j]) ASSERT_EQ(t[0].m[s][j], 0.0f) << j;
+      if (!on[j]) {
+        ASSERT_EQ(t[0].m[s][j], 0.0f) << j;
+      }
     }
   }
 }

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/base/deterministic_random.h"
 #include "runtime/kernels/cuda/topk.h"
 
 namespace corescape::optim {
@@ -301,13 +302,6 @@ std::vector<int64_t> SelectTopKExactly(absl::Span<const float> statistic, int64_
 // Below this many entries the radix passes alone are as quick.
 constexpr int64_t kSampledGuessMinEntries = 1 << 20;
 
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // The top k by one pass over the range instead of three: the k-th largest
 // key of a sample, lowered by four standard deviations of its estimate,
 // is a guess G that at least k entries reach with near certainty; every
@@ -404,7 +398,7 @@ int64_t TopKSamplePosition(int64_t n, int64_t j) {
   // from j: no stride lines up with a tensor's rows.
   const int64_t from = static_cast<int64_t>(static_cast<__int128>(j) * n / kTopKSamples);
   const int64_t to = static_cast<int64_t>(static_cast<__int128>(j + 1) * n / kTopKSamples);
-  return from + static_cast<int64_t>(SplitMix64(static_cast<uint64_t>(j)) %
+  return from + static_cast<int64_t>(SplitMix64(static_cast<uint64_t>(j)).Next() %
                                      static_cast<uint64_t>(std::max<int64_t>(1, to - from)));
 }
 

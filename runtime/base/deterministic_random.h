@@ -1,15 +1,16 @@
-#ifndef CORESCAPE_RUNTIME_DATA_DETERMINISTIC_RANDOM_H_
-#define CORESCAPE_RUNTIME_DATA_DETERMINISTIC_RANDOM_H_
+#ifndef CORESCAPE_RUNTIME_BASE_DETERMINISTIC_RANDOM_H_
+#define CORESCAPE_RUNTIME_BASE_DETERMINISTIC_RANDOM_H_
 
 // Seeded randomness whose output is fixed by this code alone (std::shuffle
 // and std::uniform_int_distribution differ between standard libraries), so
-// a dataset split or an epoch order is the same on every machine.
+// a dataset split, an epoch order or a top-k's sample is the same on every
+// machine.
 
 #include <cstdint>
 #include <utility>
 #include <vector>
 
-namespace corescape::data {
+namespace corescape {
 
 // SplitMix64 (Steele, Lea, Flood 2014).
 class SplitMix64 {
@@ -54,6 +55,6 @@ void DeterministicShuffle(std::vector<T>& values, uint64_t seed) {
   }
 }
 
-}  // namespace corescape::data
+}  // namespace corescape
 
-#endif  // CORESCAPE_RUNTIME_DATA_DETERMINISTIC_RANDOM_H_
+#endif  // CORESCAPE_RUNTIME_BASE_DETERMINISTIC_RANDOM_H_
