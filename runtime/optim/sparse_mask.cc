@@ -300,7 +300,7 @@ std::vector<int64_t> SelectTopKExactly(absl::Span<const float> statistic, int64_
 }
 
 // Below this many entries the radix passes alone are as quick.
-constexpr int64_t kSampledGuessMinEntries = 1 << 20;
+constexpr int64_t kSampledGuessMinEntries = 1 << 17;
 
 // The top k by one pass over the range instead of three: the k-th largest
 // key of a sample, lowered by four standard deviations of its estimate,
@@ -314,9 +314,11 @@ std::optional<std::vector<int64_t>> SelectTopKAboveSampledGuess(absl::Span<const
                                                                 ThreadPool* pool) {
   const int64_t n = static_cast<int64_t>(statistic.size());
   const float* s = statistic.data();
-  const int64_t samples = kTopKSamples;
+  const int64_t samples = TopKSampleCount(n);
   std::vector<uint32_t> sample(samples);
-  for (int64_t j = 0; j < samples; ++j) sample[j] = OrderKey(s[TopKSamplePosition(n, j)]);
+  for (int64_t j = 0; j < samples; ++j) {
+    sample[j] = OrderKey(s[TopKSamplePosition(n, samples, j)]);
+  }
   const double p = static_cast<double>(k) / static_cast<double>(n);
   const double expected = static_cast<double>(samples) * p;
   const int64_t rank = std::min<int64_t>(
@@ -393,11 +395,13 @@ std::optional<std::vector<int64_t>> SelectTopKAboveSampledGuess(absl::Span<const
 
 }  // namespace
 
-int64_t TopKSamplePosition(int64_t n, int64_t j) {
-  // One sample in each of kTopKSamples equal strata, at an offset hashed
-  // from j: no stride lines up with a tensor's rows.
-  const int64_t from = static_cast<int64_t>(static_cast<__int128>(j) * n / kTopKSamples);
-  const int64_t to = static_cast<int64_t>(static_cast<__int128>(j + 1) * n / kTopKSamples);
+int64_t TopKSampleCount(int64_t n) { return std::min(kTopKMaxSamples, n / 16); }
+
+int64_t TopKSamplePosition(int64_t n, int64_t samples, int64_t j) {
+  // One sample in each of `samples` equal strata, at an offset hashed from
+  // j: no stride lines up with a tensor's rows.
+  const int64_t from = static_cast<int64_t>(static_cast<__int128>(j) * n / samples);
+  const int64_t to = static_cast<int64_t>(static_cast<__int128>(j + 1) * n / samples);
   return from + static_cast<int64_t>(SplitMix64(static_cast<uint64_t>(j)).Next() %
                                      static_cast<uint64_t>(std::max<int64_t>(1, to - from)));
 }

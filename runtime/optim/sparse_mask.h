@@ -85,19 +85,22 @@ absl::Status CheckTensorAligned(const ParameterPartition& partition,
 // The k coordinates of [begin, begin + statistic.size()) with the largest
 // statistic, ascending. Ties go to the lower index and NaN counts as −∞, so
 // the choice is a function of the values alone. With a pool, a large range's
-// passes run on its threads (the same result). A large range with k ≤ n/4
-// is read once, keeping the entries at or above a threshold estimated from
-// a sample (kTopKSamples entries, TopKSamplePosition) that k entries reach
-// with near certainty; where fewer do, SelectTopKByRadix's three passes.
+// passes run on its threads (the same result). A range of 2^17 entries or
+// more with k ≤ n/4 is read once, keeping the entries at or above a
+// threshold estimated from a sample (TopKSampleCount entries, at
+// TopKSamplePosition) that k entries reach with near certainty; where
+// fewer do (or far more), SelectTopKByRadix's three passes.
 std::vector<int64_t> SelectTopK(absl::Span<const float> statistic, int64_t begin, int64_t k,
                                 ThreadPool* pool = nullptr);
 // The same selection by radix passes over the whole range: two histograms
 // find the k-th largest key, a third pass takes.
 std::vector<int64_t> SelectTopKByRadix(absl::Span<const float> statistic, int64_t begin, int64_t k,
                                        ThreadPool* pool = nullptr);
-// Where SelectTopK's sample j of a range of n entries lies.
-inline constexpr int64_t kTopKSamples = 1 << 16;
-int64_t TopKSamplePosition(int64_t n, int64_t j);
+// SelectTopK's sample of a range of n entries: min(2^16, n/16) entries, and
+// where sample j of them lies.
+inline constexpr int64_t kTopKMaxSamples = 1 << 16;
+int64_t TopKSampleCount(int64_t n);
+int64_t TopKSamplePosition(int64_t n, int64_t samples, int64_t j);
 
 // A mask every rank applies at one step: the union of the ranks' parts.
 struct GlobalMask {

@@ -144,14 +144,13 @@ TEST(SelectTopKTest, AThreadPoolSelectsTheSameSet) {
   EXPECT_EQ(SelectTopK(equal, 0, size / 2, &eight), lowest);
 }
 
-// A range of 2^20 entries or more with k ≤ n/4 is read once above a
+// A range of 2^17 entries or more with k ≤ n/4 is read once above a
 // threshold guessed from a sample: the same set as the radix passes and the
 // full sort, on data whose large values are spread, sorted either way,
-// confined to one tensor-sized run, or periodic (rows of 1024), and on
+// confined to one 40k run, or periodic (rows of 1024), and on
 // data tied at the guess (all equal; zeros but for a few rows), with or
 // without a pool, up to k = n/4 (the last k it takes) and past it.
-TEST(SelectTopKTest, TheSampledThresholdSelectsTheRadixPassesSet) {
-  const int64_t size = (int64_t{1} << 20) + 4097;
+void CheckTheSampledThresholdAgainstTheRadixPasses(int64_t size) {
   std::vector<std::pair<const char*, std::vector<float>>> data;
   data.emplace_back("tied", TiedStat(5, size));
   data.emplace_back("uniform", UniformStat(6, size));
@@ -160,7 +159,7 @@ TEST(SelectTopKTest, TheSampledThresholdSelectsTheRadixPassesSet) {
   for (int64_t i = 0; i < size; ++i) {
     ascending[i] = static_cast<float>(i);
     descending[i] = static_cast<float>(size - i);
-    one_run[i] = noise[i] + (i >= 300000 && i < 340000 ? 10.0f : 0.0f);
+    one_run[i] = noise[i] + (i >= size / 4 && i < size / 4 + 40000 ? 10.0f : 0.0f);
     rows[i] = noise[i] + (i % 1024 < 3 ? 5.0f : 0.0f);
   }
   data.emplace_back("ascending", std::move(ascending));
@@ -187,22 +186,31 @@ TEST(SelectTopKTest, TheSampledThresholdSelectsTheRadixPassesSet) {
   }
 }
 
+TEST(SelectTopKTest, TheSampledThresholdSelectsTheRadixPassesSet) {
+  for (const int64_t size : {(int64_t{1} << 20) + 4097, (int64_t{1} << 17) + 3}) {
+    SCOPED_TRACE(size);
+    CheckTheSampledThresholdAgainstTheRadixPasses(size);
+  }
+}
+
 // A sample that overrates the range (every sampled entry large, too few
 // others) guesses a threshold fewer than k entries reach: the radix passes
 // then select, and the set is still the full sort's.
 TEST(SelectTopKTest, AMisleadingSampleFallsBackToTheRadixPasses) {
-  const int64_t size = int64_t{1} << 20;
-  std::vector<float> stat = UniformStat(9, size);
-  for (float& x : stat) x *= 0.5f;
-  for (int64_t j = 0; j < kTopKSamples; ++j) {
-    const int64_t at = TopKSamplePosition(size, j);
-    ASSERT_GE(at, 0);
-    ASSERT_LT(at, size);
-    stat[at] = 1.0f;
+  for (const int64_t size : {int64_t{1} << 20, (int64_t{1} << 17) + 5}) {
+    std::vector<float> stat = UniformStat(9, size);
+    for (float& x : stat) x *= 0.5f;
+    const int64_t samples = TopKSampleCount(size);
+    for (int64_t j = 0; j < samples; ++j) {
+      const int64_t at = TopKSamplePosition(size, samples, j);
+      ASSERT_GE(at, 0);
+      ASSERT_LT(at, size);
+      stat[at] = 1.0f;
+    }
+    const int64_t k = size / 5;  // more than the samples
+    ASSERT_GT(k, samples);
+    EXPECT_EQ(SelectTopK(stat, 0, k), TopKByFullSort(stat, 0, k)) << size;
   }
-  const int64_t k = size / 5;  // more than the samples
-  ASSERT_GT(k, kTopKSamples);
-  EXPECT_EQ(SelectTopK(stat, 0, k), TopKByFullSort(stat, 0, k));
 }
 
 TEST(SelectTopKTest, AllEqualTakesTheLowestIndices) {
