@@ -23,6 +23,26 @@ namespace {
 // depend on the chunks.
 constexpr int64_t kUpdateChunk = 1 << 17;
 
+// Walks coordinates [from, to) of a step's update in order: on_mask(j, p)
+// for each coordinate j synchronized at position p of the packed values (all
+// of them when dense), off_mask(begin, end) for each run between them.
+template <typename OnMask, typename OffMask>
+void WalkMask(int64_t from, int64_t to, const std::vector<int64_t>& mask, bool dense,
+              OnMask on_mask, OffMask off_mask) {
+  if (dense) {
+    for (int64_t j = from; j < to; ++j) on_mask(j, j);
+    return;
+  }
+  int64_t p = std::lower_bound(mask.begin(), mask.end(), from) - mask.begin();
+  int64_t j = from;
+  for (const int64_t size = static_cast<int64_t>(mask.size()); p < size && mask[p] < to; ++p) {
+    off_mask(j, mask[p]);
+    on_mask(mask[p], p);
+    j = mask[p] + 1;
+  }
+  off_mask(j, to);
+}
+
 // What every mask (and mask part) is: strictly ascending coordinates of an
 // n-entry buffer.
 bool SortedWithin(const std::vector<int64_t>& indices, int64_t n) {
@@ -177,11 +197,22 @@ class HostStateStore final : public ScapeStateStore {
     // c^r = β1·m + (1−β1)·g^r_local + e^r, with g^r_local = P·g^r (our g^r
     // sums to the global mean gradient over ranks; the mean of P·g^r is it).
     const int64_t n = static_cast<int64_t>(m_.size());
-    for (int64_t j = 0; j < n; ++j) {
-      residual_[j] = s.beta1 * m_[j] + s.payload_one_minus_beta1 * (s.world * grads[j]) + residual_[j];
-    }
+    ParallelForOn(
+        pool_, n,
+        [&](int64_t from, int64_t to) {
+          for (int64_t j = from; j < to; ++j) {
+            residual_[j] =
+                s.beta1 * m_[j] + s.payload_one_minus_beta1 * (s.world * grads[j]) + residual_[j];
+          }
+        },
+        kUpdateChunk);
     statistic.resize(end - begin);
-    for (int64_t j = begin; j < end; ++j) statistic[j - begin] = std::fabs(residual_[j]);
+    ParallelForOn(
+        pool_, end - begin,
+        [&](int64_t from, int64_t to) {
+          for (int64_t i = from; i < to; ++i) statistic[i] = std::fabs(residual_[begin + i]);
+        },
+        kUpdateChunk);
     return absl::OkStatus();
   }
 
@@ -209,34 +240,41 @@ class HostStateStore final : public ScapeStateStore {
     const std::vector<int64_t>& mask = *mask_;
     const bool dense = dense_;
     const int64_t synced = static_cast<int64_t>(values_.size());
-    auto index = [&](int64_t p) { return dense ? p : mask[p]; };
     // b = mean_r c^r; ĝ = (b − β1·m_prev)/(1−β1), in place in values_ (0 off
     // the mask, so the packed values' norm is ĝ's global norm).
-    for (int64_t p = 0; p < synced; ++p) {
-      kernels::cuda::ScapeReconstructElement(values_[p], m_[index(p)], s);
-    }
-    // ĝ is identical on every rank, so is its clipping.
+    ParallelForOn(
+        pool_, synced,
+        [&](int64_t from, int64_t to) {
+          for (int64_t p = from; p < to; ++p) {
+            kernels::cuda::ScapeReconstructElement(values_[p], m_[dense ? p : mask[p]], s);
+          }
+        },
+        kUpdateChunk);
+    // ĝ is identical on every rank, so is its clipping (its norm summed in
+    // one order, on this thread).
     const double norm = ClipGradientNorm(values_.data(), synced, grad_clip);
     const uint8_t* decays = decay_mask_.data();
-    int64_t p = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      if (!dense) {
-        // Off the mask the first moment lives only in the residual.
-        const int64_t next = p < synced ? mask[p] : n;
-        std::fill(m_.begin() + j, m_.begin() + next, 0.0f);
-        for (int64_t i = j; i < next; ++i) params[i] *= decays[i] ? s.decay : 1.0f;
-        j = next;
-        if (j == n) break;
-      }
-      if (p < synced && index(p) == j) {
-        kernels::cuda::ScapeReferenceOnMask(params[j], m_[j], values_[p++], decays[j] != 0, s);
-      } else {
-        kernels::cuda::ScapeReferenceOffMask(params[j], m_[j], decays[j] != 0, s);
-      }
-    }
+    ParallelForOn(
+        pool_, n,
+        [&](int64_t from, int64_t to) {
+          WalkMask(
+              from, to, mask, dense,
+              [&](int64_t j, int64_t p) {
+                kernels::cuda::ScapeReferenceOnMask(params[j], m_[j], values_[p], decays[j] != 0,
+                                                    s);
+              },
+              [&](int64_t begin, int64_t end) {
+                // Off the mask the first moment lives only in the residual.
+                for (int64_t j = begin; j < end; ++j) {
+                  kernels::cuda::ScapeReferenceOffMask(params[j], m_[j], decays[j] != 0, s);
+                }
+              });
+        },
+        kUpdateChunk);
     return norm;
   }
 
+  void UseThreadPool(ThreadPool* pool) override { pool_ = pool; }
   absl::StatusOr<float*> Residual() override { return residual_.data(); }
   absl::Status ScaleResidual(float scale) override {
     for (float& e : residual_) e *= scale;
@@ -257,6 +295,7 @@ class HostStateStore final : public ScapeStateStore {
   const DecayMask& decay_mask_;
   const std::vector<int64_t>* mask_ = nullptr;
   bool dense_ = true;
+  ThreadPool* pool_ = nullptr;  // the loops' chunks (per element: the same bits)
 };
 
 }  // namespace
@@ -775,30 +814,6 @@ struct ScapeOptimizer::HostUpdate {
   kernels::cuda::CatchUpPowerTables powers;
   kernels::cuda::ScapeCatchUpScalars catch_up{};
 };
-
-namespace {
-
-// Walks coordinates [from, to) of a step's update in order: on_mask(j, p)
-// for each coordinate j synchronized at position p of the packed values (all
-// of them when dense), off_mask(begin, end) for each run between them.
-template <typename OnMask, typename OffMask>
-void WalkMask(int64_t from, int64_t to, const std::vector<int64_t>& mask, bool dense,
-              OnMask on_mask, OffMask off_mask) {
-  if (dense) {
-    for (int64_t j = from; j < to; ++j) on_mask(j, j);
-    return;
-  }
-  int64_t p = std::lower_bound(mask.begin(), mask.end(), from) - mask.begin();
-  int64_t j = from;
-  for (const int64_t size = static_cast<int64_t>(mask.size()); p < size && mask[p] < to; ++p) {
-    off_mask(j, mask[p]);
-    on_mask(mask[p], p);
-    j = mask[p] + 1;
-  }
-  off_mask(j, to);
-}
-
-}  // namespace
 
 void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
   const ScapeConfig& c = config_;

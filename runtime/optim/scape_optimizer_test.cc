@@ -597,7 +597,7 @@ TEST(ScapeOptimizerTest, SendingTheMaskOnTheExchangesThreadChangesNoBit) {
 // each finding its first mask entry) gives the same bits: runs with and
 // without one agree bit for bit, for a range large enough to be cut, with
 // the selection beside the update (catch-up) and after it (per-tensor
-// masks), for every host rule.
+// masks), for every host rule (the reference rule's in its host store).
 TEST(ScapeOptimizerTest, AThreadPoolChangesNoBit) {
   constexpr int64_t kLarge = 3 * (int64_t{1} << 19) + 11;
   constexpr int kPoolRanks = 2;
@@ -612,7 +612,8 @@ TEST(ScapeOptimizerTest, AThreadPoolChangesNoBit) {
        {Variant{"catch-up", ScapeRule::kCatchUp, false},
         Variant{"catch-up per tensor", ScapeRule::kCatchUp, true},
         Variant{"reconstructed", ScapeRule::kReconstructed, false},
-        Variant{"linearized", ScapeRule::kLinearized, false}}) {
+        Variant{"linearized", ScapeRule::kLinearized, false},
+        Variant{"reference", ScapeRule::kReference, true}}) {
     std::vector<float> finals[2];
     std::vector<GlobalMask> masks[2];
     for (int pooled = 0; pooled < 2; ++pooled) {
@@ -624,8 +625,10 @@ TEST(ScapeOptimizerTest, AThreadPoolChangesNoBit) {
             ScapeConfig c = Sparse(0.05, rule);
             c.per_tensor_masks = per_tensor;
             c.dense_warmup_steps = 1;
-            c.off_mask = OffMaskRule::kMomentumKeepsMoving;  // per coordinate off the mask
-            c.forecast = 0.5;
+            if (rule != ScapeRule::kReference) {
+              c.off_mask = OffMaskRule::kMomentumKeepsMoving;  // per coordinate off the mask
+              c.forecast = 0.5;
+            }
             auto opt = ScapeOptimizer::Create(&group, c, DecayMask(kLarge, 1), tensors);
             if (!opt.ok()) return opt.status();
             if (pooled) (*opt)->UseThreadPool(&pool);
