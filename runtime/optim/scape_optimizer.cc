@@ -46,11 +46,7 @@ void WalkMask(int64_t from, int64_t to, const std::vector<int64_t>& mask, bool d
 // What every mask (and mask part) is: strictly ascending coordinates of an
 // n-entry buffer.
 bool SortedWithin(const std::vector<int64_t>& indices, int64_t n) {
-  for (size_t i = 0; i < indices.size(); ++i) {
-    const int64_t j = indices[i];
-    if (j < 0 || j >= n || (i > 0 && j <= indices[i - 1])) return false;
-  }
-  return true;
+  return CheckMaskPartition({0, n, indices}).ok();
 }
 
 }  // namespace
@@ -861,7 +857,6 @@ void ScapeOptimizer::Apply(float* params, int64_t n, double lr, bool dense) {
 void ScapeOptimizer::ApplyReconstructed(float* params, int64_t from, int64_t to,
                                         const HostUpdate& u) {
   const OffMaskRule off_rule = config_.off_mask;
-  auto decay_of = [&](int64_t j) { return decay_mask_[j] ? u.decay : 1.0f; };
   WalkMask(
       from, to, current_.indices, u.dense,
       [&](int64_t j, int64_t p) {
@@ -872,14 +867,14 @@ void ScapeOptimizer::ApplyReconstructed(float* params, int64_t from, int64_t to,
         const float g_hat = values_[p] / u.one_minus_b1;
         const float v = u.b2 * m * m + (1.0f - u.b2) * g_hat * g_hat;
         vbar_[j] = u.t == 0 ? v : u.rho * vbar_[j] + (1.0f - u.rho) * v;
-        AdamSUpdate(params[j], m, g_hat, u.b1, u.b2, u.eps, u.lr, decay_of(j));
+        AdamSUpdate(params[j], m, g_hat, u.b1, u.b2, u.eps, u.lr, DecayFactor(j, u.decay));
       },
       [&](int64_t begin, int64_t end) {
         if (off_rule == OffMaskRule::kDecayOnly) {
           DecayRun(params, begin, end, u.decay);
         } else if (off_rule == OffMaskRule::kMomentumKeepsMoving) {
           for (int64_t j = begin; j < end; ++j) {
-            AdamSUpdate(params[j], m_[j], 0.0f, u.b1, u.b2, u.eps, u.lr, decay_of(j));
+            AdamSUpdate(params[j], m_[j], 0.0f, u.b1, u.b2, u.eps, u.lr, DecayFactor(j, u.decay));
           }
         }
       });
@@ -909,7 +904,7 @@ void ScapeOptimizer::ApplyCatchUp(float* params, int64_t from, int64_t to, const
         }
         const float steps = kernels::cuda::CatchUpSteps(k, at_exponent);
         float& theta = params[j];
-        theta *= decay_mask_[j] ? u.decay : 1.0f;
+        theta *= DecayFactor(j, u.decay);
         kernels::cuda::ScapeCatchUpOnMask(theta, m, vbar_[j], b, k, b1k, steps, u.catch_up);
       },
       [&](int64_t begin, int64_t end) { DecayRun(params, begin, end, u.decay); });
@@ -978,7 +973,7 @@ void ScapeOptimizer::ApplyLinearized(float* params, int64_t from, int64_t to,
           }
           denominator = std::sqrt(vbar_[j]) + u.eps;
         }
-        theta *= decay_mask_[j] ? u.decay : 1.0f;
+        theta *= DecayFactor(j, u.decay);
         theta -= u.lr * m / denominator;
       },
       [&](int64_t begin, int64_t end) {
@@ -988,7 +983,7 @@ void ScapeOptimizer::ApplyLinearized(float* params, int64_t from, int64_t to,
           float& m = m_[j];
           float& theta = params[j];
           m = a * m;
-          theta *= decay_mask_[j] ? u.decay : 1.0f;
+          theta *= DecayFactor(j, u.decay);
           theta -= u.lr * m / (std::sqrt(vbar_[j]) + u.eps);
         }
       });

@@ -381,6 +381,8 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   void ApplyLinearized(float* params, int64_t from, int64_t to, const HostUpdate& u);
   // θ_j ← θ_j·(1 − ηλ) for the decayed j of [begin, end): off the mask.
   void DecayRun(float* params, int64_t begin, int64_t end, float decay) const;
+  // Coordinate j's factor: `decay` where it decays, else 1.
+  float DecayFactor(int64_t j, float decay) const { return decay_mask_[j] ? decay : 1.0f; }
   // kCatchUp's update in the store (runs_catch_up()): the windows of the
   // mask's coordinates from their ages, then the store's update.
   absl::Status ApplyCatchUpInStore(float* params, double lr, bool dense);

@@ -224,9 +224,6 @@ std::vector<int64_t> SelectTopKByThreshold(absl::Span<const float> statistic, in
   const float* s = statistic.data();
   const Chunking chunking(n, pool, kMinPooledChunkEntries);
   const int64_t chunks = chunking.count;
-  auto for_each_chunk = [&](const std::function<void(int64_t, int64_t, int64_t)>& body) {
-    chunking.ForEach(pool, body);
-  };
   std::vector<std::vector<uint32_t>> histograms(chunks, std::vector<uint32_t>(kBuckets));
   std::vector<int64_t> total(kBuckets);
   // total ← the chunks' histograms summed.
@@ -236,7 +233,7 @@ std::vector<int64_t> SelectTopKByThreshold(absl::Span<const float> statistic, in
       for (int64_t b = 0; b < kBuckets; ++b) total[b] += h[b];
     }
   };
-  for_each_chunk([&](int64_t c, int64_t from, int64_t to) {
+  chunking.ForEach(pool, [&](int64_t c, int64_t from, int64_t to) {
     std::vector<uint32_t>& h = histograms[c];
     for (int64_t i = from; i < to; ++i) ++h[OrderKey(s[i]) >> 16];
   });
@@ -246,7 +243,7 @@ std::vector<int64_t> SelectTopKByThreshold(absl::Span<const float> statistic, in
   while (above + total[high] < k) above += total[high--];
   // The high bucket's low digits, and each chunk's entries in higher buckets.
   std::vector<int64_t> in_higher_buckets(chunks, 0);
-  for_each_chunk([&](int64_t c, int64_t from, int64_t to) {
+  chunking.ForEach(pool, [&](int64_t c, int64_t from, int64_t to) {
     std::vector<uint32_t>& h = histograms[c];
     std::fill(h.begin(), h.end(), 0);
     int64_t higher = 0;
@@ -276,7 +273,7 @@ std::vector<int64_t> SelectTopKByThreshold(absl::Span<const float> statistic, in
     equal += h[low];
   }
   std::vector<int64_t> chosen(k);
-  for_each_chunk([&](int64_t c, int64_t from, int64_t to) {
+  chunking.ForEach(pool, [&](int64_t c, int64_t from, int64_t to) {
     int64_t g = greater_before[c], e = equal_before[c];
     for (int64_t i = from; i < to; ++i) {
       const uint32_t key = OrderKey(s[i]);
