@@ -398,6 +398,11 @@ class CudaModelOps final : public ModelOps {
     return kc::LaunchScapeCatchUpApply(theta, m, vbar, values, mask, windows, count, decays, n,
                                        scalars, powers, stream());
   }
+  absl::Status ScapeStampSynced(const int64_t* mask, int64_t count, int32_t stamp, int32_t* synced,
+                                int32_t* windows) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapeStampSynced");
+    return kc::LaunchStampSynced(mask, count, stamp, synced, windows, stream());
+  }
   absl::Status ScapeMaskStatistic(const float* m, const float* e, const float* vbar, int64_t n,
                                   kc::MaskStatistic statistic,
                                   const kc::MaskStatisticScalars& scalars, float* out) override {

@@ -236,6 +236,14 @@ class CpuModelOps final : public ModelOps {
     }
     return absl::OkStatus();
   }
+  absl::Status ScapeStampSynced(const int64_t* mask, int64_t count, int32_t stamp, int32_t* synced,
+                                int32_t* windows) override {
+    device::ProfileSpan span(op_profile_.active(), "ScapeStampSynced");
+    for (int64_t p = 0; p < count; ++p) {
+      kernels::cuda::StampSyncedElement(p, mask, stamp, synced, windows);
+    }
+    return absl::OkStatus();
+  }
   absl::Status ScapeMaskStatistic(const float* m, const float* e, const float* vbar, int64_t n,
                                   kernels::cuda::MaskStatistic statistic,
                                   const kernels::cuda::MaskStatisticScalars& scalars,

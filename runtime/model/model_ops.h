@@ -158,6 +158,11 @@ class ModelOps {
                                          int64_t count, const uint8_t* decays, int64_t n,
                                          const kernels::cuda::ScapeCatchUpScalars& scalars,
                                          const kernels::cuda::CatchUpPowers& powers) = 0;
+  //   The ages kept beside the state (kernels::cuda::StampSyncedElement):
+  //   at mask entry p, windows[p] ← stamp − synced[j], then synced[j] ←
+  //   stamp. A null `windows` only sets the ages.
+  virtual absl::Status ScapeStampSynced(const int64_t* mask, int64_t count, int32_t stamp,
+                                        int32_t* synced, int32_t* windows) = 0;
   //   out[i] = the mask statistic of (m[i], e[i], vbar[i]) over n (vbar is
   //   read only by kNormalizedResidual).
   virtual absl::Status ScapeMaskStatistic(const float* m, const float* e, const float* vbar,

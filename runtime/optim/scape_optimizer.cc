@@ -230,7 +230,8 @@ class HostStateStore final : public ScapeStateStore {
     return values_.data();
   }
 
-  absl::StatusOr<double> Apply(float* params, const kernels::cuda::ScapeReferenceScalars& s,
+  absl::StatusOr<double> Apply(float* params, int64_t /*step*/,
+                               const kernels::cuda::ScapeReferenceScalars& s,
                                double grad_clip) override {
     const int64_t n = static_cast<int64_t>(m_.size());
     const std::vector<int64_t>& mask = *mask_;
@@ -276,11 +277,12 @@ class HostStateStore final : public ScapeStateStore {
     for (float& e : residual_) e *= scale;
     return absl::OkStatus();
   }
-  absl::Status Read(std::vector<float>&, std::vector<float>&, std::vector<float>&) override {
+  absl::Status Read(std::vector<float>&, std::vector<float>&, std::vector<float>&,
+                    std::vector<int64_t>&) override {
     return absl::OkStatus();
   }
   absl::Status Write(const std::vector<float>&, const std::vector<float>&,
-                     const std::vector<float>&) override {
+                     const std::vector<float>&, const std::vector<int64_t>&) override {
     return absl::OkStatus();
   }
 
@@ -350,7 +352,7 @@ ScapeOptimizer::ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask d
 
 absl::Status ScapeOptimizer::ReadStore() const {
   // The host store's Read is nothing: m_, residual_ and vbar_ are its state.
-  return state_store_->Read(m_, residual_, vbar_);
+  return state_store_->Read(m_, residual_, vbar_, last_sync_);
 }
 
 void ScapeOptimizer::SyncHostCopies() const {
@@ -397,10 +399,11 @@ ScapeOptimizer::~ScapeOptimizer() {
 }
 
 MaskExchange::ReceivedHook ScapeOptimizer::ReceivedMaskHook() {
-  const bool windows = state_store_->runs_catch_up();
+  const bool windows = state_store_->runs_catch_up() && !state_store_->keeps_ages();
   // The ages the last update owes, then the catch-up windows of the mask's
   // entries from them (nothing else touches the ages until the mask's
-  // step), and the mask staged where the store uploads it from.
+  // step), and the mask staged where the store uploads it from. A store
+  // that keeps the ages works out the windows itself, beside its update.
   return [this, windows](const GlobalMask& mask) -> absl::Status {
     PayOwedAges();
     prepared_.windows.clear();
@@ -455,6 +458,11 @@ const std::vector<int64_t>& ScapeOptimizer::last_sync() {
     exchange_error_ = s;
   }
   PayOwedAges();
+  if (state_store_->keeps_ages()) {
+    if (absl::Status s = ReadStore(); !s.ok()) {
+      LOG(ERROR) << "scape: reading the ages from the state store failed: " << s;
+    }
+  }
   return last_sync_;
 }
 
@@ -751,14 +759,17 @@ absl::Status ScapeOptimizer::ApplyCatchUpInStore(float* params, double lr, bool 
   const std::vector<int64_t>& mask = current_.indices;
   const int64_t count = dense ? static_cast<int64_t>(last_sync_.size())
                               : static_cast<int64_t>(mask.size());
-  // Each synchronized coordinate's window K = t − (its last step), ≥ 1; the
-  // ages stay on the host. A received mask's windows were worked out on the
+  // Each synchronized coordinate's window K = t − (its last step), ≥ 1. A
+  // store that keeps the ages works them out beside its update; else the
+  // ages stay on the host: a received mask's windows were worked out on the
   // exchange's thread (ReceivedMaskHook), and the ages are set there too, a
   // step later (OweAges).
   const bool prepared = !dense && prepared_.step == t &&
                         static_cast<int64_t>(prepared_.windows.size()) == count;
   prepared_.step = -1;
-  if (prepared) {
+  if (state_store_->keeps_ages()) {
+    windows_.clear();
+  } else if (prepared) {
     windows_.swap(prepared_.windows);
   } else {
     windows_.resize(count);
@@ -770,14 +781,14 @@ absl::Status ScapeOptimizer::ApplyCatchUpInStore(float* params, double lr, bool 
       windows_[p] = static_cast<int32_t>(t - since);
     }
   }
-  OweAges(t, dense);
+  if (!state_store_->keeps_ages()) OweAges(t, dense);
   if (!catch_up_powers_) {
     // Every window of every step: the host's tables for t ≥ 254.
     catch_up_powers_ = kernels::cuda::CatchUpPowerTablesOf(
         config_.adams.beta1, config_.catch_up_exponent, kernels::cuda::kCatchUpCachedWindows);
   }
   return state_store_->CatchUpApply(
-      params, windows_,
+      params, t, windows_,
       kernels::cuda::ScapeCatchUpScalarsAt(config_.adams, lr, config_.normalizer_beta, t == 0,
                                            config_.decayed_residual),
       *catch_up_powers_);
@@ -785,12 +796,12 @@ absl::Status ScapeOptimizer::ApplyCatchUpInStore(float* params, double lr, bool 
 
 absl::Status ScapeOptimizer::ApplyReference(
     float* params, const kernels::cuda::ScapeReferenceScalars& scalars, bool dense) {
-  auto norm = state_store_->Apply(params, scalars, config_.grad_clip);
+  auto norm = state_store_->Apply(params, step_, scalars, config_.grad_clip);
   if (!norm.ok()) return norm.status();
   last_grad_norm_ = *norm;
-  // The ages, on the host wherever m and e live: set beside the next
+  // The ages, where the store keeps none on the host: set beside the next
   // forward/backward (OweAges).
-  OweAges(step_, dense);
+  if (!state_store_->keeps_ages()) OweAges(step_, dense);
   return absl::OkStatus();
 }
 
@@ -1369,7 +1380,7 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
     if (!mask.ok()) return mask.status();
     pending = std::move(*mask);
   }
-  if (absl::Status s = state_store_->Write(*m, *residual, *vbar); !s.ok()) return s;
+  if (absl::Status s = state_store_->Write(*m, *residual, *vbar, *last_sync); !s.ok()) return s;
   step_ = *step;
   m_ = std::move(*m);
   vbar_ = std::move(*vbar);

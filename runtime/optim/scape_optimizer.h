@@ -236,11 +236,17 @@ class ScapeStateStore {
   // one StageMask last staged. Returns the buffer, ready for the all-reduce.
   virtual absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense,
                                       bool staged) = 0;
-  // The reference rule, from the summed values at the mask of the last
-  // Pack: ĝ, clipped to a global norm of grad_clip (<= 0: not clipped), then
-  // bias-corrected AdamS on the mask, m ← 0 and decay off it. Returns ‖ĝ‖
-  // before clipping.
-  virtual absl::StatusOr<double> Apply(float* params,
+  // Whether the store keeps the ages (the step each coordinate was last
+  // synchronized) beside its state: Apply and CatchUpApply then set them
+  // for the mask of step `step`, and CatchUpApply works out the windows
+  // from them. Otherwise the optimizer keeps them on the host and hands
+  // CatchUpApply the windows.
+  virtual bool keeps_ages() const { return false; }
+  // The reference rule at step `step` (from 0), from the summed values at
+  // the mask of the last Pack: ĝ, clipped to a global norm of grad_clip
+  // (<= 0: not clipped), then bias-corrected AdamS on the mask, m ← 0 and
+  // decay off it. Returns ‖ĝ‖ before clipping.
+  virtual absl::StatusOr<double> Apply(float* params, int64_t step,
                                        const kernels::cuda::ScapeReferenceScalars& scalars,
                                        double grad_clip) = 0;
   // Whether the catch-up rule's accumulation and update run in the store
@@ -251,10 +257,11 @@ class ScapeStateStore {
                                   const kernels::cuda::ScapeCatchUpScalars& scalars) {
     return absl::UnimplementedError("this SCAPE state store runs no catch-up rule");
   }
-  // The catch-up update from the summed values at the last Pack's mask:
-  // θ decays everywhere, then the mask's p-th coordinate, last synchronized
-  // windows[p] steps ago (host), catches up. `powers` are host tables.
-  virtual absl::Status CatchUpApply(float* params, absl::Span<const int32_t> windows,
+  // The catch-up update at step `step` from the summed values at the last
+  // Pack's mask: θ decays everywhere, then the mask's p-th coordinate, last
+  // synchronized windows[p] steps ago, catches up. `windows` are on the
+  // host, empty where the store keeps the ages. `powers` are host tables.
+  virtual absl::Status CatchUpApply(float* params, int64_t step, absl::Span<const int32_t> windows,
                                     const kernels::cuda::ScapeCatchUpScalars& scalars,
                                     const kernels::cuda::CatchUpPowerTables& powers) {
     return absl::UnimplementedError("this SCAPE state store runs no catch-up rule");
@@ -262,12 +269,15 @@ class ScapeStateStore {
   // The residual, ready for an all-reduce; then e ← e·scale.
   virtual absl::StatusOr<float*> Residual() = 0;
   virtual absl::Status ScaleResidual(float scale) = 0;
-  // Host copies of m, e and v̄ (the host store: they are already; a store
-  // that keeps no v̄ leaves it), and replacing the store's from them.
-  virtual absl::Status Read(std::vector<float>& m, std::vector<float>& e,
-                            std::vector<float>& vbar) = 0;
+  // Host copies of m, e, v̄ and the ages (each coordinate's last
+  // synchronized step, −1: never) — the host store: they are already; a
+  // store that keeps no v̄, or no ages, leaves them — and replacing the
+  // store's from them.
+  virtual absl::Status Read(std::vector<float>& m, std::vector<float>& e, std::vector<float>& vbar,
+                            std::vector<int64_t>& last_sync) = 0;
   virtual absl::Status Write(const std::vector<float>& m, const std::vector<float>& e,
-                             const std::vector<float>& vbar) = 0;
+                             const std::vector<float>& vbar,
+                             const std::vector<int64_t>& last_sync) = 0;
 };
 
 // Whether the catch-up rule under `config` can run in a store
@@ -353,7 +363,8 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask decay_mask,
                  std::vector<int64_t> tensor_bounds, ParameterPartition partition,
                  std::unique_ptr<ScapeStateStore> state_store);
-  // Brings m_, residual_ and vbar_ up to date from a store in another memory.
+  // Brings m_, residual_, vbar_ and (where the store keeps them) last_sync_
+  // up to date from a store in another memory.
   absl::Status ReadStore() const;
   void SyncHostCopies() const;
   bool DenseAt(int64_t step) const;
@@ -428,7 +439,9 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   mutable std::vector<float> m_;
   mutable std::vector<float> vbar_;  // smoothed AdamS normalizer, identical on every rank
   mutable std::vector<float> residual_;
-  std::vector<int64_t> last_sync_;  // step each coordinate was last synchronized (−1: never)
+  // Step each coordinate was last synchronized (−1: never); a copy of the
+  // store's where it keeps them (keeps_ages()).
+  mutable std::vector<int64_t> last_sync_;
   std::vector<double> lr_sum_;      // Σ η up to and including each step
   std::vector<float> values_;     // packed buffer of the all-reduce
   // Where m, e (and v̄) live and their per-coordinate work runs (never

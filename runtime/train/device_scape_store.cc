@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -69,6 +70,12 @@ absl::StatusOr<std::unique_ptr<DeviceScapeStore>> DeviceScapeStore::Create(
     auto zeroed = model::AllocateZeroed(*ops, float_bytes);
     if (!zeroed.ok()) return zeroed.status();
     *buffer = *std::move(zeroed);
+  }
+  if (store->keeps_ages()) {
+    // Zeroed: never synchronized.
+    auto synced = model::AllocateZeroed(*ops, static_cast<size_t>(size) * sizeof(int32_t));
+    if (!synced.ok()) return synced.status();
+    store->synced_ = *std::move(synced);
   }
   auto decays = model::AllocateCopy(*ops, decay_mask.data(), decay_mask.size());
   if (!decays.ok()) return decays.status();
@@ -283,7 +290,22 @@ absl::StatusOr<float*> DeviceScapeStore::Pack(const std::vector<int64_t>& mask, 
   return values_.as<float>();
 }
 
-absl::StatusOr<double> DeviceScapeStore::Apply(float* params,
+absl::Status DeviceScapeStore::StampAges(int64_t step, bool windows) {
+  // The stamp (step + 1) and so every window must fit an int32.
+  if (step < 0 || step >= std::numeric_limits<int32_t>::max()) {
+    return absl::OutOfRangeError(
+        absl::StrCat("scape device state: step ", step, " is past the ages' int32 range"));
+  }
+  if (windows) {
+    CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(
+        *ops_, windows_, static_cast<size_t>(count_) * sizeof(int32_t)));
+  }
+  return ops_->ScapeStampSynced(dense_ ? nullptr : mask_.as<int64_t>(), count_,
+                                static_cast<int32_t>(step + 1), synced_.as<int32_t>(),
+                                windows ? windows_.as<int32_t>() : nullptr);
+}
+
+absl::StatusOr<double> DeviceScapeStore::Apply(float* params, int64_t step,
                                                const kernels::cuda::ScapeReferenceScalars& scalars,
                                                double grad_clip) {
   if (runs_catch_up()) {
@@ -297,6 +319,7 @@ absl::StatusOr<double> DeviceScapeStore::Apply(float* params,
   CORESCAPE_RETURN_IF_ERROR(ops_->ScapeReferenceApply(params, m_.as<float>(), values_.as<float>(),
                                                       device_mask, count_,
                                                       decays_.as<uint8_t>(), size_, scalars));
+  if (keeps_ages()) CORESCAPE_RETURN_IF_ERROR(StampAges(step, /*windows=*/false));
   return *norm;
 }
 
@@ -313,15 +336,18 @@ absl::Status DeviceScapeStore::Accumulate(const float* grads,
                             });
 }
 
-absl::Status DeviceScapeStore::CatchUpApply(float* params, absl::Span<const int32_t> windows,
+absl::Status DeviceScapeStore::CatchUpApply(float* params, int64_t step,
+                                            absl::Span<const int32_t> windows,
                                             const kernels::cuda::ScapeCatchUpScalars& scalars,
                                             const kernels::cuda::CatchUpPowerTables& powers) {
   if (!runs_catch_up()) {
     return absl::FailedPreconditionError("scape device state: holds the reference rule's state");
   }
-  if (static_cast<int64_t>(windows.size()) != count_) {
+  const int64_t expected_windows = keeps_ages() ? 0 : count_;
+  if (static_cast<int64_t>(windows.size()) != expected_windows) {
     return absl::InvalidArgumentError(absl::StrCat("scape device state: ", windows.size(),
-                                                   " windows for a mask of ", count_));
+                                                   " host windows for a mask of ", count_,
+                                                   keeps_ages() ? " (the store keeps the ages)" : ""));
   }
   // Staged with the last Pack's mask: checked by StageMask.
   const bool from_staging = staged_in_pack_ && staged_has_windows_;
@@ -342,11 +368,15 @@ absl::Status DeviceScapeStore::CatchUpApply(float* params, absl::Span<const int3
         ops_->Upload(powers_.as<float>() + cached, powers.k_to_alpha.data(), table_bytes));
     powers_size_ = cached;
   }
-  const size_t window_bytes = windows.size() * sizeof(int32_t);
-  CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, windows_, window_bytes));
-  CORESCAPE_RETURN_IF_ERROR(ops_->Upload(
-      windows_.data(), from_staging ? staged_windows_[staged_slot_].as<int32_t>() : windows.data(),
-      window_bytes));
+  if (keeps_ages()) {
+    CORESCAPE_RETURN_IF_ERROR(StampAges(step, /*windows=*/true));
+  } else {
+    const size_t window_bytes = windows.size() * sizeof(int32_t);
+    CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, windows_, window_bytes));
+    CORESCAPE_RETURN_IF_ERROR(ops_->Upload(
+        windows_.data(), from_staging ? staged_windows_[staged_slot_].as<int32_t>() : windows.data(),
+        window_bytes));
+  }
   const kernels::cuda::CatchUpPowers device_powers{powers_.as<float>(), powers_.as<float>() + cached,
                                                    cached, powers.beta1, powers.exponent};
   return ops_->ScapeCatchUpApply(params, m_.as<float>(), vbar_.as<float>(), values_.as<float>(),
@@ -380,7 +410,14 @@ absl::Status DeviceScapeStore::ScaleResidual(float scale) {
 }
 
 absl::Status DeviceScapeStore::Read(std::vector<float>& m, std::vector<float>& e,
-                                    std::vector<float>& vbar) {
+                                    std::vector<float>& vbar, std::vector<int64_t>& last_sync) {
+  if (keeps_ages()) {
+    std::vector<int32_t> synced(size_);
+    CORESCAPE_RETURN_IF_ERROR(ops_->Download(synced.data(), synced_.data(),
+                                             static_cast<size_t>(size_) * sizeof(int32_t)));
+    last_sync.resize(size_);
+    for (int64_t j = 0; j < size_; ++j) last_sync[j] = int64_t{synced[j]} - 1;
+  }
   m.resize(size_);
   e.resize(size_);
   const size_t bytes = static_cast<size_t>(size_) * sizeof(float);
@@ -397,9 +434,27 @@ absl::Status DeviceScapeStore::Read(std::vector<float>& m, std::vector<float>& e
 }
 
 absl::Status DeviceScapeStore::Write(const std::vector<float>& m, const std::vector<float>& e,
-                                     const std::vector<float>& vbar) {
+                                     const std::vector<float>& vbar,
+                                     const std::vector<int64_t>& last_sync) {
   CORESCAPE_RETURN_IF_ERROR(CheckSize(m, size_, "first moment"));
   CORESCAPE_RETURN_IF_ERROR(CheckSize(e, size_, "residual"));
+  if (keeps_ages()) {
+    if (static_cast<int64_t>(last_sync.size()) != size_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scape device state: ages of ", last_sync.size(), " entries, not ", size_));
+    }
+    std::vector<int32_t> synced(size_);
+    for (int64_t j = 0; j < size_; ++j) {
+      if (last_sync[j] < -1 || last_sync[j] >= std::numeric_limits<int32_t>::max() - 1) {
+        return absl::OutOfRangeError(absl::StrCat("scape device state: coordinate ", j,
+                                                  " last synchronized at step ", last_sync[j],
+                                                  ", outside the ages' int32 range"));
+      }
+      synced[j] = static_cast<int32_t>(last_sync[j] + 1);
+    }
+    CORESCAPE_RETURN_IF_ERROR(ops_->Upload(synced_.data(), synced.data(),
+                                           static_cast<size_t>(size_) * sizeof(int32_t)));
+  }
   const size_t bytes = static_cast<size_t>(size_) * sizeof(float);
   CORESCAPE_RETURN_IF_ERROR(ops_->Upload(m_.data(), m.data(), bytes));
   if (runs_catch_up()) {

@@ -17,12 +17,14 @@ namespace corescape::train {
 // SCAPE's state (the first moment, this rank's residual and, for the
 // catch-up rule, the smoothed normalizer v̄) in a model backend's memory
 // beside the parameters, its per-coordinate work run by the backend's
-// kernels (ModelOps::Scape*). The optimizer keeps the masks and ages on the
-// host: per step the next mask's top-k runs on the device (the reference
-// rule: |e|, one per tensor of the rank's range; the catch-up rule: its
-// statistic over the range, or per tensor), and only the chosen indices
-// come down; the mask's indices (and the catch-up rule's windows) go up;
-// the values all-reduce and everything else stays on the device.
+// kernels (ModelOps::Scape*). The ages (each coordinate's last synchronized
+// step) are kept there too, as int32, and the catch-up windows worked out
+// from them beside the update; the optimizer keeps the masks on the host:
+// per step the next mask's top-k runs on the device (the reference rule:
+// |e|, one per tensor of the rank's range; the catch-up rule: its statistic
+// over the range, or per tensor), and only the chosen indices come down;
+// the mask's indices go up; the values all-reduce and everything else
+// stays on the device.
 //
 // With ResidualPlacement::kPinnedHost the residual (N floats per rank, the
 // largest piece of SCAPE's state) lives in pinned host memory instead:
@@ -32,7 +34,8 @@ namespace corescape::train {
 // the host (the reference rule: over |e|, no download; the catch-up rule:
 // its statistic, with the rank's range of m, or of v̄, downloaded), never
 // copying e to the device to rank it. The device then holds m (and v̄), the
-// values and the staging chunks; the bits are the same.
+// values and the staging chunks; the ages stay with the optimizer on the
+// host (device memory is what the placement saves); the bits are the same.
 class DeviceScapeStore final : public optim::ScapeStateStore {
  public:
   // Whether `options` names SCAPE with a rule whose state this store can
@@ -68,22 +71,27 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   // (a quarter more than its mask), a larger mask is not staged.
   bool StageMask(absl::Span<const int64_t> indices, absl::Span<const int32_t> windows) override;
   absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense, bool staged) override;
-  absl::StatusOr<double> Apply(float* params, const kernels::cuda::ScapeReferenceScalars& scalars,
+  // On the device beside m (kDevice); an offloaded residual's store leaves
+  // them to the optimizer's host memory.
+  bool keeps_ages() const override { return !offloaded(); }
+  absl::StatusOr<double> Apply(float* params, int64_t step,
+                               const kernels::cuda::ScapeReferenceScalars& scalars,
                                double grad_clip) override;
   bool runs_catch_up() const override { return rule_ == optim::ScapeRule::kCatchUp; }
   absl::Status Accumulate(const float* grads,
                           const kernels::cuda::ScapeCatchUpScalars& scalars) override;
-  absl::Status CatchUpApply(float* params, absl::Span<const int32_t> windows,
+  absl::Status CatchUpApply(float* params, int64_t step, absl::Span<const int32_t> windows,
                             const kernels::cuda::ScapeCatchUpScalars& scalars,
                             const kernels::cuda::CatchUpPowerTables& powers) override;
   // Packs whose mask came from the staging (tests).
   int64_t staged_packs() const { return staged_packs_; }
   absl::StatusOr<float*> Residual() override;
   absl::Status ScaleResidual(float scale) override;
-  absl::Status Read(std::vector<float>& m, std::vector<float>& e,
-                    std::vector<float>& vbar) override;
+  absl::Status Read(std::vector<float>& m, std::vector<float>& e, std::vector<float>& vbar,
+                    std::vector<int64_t>& last_sync) override;
   absl::Status Write(const std::vector<float>& m, const std::vector<float>& e,
-                     const std::vector<float>& vbar) override;
+                     const std::vector<float>& vbar,
+                     const std::vector<int64_t>& last_sync) override;
 
  private:
   DeviceScapeStore(model::ModelOps* ops, int64_t size, optim::ScapeRule rule,
@@ -96,6 +104,9 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   bool offloaded() const { return placement_ == ResidualPlacement::kPinnedHost; }
   // kPinnedHost: the packed values, on the host, uploaded into values_.
   absl::Status PackOnHost(const std::vector<int64_t>& mask, bool dense);
+  // keeps_ages(): the last Pack's mask synchronized at `step` (the
+  // catch-up rule: its windows into windows_ first).
+  absl::Status StampAges(int64_t step, bool windows);
   // Grows the staging to hold masks a quarter larger than `count`.
   absl::Status ReserveStaging(int64_t count);
   // kPinnedHost, the catch-up rule: each segment's statistic on the host
@@ -119,6 +130,9 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   // kCatchUp: v̄; the windows of the last mask; the power tables (uploaded
   // once: they depend on the configuration only); a segment's statistic.
   device::DeviceBuffer vbar_, windows_, powers_, statistic_;
+  // keeps_ages(): int32 per coordinate, 1 + its last synchronized step (0:
+  // never; kernels::cuda::StampSyncedElement).
+  device::DeviceBuffer synced_;
   int64_t powers_size_ = -1;
   device::PinnedHostBuffer host_residual_, host_values_;
   // SelectOnHost's segment: m or v̄ downloaded, and the statistic.

@@ -105,6 +105,13 @@ __global__ void CatchUpOnMaskKernel(float* theta, float* m, float* vbar, const f
   }
 }
 
+__global__ void StampSyncedKernel(const int64_t* mask, int64_t count, int32_t stamp, int32_t* synced,
+                                  int32_t* windows) {
+  for (int64_t p = GridStart(); p < count; p += GridStride()) {
+    StampSyncedElement(p, mask, stamp, synced, windows);
+  }
+}
+
 template <MaskStatistic kStatistic>
 __global__ void MaskStatisticKernel(const float* m, const float* e, const float* vbar, int64_t n,
                                     MaskStatisticScalars s, float* out) {
@@ -135,6 +142,13 @@ absl::Status LaunchScapeCatchUpApply(float* theta, float* m, float* vbar, const 
   CatchUpOnMaskKernel<<<BlocksFor(count), kThreads, 0, stream>>>(theta, m, vbar, values, mask, windows,
                                                                  count, s, powers);
   return LaunchStatus("LaunchScapeCatchUpApply (on mask)");
+}
+
+absl::Status LaunchStampSynced(const int64_t* mask, int64_t count, int32_t stamp, int32_t* synced,
+                               int32_t* windows, cudaStream_t stream) {
+  if (count <= 0) return absl::OkStatus();
+  StampSyncedKernel<<<BlocksFor(count), kThreads, 0, stream>>>(mask, count, stamp, synced, windows);
+  return LaunchStatus("LaunchStampSynced");
 }
 
 absl::Status LaunchMaskStatistic(const float* m, const float* e, const float* vbar, int64_t n,

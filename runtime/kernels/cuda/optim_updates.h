@@ -159,6 +159,20 @@ CORESCAPE_HOST_DEVICE void ScapeCatchUpOnMask(float& theta, float& m, float& vba
   theta -= s.lr * steps * m / (sqrtf(v) + s.eps);
 }
 
+// The ages of a mask's coordinates (a null mask: every coordinate in
+// order), kept where the update runs. `synced[j]` is 1 + the step j was
+// last synchronized (0: never, so zeroed memory is a fresh state); at step
+// t, with stamp = t + 1, the mask's p-th coordinate j covered windows[p] =
+// stamp − synced[j] ≥ 1 steps, and is synchronized now: synced[j] = stamp.
+// A mask names each j once, so every p is independent. A null `windows`
+// only sets the ages.
+CORESCAPE_HOST_DEVICE void StampSyncedElement(int64_t p, const int64_t* mask, int32_t stamp,
+                                              int32_t* synced, int32_t* windows) {
+  const int64_t j = mask != nullptr ? mask[p] : p;
+  if (windows != nullptr) windows[p] = stamp - synced[j];
+  synced[j] = stamp;
+}
+
 // ---- SCAPE's mask statistic (what each rank ranks its range by) ----
 enum class MaskStatistic {
   kMomentumPlusResidual,  // |β1·m + e^r|

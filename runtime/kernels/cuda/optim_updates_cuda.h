@@ -55,6 +55,8 @@ absl::Status LaunchScapeReferenceApply(float* theta, float* m, const float* g_ha
 //   LaunchScapeCatchUpApply   θ decays everywhere; the mask (null: every
 //                             coordinate) catches up from the summed values,
 //                             entry p over windows[p] steps
+//   LaunchStampSynced         before it, the windows from the ages kept on
+//                             the device (StampSyncedElement)
 //   LaunchMaskStatistic       the statistic the next mask's top-k ranks
 absl::Status LaunchScapeAccumulate(float* residual, const float* g, int64_t n,
                                    const ScapeCatchUpScalars& s, cudaStream_t stream);
@@ -65,6 +67,8 @@ absl::Status LaunchScapeCatchUpApply(float* theta, float* m, float* vbar, const 
 absl::Status LaunchMaskStatistic(const float* m, const float* e, const float* vbar, int64_t n,
                                  MaskStatistic statistic, const MaskStatisticScalars& s, float* out,
                                  cudaStream_t stream);
+absl::Status LaunchStampSynced(const int64_t* mask, int64_t count, int32_t stamp, int32_t* synced,
+                               int32_t* windows, cudaStream_t stream);
 
 }  // namespace corescape::kernels::cuda
 

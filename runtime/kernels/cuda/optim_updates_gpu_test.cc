@@ -139,5 +139,29 @@ TEST_F(OptimGpuTest, ScapeReferenceStepMatchesTheBodiesOnTheCpu) {
   for (int64_t p = 0; p < count; ++p) ASSERT_EQ(dense[mask[p]], values[p]);
 }
 
+// The ages on the device: the launch gives the body's windows and ages on
+// the CPU, over a sparse mask and then a dense step (null mask).
+TEST_F(OptimGpuTest, StampSyncedMatchesTheBodyOnTheCpu) {
+  std::vector<int32_t> synced(kN, 0);
+  for (int64_t j = 0; j < kN; j += 3) synced[j] = static_cast<int32_t>(j % 5);
+  std::vector<int64_t> mask;
+  for (int64_t j = 1; j < kN; j += 7) mask.push_back(j);
+  auto synced_dev = Upload(synced), mask_dev = Upload(mask);
+  for (const bool dense : {false, true}) {
+    const int64_t count = dense ? kN : static_cast<int64_t>(mask.size());
+    const int32_t stamp = dense ? 12 : 6;
+    std::vector<int32_t> windows(count);
+    for (int64_t p = 0; p < count; ++p) {
+      StampSyncedElement(p, dense ? nullptr : mask.data(), stamp, synced.data(), windows.data());
+    }
+    auto windows_dev = Zeros<int32_t>(count);
+    ASSERT_TRUE(LaunchStampSynced(dense ? nullptr : mask_dev.as<int64_t>(), count, stamp,
+                                  synced_dev.as<int32_t>(), windows_dev.as<int32_t>(), stream())
+                    .ok());
+    EXPECT_EQ(Download<int32_t>(windows_dev, count), windows) << (dense ? "dense" : "sparse");
+    EXPECT_EQ(Download<int32_t>(synced_dev, kN), synced) << (dense ? "dense" : "sparse");
+  }
+}
+
 }  // namespace
 }  // namespace corescape::kernels::cuda

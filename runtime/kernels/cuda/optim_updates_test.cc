@@ -178,6 +178,36 @@ TEST(UnpackAtMaskElement, InvertsThePacking) {
   }
 }
 
+// The ages kept beside the state, against a plain table of last steps:
+// masks over several steps (one dense) give each entry the steps since its
+// coordinate was last synchronized (never: since step −1), and the ages
+// the optimizer's last_sync + 1.
+TEST(StampSyncedElement, GivesTheWindowsSinceEachCoordinatesLastStep) {
+  constexpr int64_t kCoordinates = 40;
+  std::vector<int32_t> synced(kCoordinates, 0);  // zeroed: never
+  std::vector<int64_t> last(kCoordinates, -1);
+  const std::vector<std::vector<int64_t>> masks = {{1, 5, 9}, {}, {0, 5, 39}, {5, 9, 10, 11}};
+  for (int64_t t = 0; t < 6; ++t) {
+    const bool dense = t == 4;
+    const std::vector<int64_t>& mask = dense ? std::vector<int64_t>{} : masks[t % masks.size()];
+    const int64_t count = dense ? kCoordinates : static_cast<int64_t>(mask.size());
+    std::vector<int32_t> windows(count, -7);
+    for (int64_t p = 0; p < count; ++p) {
+      StampSyncedElement(p, dense ? nullptr : mask.data(), static_cast<int32_t>(t + 1),
+                         synced.data(), windows.data());
+    }
+    for (int64_t p = 0; p < count; ++p) {
+      const int64_t j = dense ? p : mask[p];
+      ASSERT_EQ(windows[p], t - last[j]) << "step " << t << ", coordinate " << j;
+      last[j] = t;
+    }
+    for (int64_t j = 0; j < kCoordinates; ++j) ASSERT_EQ(synced[j], last[j] + 1) << j;
+  }
+  // Without windows only the ages move.
+  StampSyncedElement(0, masks[0].data(), 9, synced.data(), nullptr);
+  EXPECT_EQ(synced[1], 9);
+}
+
 // A value covering one step is AdamS: the catch-up body at K = 1 gives
 // AdamSElement's bits.
 TEST(ScapeCatchUpOnMask, IsAdamSForAWindowOfOneStep) {
