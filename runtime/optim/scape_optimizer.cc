@@ -212,7 +212,11 @@ class HostStateStore final : public ScapeStateStore {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense, bool) override {
+  absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense,
+                              MaskSource source) override {
+    if (source == MaskSource::kHeld) {
+      return absl::FailedPreconditionError("scape: the host store holds no masks");
+    }
     mask_ = &mask;
     dense_ = dense;
     const int64_t synced = dense ? static_cast<int64_t>(residual_.size())
@@ -466,6 +470,45 @@ const std::vector<int64_t>& ScapeOptimizer::last_sync() {
   return last_sync_;
 }
 
+absl::Status ScapeOptimizer::ReadHeldMasks() {
+  // A group of one's mask is its one part, as an exchange would give it.
+  auto read = [this](bool held, GlobalMask& mask) -> absl::Status {
+    auto indices = state_store_->ReadMask(held);
+    if (!indices.ok()) return indices.status();
+    mask.indices = *std::move(indices);
+    mask.parts = {mask.indices};
+    return absl::OkStatus();
+  };
+  if (current_held_ >= 0 && current_.parts.empty()) {
+    if (absl::Status s = read(/*held=*/false, current_); !s.ok()) return s;
+  }
+  if (pending_ && pending_held_ >= 0 && pending_->parts.empty()) {
+    if (absl::Status s = read(/*held=*/true, *pending_); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+const GlobalMask& ScapeOptimizer::current_mask() {
+  if (absl::Status s = ReadHeldMasks(); !s.ok()) {
+    LOG(ERROR) << "scape: reading the held masks from the state store failed: " << s;
+  }
+  return current_;
+}
+
+const std::optional<GlobalMask>& ScapeOptimizer::pending_mask() {
+  if (absl::Status s = ReadHeldMasks(); !s.ok()) {
+    LOG(ERROR) << "scape: reading the held masks from the state store failed: " << s;
+  }
+  return pending_;
+}
+
+void ScapeOptimizer::SetPendingMask(GlobalMask mask) {
+  pending_ = std::move(mask);
+  prepared_.step = -1;
+  pending_held_ = -1;
+  state_store_->DropHeldMasks();
+}
+
 absl::Status ScapeOptimizer::StartExchange(int64_t step, std::vector<int64_t> own) {
   prepared_.step = -1;
   return exchange_.Start(*group_, config_.mask_epoch, step, std::move(own), &current_,
@@ -494,6 +537,7 @@ absl::Status ScapeOptimizer::TakeMask(int64_t step) {
     return absl::FailedPreconditionError("scape: mask indices not sorted or out of range");
   }
   current_ = std::move(*pending_);
+  current_held_ = std::exchange(pending_held_, -1);
   pending_.reset();
   return absl::OkStatus();
 }
@@ -558,11 +602,16 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   const bool reference = config_.rule == ScapeRule::kReference;
   const bool catch_up_in_store = state_store_->runs_catch_up();
   const bool first_mask_now = reference && !dense && !exchange_.in_flight() && !pending_;
+  // A group of one whose store holds masks: each selection stays there as
+  // the next mask (no exchange: the selection is the whole mask).
+  const bool holds = HoldsMasks();
+  bool held_next = false;
   if (dense) {
     if (exchange_.in_flight() || pending_) {
       return absl::FailedPreconditionError("scape: a mask is pending at a dense step");
     }
     current_ = GlobalMask{config_.mask_epoch, t, {}, {}};
+    current_held_ = -1;
   } else if (reference && !exchange_.in_flight() && !pending_) {
     // kReference's first mask: chosen below from this step's payload.
   } else {
@@ -602,7 +651,12 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
         !s.ok()) {
       return s;
     }
-    if (first_mask_now) {
+    if (first_mask_now && holds) {
+      lap(phases.pack);
+      if (absl::Status s = HoldOwnPart(t); !s.ok()) return s;
+      lap(phases.select);
+      if (absl::Status s = TakeMask(t); !s.ok()) return s;
+    } else if (first_mask_now) {
       lap(phases.pack);
       auto own = SelectOwnPart(t);
       if (!own.ok()) return own.status();
@@ -615,7 +669,13 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
       lap_exchange((e.encoded_on_thread ? e.encode_seconds : 0.0) + e.decode_seconds);
       if (e.encoded_on_thread) count_part(e);
     }
-    if (state_store_->selects() && !DenseAt(t + 1)) {
+    if (holds && !DenseAt(t + 1)) {
+      // The next mask stays in the store, chosen now from c^r (as below).
+      lap(phases.pack);
+      if (absl::Status s = HoldOwnPart(t + 1); !s.ok()) return s;
+      held_next = true;
+      lap(phases.select);
+    } else if (state_store_->selects() && !DenseAt(t + 1)) {
       // The store ranks e where it keeps it: the next mask is chosen now,
       // from c^r, before the pack zeroes e at this one.
       lap(phases.pack);
@@ -653,11 +713,16 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
 
   // Pack at the mask (in mask order) and zero what is sent: ONE all-reduce.
   const std::vector<int64_t>& mask = current_.indices;
-  const int64_t synced = dense ? n : static_cast<int64_t>(mask.size());
-  // Every rule packs the same way; only the reference rule's store may
-  // keep its buffers on a device (Create refuses one for the others).
+  const int64_t synced = dense ? n : CurrentMaskEntries();
+  // Every rule packs the same way; a store may keep its buffers on a device
+  // (the reference and catch-up rules').
   const bool host_values = state_store_->host_addressable();
-  auto packed = state_store_->Pack(mask, dense, !dense && prepared_.step == t && prepared_.staged);
+  using MaskSource = ScapeStateStore::MaskSource;
+  const MaskSource source = !dense && current_held_ >= 0 ? MaskSource::kHeld
+                            : !dense && prepared_.step == t && prepared_.staged
+                                ? MaskSource::kStaged
+                                : MaskSource::kHost;
+  auto packed = state_store_->Pack(mask, dense, source);
   if (!packed.ok()) return packed.status();
   float* values = *packed;
   lap(phases.pack);
@@ -665,7 +730,7 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   // update when it does not depend on them (SelectsDuringUpdate).
   std::optional<std::future<absl::StatusOr<std::vector<int64_t>>>> selection;
   double selection_seconds = 0;
-  if (!preselected && SelectsDuringUpdate(t, dense)) {
+  if (!preselected && !held_next && SelectsDuringUpdate(t, dense)) {
     auto select = [this, t, &selection_seconds] {
       const absl::Time start = absl::Now();
       absl::StatusOr<std::vector<int64_t>> chosen = config_.rule == ScapeRule::kReference
@@ -715,7 +780,13 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   // The end of this step's own traffic; the next exchange's, where its
   // thread sends it, counts towards the step that applies its mask.
   const Traffic traffic_end = {group_->bytes_sent(), group_->bytes_received()};
-  if (!DenseAt(step_)) {
+  if (!DenseAt(step_) && holds) {
+    // Chosen above (the reference rule), or now.
+    if (!held_next) {
+      if (absl::Status s = HoldOwnPart(step_); !s.ok()) return s;
+    }
+    lap(phases.select);
+  } else if (!DenseAt(step_)) {
     std::vector<int64_t> own;
     if (preselected) {
       own = *std::move(preselected);
@@ -756,14 +827,15 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
 
 absl::Status ScapeOptimizer::ApplyCatchUpInStore(float* params, double lr, bool dense) {
   const int64_t t = step_;
+  // Each synchronized coordinate's window K = t − (its last step), ≥ 1. A
+  // store that keeps the ages works them out beside its update (the mask
+  // may be held there too); else the ages stay on the host: a received
+  // mask's windows were worked out on the exchange's thread
+  // (ReceivedMaskHook), and the ages are set there too, a step later
+  // (OweAges).
   const std::vector<int64_t>& mask = current_.indices;
   const int64_t count = dense ? static_cast<int64_t>(last_sync_.size())
                               : static_cast<int64_t>(mask.size());
-  // Each synchronized coordinate's window K = t − (its last step), ≥ 1. A
-  // store that keeps the ages works them out beside its update; else the
-  // ages stay on the host: a received mask's windows were worked out on the
-  // exchange's thread (ReceivedMaskHook), and the ages are set there too, a
-  // step later (OweAges).
   const bool prepared = !dense && prepared_.step == t &&
                         static_cast<int64_t>(prepared_.windows.size()) == count;
   prepared_.step = -1;
@@ -1163,10 +1235,9 @@ std::vector<int64_t> ScapeOptimizer::SelectFromCandidates(int64_t step,
   return chosen;
 }
 
-absl::StatusOr<std::vector<int64_t>> ScapeOptimizer::SelectPerTensor(int64_t begin, int64_t end,
-                                                                      double density) {
-  // The rank owns whole tensors (CheckTensorAligned at construction). A
-  // segment with k < 0 is taken whole.
+std::vector<ScapeStateStore::TopKSegment> ScapeOptimizer::TensorPlan(int64_t begin, int64_t end,
+                                                                     double density) const {
+  // The rank owns whole tensors (CheckTensorAligned at construction).
   std::vector<ScapeStateStore::TopKSegment> plan;
   auto first = std::lower_bound(tensor_bounds_.begin(), tensor_bounds_.end(), begin);
   for (auto it = first; it + 1 != tensor_bounds_.end() && *it < end; ++it) {
@@ -1174,6 +1245,32 @@ absl::StatusOr<std::vector<int64_t>> ScapeOptimizer::SelectPerTensor(int64_t beg
     const bool whole = config_.dense_small_tensors && !decay_mask_[offset];
     plan.push_back({offset, numel, whole ? -1 : MaskCountForTensor(numel, density)});
   }
+  return plan;
+}
+
+absl::Status ScapeOptimizer::HoldOwnPart(int64_t step) {
+  const int64_t begin = exchange_.RangeBegin(group_->rank()), end = exchange_.RangeEnd(group_->rank());
+  std::vector<ScapeStateStore::TopKSegment> plan;
+  if (config_.PerTensor()) {
+    plan = TensorPlan(begin, end, DensityAt(step));
+    // A tensor taken whole is its own top numel.
+    for (ScapeStateStore::TopKSegment& segment : plan) {
+      if (segment.k < 0) segment.k = segment.numel;
+    }
+  } else {
+    plan.push_back({begin, end - begin, MaskCountForRange(end - begin, DensityAt(step))});
+  }
+  auto count = state_store_->HoldSelection(plan, RankedStatistic(), StatisticScalars());
+  if (!count.ok()) return count.status();
+  pending_ = GlobalMask{config_.mask_epoch, step, {}, {}};
+  pending_held_ = *count;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> ScapeOptimizer::SelectPerTensor(int64_t begin, int64_t end,
+                                                                      double density) {
+  // A segment with k < 0 is taken whole.
+  const std::vector<ScapeStateStore::TopKSegment> plan = TensorPlan(begin, end, density);
   // The store ranks every tensor at once (one download); the host, each
   // from the statistic.
   const bool by_store = state_store_->selects();
@@ -1293,6 +1390,7 @@ absl::StatusOr<std::string> ScapeOptimizer::SaveState() {
   if (absl::Status s = FinishExchange(); !s.ok()) return s;
   PayOwedAges();
   if (absl::Status s = ReadStore(); !s.ok()) return s;
+  if (absl::Status s = ReadHeldMasks(); !s.ok()) return s;
   StateWriter w;
   w.AddString("kind", name());
   w.AddString("config", config_.ToString());
@@ -1389,6 +1487,9 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
   lr_sum_ = std::move(*lr_sum);
   current_ = std::move(*current);
   pending_ = std::move(pending);
+  // The store dropped what it held when written.
+  current_held_ = -1;
+  pending_held_ = -1;
   prepared_.step = -1;
   owed_ages_step_ = -1;
   exchange_error_ = absl::OkStatus();

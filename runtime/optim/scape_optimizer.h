@@ -231,11 +231,36 @@ class ScapeStateStore {
   virtual bool StageMask(absl::Span<const int64_t> indices, absl::Span<const int32_t> windows) {
     return false;
   }
-  // Packs e at `mask` (host, ascending; `dense`: every coordinate) into the
-  // values buffer in mask order and zeroes e there. `staged`: the mask is the
-  // one StageMask last staged. Returns the buffer, ready for the all-reduce.
+  // Whether the store can keep a selection in its own memory as a later
+  // step's mask (HoldSelection): what a group of one does, whose selection
+  // is the whole mask, so that its indices need never reach the host.
+  virtual bool holds_masks() const { return false; }
+  // SelectByStatistic's selection (the segments' k clamped likewise), kept
+  // in the store for a Pack with MaskSource::kHeld; masks are packed in the
+  // order they were held, at most two waiting. Returns its entry count.
+  virtual absl::StatusOr<int64_t> HoldSelection(absl::Span<const TopKSegment> segments,
+                                                MaskStatistic statistic,
+                                                const kernels::cuda::MaskStatisticScalars& scalars) {
+    return absl::UnimplementedError("this SCAPE state store holds no masks");
+  }
+  // The indices, on the host, of the last Pack's mask (`held` false) or of
+  // the oldest held one (`held` true): for checkpoints and accessors.
+  virtual absl::StatusOr<std::vector<int64_t>> ReadMask(bool held) {
+    return absl::UnimplementedError("this SCAPE state store holds no masks");
+  }
+  // Forgets every held mask (the optimizer replaced its pending mask).
+  virtual void DropHeldMasks() {}
+  // Where the indices of the mask a Pack applies are.
+  enum class MaskSource {
+    kHost,    // `mask`
+    kStaged,  // `mask`, already copied where the store uploads it from (StageMask)
+    kHeld,    // the oldest selection HoldSelection kept; `mask` is empty
+  };
+  // Packs e at the mask (ascending; `dense`: every coordinate) into the
+  // values buffer in mask order and zeroes e there. Returns the buffer,
+  // ready for the all-reduce.
   virtual absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense,
-                                      bool staged) = 0;
+                                      MaskSource source) = 0;
   // Whether the store keeps the ages (the step each coordinate was last
   // synchronized) beside its state: Apply and CatchUpApply then set them
   // for the mask of step `step`, and CatchUpApply works out the windows
@@ -344,15 +369,15 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // an exchange in flight first (its thread sets the last step's ages).
   const std::vector<int64_t>& last_sync();
   // The mask applied at the last step (step = that step; no parts if dense).
-  const GlobalMask& current_mask() const { return current_; }
-  // The mask for the next step once its exchange finished (SaveState waits).
-  const std::optional<GlobalMask>& pending_mask() const { return pending_; }
+  // A mask the store holds is read from it first (empty, logged, if that
+  // fails).
+  const GlobalMask& current_mask();
+  // The mask for the next step once its exchange finished (SaveState
+  // waits), or once chosen where the store holds it (read likewise).
+  const std::optional<GlobalMask>& pending_mask();
   // Replaces the pending mask (tests). Step refuses it unless it is for the
   // next step and of our mask epoch.
-  void SetPendingMask(GlobalMask mask) {
-    pending_ = std::move(mask);
-    prepared_.step = -1;
-  }
+  void SetPendingMask(GlobalMask mask);
 
   // This rank's statistic over its scope after the last step: what the next
   // mask is selected from (the reference rule: empty where its store ranks
@@ -402,6 +427,19 @@ class ScapeOptimizer final : public DataParallelOptimizer {
                               bool dense);
   // This rank's part of the mask for step `step`.
   absl::StatusOr<std::vector<int64_t>> SelectOwnPart(int64_t step);
+  // Whether selections stay in the store as the next mask: a group of one
+  // (its part is the whole mask) over a store that holds_masks().
+  bool HoldsMasks() const { return group_->world_size() == 1 && state_store_->holds_masks(); }
+  // HoldsMasks(): the mask for step `step` chosen and left in the store as
+  // pending_ (its indices not read).
+  absl::Status HoldOwnPart(int64_t step);
+  // The current mask's entries, wherever its indices are.
+  int64_t CurrentMaskEntries() const {
+    return current_held_ >= 0 ? current_held_ : static_cast<int64_t>(current_.indices.size());
+  }
+  // The store's held masks' indices into current_ and pending_ where they
+  // are not here yet.
+  absl::Status ReadHeldMasks();
   // What the store ranks by (the reference rule: |e| = |c^r|), and its
   // per-step scalars.
   MaskStatistic RankedStatistic() const;
@@ -424,6 +462,10 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // Per tensor of [begin, end): its top MaskCountForTensor, or all of it
   // (dense_small_tensors), from StatisticOfRange or by the store.
   absl::StatusOr<std::vector<int64_t>> SelectPerTensor(int64_t begin, int64_t end, double density);
+  // The tensors of [begin, end) with their counts at `density` (k < 0: the
+  // tensor whole).
+  std::vector<ScapeStateStore::TopKSegment> TensorPlan(int64_t begin, int64_t end,
+                                                       double density) const;
 
   RankGroup* group_;
   ThreadPool* pool_ = nullptr;  // UseThreadPool; null: this thread only
@@ -483,6 +525,11 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   int64_t dense_after_restore_ = -1;
   bool ResidualSyncAfter(int64_t step) const;
   std::optional<GlobalMask> pending_;
+  // Entries of current_ and pending_ where the store holds their indices
+  // (HoldsMasks(); Pack takes them from there; their indices here may be
+  // empty until read), −1 where it does not.
+  int64_t current_held_ = -1;
+  int64_t pending_held_ = -1;
 };
 
 }  // namespace corescape::optim

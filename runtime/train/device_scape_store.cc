@@ -114,9 +114,8 @@ absl::Status DeviceScapeStore::Payload(const float* grads,
   return ops_->Synchronize();
 }
 
-absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectByStatistic(
-    absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
-    const kernels::cuda::MaskStatisticScalars& scalars) {
+absl::StatusOr<int64_t> DeviceScapeStore::CheckSelection(absl::Span<const TopKSegment> segments,
+                                                         optim::MaskStatistic statistic) const {
   if (offloaded() && !runs_catch_up()) {
     return absl::FailedPreconditionError(
         "scape device state: the reference rule's offloaded residual is ranked by the optimizer");
@@ -134,37 +133,91 @@ absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectByStatistic(
     }
     total += std::clamp<int64_t>(segment.k, 0, segment.numel);
   }
+  return total;
+}
+
+absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectByStatistic(
+    absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
+    const kernels::cuda::MaskStatisticScalars& scalars) {
+  auto checked = CheckSelection(segments, statistic);
+  if (!checked.ok()) return checked.status();
   if (offloaded()) return SelectOnHost(segments, statistic, scalars);
-  const size_t bytes = static_cast<size_t>(total) * sizeof(int64_t);
-  CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, selected_, bytes));
+  auto total = SelectOnDevice(segments, statistic, scalars);
+  if (!total.ok()) return total.status();
+  std::vector<int64_t> chosen(*total);
+  CORESCAPE_RETURN_IF_ERROR(
+      ops_->Download(chosen.data(), selected_.data(), chosen.size() * sizeof(int64_t)));
+  return chosen;
+}
+
+absl::StatusOr<int64_t> DeviceScapeStore::HoldSelection(
+    absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
+    const kernels::cuda::MaskStatisticScalars& scalars) {
+  if (!holds_masks()) {
+    return absl::FailedPreconditionError(
+        "scape device state: an offloaded residual's selection is made on the host");
+  }
+  if (held_waiting_ == 2) {
+    return absl::FailedPreconditionError("scape device state: two held masks wait already");
+  }
+  auto checked = CheckSelection(segments, statistic);
+  if (!checked.ok()) return checked.status();
+  auto total = SelectOnDevice(segments, statistic, scalars);
+  if (!total.ok()) return total.status();
+  const int slot = (held_front_ + held_waiting_) % 2;
+  std::swap(held_[slot], selected_);
+  held_count_[slot] = *total;
+  ++held_waiting_;
+  return *total;
+}
+
+absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::ReadMask(bool held) {
+  if (held && held_waiting_ == 0) {
+    return absl::FailedPreconditionError("scape device state: no held mask to read");
+  }
+  if (!held && dense_) {
+    return absl::FailedPreconditionError("scape device state: the last Pack was dense");
+  }
+  const device::DeviceBuffer& buffer = held ? held_[held_front_] : mask_;
+  std::vector<int64_t> indices(held ? held_count_[held_front_] : count_);
+  CORESCAPE_RETURN_IF_ERROR(
+      ops_->Download(indices.data(), buffer.data(), indices.size() * sizeof(int64_t)));
+  return indices;
+}
+
+absl::StatusOr<int64_t> DeviceScapeStore::SelectOnDevice(
+    absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
+    const kernels::cuda::MaskStatisticScalars& scalars) {
+  int64_t total = 0;
+  for (const TopKSegment& segment : segments) total += std::clamp<int64_t>(segment.k, 0, segment.numel);
+  CORESCAPE_RETURN_IF_ERROR(
+      model::EnsureCapacity(*ops_, selected_, static_cast<size_t>(total) * sizeof(int64_t)));
   if (statistic == optim::MaskStatistic::kResidual) {
     // |e| is the residual's magnitude: every segment ranked in place, in one
     // selection.
     CORESCAPE_RETURN_IF_ERROR(ops_->SelectLargestMagnitudes(residual_.as<float>(), segments, 0,
                                                             selected_.as<int64_t>()));
-  } else {
-    // Any other statistic is computed into its own buffer first, a segment
-    // at a time.
-    int64_t written = 0;
-    for (const TopKSegment& segment : segments) {
-      const int64_t k = std::clamp<int64_t>(segment.k, 0, segment.numel);
-      if (k == 0) continue;
-      CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(
-          *ops_, statistic_, static_cast<size_t>(segment.numel) * sizeof(float)));
-      const float* vbar = runs_catch_up() ? vbar_.as<float>() + segment.offset : nullptr;
-      CORESCAPE_RETURN_IF_ERROR(ops_->ScapeMaskStatistic(
-          m_.as<float>() + segment.offset, residual_.as<float>() + segment.offset, vbar,
-          segment.numel, statistic, scalars, statistic_.as<float>()));
-      const TopKSegment whole{0, segment.numel, k};
-      CORESCAPE_RETURN_IF_ERROR(ops_->SelectLargestMagnitudes(
-          statistic_.as<float>(), absl::MakeConstSpan(&whole, 1), segment.offset,
-          selected_.as<int64_t>() + written));
-      written += k;
-    }
+    return total;
   }
-  std::vector<int64_t> chosen(total);
-  CORESCAPE_RETURN_IF_ERROR(ops_->Download(chosen.data(), selected_.data(), bytes));
-  return chosen;
+  // Any other statistic is computed into its own buffer first, a segment
+  // at a time.
+  int64_t written = 0;
+  for (const TopKSegment& segment : segments) {
+    const int64_t k = std::clamp<int64_t>(segment.k, 0, segment.numel);
+    if (k == 0) continue;
+    CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(
+        *ops_, statistic_, static_cast<size_t>(segment.numel) * sizeof(float)));
+    const float* vbar = runs_catch_up() ? vbar_.as<float>() + segment.offset : nullptr;
+    CORESCAPE_RETURN_IF_ERROR(ops_->ScapeMaskStatistic(
+        m_.as<float>() + segment.offset, residual_.as<float>() + segment.offset, vbar,
+        segment.numel, statistic, scalars, statistic_.as<float>()));
+    const TopKSegment whole{0, segment.numel, k};
+    CORESCAPE_RETURN_IF_ERROR(ops_->SelectLargestMagnitudes(
+        statistic_.as<float>(), absl::MakeConstSpan(&whole, 1), segment.offset,
+        selected_.as<int64_t>() + written));
+    written += k;
+  }
+  return total;
 }
 
 absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectOnHost(
@@ -258,16 +311,30 @@ bool DeviceScapeStore::StageMask(absl::Span<const int64_t> indices,
 }
 
 absl::StatusOr<float*> DeviceScapeStore::Pack(const std::vector<int64_t>& mask, bool dense,
-                                              bool staged) {
+                                              MaskSource source) {
+  const bool held = source == MaskSource::kHeld;
+  if (held && (dense || held_waiting_ == 0)) {
+    return absl::FailedPreconditionError(
+        dense ? "scape device state: a dense step packs no held mask"
+              : "scape device state: no held mask to pack");
+  }
   dense_ = dense;
-  count_ = dense ? size_ : static_cast<int64_t>(mask.size());
+  count_ = dense ? size_ : held ? held_count_[held_front_] : static_cast<int64_t>(mask.size());
   if (count_ > size_) {
     return absl::InvalidArgumentError(
         absl::StrCat("scape device state: a mask of ", count_, " entries for ", size_));
   }
   const int64_t* device_mask = nullptr;
   staged_in_pack_ = false;
-  if (!dense) {
+  if (held) {
+    // The held buffer becomes the mask: nothing is copied.
+    std::swap(mask_, held_[held_front_]);
+    held_front_ = 1 - held_front_;
+    --held_waiting_;
+    ++held_packs_;
+    device_mask = mask_.as<int64_t>();
+  } else if (!dense) {
+    const bool staged = source == MaskSource::kStaged;
     const size_t bytes = mask.size() * sizeof(int64_t);
     CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, mask_, bytes));
     staged_in_pack_ = staged && staged_count_ == count_;
@@ -436,6 +503,7 @@ absl::Status DeviceScapeStore::Read(std::vector<float>& m, std::vector<float>& e
 absl::Status DeviceScapeStore::Write(const std::vector<float>& m, const std::vector<float>& e,
                                      const std::vector<float>& vbar,
                                      const std::vector<int64_t>& last_sync) {
+  DropHeldMasks();  // chosen from the state being replaced
   CORESCAPE_RETURN_IF_ERROR(CheckSize(m, size_, "first moment"));
   CORESCAPE_RETURN_IF_ERROR(CheckSize(e, size_, "residual"));
   if (keeps_ages()) {

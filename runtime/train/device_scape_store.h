@@ -24,7 +24,9 @@ namespace corescape::train {
 // |e|, one per tensor of the rank's range; the catch-up rule: its statistic
 // over the range, or per tensor), and only the chosen indices come down;
 // the mask's indices go up; the values all-reduce and everything else
-// stays on the device.
+// stays on the device. A group of one (whose selection is the whole mask)
+// keeps its selection on the device as the next mask instead
+// (HoldSelection): no index crosses to the host at all.
 //
 // With ResidualPlacement::kPinnedHost the residual (N floats per rank, the
 // largest piece of SCAPE's state) lives in pinned host memory instead:
@@ -66,11 +68,19 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   absl::StatusOr<std::vector<int64_t>> SelectByStatistic(
       absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
       const kernels::cuda::MaskStatisticScalars& scalars) override;
+  // Held on the device beside the state it is chosen from (kDevice).
+  bool holds_masks() const override { return !offloaded(); }
+  absl::StatusOr<int64_t> HoldSelection(
+      absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
+      const kernels::cuda::MaskStatisticScalars& scalars) override;
+  absl::StatusOr<std::vector<int64_t>> ReadMask(bool held) override;
+  void DropHeldMasks() override { held_waiting_ = 0; }
   // Into pinned memory (two slots in turn), so the step's uploads of the
   // mask and windows are DMA from it; room for what the last Pack reserved
   // (a quarter more than its mask), a larger mask is not staged.
   bool StageMask(absl::Span<const int64_t> indices, absl::Span<const int32_t> windows) override;
-  absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense, bool staged) override;
+  absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense,
+                              MaskSource source) override;
   // On the device beside m (kDevice); an offloaded residual's store leaves
   // them to the optimizer's host memory.
   bool keeps_ages() const override { return !offloaded(); }
@@ -83,8 +93,9 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   absl::Status CatchUpApply(float* params, int64_t step, absl::Span<const int32_t> windows,
                             const kernels::cuda::ScapeCatchUpScalars& scalars,
                             const kernels::cuda::CatchUpPowerTables& powers) override;
-  // Packs whose mask came from the staging (tests).
+  // Packs whose mask came from the staging, and from a held selection (tests).
   int64_t staged_packs() const { return staged_packs_; }
+  int64_t held_packs() const { return held_packs_; }
   absl::StatusOr<float*> Residual() override;
   absl::Status ScaleResidual(float scale) override;
   absl::Status Read(std::vector<float>& m, std::vector<float>& e, std::vector<float>& vbar,
@@ -102,6 +113,15 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
         placement_(placement),
         staging_floats_(staging_floats) {}
   bool offloaded() const { return placement_ == ResidualPlacement::kPinnedHost; }
+  // kDevice: the segments' top k by `statistic` into selected_, on the
+  // device; returns the entries.
+  absl::StatusOr<int64_t> SelectOnDevice(absl::Span<const TopKSegment> segments,
+                                         optim::MaskStatistic statistic,
+                                         const kernels::cuda::MaskStatisticScalars& scalars);
+  // The checks SelectByStatistic and HoldSelection make first; the
+  // selection's entries.
+  absl::StatusOr<int64_t> CheckSelection(absl::Span<const TopKSegment> segments,
+                                         optim::MaskStatistic statistic) const;
   // kPinnedHost: the packed values, on the host, uploaded into values_.
   absl::Status PackOnHost(const std::vector<int64_t>& mask, bool dense);
   // keeps_ages(): the last Pack's mask synchronized at `step` (the
@@ -126,7 +146,13 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   // for the all-reduce and ScaleResidual brings the result home.
   device::DeviceBuffer m_, residual_, values_, decays_, mask_;
   device::DeviceBuffer staging_[2];
-  device::DeviceBuffer selected_;  // SelectByStatistic's indices, grown as needed
+  device::DeviceBuffer selected_;  // SelectOnDevice's indices, grown as needed
+  // HoldSelection's masks, oldest at held_front_: a queue of at most two
+  // (the buffers trade places with selected_ and mask_, never copied).
+  device::DeviceBuffer held_[2];
+  int64_t held_count_[2] = {0, 0};
+  int held_front_ = 0;
+  int held_waiting_ = 0;
   // kCatchUp: v̄; the windows of the last mask; the power tables (uploaded
   // once: they depend on the configuration only); a segment's statistic.
   device::DeviceBuffer vbar_, windows_, powers_, statistic_;
@@ -149,6 +175,7 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   bool staged_has_windows_ = false;
   bool staged_in_pack_ = false;  // the last Pack's mask came from the staging
   int64_t staged_packs_ = 0;
+  int64_t held_packs_ = 0;
   // The last Pack's mask: `count` indices in mask_, or every coordinate.
   int64_t count_ = 0;
   bool dense_ = true;

@@ -169,9 +169,16 @@ TEST_P(DeviceScapeStorePlacementTest, ReferenceRuleMatchesTheHostOptimizerBitwis
     SCOPED_TRACE(absl::StrCat("step ", step + 1));
     ASSERT_NO_FATAL_FAILURE(StepBoth(ops.get(), run, step, 1e-3));
   }
-  // Masks received after the first reached the device from the staging the
-  // exchange's thread filled (and gave the host's bits above).
-  EXPECT_GE(run.store->staged_packs(), 2);
+  if (GetParam().placement == Placement::kDevice) {
+    // A group of one: every sparse step's mask was the selection the store
+    // held, its indices never on the host.
+    EXPECT_GE(run.store->held_packs(), 3);
+    EXPECT_EQ(run.store->staged_packs(), 0);
+  } else {
+    // Masks received after the first reached the device from the staging
+    // the exchange's thread filled (and gave the host's bits above).
+    EXPECT_GE(run.store->staged_packs(), 2);
+  }
 
   // One state format: the device form's checkpoint is the host form's.
   auto saved = run.on_device->SaveState();
@@ -280,8 +287,14 @@ TEST_P(DeviceScapeStoreCatchUpTest, CatchUpRuleMatchesTheHostOptimizerBitwise) {
   }
   // The run exercised catch-up over several steps, not only K = 1.
   EXPECT_GE(longest_window, 3);
-  // Masks and windows after the first came from the exchange's staging.
-  EXPECT_GE(run.store->staged_packs(), 4);
+  if (c.placement == Placement::kDevice) {
+    // The selections stayed on the device as the masks (a group of one).
+    EXPECT_GE(run.store->held_packs(), 4);
+    EXPECT_EQ(run.store->staged_packs(), 0);
+  } else {
+    // Masks and windows after the first came from the exchange's staging.
+    EXPECT_GE(run.store->staged_packs(), 4);
+  }
 
   auto saved = run.on_device->SaveState();
   ASSERT_TRUE(saved.ok()) << saved.status();
@@ -356,6 +369,69 @@ TEST_F(DeviceScapeStoreTest, RulesThatNeedTheHostAreRefusedOnADevice) {
   EXPECT_TRUE(DeviceScapeStore::Supports(options));
   options.name = "adams";
   EXPECT_FALSE(DeviceScapeStore::Supports(options));
+}
+
+// The held selections directly: packed in the order held, at most two
+// waiting, each the set SelectByStatistic returns (read back through
+// ReadMask), the last Pack's mask readable too; a Pack with none held, a
+// third hold and a dense held Pack are refused; Write drops what is held.
+TEST_F(DeviceScapeStoreTest, HeldSelectionsArePackedInTheOrderHeld) {
+  std::unique_ptr<model::ModelOps> ops = Backend();
+  ASSERT_NE(ops, nullptr);
+  auto created = DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kReference);
+  ASSERT_TRUE(created.ok()) << created.status();
+  DeviceScapeStore& store = **created;
+  ASSERT_TRUE(store.holds_masks());
+  const std::vector<float> residual = Random(7, 1.0f);
+  std::vector<float> m(kSize, 0.0f), vbar;
+  std::vector<int64_t> last_sync(kSize, -1);
+  ASSERT_TRUE(store.Write(m, residual, vbar, last_sync).ok());
+  const kernels::cuda::MaskStatisticScalars scalars{0.9f, 1e-8f, 1.0f};
+  const optim::MaskStatistic by = optim::MaskStatistic::kResidual;
+  const DeviceScapeStore::TopKSegment first[] = {{0, 2000, 50}, {2000, 100, 100}};
+  const DeviceScapeStore::TopKSegment second[] = {{2100, 3900, 70}};
+  using MaskSource = optim::ScapeStateStore::MaskSource;
+
+  EXPECT_EQ(store.Pack({}, false, MaskSource::kHeld).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto expected_first = store.SelectByStatistic(first, by, scalars);
+  auto expected_second = store.SelectByStatistic(second, by, scalars);
+  ASSERT_TRUE(expected_first.ok() && expected_second.ok());
+  ASSERT_EQ(expected_first->size(), 150u);
+  EXPECT_EQ(*store.HoldSelection(first, by, scalars), 150);
+  EXPECT_EQ(*store.HoldSelection(second, by, scalars), 70);
+  EXPECT_EQ(store.HoldSelection(first, by, scalars).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*store.ReadMask(/*held=*/true), *expected_first);
+  EXPECT_EQ(store.Pack({}, true, MaskSource::kHeld).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // The first held mask packs e there (and zeroes it); the second waits.
+  auto packed = store.Pack({}, false, MaskSource::kHeld);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  std::vector<float> values(150);
+  ASSERT_TRUE(ops->Download(values.data(), *packed, values.size() * sizeof(float)).ok());
+  for (size_t p = 0; p < values.size(); ++p) {
+    ASSERT_EQ(values[p], residual[(*expected_first)[p]]) << p;
+  }
+  EXPECT_EQ(*store.ReadMask(/*held=*/false), *expected_first);
+  EXPECT_EQ(*store.ReadMask(/*held=*/true), *expected_second);
+  EXPECT_EQ(store.held_packs(), 1);
+
+  // Replacing the state drops the waiting mask.
+  ASSERT_TRUE(store.Write(m, residual, vbar, last_sync).ok());
+  EXPECT_EQ(store.ReadMask(/*held=*/true).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.Pack({}, false, MaskSource::kHeld).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // An offloaded residual's store holds nothing.
+  auto offloaded = DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kCatchUp,
+                                            Placement::kPinnedHost, kStagingFloats);
+  ASSERT_TRUE(offloaded.ok());
+  EXPECT_FALSE((*offloaded)->holds_masks());
+  EXPECT_FALSE((*offloaded)->keeps_ages());
+  EXPECT_EQ((*offloaded)->HoldSelection(second, by, scalars).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace
