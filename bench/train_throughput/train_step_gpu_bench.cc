@@ -10,6 +10,14 @@
 // offloaded to pinned host memory — each with its ratio to the AdamW step
 // and its own work's share (selection, mask coding, packing). Last line:
 // one JSON object. Without a GPU it says why and exits 0.
+//
+// --device=cpu runs the same steps on the CPU backend with the device
+// path's copies (CpuParameterMode::kDeviceCopies, fp32): MFU means nothing
+// there, but it rehearses the benchmark and times the host-side work that
+// the device forms of the optimizers leave (their transfers and bookkeeping)
+// on a machine without a GPU.
+#include <cblas.h>
+
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -23,6 +31,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_main.h"
 #include "bench/train_throughput/timed_steps.h"
+#include "runtime/base/thread_pool.h"
 #include "runtime/device/device.h"
 #include "runtime/device/device_runtime.h"
 #include "runtime/model/model_ops.h"
@@ -30,6 +39,8 @@
 #include "runtime/optim/optimizer_names.h"
 #include "runtime/optim/optimizer_registry.h"
 
+ABSL_FLAG(std::string, device, "cuda:0", "cuda:N, or cpu (the CPU backend's device path)");
+ABSL_FLAG(int32_t, threads, 2, "--device=cpu: compute threads");
 ABSL_FLAG(std::string, configs, "small:8x1024,llama-500m:2x4096",
           "preset:rowsxseq, comma-separated");
 ABSL_FLAG(std::string, precision, "bf16", "fp32 or bf16");
@@ -79,21 +90,36 @@ std::string ProfiledStep(const char* label, model::Transformer& model, model::Mo
 }
 
 int RunBenchmark() {
-  const device::Device gpu = device::Device::Cuda(0);
-  if (!device::CudaCompiledIn()) {
+  auto device = device::ParseDevice(absl::GetFlag(FLAGS_device));
+  if (!device.ok()) {
+    std::fprintf(stderr, "--device: %s\n", std::string(device.status().message()).c_str());
+    return 2;
+  }
+  if (device->is_cuda() && !device::CudaCompiledIn()) {
     std::printf("train_step_gpu_bench: built without --config=cuda; nothing to measure\n");
     return 0;
   }
-  auto runtime = device::OpenDevice(gpu);
-  if (!runtime.ok()) {
-    std::printf("train_step_gpu_bench: %s; nothing to measure\n",
-                std::string(runtime.status().message()).c_str());
-    return 0;
+  if (device->is_cuda()) {
+    auto runtime = device::OpenDevice(*device);
+    if (!runtime.ok()) {
+      std::printf("train_step_gpu_bench: %s; nothing to measure\n",
+                  std::string(runtime.status().message()).c_str());
+      return 0;
+    }
   }
   auto precision = model::ParsePrecision(absl::GetFlag(FLAGS_precision));
   if (!precision.ok()) {
     std::fprintf(stderr, "%s\n", std::string(precision.status().message()).c_str());
     return 2;
+  }
+  if (device->is_cpu() && *precision != model::Precision::kFp32) {
+    std::fprintf(stderr, "--device=cpu computes in fp32: pass --precision=fp32\n");
+    return 2;
+  }
+  std::optional<ThreadPool> pool;
+  if (device->is_cpu()) {
+    pool.emplace(absl::GetFlag(FLAGS_threads));
+    openblas_set_num_threads(absl::GetFlag(FLAGS_threads));
   }
   const double peak = absl::GetFlag(FLAGS_peak_tflops) * 1e12;
   std::vector<std::string> results;
@@ -110,12 +136,17 @@ int RunBenchmark() {
       std::fprintf(stderr, "%s\n", std::string(config.status().message()).c_str());
       return 2;
     }
-    auto ops = model::OpenModelOps(gpu, *precision, nullptr);
-    if (!ops.ok()) {
-      std::fprintf(stderr, "%s\n", ops.status().ToString().c_str());
-      return 1;
+    std::shared_ptr<model::ModelOps> shared_ops;
+    if (device->is_cpu()) {
+      shared_ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, &*pool);
+    } else {
+      auto ops = model::OpenModelOps(*device, *precision, nullptr);
+      if (!ops.ok()) {
+        std::fprintf(stderr, "%s\n", ops.status().ToString().c_str());
+        return 1;
+      }
+      shared_ops = *std::move(ops);
     }
-    std::shared_ptr<model::ModelOps> shared_ops = *std::move(ops);
     auto model = model::Transformer::Create(*config, shared_ops);
     if (!model.ok()) return 1;
     model->InitializeWeights(1);
