@@ -192,6 +192,14 @@ TEST_P(DeviceScapeStorePlacementTest, ReferenceRuleMatchesTheHostOptimizerBitwis
   ASSERT_TRUE((*restored)->RestoreState(*saved).ok());
   EXPECT_TRUE(SameBits((*restored)->residual(), run.host->residual()));
   EXPECT_TRUE(SameBits((*restored)->first_moment(), run.host->first_moment()));
+  // It goes on like the host's: the checkpoint's pending mask first, then
+  // (a group of one on the device) masks held in the store again.
+  run.on_device = *std::move(restored);
+  for (int step = 6; step < 9; ++step) {
+    SCOPED_TRACE(absl::StrCat("restored, step ", step + 1));
+    ASSERT_NO_FATAL_FAILURE(StepBoth(ops.get(), run, step, 1e-3));
+  }
+  EXPECT_EQ(run.on_device->last_sync(), run.host->last_sync());
 }
 
 INSTANTIATE_TEST_SUITE_P(Placements, DeviceScapeStorePlacementTest,
@@ -308,6 +316,15 @@ TEST_P(DeviceScapeStoreCatchUpTest, CatchUpRuleMatchesTheHostOptimizerBitwise) {
   EXPECT_TRUE(SameBits((*restored)->normalizer(), run.host->normalizer()));
   EXPECT_TRUE(SameBits((*restored)->residual(), run.host->residual()));
   EXPECT_TRUE(SameBits((*restored)->first_moment(), run.host->first_moment()));
+  // It goes on like the host's, ages and windows included: the
+  // checkpoint's pending mask first, then held masks again.
+  run.on_device = *std::move(restored);
+  for (int step = 12; step < 16; ++step) {
+    SCOPED_TRACE(absl::StrCat("restored, step ", step + 1));
+    ASSERT_NO_FATAL_FAILURE(StepBoth(ops.get(), run, step, 1e-3 * (1.0 - 0.05 * step)));
+    ASSERT_TRUE(SameBits(run.on_device->normalizer(), run.host->normalizer()));
+    ASSERT_EQ(run.on_device->last_sync(), run.host->last_sync());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
