@@ -142,9 +142,8 @@ absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectByStatistic(
   auto checked = CheckSelection(segments, statistic);
   if (!checked.ok()) return checked.status();
   if (offloaded()) return SelectOnHost(segments, statistic, scalars);
-  auto total = SelectOnDevice(segments, statistic, scalars);
-  if (!total.ok()) return total.status();
-  std::vector<int64_t> chosen(*total);
+  CORESCAPE_RETURN_IF_ERROR(SelectOnDevice(segments, statistic, scalars, *checked));
+  std::vector<int64_t> chosen(*checked);
   CORESCAPE_RETURN_IF_ERROR(
       ops_->Download(chosen.data(), selected_.data(), chosen.size() * sizeof(int64_t)));
   return chosen;
@@ -162,13 +161,12 @@ absl::StatusOr<int64_t> DeviceScapeStore::HoldSelection(
   }
   auto checked = CheckSelection(segments, statistic);
   if (!checked.ok()) return checked.status();
-  auto total = SelectOnDevice(segments, statistic, scalars);
-  if (!total.ok()) return total.status();
+  CORESCAPE_RETURN_IF_ERROR(SelectOnDevice(segments, statistic, scalars, *checked));
   const int slot = (held_front_ + held_waiting_) % 2;
   std::swap(held_[slot], selected_);
-  held_count_[slot] = *total;
+  held_count_[slot] = *checked;
   ++held_waiting_;
-  return *total;
+  return *checked;
 }
 
 absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::ReadMask(bool held) {
@@ -185,19 +183,17 @@ absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::ReadMask(bool held) {
   return indices;
 }
 
-absl::StatusOr<int64_t> DeviceScapeStore::SelectOnDevice(
-    absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
-    const kernels::cuda::MaskStatisticScalars& scalars) {
-  int64_t total = 0;
-  for (const TopKSegment& segment : segments) total += std::clamp<int64_t>(segment.k, 0, segment.numel);
+absl::Status DeviceScapeStore::SelectOnDevice(absl::Span<const TopKSegment> segments,
+                                              optim::MaskStatistic statistic,
+                                              const kernels::cuda::MaskStatisticScalars& scalars,
+                                              int64_t total) {
   CORESCAPE_RETURN_IF_ERROR(
       model::EnsureCapacity(*ops_, selected_, static_cast<size_t>(total) * sizeof(int64_t)));
   if (statistic == optim::MaskStatistic::kResidual) {
     // |e| is the residual's magnitude: every segment ranked in place, in one
     // selection.
-    CORESCAPE_RETURN_IF_ERROR(ops_->SelectLargestMagnitudes(residual_.as<float>(), segments, 0,
-                                                            selected_.as<int64_t>()));
-    return total;
+    return ops_->SelectLargestMagnitudes(residual_.as<float>(), segments, 0,
+                                         selected_.as<int64_t>());
   }
   // Any other statistic is computed into its own buffer first, a segment
   // at a time.
@@ -217,7 +213,7 @@ absl::StatusOr<int64_t> DeviceScapeStore::SelectOnDevice(
         selected_.as<int64_t>() + written));
     written += k;
   }
-  return total;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectOnHost(

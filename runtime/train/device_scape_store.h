@@ -113,11 +113,11 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
         placement_(placement),
         staging_floats_(staging_floats) {}
   bool offloaded() const { return placement_ == ResidualPlacement::kPinnedHost; }
-  // kDevice: the segments' top k by `statistic` into selected_, on the
-  // device; returns the entries.
-  absl::StatusOr<int64_t> SelectOnDevice(absl::Span<const TopKSegment> segments,
-                                         optim::MaskStatistic statistic,
-                                         const kernels::cuda::MaskStatisticScalars& scalars);
+  // kDevice: the segments' top k by `statistic` into selected_ (`total`
+  // entries: CheckSelection's), on the device.
+  absl::Status SelectOnDevice(absl::Span<const TopKSegment> segments,
+                              optim::MaskStatistic statistic,
+                              const kernels::cuda::MaskStatisticScalars& scalars, int64_t total);
   // The checks SelectByStatistic and HoldSelection make first; the
   // selection's entries.
   absl::StatusOr<int64_t> CheckSelection(absl::Span<const TopKSegment> segments,
