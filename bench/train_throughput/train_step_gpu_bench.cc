@@ -8,8 +8,10 @@
 // step with SCAPE at each --scape_densities — the default catch-up rule and
 // the reference rule, each with its state on the GPU and with its residuals
 // offloaded to pinned host memory — each with its ratio to the AdamW step
-// and its own work's share (selection, mask coding, packing). Last line:
-// one JSON object. Without a GPU it says why and exits 0.
+// and its own work's share (selection, mask coding, packing). After each
+// measurement a JSON line of the figures so far (a configuration still
+// being timed says "finished": false); the last line holds them all.
+// Without a GPU it says why and exits 0.
 //
 // --device=cpu runs the same steps on the CPU backend with the device
 // path's copies (CpuParameterMode::kDeviceCopies, fp32): MFU means nothing
@@ -123,6 +125,18 @@ int RunBenchmark() {
   }
   const double peak = absl::GetFlag(FLAGS_peak_tflops) * 1e12;
   std::vector<std::string> results;
+  // The figures so far as one JSON line (the finished configurations, and
+  // the one being timed): printed after every measurement, so a run cut
+  // off by its time limit still ends with what it measured (the device
+  // check keeps the last JSON line).
+  auto print_figures = [&](const std::string& in_progress) {
+    std::vector<std::string> members = results;
+    if (!in_progress.empty()) members.push_back(in_progress);
+    std::printf("{\"precision\": \"%s\", \"peak_tflops\": %.0f, %s}\n",
+                std::string(model::PrecisionName(*precision)).c_str(), peak / 1e12,
+                absl::StrJoin(members, ", ").c_str());
+    std::fflush(stdout);
+  };
   for (absl::string_view spec : absl::StrSplit(absl::GetFlag(FLAGS_configs), ',')) {
     std::vector<std::string> parts = absl::StrSplit(spec, absl::ByAnyChar(":x"));
     int rows = 0, seq = 0;
@@ -171,6 +185,7 @@ int RunBenchmark() {
       std::printf("%s %dx%d: %s\n", parts[0].c_str(), rows, seq, timed.status().ToString().c_str());
       results.push_back(absl::StrCat("\"", parts[0], "\": {\"error\": \"",
                                      absl::StatusCodeToString(timed.status().code()), "\"}"));
+      print_figures("");
       continue;
     }
     const double flops = TrainingFlopsPerToken(*config, batch) * batch.rows();
@@ -229,6 +244,22 @@ int RunBenchmark() {
     };
     std::vector<std::string> scape_results, scape_offload_results, reference_results,
         reference_offload_results;
+    // This configuration's figures; `finished` false while forms remain.
+    auto config_figures = [&](bool finished) {
+      return absl::StrFormat(
+          "\"%s\": {\"rows\": %d, \"seq\": %d, \"finished\": %s, \"tokens_per_s\": %.0f, "
+          "\"fwd_bwd_tokens_per_s\": %.0f, \"mfu\": %.4f, \"fwd_bwd_mfu\": %.4f, \"step_ms\": %.1f, "
+          "\"optimizer_ms\": %.1f, \"host_optimizer_step_ms\": %.1f, "
+          "\"device_optimizer_speedup\": %.2f, \"op_profile_ms\": {%s}, "
+          "\"scape_on_device\": {%s}, \"scape_offloaded\": {%s}, "
+          "\"scape_reference_on_device\": {%s}, \"scape_reference_offloaded\": {%s}}",
+          parts[0], rows, seq, finished ? "true" : "false", tokens_per_s, compute_tokens_per_s,
+          mfu, compute_mfu, 1e3 * timed->step_seconds, 1e3 * timed->optimizer_seconds,
+          1e3 * host_step_seconds, speedup, adamw_profile, absl::StrJoin(scape_results, ", "),
+          absl::StrJoin(scape_offload_results, ", "), absl::StrJoin(reference_results, ", "),
+          absl::StrJoin(reference_offload_results, ", "));
+    };
+    print_figures(config_figures(false));
     for (absl::string_view text :
          absl::StrSplit(absl::GetFlag(FLAGS_scape_densities), ',', absl::SkipEmpty())) {
       double density = 0;
@@ -258,24 +289,13 @@ int RunBenchmark() {
         scape.scape.offload_residuals = form.offload;
         if (auto r = time_scape(form.label, text, scape, OptimizerPlacement::kModelDevice)) {
           form.results->push_back(*r);
+          print_figures(config_figures(false));
         }
       }
     }
-    results.push_back(absl::StrFormat(
-        "\"%s\": {\"rows\": %d, \"seq\": %d, \"tokens_per_s\": %.0f, \"fwd_bwd_tokens_per_s\": "
-        "%.0f, \"mfu\": %.4f, \"fwd_bwd_mfu\": %.4f, \"step_ms\": %.1f, \"optimizer_ms\": %.1f, "
-        "\"host_optimizer_step_ms\": %.1f, \"device_optimizer_speedup\": %.2f, "
-        "\"op_profile_ms\": {%s}, "
-        "\"scape_on_device\": {%s}, \"scape_offloaded\": {%s}, "
-        "\"scape_reference_on_device\": {%s}, \"scape_reference_offloaded\": {%s}}",
-        parts[0], rows, seq, tokens_per_s, compute_tokens_per_s, mfu, compute_mfu,
-        1e3 * timed->step_seconds, 1e3 * timed->optimizer_seconds, 1e3 * host_step_seconds,
-        speedup, adamw_profile, absl::StrJoin(scape_results, ", "), absl::StrJoin(scape_offload_results, ", "),
-        absl::StrJoin(reference_results, ", "), absl::StrJoin(reference_offload_results, ", ")));
+    results.push_back(config_figures(true));
   }
-  std::printf("{\"precision\": \"%s\", \"peak_tflops\": %.0f, %s}\n",
-              std::string(model::PrecisionName(*precision)).c_str(), peak / 1e12,
-              absl::StrJoin(results, ", ").c_str());
+  print_figures("");
   return 0;
 }
 

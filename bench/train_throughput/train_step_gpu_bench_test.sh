@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The GPU training-step benchmark rehearsed on the CPU backend's device
+# path (--device=cpu): every form it times runs, each measurement is
+# followed by a JSON line of the figures so far (the last one complete),
+# and bad arguments are refused naming the flag.
+set -euo pipefail
+
+BIN="${TEST_SRCDIR}/${TEST_WORKSPACE}/bench/train_throughput/train_step_gpu_bench"
+OUT="${TEST_TMPDIR}/out.txt"
+
+"${BIN}" --device=cpu --precision=fp32 --threads=1 --configs=tiny:2x32 --steps=1 \
+  --warmup_steps=1 --scape_densities=0.1 --profile_ops=false >"${OUT}"
+
+/usr/bin/python3 - "${OUT}" <<'PY'
+import json, sys
+lines = [l for l in open(sys.argv[1]) if l.startswith("{")]
+figures = [json.loads(l) for l in lines]
+# AdamW's step, then each of the four SCAPE forms, then the whole: one line each.
+assert len(figures) == 6, f"{len(figures)} JSON lines, expected 6"
+first, last = figures[0]["tiny"], figures[-1]["tiny"]
+assert first["finished"] is False and first["scape_on_device"] == {}, first
+assert last["finished"] is True, last
+for form in ("scape_on_device", "scape_offloaded", "scape_reference_on_device",
+             "scape_reference_offloaded"):
+    entry = last[form]["0.1"]
+    assert entry["step_ms"] > 0 and 0 <= entry["own_work_share"] < 1, (form, entry)
+assert last["step_ms"] > 0 and last["host_optimizer_step_ms"] > 0, last
+PY
+
+if err="$("${BIN}" --device=cpu --configs=tiny:2x32 2>&1)"; then
+  echo "FAIL: bf16 on the CPU accepted" >&2
+  exit 1
+fi
+grep -q -- "--precision=fp32" <<<"${err}" || { echo "FAIL: the refusal does not name the flag: ${err}" >&2; exit 1; }
+if err="$("${BIN}" --device=tpu:0 2>&1)"; then
+  echo "FAIL: --device=tpu:0 accepted" >&2
+  exit 1
+fi
+grep -q -- "--device" <<<"${err}" || { echo "FAIL: the refusal does not name --device: ${err}" >&2; exit 1; }
+echo PASS
