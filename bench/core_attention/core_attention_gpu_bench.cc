@@ -173,7 +173,14 @@ int Run() {
   std::vector<uint16_t> random_bf16(random.size());
   for (size_t i = 0; i < random.size(); ++i) random_bf16[i] = kernels::cuda::Bf16FromFloat(random[i]);
 
+  // The figures so far as one JSON line after every measurement (the last
+  // line holds them all), so a run stopped at a time limit keeps them.
   std::string json = "{\"bf16_gemm_tflops\":" + absl::StrCat(*gemm);
+  auto print_figures = [&json] {
+    std::printf("%s}\n", json.c_str());
+    std::fflush(stdout);
+  };
+  print_figures();
   for (int64_t length : lengths) {
     const std::vector<kernels::AttentionTask> tasks = {{0, length, 0, 0}};
     auto plan = kernels::cuda::PlanCoreAttentionTiles(shape, tasks, length, length);
@@ -229,9 +236,9 @@ int Run() {
                   *forward_ms, *backward_ms, total_tflops, forward_tflops, total_tflops / *gemm, vs_fp32.c_str());
       std::fflush(stdout);
       absl::StrAppend(&json, ",\"core_attention_", inputs, "_fwd_bwd_tflops_", length, "\":", total_tflops);
+      print_figures();
     }
   }
-  std::printf("%s}\n", json.c_str());
   return 0;
 }
 
