@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "runtime/device/caching_allocator.h"
 #include "runtime/device/device.h"
 #include "runtime/device/device_runtime.h"
+#include "runtime/kernels/cuda/optim_scalars.h"
 #include "runtime/model/model_ops.h"
 #include "runtime/optim/scape_optimizer.h"
 #include "runtime/train/data_parallel_group.h"
@@ -449,6 +451,44 @@ TEST_F(DeviceScapeStoreTest, HeldSelectionsArePackedInTheOrderHeld) {
   EXPECT_FALSE((*offloaded)->keeps_ages());
   EXPECT_EQ((*offloaded)->HoldSelection(second, by, scalars).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// The ages are int32 on the device: a checkpoint's age past that range, or
+// a step past it, is refused naming the problem (not wrapped).
+TEST_F(DeviceScapeStoreTest, AgesPastTheirInt32RangeAreRefused) {
+  std::unique_ptr<model::ModelOps> ops = Backend();
+  ASSERT_NE(ops, nullptr);
+  auto created = DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kCatchUp);
+  ASSERT_TRUE(created.ok()) << created.status();
+  DeviceScapeStore& store = **created;
+  ASSERT_TRUE(store.keeps_ages());
+  std::vector<float> zeros(kSize, 0.0f);
+  std::vector<int64_t> last_sync(kSize, -1);
+  last_sync[1234] = int64_t{1} << 31;
+  absl::Status refused = store.Write(zeros, zeros, zeros, last_sync);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_NE(refused.message().find("coordinate 1234"), std::string::npos) << refused;
+  last_sync[1234] = -2;
+  EXPECT_EQ(store.Write(zeros, zeros, zeros, last_sync).code(), absl::StatusCode::kOutOfRange);
+  last_sync[1234] = 7;
+  ASSERT_TRUE(store.Write(zeros, zeros, zeros, last_sync).ok());
+  std::vector<float> m, e, vbar;
+  std::vector<int64_t> read;
+  ASSERT_TRUE(store.Read(m, e, vbar, read).ok());
+  EXPECT_EQ(read, last_sync);
+
+  // A dense pack, then an update at a step whose stamp would not fit.
+  ASSERT_TRUE(store.Pack({}, true, optim::ScapeStateStore::MaskSource::kHost).ok());
+  const optim::AdamConfig adams;
+  const kernels::cuda::CatchUpPowerTables powers =
+      kernels::cuda::CatchUpPowerTablesOf(adams.beta1, 0.65, kernels::cuda::kCatchUpCachedWindows);
+  auto device_params = model::AllocateZeroed(*ops, kSize * sizeof(float));
+  ASSERT_TRUE(device_params.ok());
+  const absl::Status late = store.CatchUpApply(
+      device_params->as<float>(), std::numeric_limits<int32_t>::max(), {},
+      kernels::cuda::ScapeCatchUpScalarsAt(adams, 1e-3, 0.95, false, false), powers);
+  EXPECT_EQ(late.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_NE(late.message().find("int32"), std::string::npos) << late;
 }
 
 }  // namespace
