@@ -343,20 +343,34 @@ ScapeOptimizer::ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask d
       tensor_bounds_(std::move(tensor_bounds)),
       partition_(std::move(partition)),
       exchange_(&partition_, config.scope, config.mask_sending),
-      m_(decay_mask_.size(), 0.0f),
-      vbar_(decay_mask_.size(), 0.0f),
-      residual_(decay_mask_.size(), 0.0f),
-      last_sync_(decay_mask_.size(), -1),
-      state_store_(std::move(state_store)) {
-  if (state_store_ == nullptr) {
+      state_store_(std::move(state_store)),
+      host_state_(state_store_ == nullptr) {
+  const size_t n = decay_mask_.size();
+  if (host_state_) {
+    m_.assign(n, 0.0f);
+    vbar_.assign(n, 0.0f);
+    residual_.assign(n, 0.0f);
     state_store_ =
         std::make_unique<HostStateStore>(&m_, &residual_, &values_, &decay_mask_);
   }
+  // A store's state is copied here only on demand (ReadStore); the ages
+  // live here unless the store keeps them.
+  if (!state_store_->keeps_ages()) last_sync_.assign(n, -1);
+}
+
+int64_t ScapeOptimizer::host_state_bytes() const {
+  return static_cast<int64_t>((m_.capacity() + vbar_.capacity() + residual_.capacity() +
+                               values_.capacity()) *
+                                  sizeof(float) +
+                              last_sync_.capacity() * sizeof(int64_t));
 }
 
 absl::Status ScapeOptimizer::ReadStore() const {
   // The host store's Read is nothing: m_, residual_ and vbar_ are its state.
-  return state_store_->Read(m_, residual_, vbar_, last_sync_);
+  if (absl::Status s = state_store_->Read(m_, residual_, vbar_, last_sync_); !s.ok()) return s;
+  // A store that keeps no v̄ (the reference rule) has zeros, as the host's.
+  if (vbar_.size() != decay_mask_.size()) vbar_.assign(decay_mask_.size(), 0.0f);
+  return absl::OkStatus();
 }
 
 void ScapeOptimizer::SyncHostCopies() const {
@@ -533,7 +547,7 @@ absl::Status ScapeOptimizer::TakeMask(int64_t step) {
         "scape: refusing a mask of mask epoch ", pending_->mask_epoch, " for step ",
         pending_->step, " at step ", step, " of mask epoch ", config_.mask_epoch));
   }
-  if (!checked && !SortedWithin(pending_->indices, static_cast<int64_t>(m_.size()))) {
+  if (!checked && !SortedWithin(pending_->indices, BufferSize())) {
     return absl::FailedPreconditionError("scape: mask indices not sorted or out of range");
   }
   current_ = std::move(*pending_);
@@ -543,7 +557,7 @@ absl::Status ScapeOptimizer::TakeMask(int64_t step) {
 }
 
 absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, double lr) {
-  const int64_t n = static_cast<int64_t>(m_.size());
+  const int64_t n = BufferSize();
   if (size != n) {
     return absl::InvalidArgumentError(
         absl::StrCat("scape: buffer of ", size, " entries, optimizer built for ", n));
@@ -834,8 +848,7 @@ absl::Status ScapeOptimizer::ApplyCatchUpInStore(float* params, double lr, bool 
   // (ReceivedMaskHook), and the ages are set there too, a step later
   // (OweAges).
   const std::vector<int64_t>& mask = current_.indices;
-  const int64_t count = dense ? static_cast<int64_t>(last_sync_.size())
-                              : static_cast<int64_t>(mask.size());
+  const int64_t count = dense ? BufferSize() : static_cast<int64_t>(mask.size());
   const bool prepared = !dense && prepared_.step == t &&
                         static_cast<int64_t>(prepared_.windows.size()) == count;
   prepared_.step = -1;
@@ -1431,7 +1444,7 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
     return absl::FailedPreconditionError(absl::StrCat(
         "scape: state from another configuration (", *config, ") than this (", config_.ToString(), ")"));
   }
-  const int64_t n = static_cast<int64_t>(m_.size());
+  const int64_t n = BufferSize();
   auto step = r->Count("step");
   auto m = r->FloatsOfSize("m", n);
   auto vbar = r->FloatsOfSize("vbar", n);
@@ -1490,6 +1503,13 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
   // The store dropped what it held when written.
   current_held_ = -1;
   pending_held_ = -1;
+  if (!host_state_) {
+    // The store has them now; host copies are made again on demand.
+    std::vector<float>().swap(m_);
+    std::vector<float>().swap(vbar_);
+    std::vector<float>().swap(residual_);
+    if (state_store_->keeps_ages()) std::vector<int64_t>().swap(last_sync_);
+  }
   prepared_.step = -1;
   owed_ages_step_ = -1;
   exchange_error_ = absl::OkStatus();

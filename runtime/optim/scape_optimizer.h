@@ -379,6 +379,11 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // next step and of our mask epoch.
   void SetPendingMask(GlobalMask mask);
 
+  // Host memory the per-coordinate state takes here: the host store's
+  // state, or a store's host copies (made only on demand: the accessors
+  // above, checkpoints) and the ages where the store keeps none.
+  int64_t host_state_bytes() const;
+
   // This rank's statistic over its scope after the last step: what the next
   // mask is selected from (the reference rule: empty where its store ranks
   // it itself, ScapeStateStore::selects()).
@@ -392,6 +397,8 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // up to date from a store in another memory.
   absl::Status ReadStore() const;
   void SyncHostCopies() const;
+  // Coordinates in the buffer.
+  int64_t BufferSize() const { return static_cast<int64_t>(decay_mask_.size()); }
   bool DenseAt(int64_t step) const;
   double DensityAt(int64_t step) const;
   absl::Status TakeMask(int64_t step);
@@ -489,6 +496,9 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // Where m, e (and v̄) live and their per-coordinate work runs (never
   // null; the host store keeps them in the vectors above).
   std::unique_ptr<ScapeStateStore> state_store_;
+  // Whether state_store_ is the host store over m_, residual_ and vbar_
+  // (else those are copies, sized only once read).
+  bool host_state_;
   // kReference: |c^r| over this rank's range at the last step, what the next
   // mask is chosen from.
   std::vector<float> reference_statistic_;

@@ -491,5 +491,44 @@ TEST_F(DeviceScapeStoreTest, AgesPastTheirInt32RangeAreRefused) {
   EXPECT_NE(late.message().find("int32"), std::string::npos) << late;
 }
 
+// A device store's state is not mirrored on the host: the optimizer holds
+// no per-coordinate host memory through training steps and a checkpoint
+// restore (the ages too live on the device), only once a host copy is
+// asked for; the host store holds its whole state.
+TEST_F(DeviceScapeStoreTest, TheOptimizerKeepsNoHostCopyOfADeviceState) {
+  std::unique_ptr<model::ModelOps> ops = Backend();
+  ASSERT_NE(ops, nullptr);
+  SingleProcessGroup group;
+  optim::ScapeConfig config;
+  config.density = 0.05;
+  auto on_device = optim::ScapeOptimizer::Create(
+      &group, config, Decays(), kTensorBounds,
+      *DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kCatchUp));
+  auto on_host = optim::ScapeOptimizer::Create(&group, config, Decays(), kTensorBounds);
+  ASSERT_TRUE(on_device.ok() && on_host.ok());
+  EXPECT_GE((*on_host)->host_state_bytes(), kSize * (3 * sizeof(float) + sizeof(int64_t)));
+  auto params = model::AllocateZeroed(*ops, kSize * sizeof(float));
+  auto grads = ops->Allocate(kSize * sizeof(float));
+  ASSERT_TRUE(params.ok() && grads.ok());
+  for (int step = 0; step < 4; ++step) {
+    const std::vector<float> g = Random(200 + step, 0.05f);
+    ASSERT_TRUE(ops->Upload(grads->data(), g.data(), kSize * sizeof(float)).ok());
+    ASSERT_TRUE((*on_device)->Step(params->as<float>(), grads->as<float>(), kSize, 1e-3).ok());
+  }
+  EXPECT_EQ((*on_device)->host_state_bytes(), 0);
+  auto saved = (*on_device)->SaveState();
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_GT((*on_device)->host_state_bytes(), 0);  // the checkpoint read the state
+  auto restored = optim::ScapeOptimizer::Create(
+      &group, config, Decays(), kTensorBounds,
+      *DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kCatchUp));
+  ASSERT_TRUE(restored.ok());
+  ASSERT_TRUE((*restored)->RestoreState(*saved).ok());
+  EXPECT_EQ((*restored)->host_state_bytes(), 0);
+  ASSERT_TRUE((*restored)->Step(params->as<float>(), grads->as<float>(), kSize, 1e-3).ok());
+  EXPECT_EQ((*restored)->host_state_bytes(), 0);
+  EXPECT_EQ((*restored)->first_moment().size(), static_cast<size_t>(kSize));
+}
+
 }  // namespace
 }  // namespace corescape::train
