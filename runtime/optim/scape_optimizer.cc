@@ -1419,7 +1419,17 @@ absl::StatusOr<std::string> ScapeOptimizer::SaveState() {
   AddMask(w, "current", current_);
   w.AddInt64("has_pending", pending_.has_value() ? 1 : 0);
   if (pending_) AddMask(w, "pending", *pending_);
-  return w.Finish();
+  std::string state = w.Finish();
+  ReleaseHostCopies();  // the checkpoint has them
+  return state;
+}
+
+void ScapeOptimizer::ReleaseHostCopies() {
+  if (host_state_) return;
+  std::vector<float>().swap(m_);
+  std::vector<float>().swap(vbar_);
+  std::vector<float>().swap(residual_);
+  if (state_store_->keeps_ages()) std::vector<int64_t>().swap(last_sync_);
 }
 
 absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
@@ -1503,13 +1513,7 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
   // The store dropped what it held when written.
   current_held_ = -1;
   pending_held_ = -1;
-  if (!host_state_) {
-    // The store has them now; host copies are made again on demand.
-    std::vector<float>().swap(m_);
-    std::vector<float>().swap(vbar_);
-    std::vector<float>().swap(residual_);
-    if (state_store_->keeps_ages()) std::vector<int64_t>().swap(last_sync_);
-  }
+  ReleaseHostCopies();  // the store has them now
   prepared_.step = -1;
   owed_ages_step_ = -1;
   exchange_error_ = absl::OkStatus();

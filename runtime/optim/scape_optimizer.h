@@ -397,6 +397,9 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // up to date from a store in another memory.
   absl::Status ReadStore() const;
   void SyncHostCopies() const;
+  // A store's host copies (not the host store's state) freed: they are
+  // made again when next read.
+  void ReleaseHostCopies();
   // Coordinates in the buffer.
   int64_t BufferSize() const { return static_cast<int64_t>(decay_mask_.size()); }
   bool DenseAt(int64_t step) const;
