@@ -847,26 +847,26 @@ absl::Status ScapeOptimizer::ApplyCatchUpInStore(float* params, double lr, bool 
   // mask's windows were worked out on the exchange's thread
   // (ReceivedMaskHook), and the ages are set there too, a step later
   // (OweAges).
-  const std::vector<int64_t>& mask = current_.indices;
-  const int64_t count = dense ? BufferSize() : static_cast<int64_t>(mask.size());
-  const bool prepared = !dense && prepared_.step == t &&
-                        static_cast<int64_t>(prepared_.windows.size()) == count;
+  const bool prepared_now = prepared_.step == t;
   prepared_.step = -1;
-  if (state_store_->keeps_ages()) {
-    windows_.clear();
-  } else if (prepared) {
-    windows_.swap(prepared_.windows);
-  } else {
-    windows_.resize(count);
-    for (int64_t p = 0; p < count; ++p) {
-      const int64_t since = last_sync_[dense ? p : mask[p]];
-      if (t - since > std::numeric_limits<int32_t>::max()) {
-        return absl::OutOfRangeError(absl::StrCat("scape: a window of ", t - since, " steps"));
+  windows_.clear();
+  if (!state_store_->keeps_ages()) {
+    const std::vector<int64_t>& mask = current_.indices;
+    const int64_t count = dense ? BufferSize() : static_cast<int64_t>(mask.size());
+    if (!dense && prepared_now && static_cast<int64_t>(prepared_.windows.size()) == count) {
+      windows_.swap(prepared_.windows);
+    } else {
+      windows_.resize(count);
+      for (int64_t p = 0; p < count; ++p) {
+        const int64_t since = last_sync_[dense ? p : mask[p]];
+        if (t - since > std::numeric_limits<int32_t>::max()) {
+          return absl::OutOfRangeError(absl::StrCat("scape: a window of ", t - since, " steps"));
+        }
+        windows_[p] = static_cast<int32_t>(t - since);
       }
-      windows_[p] = static_cast<int32_t>(t - since);
     }
+    OweAges(t, dense);
   }
-  if (!state_store_->keeps_ages()) OweAges(t, dense);
   if (!catch_up_powers_) {
     // Every window of every step: the host's tables for t ≥ 254.
     catch_up_powers_ = kernels::cuda::CatchUpPowerTablesOf(

@@ -189,15 +189,16 @@ std::vector<int64_t> SelectTopKByComparison(absl::Span<const float> statistic, i
 // Below this many entries per chunk a histogram's 256 KiB outweigh the work.
 constexpr int64_t kMinPooledChunkEntries = 1 << 18;
 
-// Chunks of a range for a pool: fixed for a given range and pool, and
+// Chunks of a range on a pool: fixed for a given range and pool, and
 // results never depend on them. `min_entries` is the least a chunk is worth.
 struct Chunking {
   Chunking(int64_t n, ThreadPool* pool, int64_t min_entries)
-      : n(n),
+      : pool(pool),
+        n(n),
         count(pool == nullptr ? 1 : std::clamp<int64_t>(n / min_entries, 1, pool->num_threads())),
         size((n + count - 1) / count) {}
   // body(chunk, its first entry, its end) for every chunk, on the pool.
-  void ForEach(ThreadPool* pool, const std::function<void(int64_t, int64_t, int64_t)>& body) const {
+  void ForEach(const std::function<void(int64_t, int64_t, int64_t)>& body) const {
     ParallelForOn(
         pool, count,
         [&](int64_t first, int64_t last) {
@@ -205,6 +206,7 @@ struct Chunking {
         },
         1);
   }
+  ThreadPool* pool;
   int64_t n, count, size;
 };
 
@@ -233,7 +235,7 @@ std::vector<int64_t> SelectTopKByThreshold(absl::Span<const float> statistic, in
       for (int64_t b = 0; b < kBuckets; ++b) total[b] += h[b];
     }
   };
-  chunking.ForEach(pool, [&](int64_t c, int64_t from, int64_t to) {
+  chunking.ForEach([&](int64_t c, int64_t from, int64_t to) {
     std::vector<uint32_t>& h = histograms[c];
     for (int64_t i = from; i < to; ++i) ++h[OrderKey(s[i]) >> 16];
   });
@@ -243,7 +245,7 @@ std::vector<int64_t> SelectTopKByThreshold(absl::Span<const float> statistic, in
   while (above + total[high] < k) above += total[high--];
   // The high bucket's low digits, and each chunk's entries in higher buckets.
   std::vector<int64_t> in_higher_buckets(chunks, 0);
-  chunking.ForEach(pool, [&](int64_t c, int64_t from, int64_t to) {
+  chunking.ForEach([&](int64_t c, int64_t from, int64_t to) {
     std::vector<uint32_t>& h = histograms[c];
     std::fill(h.begin(), h.end(), 0);
     int64_t higher = 0;
@@ -273,7 +275,7 @@ std::vector<int64_t> SelectTopKByThreshold(absl::Span<const float> statistic, in
     equal += h[low];
   }
   std::vector<int64_t> chosen(k);
-  chunking.ForEach(pool, [&](int64_t c, int64_t from, int64_t to) {
+  chunking.ForEach([&](int64_t c, int64_t from, int64_t to) {
     int64_t g = greater_before[c], e = equal_before[c];
     for (int64_t i = from; i < to; ++i) {
       const uint32_t key = OrderKey(s[i]);
@@ -337,7 +339,7 @@ std::optional<std::vector<int64_t>> SelectTopKAboveSampledGuess(absl::Span<const
   std::atomic<bool> too_many{false};
   const Chunking chunking(n, pool, kMinPooledChunkEntries);
   std::vector<std::vector<int64_t>> reaching(chunking.count);
-  chunking.ForEach(pool, [&](int64_t c, int64_t from, int64_t to) {
+  chunking.ForEach([&](int64_t c, int64_t from, int64_t to) {
     std::vector<int64_t>& x = reaching[c];
     x.reserve(static_cast<int64_t>(static_cast<double>(to - from) * rank / samples * 1.25) + 64);
     int64_t reported = 0;
@@ -377,7 +379,7 @@ std::optional<std::vector<int64_t>> SelectTopKAboveSampledGuess(absl::Span<const
   if (reached < k) return std::nullopt;
   std::vector<int64_t> candidate_index(reached);
   std::vector<float> candidates(reached);
-  chunking.ForEach(pool, [&](int64_t c, int64_t, int64_t) {
+  chunking.ForEach([&](int64_t c, int64_t, int64_t) {
     int64_t at = offsets[c];
     for (int64_t i : reaching[c]) {
       candidate_index[at] = i;
