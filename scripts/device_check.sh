@@ -50,6 +50,27 @@ is_machine_library() {
   return 1
 }
 
+is_elf() { [[ "$(head -c 4 "$1" | tr -d '\0')" == $'\x7fELF' ]]; }
+
+# copy_libraries LABEL FILE LIBDIR: copies the shared libraries FILE (when
+# it is an ELF program) loads, but the machine's own, into LIBDIR.
+copy_libraries() {
+  local label="$1" file="$2" libdir="$3" library
+  is_elf "${file}" || return 0
+  while read -r library; do
+    [[ -z "${library}" ]] && continue
+    if [[ "${library}" == "not found:"* ]]; then
+      case "${library#not found: }" in
+        libcuda.so* | libnvidia-*) continue ;;  # the driver's, on the GPU machine
+      esac
+      die "${label}: ${library#not found: } is not found here (ldd ${file})"
+    fi
+    is_machine_library "${library}" && continue
+    cp -nL "${library}" "${libdir}/"
+  done < <(ldd "${file}" | awk '/=> not found/ {print "not found: " $1; next}
+                                /=>/ {print $3; next} /^\t\// {print $1}')
+}
+
 package() {
   local dir="$1"
   local root bazel workspace_name bin targets tests benchmarks
@@ -74,7 +95,7 @@ package() {
   ${bazel} build --noshow_progress --config=cuda ${targets}
   bin="$(${bazel} info --config=cuda bazel-bin)"
   workspace_name="$(basename "$(${bazel} info --config=cuda execution_root)")"
-  local label kind package_path name flat runfiles executable library
+  local label kind package_path name flat runfiles executable program
   while read -r label; do
     [[ -z "${label}" ]] && continue
     kind=benchmark
@@ -93,19 +114,13 @@ package() {
     fi
     mkdir -p "${dir}/targets/${flat}/${workspace_name}/${package_path}"
     cp -L "${executable}" "${dir}/targets/${flat}/${workspace_name}/${package_path}/${name}"
-    if [[ "$(head -c 4 "${executable}" | tr -d '\0')" == $'\x7fELF' ]]; then
-      while read -r library; do
-        [[ -z "${library}" ]] && continue
-        if [[ "${library}" == "not found:"* ]]; then
-          case "${library#not found: }" in
-            libcuda.so* | libnvidia-*) continue ;;  # the driver's, on the GPU machine
-          esac
-          die "${label}: ${library#not found: } is not found here (ldd ${executable})"
-        fi
-        is_machine_library "${library}" && continue
-        cp -nL "${library}" "${dir}/lib/"
-      done < <(ldd "${executable}" | awk '/=> not found/ {print "not found: " $1; next}
-                                          /=>/ {print $3; next} /^\t\// {print $1}')
+    # The libraries of the executable and of every program in its runfiles
+    # (an end-to-end test's daemons).
+    copy_libraries "${label}" "${executable}" "${dir}/lib"
+    if [[ -d "${runfiles}" ]]; then
+      while IFS= read -r -d '' program; do
+        copy_libraries "${label}" "${program}" "${dir}/lib"
+      done < <(find -L "${runfiles}" -path '*/_solib_*' -prune -o -type f -perm -u+x -print0)
     fi
     printf '%s\t%s\t%s\t%s\n' "${kind}" "${label}" "${flat}" \
       "${workspace_name}/${package_path}/${name}" >>"${dir}/manifest.tsv"

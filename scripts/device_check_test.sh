@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/device_check.sh on a workspace of its own (built by a Bazel of
-# its own under TEST_TMPDIR): --package finds the gpu-tagged test and
-# benchmark by tag and nothing else, with their runfiles, and refuses a
+# its own under TEST_TMPDIR): --package finds the gpu-tagged tests and
+# benchmark by tag and nothing else, with their runfiles and the libraries
+# of the programs in them (an end-to-end test's daemons), and refuses a
 # package over the size limit; --run on this machine (no GPU: the device
 # case skips) reports passes, skips, a failure and the benchmark's figures
 # in its final JSON line, and DEVICE_CHECK_ONLY / DEVICE_CHECK_ARGS run one
@@ -20,8 +21,9 @@ fail() {
 }
 
 # The fake workspace: this repository's offline rule stand-ins, a cuda
-# config, one gpu-tagged gtest with a data file, one untagged test, one
-# gpu-tagged benchmark printing its figures.
+# config, one gpu-tagged gtest with a data file, one gpu-tagged shell test
+# running a program of its runfiles, one untagged test, one gpu-tagged
+# benchmark printing its figures.
 mkdir -p "${WS}/fake" "${WS}/scripts" "${WS}/third_party"
 # .bazelignore keeps the stand-ins out of runfiles: take them from the
 # source tree the script's runfile links to.
@@ -52,6 +54,17 @@ cc_test(
     srcs = ["fake_gpu_test.cc"],
     linkopts = ["-lgtest_main", "-lgtest", "-lpthread"],
 )
+sh_test(
+    name = "fake_gpu_e2e_test",
+    srcs = ["fake_gpu_e2e_test.sh"],
+    data = [":fake_daemon"],
+    tags = ["gpu"],
+)
+cc_binary(
+    name = "fake_daemon",
+    srcs = ["fake_daemon.cc"],
+    linkopts = ["-lz"],
+)
 sh_binary(
     name = "fake_gpu_bench",
     srcs = ["fake_gpu_bench.sh"],
@@ -79,6 +92,15 @@ TEST(Fake, OnTheDevice) {
 }
 EOF
 echo runfile >"${WS}/fake/fake_data.txt"
+# An end-to-end test: a script driving a program that loads a library the
+# script does not (zlib), as tests/ drive the daemons.
+cat >"${WS}/fake/fake_daemon.cc" <<'EOF'
+#include <zlib.h>
+#include <cstdio>
+int main() { std::printf("zlib %s\n", zlibVersion()); }
+EOF
+printf '#!/bin/sh\nexec "${TEST_SRCDIR}/fakews/fake/fake_daemon"\n' >"${WS}/fake/fake_gpu_e2e_test.sh"
+chmod +x "${WS}/fake/fake_gpu_e2e_test.sh"
 printf '#!/bin/sh\necho "warming up"\necho "{\\"fake_tflops\\": 1.5, \\"args\\": \\"$*\\"}"\n' \
   >"${WS}/fake/fake_gpu_bench.sh"
 chmod +x "${WS}/fake/fake_gpu_bench.sh"
@@ -91,10 +113,13 @@ cd "${TEST_TMPDIR}"
 PKG="${TEST_TMPDIR}/package"
 "${WS}/scripts/device_check.sh" --package "${PKG}" >package.log 2>&1 ||
   { cat package.log; fail "--package exited $?"; }
-grep -q "packaged 2 targets (1 tests)" package.log || { cat package.log; fail "package summary"; }
+grep -q "packaged 3 targets (2 tests)" package.log || { cat package.log; fail "package summary"; }
 [[ "$(cut -f1,2 "${PKG}/manifest.tsv" | sort)" == \
-  "$(printf 'benchmark\t//fake:fake_gpu_bench\ntest\t//fake:fake_gpu_test')" ]] ||
+  "$(printf 'benchmark\t//fake:fake_gpu_bench\ntest\t//fake:fake_gpu_e2e_test\ntest\t//fake:fake_gpu_test')" ]] ||
   fail "manifest: $(cat "${PKG}/manifest.tsv")"
+PACKED_LIBS="$(tar -tJf "${PKG}/lib.tar.xz")"
+grep -q '^lib/libz\.so' <<<"${PACKED_LIBS}" ||
+  fail "the library of a program in a test's runfiles is not packaged: ${PACKED_LIBS}"
 [[ -x "${PKG}/device_check.sh" ]] || fail "the script travels with the package"
 [[ -f "${PKG}/targets/fake__fake_gpu_test/fakews/fake/fake_data.txt" ]] ||
   fail "the test's runfiles are packaged"
@@ -121,7 +146,7 @@ r = json.loads(sys.stdin.read())
 assert r["tests_failed"] == 0 and r["tests_timed_out"] == 0, r
 if shutil.which("nvidia-smi") is None:
     assert r["gpu"] is None, r
-    assert (r["tests_passed"], r["tests_skipped"]) == (1, 1), r
+    assert (r["tests_passed"], r["tests_skipped"]) == (2, 1), r
 assert r["benchmarks_run"] == 1 and r["benchmarks_failed"] == 0, r
 assert r["figures"] == {"fake_gpu_bench": {"fake_tflops": 1.5, "args": ""}}, r
 ' || { cat run.log; fail "final JSON line"; }

@@ -70,6 +70,7 @@ if [[ -x /usr/local/cuda/bin/nvcc ]]; then
   if set -o pipefail; bazel build --config=cuda //worker:all //runtime/comm:nccl_communicator \
        //attention_server:corescape-attention-server //runtime/device:all //runtime/kernels/cuda:all \
        //runtime/model:all //runtime/train:all //tools/train:all //bench/train_throughput:all \
+       //client:corescape //tests:cuda_cluster_job_test \
        2>&1 | tail -5; then
     passed=$((passed + 1))
     echo "//:cuda_build PASSED"

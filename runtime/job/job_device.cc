@@ -1,5 +1,6 @@
 #include "runtime/job/job_device.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -23,6 +24,29 @@ std::string DeviceKindName(v1::Device device) {
     default:
       return absl::StrCat("unknown device ", static_cast<int>(device));
   }
+}
+
+namespace {
+
+// Every device a job may name, in the order listings give them.
+constexpr v1::Device kJobDevices[] = {v1::CPU, v1::CUDA};
+
+}  // namespace
+
+std::string JobDeviceNames() {
+  std::string names;
+  for (v1::Device device : kJobDevices) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", DeviceKindName(device));
+  }
+  return names;
+}
+
+absl::StatusOr<v1::Device> ParseJobDevice(absl::string_view name) {
+  for (v1::Device device : kJobDevices) {
+    if (absl::EqualsIgnoreCase(name, DeviceKindName(device))) return device;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown device '", name, "' (", JobDeviceNames(), ")"));
 }
 
 std::string DescribeServedDevice(const v1::ServedDevice& device) {

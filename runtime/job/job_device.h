@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "corescape/v1/common.pb.h"
 #include "corescape/v1/job.pb.h"
 #include "runtime/device/device.h"
@@ -24,6 +25,13 @@ v1::Device ServedDeviceKind(const v1::ServedDevice& device);
 
 // "cpu" or "cuda", as specs and --device spell them.
 std::string DeviceKindName(v1::Device device);
+
+// "cpu, cuda": the names a job's device may have.
+std::string JobDeviceNames();
+
+// A job's device by its name ("cpu" or "cuda", any case); INVALID_ARGUMENT
+// listing the names otherwise.
+absl::StatusOr<v1::Device> ParseJobDevice(absl::string_view name);
 
 // "cpu", or "cuda:0 (NVIDIA H200, 139.8 GiB)".
 std::string DescribeServedDevice(const v1::ServedDevice& device);

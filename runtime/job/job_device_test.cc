@@ -53,6 +53,18 @@ TEST(JobDeviceTest, Names) {
   EXPECT_EQ(DescribeServedDevice(bare), "cuda:0 (unknown GPU)");
 }
 
+TEST(JobDeviceTest, NamesParseBackInAnyCase) {
+  EXPECT_EQ(JobDeviceNames(), "cpu, cuda");
+  EXPECT_EQ(*ParseJobDevice("cpu"), v1::CPU);
+  EXPECT_EQ(*ParseJobDevice("CUDA"), v1::CUDA);
+  for (const char* bad : {"", "gpu", "cuda:0", "cpu "}) {
+    absl::StatusOr<v1::Device> parsed = ParseJobDevice(bad);
+    ASSERT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(parsed.status().message(),
+              absl::StrCat("unknown device '", bad, "' (cpu, cuda)"));
+  }
+}
+
 TEST(JobDeviceTest, CpuJobsTrainOnEveryWorkersCpuInFp32) {
   for (const v1::ServedDevice& served : {v1::ServedDevice(), Gpu(0)}) {
     auto training = TrainingDeviceFor("job-1", v1::JobSpec(), served);

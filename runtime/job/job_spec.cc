@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/job/job_device.h"
 #include "runtime/optim/adam_config.h"
 #include "runtime/optim/optimizer_registry.h"
 #include "runtime/optim/scape_optimizer.h"
@@ -222,7 +223,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.name().size() > 128) return Invalid("name", "longer than 128 characters");
   if (!v1::Device_IsValid(spec.device())) {
     return Invalid("device", absl::StrCat("unknown device ", static_cast<int>(spec.device()),
-                                          " (cpu, cuda)"));
+                                          " (", JobDeviceNames(), ")"));
   }
   // Remote executors read Q/K/V from host memory; a GPU step keeps them on
   // the device (docs/gpu.md).

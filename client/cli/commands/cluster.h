@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/cli/commands/cluster_file.h"
+#include "runtime/device/device.h"
 
 namespace corescape::cli {
 
@@ -27,7 +28,17 @@ struct ClusterUpOptions {
   // Plaintext daemons; by default `up` makes certificates in
   // <state dir>/tls and runs everything with mutual TLS.
   bool insecure = false;
+  // Each worker's --device, in worker order (WorkerDevices); empty: cpu.
+  std::vector<std::string> worker_devices;
 };
+
+// The device each of `workers` workers serves: every one the CPU when
+// `devices` is empty, else one entry per worker as --device spells it (cpu,
+// cuda, cuda:N). INVALID_ARGUMENT, naming --worker-devices, for a count
+// other than `workers`, a device that does not parse, or one GPU given to
+// two workers (one worker daemon per GPU).
+absl::StatusOr<std::vector<device::Device>> WorkerDevices(
+    const std::vector<std::string>& devices, int workers);
 
 struct ClusterDownOptions {
   double timeout_seconds = 10;

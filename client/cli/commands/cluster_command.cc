@@ -274,6 +274,11 @@ std::vector<Subcommand> AddClusterCommands(CLI::App& parent) {
                  "The only directory tree the workers keep checkpoints in "
                  "(default: the current directory)")
       ->type_name("DIR");
+  up->add_option("--worker-devices", up_options->worker_devices,
+                 "What each worker serves, one per worker in order, comma-separated: cpu "
+                 "(the default for all) or cuda:N (GPU N of this machine, one worker per GPU)")
+      ->type_name("LIST")
+      ->delimiter(',');
   up->add_flag("--json", up_options->json,
                "Print the cluster (scheduler address, daemons) as JSON");
   up->add_flag("--insecure", up_options->insecure,

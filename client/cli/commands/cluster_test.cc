@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -197,6 +199,32 @@ TEST(FindDaemonBinaryTest, BinDirFlagComesFirst) {
   ASSERT_GE(candidates.size(), 3);
   EXPECT_EQ(candidates[0], "/flag/corescape-worker");
   EXPECT_TRUE(absl::EndsWith(candidates.back(), "/worker/corescape-worker"));
+}
+
+TEST(WorkerDevicesTest, OnePerWorkerAndOneWorkerPerGpu) {
+  auto all_cpu = WorkerDevices({}, 3);
+  ASSERT_TRUE(all_cpu.ok()) << all_cpu.status();
+  EXPECT_EQ(*all_cpu, std::vector<device::Device>(3, device::Device::Cpu()));
+  auto mixed = WorkerDevices({"cuda:1", "cpu", "cuda"}, 3);
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(*mixed, (std::vector<device::Device>{device::Device::Cuda(1), device::Device::Cpu(),
+                                                 device::Device::Cuda(0)}));
+
+  const std::pair<std::vector<std::string>, std::string> refused[] = {
+      {{"cuda:0"}, "--worker-devices: 1 devices for 2 workers (give one per worker, in worker "
+                   "order)"},
+      {{"cuda:0", "tpu"}, "--worker-devices: worker-1: "},
+      {{"cuda:3", "cuda:3"},
+       "--worker-devices: cuda:3 is given to worker-0 and worker-1 (one worker daemon per GPU)"},
+      {{"cuda", "cuda:0"},
+       "--worker-devices: cuda:0 is given to worker-0 and worker-1 (one worker daemon per GPU)"},
+  };
+  for (const auto& [devices, message] : refused) {
+    auto parsed = WorkerDevices(devices, 2);
+    ASSERT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_TRUE(absl::StartsWith(parsed.status().message(), message)) << parsed.status();
+  }
+  EXPECT_EQ(WorkerDevices({"cpu"}, 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ProcessTest, SpawnedDaemonLogsAndStopsOnSigterm) {

@@ -334,7 +334,39 @@ absl::StatusOr<DaemonBinaries> FindDaemonBinaries(
 
 }  // namespace
 
+absl::StatusOr<std::vector<device::Device>> WorkerDevices(
+    const std::vector<std::string>& devices, int workers) {
+  if (devices.empty()) return std::vector<device::Device>(workers, device::Device::Cpu());
+  if (static_cast<int>(devices.size()) != workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker-devices: ", devices.size(), " devices for ", workers,
+        " workers (give one per worker, in worker order)"));
+  }
+  std::vector<device::Device> parsed;
+  std::map<int, int> worker_of_gpu;
+  for (int i = 0; i < workers; ++i) {
+    absl::StatusOr<device::Device> one = device::ParseDevice(devices[i]);
+    if (!one.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--worker-devices: worker-", i, ": ", one.status().message()));
+    }
+    if (one->is_cuda()) {
+      auto [it, fresh] = worker_of_gpu.emplace(one->index, i);
+      if (!fresh) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--worker-devices: ", one->ToString(), " is given to worker-", it->second,
+            " and worker-", i, " (one worker daemon per GPU)"));
+      }
+    }
+    parsed.push_back(*one);
+  }
+  return parsed;
+}
+
 int RunClusterUp(const ClusterUpOptions& options) {
+  absl::StatusOr<std::vector<device::Device>> worker_devices =
+      WorkerDevices(options.worker_devices, options.workers);
+  if (!worker_devices.ok()) return Fail(kExitUsage, worker_devices.status().message());
   absl::StatusOr<std::string> home = CorescapeHome();
   if (!home.ok()) return Fail(kExitFailure, home.status().message());
   const std::string home_dir = Absolute(*home);
@@ -463,8 +495,9 @@ int RunClusterUp(const ClusterUpOptions& options) {
                    cwd_error)
           .lexically_normal()
           .string();
-  for (const auto& name : node_names) {
-    const bool is_worker = absl::StartsWith(name, "worker-");
+  for (size_t node = 0; node < node_names.size(); ++node) {
+    const std::string& name = node_names[node];
+    const bool is_worker = node < worker_devices->size();
     std::vector<std::string> args = {
         absl::StrCat("--scheduler=", *address), absl::StrCat("--name=", name),
         "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1",
@@ -472,7 +505,10 @@ int RunClusterUp(const ClusterUpOptions& options) {
     for (std::string& flag : MetricsFlags(state_dir, name)) {
       args.push_back(std::move(flag));
     }
-    if (is_worker) args.push_back(absl::StrCat("--checkpoint_root=", checkpoint_root));
+    if (is_worker) {
+      args.push_back(absl::StrCat("--checkpoint_root=", checkpoint_root));
+      args.push_back(absl::StrCat("--device=", (*worker_devices)[node].ToString()));
+    }
     absl::StatusOr<pid_t> pid = launcher.Start(
         name, is_worker ? kWorkerRole : kAttentionServerRole,
         is_worker ? binaries->worker : binaries->attention_server, args);
@@ -545,8 +581,15 @@ int RunClusterUp(const ClusterUpOptions& options) {
               << (options.insecure ? std::string("plaintext (--insecure): no TLS, no authentication")
                                    : absl::StrCat("mutual TLS: certificates in ", record.tls_dir,
                                                   " (the CLI finds them)"))
-              << "\n"
-              << "status page " << status_url << "\n"
+              << "\n";
+    std::vector<std::string> on_gpus;
+    for (size_t i = 0; i < worker_devices->size(); ++i) {
+      if ((*worker_devices)[i].is_cuda()) {
+        on_gpus.push_back(absl::StrCat("worker-", i, " on ", (*worker_devices)[i].ToString()));
+      }
+    }
+    if (!on_gpus.empty()) std::cout << "GPUs: " << absl::StrJoin(on_gpus, ", ") << "\n";
+    std::cout << "status page " << status_url << "\n"
               << *address << std::endl;
   }
   return kExitOk;

@@ -15,6 +15,7 @@
 #include "client/cli/common.h"
 #include "client/cli/rendering/job_output.h"
 #include "client/cli/parsing/job_spec_file.h"
+#include "runtime/job/job_device.h"
 #include "client/cli/commands/watch.h"
 #include "runtime/model/model_config.h"
 #include "runtime/optim/optimizer_registry.h"
@@ -211,6 +212,10 @@ Subcommand AddSubmitCommand(CLI::App& parent, GlobalOptions& globals) {
               "Attention servers (disaggregated mode)", "N");
   AddOverride(*command, "--seed", o.seed, "Seed of weights and data order",
               "N");
+  AddOverride(*command, "--device", o.device,
+              absl::StrCat("What the job trains on: ", job::JobDeviceNames(),
+                           " (a cuda job runs on workers serving a GPU)"),
+              "DEVICE");
   return {command,
           [options, &globals]() { return RunSubmit(*options, globals); }};
 }

@@ -14,6 +14,7 @@
 #include "client/cli/parsing/yaml_subset.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "runtime/job/job_device.h"
 #include "runtime/optim/optimizer_registry.h"
 
 namespace corescape::cli {
@@ -221,7 +222,7 @@ bool JobSpecOverrides::empty() const {
          !seq_len && !micro_batch && !grad_accum && !steps && !optimizer &&
          !lr && !density && !workers && !min_workers && !eval_interval &&
          !checkpoint_dir && !checkpoint_interval && !attention_mode &&
-         !attention_servers && !seed;
+         !attention_servers && !seed && !device;
 }
 
 namespace {
@@ -294,6 +295,13 @@ absl::Status ApplyJobSpecOverrides(const JobSpecOverrides& overrides,
     spec->mutable_attention()->set_attention_servers(*overrides.attention_servers);
   }
   if (overrides.seed) spec->set_seed(*overrides.seed);
+  if (overrides.device) {
+    absl::StatusOr<v1::Device> device = job::ParseJobDevice(*overrides.device);
+    if (!device.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--device: ", device.status().message()));
+    }
+    spec->set_device(*device);
+  }
   // Touching a sub-message through mutable_ makes it present; drop the ones
   // that stayed empty so the spec says no more than was given.
   if (spec->data().ByteSizeLong() == 0) spec->clear_data();

@@ -55,14 +55,16 @@ struct JobSpecOverrides {
   std::optional<std::string> attention_mode;     // colocated | disaggregated | in-place
   std::optional<int32_t> attention_servers;
   std::optional<uint64_t> seed;
+  std::optional<std::string> device;             // job::ParseJobDevice
 
   bool empty() const;
 };
 
 // Writes every set override into `spec`. --optimizer sets optimizer.name
-// (any name of the optimizer registry); --density sets scape.density. Data
+// (any name of the optimizer registry); --density sets scape.density;
+// --device sets the job's device (cpu or cuda). Data
 // lists are split at commas, empty entries dropped. INVALID_ARGUMENT for an
-// unknown optimizer or attention mode. Defaults are the scheduler's to fill
+// unknown optimizer, attention mode or device. Defaults are the scheduler's to fill
 // (runtime/job), so the spec says no more than was given.
 absl::Status ApplyJobSpecOverrides(const JobSpecOverrides& overrides,
                                    corescape::v1::JobSpec* spec);

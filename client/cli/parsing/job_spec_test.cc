@@ -312,6 +312,21 @@ TEST(JobSpecOverridesTest, FlagsReplaceWhatTheFileSays) {
   bad.attention_mode = "sideways";
   EXPECT_EQ(ApplyJobSpecOverrides(bad, &spec).code(),
             absl::StatusCode::kInvalidArgument);
+
+  JobSpecOverrides on_gpus;
+  on_gpus.device = "cuda";
+  EXPECT_FALSE(on_gpus.empty());
+  ASSERT_TRUE(ApplyJobSpecOverrides(on_gpus, &spec).ok());
+  EXPECT_EQ(spec.device(), v1::CUDA);
+  on_gpus.device = "CPU";
+  ASSERT_TRUE(ApplyJobSpecOverrides(on_gpus, &spec).ok());
+  EXPECT_EQ(spec.device(), v1::CPU);
+  JobSpecOverrides bad_device;
+  bad_device.device = "gpu";
+  const absl::Status no_such_device = ApplyJobSpecOverrides(bad_device, &spec);
+  EXPECT_EQ(no_such_device.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(no_such_device.message(), "--device: unknown device 'gpu' (cpu, cuda)");
+  EXPECT_EQ(spec.device(), v1::CPU);
 }
 
 TEST(JobSpecOverridesTest, FlagsAloneMakeASpecWithOnlyWhatWasGiven) {
