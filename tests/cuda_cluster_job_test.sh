@@ -121,7 +121,7 @@ done
 grep -q '"state": "PENDING"' "${OUT}" || fail "the CUDA job is not PENDING"
 stdout_has "waiting for 1 healthy free workers? with a CUDA GPU \(device: cuda; 0 free now\); 0 of 1 registered workers serve one"
 run 0 cancel "${WAITING}"
-submit_job on-the-cpu --device cpu
+submit_job on-the-cpu --device cpu --optimizer adamw
 descends "${JOB}"
 CPU_LOSS="${LAST_LOSS}"
 run 0 cluster down
@@ -140,7 +140,7 @@ fi
 run 0 cluster up --workers 1 --attention-servers 0 --worker-devices cuda:0 --timeout 120
 stdout_has "^GPUs: worker-0 on cuda:0$"
 run 0 nodes; stdout_has "^worker-0 +WORKER +ALIVE .* cuda:0 \("
-submit_job on-the-gpu --device cuda
+submit_job on-the-gpu --device cuda --optimizer adamw
 run 0 jobs; stdout_has "on-the-gpu .*cuda"
 descends "${JOB}"
 # bf16 on the GPU, fp32 on the CPU, same data and seed: close at the end.
@@ -148,5 +148,11 @@ awk -v g="${LAST_LOSS}" -v c="${CPU_LOSS}" 'BEGIN { d = g - c; if (d < 0) d = -d
   fail "GPU loss ${LAST_LOSS} is not within 10% of the CPU run's ${CPU_LOSS}"
 submit_job scape-on-the-gpu --device cuda --optimizer scape --density 0.1
 descends "${JOB}"
+# Both optimizers kept their state on the GPU (not the host fallback).
+WORKER_LOG="${CORESCAPE_HOME}/cluster/logs/worker-0.log"
+for optimizer in adamw scape; do
+  grep -q "optimizer ${optimizer}: state on cuda:0 beside the parameters" "${WORKER_LOG}" ||
+    { grep "optimizer " "${WORKER_LOG}" >&2; fail "${optimizer}'s state is not on cuda:0"; }
+done
 run 0 cluster down
 echo "PASS (${gpu}: AdamW and SCAPE trained on cuda:0)"
