@@ -24,22 +24,7 @@ cd "${WORK}" || exit 1
 cleanup() { "${CLI}" cluster down --timeout 5 >/dev/null 2>&1; }
 trap cleanup EXIT
 
-fail() {
-  echo "FAIL: $*" >&2
-  echo "--- stdout" >&2; tail -n 40 "${OUT}" >&2
-  echo "--- stderr" >&2; tail -n 40 "${ERR}" >&2
-  exit 1
-}
-
-# run WANT_EXIT_CODE ARGS...: runs the CLI, checks its exit code.
-run() {
-  local want="$1"; shift
-  "${CLI}" "$@" >"${OUT}" 2>"${ERR}"
-  local got=$?
-  [[ "${got}" -eq "${want}" ]] || fail "corescape $*: exit ${got}, want ${want}"
-}
-stdout_has() { grep -qE -- "$1" "${OUT}" || fail "stdout lacks /$1/"; }
-stderr_has() { grep -qE -- "$1" "${ERR}" || fail "stderr lacks /$1/"; }
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/client/cli/cli_test_lib.sh"
 
 gpu=""
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU 0:'; then

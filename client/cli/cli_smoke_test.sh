@@ -14,26 +14,7 @@ PYTHON=/usr/bin/python3
 cleanup() { "${CLI}" cluster down --timeout 5 >/dev/null 2>&1; }
 trap cleanup EXIT
 
-fail() {
-  echo "FAIL: $*" >&2
-  echo "--- stdout" >&2; cat "${OUT}" >&2
-  echo "--- stderr" >&2; cat "${ERR}" >&2
-  exit 1
-}
-
-# run WANT_EXIT_CODE ARGS...: runs the CLI, checks its exit code.
-run() {
-  local want="$1"; shift
-  "${CLI}" "$@" >"${OUT}" 2>"${ERR}"
-  local got=$?
-  [[ "${got}" -eq "${want}" ]] || fail "corescape $*: exit ${got}, want ${want}"
-}
-
-stdout_has() { grep -qE -- "$1" "${OUT}" || fail "stdout lacks /$1/"; }
-stderr_has() { grep -qE -- "$1" "${ERR}" || fail "stderr lacks /$1/"; }
-stderr_one_error_line() {
-  [[ "$(grep -c '^corescape: error: ' "${ERR}")" -eq 1 ]] || fail "want one error line"
-}
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/client/cli/cli_test_lib.sh"
 
 # --- Without a scheduler --------------------------------------------------
 run 0 version;          stdout_has "^corescape ${VERSION}\$"
