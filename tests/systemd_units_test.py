@@ -20,8 +20,14 @@ ROOT = os.path.join(harness.TMP, "root")
 UNITS = {
     "corescape-scheduler.service": harness.SCHEDULER,
     "corescape-worker.service": harness.WORKER,
+    "corescape-worker@.service": harness.WORKER,
     "corescape-attention-server.service": harness.ATTENTION_SERVER,
 }
+
+
+def instance(unit):
+    """What systemd runs of `unit`: a template as its instance for GPU 0."""
+    return unit.replace("@.", "@0.")
 # systemd-analyze security's scale, x10: 2.5 is well inside "OK" (< 4.0).
 EXPOSURE_THRESHOLD = 25
 DROP_IN_DIR = "corescape-.service.d"
@@ -64,7 +70,7 @@ class SystemdUnitsTest(unittest.TestCase):
         shutil.copy(os.path.join(SYSTEMD, "corescape.env"), os.path.join(ROOT, "etc", "corescape"))
 
     def test_verify_passes_without_warnings(self):
-        result = run(["systemd-analyze", "verify", f"--root={ROOT}", *UNITS])
+        result = run(["systemd-analyze", "verify", f"--root={ROOT}", *map(instance, UNITS)])
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(result.stdout + result.stderr, "")
         # The drop-in is read: a bad line in it is reported.
@@ -81,7 +87,7 @@ class SystemdUnitsTest(unittest.TestCase):
     def test_every_unit_is_hardened(self):
         for unit in UNITS:
             result = run(["systemd-analyze", "security", "--offline=true", f"--root={ROOT}",
-                          f"--threshold={EXPOSURE_THRESHOLD}", unit])
+                          f"--threshold={EXPOSURE_THRESHOLD}", instance(unit)])
             exposure = re.search(r"Overall exposure level for \S+: ([0-9.]+)", result.stdout)
             self.assertIsNotNone(exposure, result.stdout + result.stderr)
             self.assertEqual(result.returncode, 0,
@@ -103,6 +109,11 @@ class SystemdUnitsTest(unittest.TestCase):
             self.assertIn("WatchdogSec", settings, unit)
             self.assertEqual(settings["User"], [user], unit)
             self.assertTrue(settings["StateDirectory"][0].startswith("corescape/"), unit)
+        # Each GPU's worker is a node of its own: its own name, state and device.
+        gpu = unit_settings(os.path.join(SYSTEMD, "corescape-worker@.service"))
+        self.assertEqual(gpu["StateDirectory"], ["corescape/worker-gpu%i"])
+        for flag in ("--name=%H-gpu%i", "--device=cuda:%i", "--listen=0.0.0.0:0", "--data_port=0"):
+            self.assertIn(flag, gpu["ExecStart"][0].split())
         # The scheduler's state goes where systemd made its state directory.
         scheduler = unit_settings(os.path.join(SYSTEMD, "corescape-scheduler.service"))
         self.assertIn(f"--state_dir=%S/{scheduler['StateDirectory'][0]}",
