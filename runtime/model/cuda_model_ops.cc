@@ -9,7 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/device/caching_allocator.h"
 #include "runtime/device/cuda_device_runtime.h"
@@ -192,6 +194,28 @@ class CudaModelOps final : public ModelOps {
   absl::StatusOr<device::PinnedHostBuffer> AllocatePinned(size_t bytes) override {
     return device::PinnedHostBuffer::Allocate(runtime_.get(), bytes);
   }
+  absl::StatusOr<std::unique_ptr<device::Event>> UploadBeside(void* dst, const void* pinned_src,
+                                                              size_t bytes) override {
+    device::Stream* copies = nullptr;
+    {
+      absl::MutexLock lock(&copy_stream_mutex_);
+      if (copy_stream_ == nullptr) {
+        auto created = runtime_->CreateStream();
+        if (!created.ok()) return created.status();
+        copy_stream_ = *std::move(created);
+      }
+      copies = copy_stream_.get();
+    }
+    auto copied = runtime_->CreateEvent();
+    if (!copied.ok()) return copied.status();
+    if (bytes > 0) {
+      CORESCAPE_RETURN_IF_ERROR(
+          runtime_->CopyAsync(dst, pinned_src, bytes, device::CopyKind::kHostToDevice, *copies));
+    }
+    CORESCAPE_RETURN_IF_ERROR(copies->Record(**copied));
+    return copied;
+  }
+  absl::Status WaitFor(device::Event& event) override { return stream_->Wait(event); }
   absl::Status StageThrough(float* host, int64_t n, float* const staging[2], int64_t chunk,
                             device::StagingPipeline::ChunkKernel kernel) override {
     device::ProfileSpan span(op_profile_.active(), "StageThrough");
@@ -450,6 +474,9 @@ class CudaModelOps final : public ModelOps {
   device::DeviceBuffer topk_scratch_;  // the largest top-k's, grown as needed
   CudaCoreAttention attention_;
   std::unique_ptr<device::StagingPipeline> staging_;  // made at the first StageThrough
+  // UploadBeside's stream, made at its first call (from whichever thread).
+  absl::Mutex copy_stream_mutex_;
+  std::unique_ptr<device::Stream> copy_stream_ ABSL_GUARDED_BY(copy_stream_mutex_);
   device::OnDemandProfiler op_profile_{runtime_.get(), stream_.get()};
 };
 

@@ -62,6 +62,14 @@ class CpuModelOps final : public ModelOps {
   absl::StatusOr<device::PinnedHostBuffer> AllocatePinned(size_t bytes) override {
     return device::PinnedHostBuffer::Allocate(&runtime_, bytes);
   }
+  absl::StatusOr<std::unique_ptr<device::Event>> UploadBeside(void* dst, const void* pinned_src,
+                                                              size_t bytes) override {
+    // The copy runs here and now, on the calling thread; its event is
+    // complete when returned.
+    if (bytes > 0) std::memcpy(dst, pinned_src, bytes);
+    return runtime_.CreateEvent();
+  }
+  absl::Status WaitFor(device::Event& event) override { return absl::OkStatus(); }
   absl::Status StageThrough(float* host, int64_t n, float* const staging[2], int64_t chunk,
                             device::StagingPipeline::ChunkKernel kernel) override {
     device::ProfileSpan span(op_profile_.active(), "StageThrough");

@@ -60,6 +60,16 @@ class ModelOps {
   // Host memory this backend copies to and from asynchronously (page-locked
   // under CUDA): state kept off the device between steps.
   virtual absl::StatusOr<device::PinnedHostBuffer> AllocatePinned(size_t bytes) = 0;
+  // Copies `bytes` from `pinned_src` (AllocatePinned memory) to `dst` on a
+  // copy stream of the backend's own, beside the kernels: returns once the
+  // copy is issued, with an event that completes with it. The one call that
+  // may come from another thread than the one issuing the kernels (it
+  // touches no other state of the backend's). WaitFor orders the kernels
+  // issued after it behind such an event; `dst` must not be read before.
+  virtual absl::StatusOr<std::unique_ptr<device::Event>> UploadBeside(void* dst,
+                                                                      const void* pinned_src,
+                                                                      size_t bytes) = 0;
+  virtual absl::Status WaitFor(device::Event& event) = 0;
   // Runs `kernel` (which issues this backend's calls) over host[0, n), from
   // AllocatePinned, `chunk` floats at a time through two staging buffers in
   // this backend's memory (device::StagingPipeline: chunk i+1 uploads and

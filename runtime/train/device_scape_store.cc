@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/optim/optimizer_names.h"
 #include "runtime/optim/sparse_mask.h"
@@ -81,6 +82,14 @@ absl::StatusOr<std::unique_ptr<DeviceScapeStore>> DeviceScapeStore::Create(
   if (!decays.ok()) return decays.status();
   store->decays_ = *std::move(decays);
   return store;
+}
+
+DeviceScapeStore::~DeviceScapeStore() {
+  for (int slot = 0; slot < 2; ++slot) {
+    if (absl::Status settled = SettleStagedUpload(slot); !settled.ok()) {
+      LOG(ERROR) << "scape device state: " << settled;
+    }
+  }
 }
 
 absl::Status DeviceScapeStore::Payload(const float* grads,
@@ -270,20 +279,36 @@ absl::Status DeviceScapeStore::PackOnHost(const std::vector<int64_t>& mask, bool
   return ops_->Upload(values_.data(), packed, bytes);
 }
 
+absl::Status DeviceScapeStore::SettleStagedUpload(int slot) {
+  if (staged_uploaded_[slot] == nullptr) return absl::OkStatus();
+  absl::Status settled = staged_uploaded_[slot]->Synchronize();
+  staged_uploaded_[slot].reset();
+  return settled;
+}
+
 absl::Status DeviceScapeStore::ReserveStaging(int64_t count) {
-  if (count <= staging_capacity_) return absl::OkStatus();
-  const int64_t capacity = count + count / 4;
-  for (int slot = 0; slot < 2; ++slot) {
-    auto indices = ops_->AllocatePinned(static_cast<size_t>(capacity) * sizeof(int64_t));
-    if (!indices.ok()) return indices.status();
-    auto windows = ops_->AllocatePinned(static_cast<size_t>(capacity) * sizeof(int32_t));
-    if (!windows.ok()) return windows.status();
-    staged_indices_[slot] = *std::move(indices);
-    staged_windows_[slot] = *std::move(windows);
+  if (count > staging_capacity_) {
+    const int64_t capacity = count + count / 4;
+    for (int slot = 0; slot < 2; ++slot) {
+      // Its memory is about to go: no copy may still read it.
+      CORESCAPE_RETURN_IF_ERROR(SettleStagedUpload(slot));
+      auto indices = ops_->AllocatePinned(static_cast<size_t>(capacity) * sizeof(int64_t));
+      if (!indices.ok()) return indices.status();
+      auto windows = ops_->AllocatePinned(static_cast<size_t>(capacity) * sizeof(int32_t));
+      if (!windows.ok()) return windows.status();
+      staged_indices_[slot] = *std::move(indices);
+      staged_windows_[slot] = *std::move(windows);
+    }
+    staging_capacity_ = capacity;
+    staged_count_ = -1;
+    staged_in_pack_ = false;  // the windows are no longer there either
   }
-  staging_capacity_ = capacity;
-  staged_count_ = -1;
-  staged_in_pack_ = false;  // the windows are no longer there either
+  const size_t device_bytes = static_cast<size_t>(staging_capacity_) * sizeof(int64_t);
+  for (int slot = 0; slot < 2; ++slot) {
+    if (staged_device_[slot].size() >= device_bytes) continue;
+    CORESCAPE_RETURN_IF_ERROR(SettleStagedUpload(slot));
+    CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, staged_device_[slot], device_bytes));
+  }
   return absl::OkStatus();
 }
 
@@ -300,6 +325,14 @@ bool DeviceScapeStore::StageMask(absl::Span<const int64_t> indices,
   const int slot = 1 - staged_slot_;
   std::copy(indices.begin(), indices.end(), staged_indices_[slot].as<int64_t>());
   std::copy(windows.begin(), windows.end(), staged_windows_[slot].as<int32_t>());
+  // The slot's previous upload was taken by a Pack (or settled) long ago.
+  staged_uploaded_[slot].reset();
+  if (staged_device_[slot].size() >= static_cast<size_t>(count) * sizeof(int64_t)) {
+    auto uploaded = ops_->UploadBeside(staged_device_[slot].data(), staged_indices_[slot].data(),
+                                       static_cast<size_t>(count) * sizeof(int64_t));
+    // Without it the Pack uploads from the slot itself.
+    if (uploaded.ok()) staged_uploaded_[slot] = *std::move(uploaded);
+  }
   staged_slot_ = slot;
   staged_count_ = count;
   staged_has_windows_ = !windows.empty();
@@ -332,11 +365,20 @@ absl::StatusOr<float*> DeviceScapeStore::Pack(const std::vector<int64_t>& mask, 
   } else if (!dense) {
     const bool staged = source == MaskSource::kStaged;
     const size_t bytes = mask.size() * sizeof(int64_t);
-    CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, mask_, bytes));
     staged_in_pack_ = staged && staged_count_ == count_;
-    const int64_t* host_mask =
-        staged_in_pack_ ? staged_indices_[staged_slot_].as<int64_t>() : mask.data();
-    CORESCAPE_RETURN_IF_ERROR(ops_->Upload(mask_.data(), host_mask, bytes));
+    if (staged_in_pack_ && staged_uploaded_[staged_slot_] != nullptr) {
+      // Already on the device: the slot's buffer becomes the mask once its
+      // upload is done.
+      CORESCAPE_RETURN_IF_ERROR(ops_->WaitFor(*staged_uploaded_[staged_slot_]));
+      staged_uploaded_[staged_slot_].reset();
+      std::swap(mask_, staged_device_[staged_slot_]);
+      ++packs_uploaded_beside_;
+    } else {
+      CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(*ops_, mask_, bytes));
+      const int64_t* host_mask =
+          staged_in_pack_ ? staged_indices_[staged_slot_].as<int64_t>() : mask.data();
+      CORESCAPE_RETURN_IF_ERROR(ops_->Upload(mask_.data(), host_mask, bytes));
+    }
     if (staged_in_pack_) ++staged_packs_;
     device_mask = mask_.as<int64_t>();
     // Room for the next masks (no exchange thread runs during a Pack).

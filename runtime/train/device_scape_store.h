@@ -57,6 +57,9 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
       ResidualPlacement placement = ResidualPlacement::kDevice,
       int64_t staging_floats = kDefaultStagingFloats);
 
+  // Waits for a staged upload still in flight into the store's memory.
+  ~DeviceScapeStore() override;
+
   bool host_addressable() const override { return ops_->host_addressable(); }
   absl::Status Payload(const float* grads, const kernels::cuda::ScapeReferenceScalars& scalars,
                        int64_t begin, int64_t end, std::vector<float>& statistic) override;
@@ -75,9 +78,12 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
       const kernels::cuda::MaskStatisticScalars& scalars) override;
   absl::StatusOr<std::vector<int64_t>> ReadMask(bool held) override;
   void DropHeldMasks() override { held_waiting_ = 0; }
-  // Into pinned memory (two slots in turn), so the step's uploads of the
-  // mask and windows are DMA from it; room for what the last Pack reserved
-  // (a quarter more than its mask), a larger mask is not staged.
+  // Into pinned memory (two slots in turn), room for what the last Pack
+  // reserved (a quarter more than its mask; a larger mask is not staged);
+  // the indices then go on up to the device on the backend's copy stream
+  // (ModelOps::UploadBeside), beside the step, so the Pack that takes them
+  // copies nothing and only orders its kernels after that upload. The
+  // windows are uploaded at the step, by DMA from the pinned slot.
   bool StageMask(absl::Span<const int64_t> indices, absl::Span<const int32_t> windows) override;
   absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense,
                               MaskSource source) override;
@@ -93,8 +99,10 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   absl::Status CatchUpApply(float* params, int64_t step, absl::Span<const int32_t> windows,
                             const kernels::cuda::ScapeCatchUpScalars& scalars,
                             const kernels::cuda::CatchUpPowerTables& powers) override;
-  // Packs whose mask came from the staging, and from a held selection (tests).
+  // Packs whose mask came from the staging (of them, those whose indices
+  // were already on the device) and from a held selection (tests).
   int64_t staged_packs() const { return staged_packs_; }
+  int64_t packs_uploaded_beside() const { return packs_uploaded_beside_; }
   int64_t held_packs() const { return held_packs_; }
   absl::StatusOr<float*> Residual() override;
   absl::Status ScaleResidual(float scale) override;
@@ -127,8 +135,13 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   // keeps_ages(): the last Pack's mask synchronized at `step` (the
   // catch-up rule: its windows into windows_ first).
   absl::Status StampAges(int64_t step, bool windows);
-  // Grows the staging to hold masks a quarter larger than `count`.
+  // Grows the staging to hold masks a quarter larger than `count`, and
+  // gives each slot's device side that room (a Pack may have traded it for
+  // a smaller buffer).
   absl::Status ReserveStaging(int64_t count);
+  // Waits for slot's upload beside the step, if one is in flight, and
+  // forgets it.
+  absl::Status SettleStagedUpload(int slot);
   // kPinnedHost, the catch-up rule: each segment's statistic on the host
   // from the pinned residual and the segment's m (or v̄) downloaded, ranked
   // by optim::SelectTopK.
@@ -169,12 +182,17 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   // before it comes round again (the step between them synchronizes).
   // Written on the exchange's thread only between the step's uses.
   device::PinnedHostBuffer staged_indices_[2], staged_windows_[2];
+  // Each slot's indices on the device and their upload's event (null: none
+  // in flight or waiting for a Pack). A Pack trades the buffer with mask_.
+  device::DeviceBuffer staged_device_[2];
+  std::unique_ptr<device::Event> staged_uploaded_[2];
   int64_t staging_capacity_ = 0;  // entries per slot
   int staged_slot_ = 0;           // the slot StageMask filled last
   int64_t staged_count_ = -1;     // its entries (−1: none)
   bool staged_has_windows_ = false;
   bool staged_in_pack_ = false;  // the last Pack's mask came from the staging
   int64_t staged_packs_ = 0;
+  int64_t packs_uploaded_beside_ = 0;
   int64_t held_packs_ = 0;
   // The last Pack's mask: `count` indices in mask_, or every coordinate.
   int64_t count_ = 0;

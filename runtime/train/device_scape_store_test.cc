@@ -178,8 +178,10 @@ TEST_P(DeviceScapeStorePlacementTest, ReferenceRuleMatchesTheHostOptimizerBitwis
     EXPECT_EQ(run.store->staged_packs(), 0);
   } else {
     // Masks received after the first reached the device from the staging
-    // the exchange's thread filled (and gave the host's bits above).
+    // the exchange's thread filled, uploaded there beside the step (and
+    // gave the host's bits above).
     EXPECT_GE(run.store->staged_packs(), 2);
+    EXPECT_EQ(run.store->packs_uploaded_beside(), run.store->staged_packs());
   }
 
   // One state format: the device form's checkpoint is the host form's.
@@ -302,8 +304,10 @@ TEST_P(DeviceScapeStoreCatchUpTest, CatchUpRuleMatchesTheHostOptimizerBitwise) {
     EXPECT_GE(run.store->held_packs(), 4);
     EXPECT_EQ(run.store->staged_packs(), 0);
   } else {
-    // Masks and windows after the first came from the exchange's staging.
+    // Masks and windows after the first came from the exchange's staging
+    // (the masks uploaded beside the step).
     EXPECT_GE(run.store->staged_packs(), 4);
+    EXPECT_EQ(run.store->packs_uploaded_beside(), run.store->staged_packs());
   }
 
   auto saved = run.on_device->SaveState();
@@ -451,6 +455,70 @@ TEST_F(DeviceScapeStoreTest, HeldSelectionsArePackedInTheOrderHeld) {
   EXPECT_FALSE((*offloaded)->keeps_ages());
   EXPECT_EQ((*offloaded)->HoldSelection(second, by, scalars).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// A staged mask (what the exchange's thread stages for a group of more than
+// one) goes up to the device beside the step: the Pack that takes it
+// uploads nothing, and packs the residual at exactly those indices, slot
+// after slot; a mask staged but not taken, and one larger than the staging,
+// leave the next Packs right.
+TEST_F(DeviceScapeStoreTest, StagedMasksReachTheDeviceBesideTheStep) {
+  std::unique_ptr<model::ModelOps> ops = Backend();
+  ASSERT_NE(ops, nullptr);
+  auto created = DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kReference);
+  ASSERT_TRUE(created.ok()) << created.status();
+  DeviceScapeStore& store = **created;
+  std::vector<float> residual = Random(11, 1.0f);
+  const std::vector<float> m(kSize, 0.0f), vbar;
+  const std::vector<int64_t> last_sync(kSize, -1);
+  ASSERT_TRUE(store.Write(m, residual, vbar, last_sync).ok());
+  using MaskSource = optim::ScapeStateStore::MaskSource;
+  // Every `stride`-th coordinate from `first`: 100 ascending indices.
+  auto mask_of = [](int64_t first, int64_t stride) {
+    std::vector<int64_t> mask(100);
+    for (int64_t p = 0; p < 100; ++p) mask[p] = first + p * stride;
+    return mask;
+  };
+  // Packs `mask` from `source` and checks the values are e there (then zeroed).
+  auto pack_and_check = [&](const std::vector<int64_t>& mask, MaskSource source) {
+    auto packed = store.Pack(mask, false, source);
+    ASSERT_TRUE(packed.ok()) << packed.status();
+    std::vector<float> values(mask.size());
+    ASSERT_TRUE(ops->Download(values.data(), *packed, values.size() * sizeof(float)).ok());
+    for (size_t p = 0; p < mask.size(); ++p) {
+      ASSERT_EQ(values[p], residual[mask[p]]) << "entry " << p;
+      residual[mask[p]] = 0.0f;
+    }
+  };
+
+  // Before any Pack there is no staging: nothing is staged.
+  EXPECT_FALSE(store.StageMask(mask_of(0, 7), {}));
+  ASSERT_NO_FATAL_FAILURE(pack_and_check(mask_of(0, 7), MaskSource::kHost));
+  for (int64_t round = 1; round <= 4; ++round) {
+    const std::vector<int64_t> mask = mask_of(round, 13 + round);
+    ASSERT_TRUE(store.StageMask(mask, {}));
+    ASSERT_NO_FATAL_FAILURE(pack_and_check(mask, MaskSource::kStaged));
+    EXPECT_EQ(store.packs_uploaded_beside(), round);
+  }
+  // Staged but replaced by a host mask: the host mask is packed, and the
+  // next staged one is still right.
+  ASSERT_TRUE(store.StageMask(mask_of(5, 11), {}));
+  ASSERT_NO_FATAL_FAILURE(pack_and_check(mask_of(6, 19), MaskSource::kHost));
+  ASSERT_TRUE(store.StageMask(mask_of(9, 23), {}));
+  ASSERT_NO_FATAL_FAILURE(pack_and_check(mask_of(9, 23), MaskSource::kStaged));
+  EXPECT_EQ(store.packs_uploaded_beside(), 5);
+  EXPECT_EQ(store.staged_packs(), 5);
+  // Larger than the staging holds (a quarter more than the last mask).
+  std::vector<int64_t> large(200);
+  for (int64_t p = 0; p < 200; ++p) large[p] = 3 * p;
+  EXPECT_FALSE(store.StageMask(large, {}));
+  ASSERT_NO_FATAL_FAILURE(pack_and_check(large, MaskSource::kHost));
+  // That Pack grew the staging: a mask of 200 now goes up beside the step.
+  std::vector<int64_t> shifted(200);
+  for (int64_t p = 0; p < 200; ++p) shifted[p] = 3 * p + 1;
+  ASSERT_TRUE(store.StageMask(shifted, {}));
+  ASSERT_NO_FATAL_FAILURE(pack_and_check(shifted, MaskSource::kStaged));
+  EXPECT_EQ(store.packs_uploaded_beside(), 6);
 }
 
 // The ages are int32 on the device: a checkpoint's age past that range, or
