@@ -323,10 +323,11 @@ bool DeviceScapeStore::StageMask(absl::Span<const int64_t> indices,
     if (k < 1) return false;
   }
   const int slot = 1 - staged_slot_;
+  // The slot's last upload is normally long done (a Pack took it); one a
+  // Pack did not take may still read the slot.
+  if (!SettleStagedUpload(slot).ok()) return false;
   std::copy(indices.begin(), indices.end(), staged_indices_[slot].as<int64_t>());
   std::copy(windows.begin(), windows.end(), staged_windows_[slot].as<int32_t>());
-  // The slot's previous upload was taken by a Pack (or settled) long ago.
-  staged_uploaded_[slot].reset();
   if (staged_device_[slot].size() >= static_cast<size_t>(count) * sizeof(int64_t)) {
     auto uploaded = ops_->UploadBeside(staged_device_[slot].data(), staged_indices_[slot].data(),
                                        static_cast<size_t>(count) * sizeof(int64_t));
