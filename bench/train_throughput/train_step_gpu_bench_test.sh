@@ -7,6 +7,7 @@ set -euo pipefail
 
 BIN="${TEST_SRCDIR}/${TEST_WORKSPACE}/bench/train_throughput/train_step_gpu_bench"
 OUT="${TEST_TMPDIR}/out.txt"
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/bench/bench_test_lib.sh"
 
 "${BIN}" --device=cpu --precision=fp32 --threads=1 --configs=tiny:2x32 --steps=1 \
   --warmup_steps=1 --scape_densities=0.1 --profile_ops=false >"${OUT}"
@@ -27,14 +28,6 @@ for form in ("scape_on_device", "scape_offloaded", "scape_reference_on_device",
 assert last["step_ms"] > 0 and last["host_optimizer_step_ms"] > 0, last
 PY
 
-if err="$("${BIN}" --device=cpu --configs=tiny:2x32 2>&1)"; then
-  echo "FAIL: bf16 on the CPU accepted" >&2
-  exit 1
-fi
-grep -q -- "--precision=fp32" <<<"${err}" || { echo "FAIL: the refusal does not name the flag: ${err}" >&2; exit 1; }
-if err="$("${BIN}" --device=tpu:0 2>&1)"; then
-  echo "FAIL: --device=tpu:0 accepted" >&2
-  exit 1
-fi
-grep -q -- "--device" <<<"${err}" || { echo "FAIL: the refusal does not name --device: ${err}" >&2; exit 1; }
+expect_refused "--precision=fp32" "bf16 on the CPU" "${BIN}" --device=cpu --configs=tiny:2x32
+expect_refused "--device" "--device=tpu:0" "${BIN}" --device=tpu:0
 echo PASS

@@ -502,17 +502,19 @@ absl::Status ScapeOptimizer::ReadHeldMasks() {
   return absl::OkStatus();
 }
 
-const GlobalMask& ScapeOptimizer::current_mask() {
+void ScapeOptimizer::ReadHeldMasksForAccessors() {
   if (absl::Status s = ReadHeldMasks(); !s.ok()) {
     LOG(ERROR) << "scape: reading the held masks from the state store failed: " << s;
   }
+}
+
+const GlobalMask& ScapeOptimizer::current_mask() {
+  ReadHeldMasksForAccessors();
   return current_;
 }
 
 const std::optional<GlobalMask>& ScapeOptimizer::pending_mask() {
-  if (absl::Status s = ReadHeldMasks(); !s.ok()) {
-    LOG(ERROR) << "scape: reading the held masks from the state store failed: " << s;
-  }
+  ReadHeldMasksForAccessors();
   return pending_;
 }
 

@@ -450,6 +450,9 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // The store's held masks' indices into current_ and pending_ where they
   // are not here yet.
   absl::Status ReadHeldMasks();
+  // ReadHeldMasks for the accessors, which return what they have (the
+  // failure logged).
+  void ReadHeldMasksForAccessors();
   // What the store ranks by (the reference rule: |e| = |c^r|), and its
   // per-step scalars.
   MaskStatistic RankedStatistic() const;
