@@ -384,6 +384,11 @@ class CudaModelOps final : public ModelOps {
     CORESCAPE_RETURN_IF_ERROR(Copy(values, residual, bytes));
     return Zero(residual, bytes);
   }
+  absl::Status UnpackAtMask(const int64_t* mask, int64_t count, const float* values,
+                            float* dense) override {
+    device::ProfileSpan span(op_profile_.active(), "UnpackAtMask");
+    return kc::LaunchUnpackAtMask(mask, count, values, dense, stream());
+  }
   absl::Status ScapeReconstruct(float* values, const int64_t* mask, int64_t count, const float* m,
                                 const kc::ScapeReferenceScalars& scalars) override {
     device::ProfileSpan span(op_profile_.active(), "ScapeReconstruct");

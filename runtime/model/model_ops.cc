@@ -199,6 +199,12 @@ class CpuModelOps final : public ModelOps {
     for (int64_t p = 0; p < count; ++p) kernels::cuda::PackAtMaskElement(p, mask, residual, values);
     return absl::OkStatus();
   }
+  absl::Status UnpackAtMask(const int64_t* mask, int64_t count, const float* values,
+                            float* dense) override {
+    device::ProfileSpan span(op_profile_.active(), "UnpackAtMask");
+    for (int64_t p = 0; p < count; ++p) kernels::cuda::UnpackAtMaskElement(p, mask, values, dense);
+    return absl::OkStatus();
+  }
   absl::Status ScapeReconstruct(float* values, const int64_t* mask, int64_t count, const float* m,
                                 const kernels::cuda::ScapeReferenceScalars& scalars) override {
     device::ProfileSpan span(op_profile_.active(), "ScapeReconstruct");

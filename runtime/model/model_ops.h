@@ -147,6 +147,9 @@ class ModelOps {
   //   values[p] = e[mask[p]], e there ← 0.
   virtual absl::Status ScapePack(const int64_t* mask, int64_t count, float* residual,
                                  float* values) = 0;
+  //   dense[mask[p]] = values[p], the rest of dense as it was.
+  virtual absl::Status UnpackAtMask(const int64_t* mask, int64_t count, const float* values,
+                                    float* dense) = 0;
   //   values (the ranks' sum at the mask) → ĝ.
   virtual absl::Status ScapeReconstruct(float* values, const int64_t* mask, int64_t count,
                                         const float* m,

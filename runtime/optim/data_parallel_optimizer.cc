@@ -2,6 +2,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -175,6 +179,83 @@ absl::Status DenseAdamSDataParallel::RestoreState(absl::string_view state) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<SparseSum> AllGatherSparseSum(RankGroup& group, absl::Span<const int64_t> indices,
+                                             absl::Span<const float> values, int64_t size,
+                                             absl::string_view who) {
+  constexpr int64_t kPairBytes = 8;
+  if (size < 0 || size > int64_t{std::numeric_limits<uint32_t>::max()}) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, ": a buffer of ", size, " entries does not fit uint32 indices"));
+  }
+  if (indices.size() != values.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": ", indices.size(), " indices but ",
+                                                   values.size(), " values"));
+  }
+  const int64_t k = static_cast<int64_t>(indices.size());
+  std::vector<char> send(k * kPairBytes);
+  for (int64_t p = 0; p < k; ++p) {
+    if (indices[p] < 0 || indices[p] >= size || (p > 0 && indices[p] <= indices[p - 1])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          who, ": own pick ", p, " (index ", indices[p], ") not ascending inside [0, ", size, ")"));
+    }
+    const uint32_t index = static_cast<uint32_t>(indices[p]);
+    std::memcpy(send.data() + kPairBytes * p, &index, 4);
+    std::memcpy(send.data() + kPairBytes * p + 4, &values[p], 4);
+  }
+  // Every rank picks as many (the same k from the same size and density).
+  const int world = group.world_size();
+  const std::vector<int64_t> bytes(world, k * kPairBytes);
+  std::vector<int64_t> begin(world + 1, 0);
+  for (int r = 0; r < world; ++r) begin[r + 1] = begin[r] + k;
+  std::vector<char> received(begin[world] * kPairBytes);
+  if (absl::Status s = group.AllGatherV(send.data(), k * kPairBytes, received.data(), bytes);
+      !s.ok()) {
+    return s;
+  }
+  auto index_at = [&](int64_t pair) {
+    uint32_t index;
+    std::memcpy(&index, received.data() + kPairBytes * pair, 4);
+    return static_cast<int64_t>(index);
+  };
+  auto value_at = [&](int64_t pair) {
+    float value;
+    std::memcpy(&value, received.data() + kPairBytes * pair + 4, 4);
+    return value;
+  };
+  for (int r = 0; r < world; ++r) {
+    for (int64_t pair = begin[r]; pair < begin[r + 1]; ++pair) {
+      const int64_t index = index_at(pair);
+      if (index >= size || (pair > begin[r] && index <= index_at(pair - 1))) {
+        return absl::DataLossError(absl::StrCat(who, ": rank ", r, "'s pick ", pair - begin[r],
+                                                " (index ", index,
+                                                ") not ascending inside [0, ", size, ")"));
+      }
+    }
+  }
+  // A P-way merge of the ascending parts: the smallest index first, equal
+  // indices in rank order, so every sum adds in rank order.
+  using Head = std::pair<int64_t, int>;  // (index, rank)
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  std::vector<int64_t> cursor(begin.begin(), begin.end() - 1);
+  for (int r = 0; r < world; ++r) {
+    if (cursor[r] < begin[r + 1]) heads.push({index_at(cursor[r]), r});
+  }
+  SparseSum sum;
+  while (!heads.empty()) {
+    const int64_t index = heads.top().first;
+    float total = 0.0f;
+    while (!heads.empty() && heads.top().first == index) {
+      const int r = heads.top().second;
+      heads.pop();
+      total += value_at(cursor[r]);
+      if (++cursor[r] < begin[r + 1]) heads.push({index_at(cursor[r]), r});
+    }
+    sum.indices.push_back(index);
+    sum.values.push_back(total);
+  }
+  return sum;
+}
+
 TopKGradientAdamW::TopKGradientAdamW(RankGroup* group, AdamWConfig config, DecayMask decay_mask,
                                      double density, DensitySchedule schedule,
                                      int64_t dense_warmup_steps)
@@ -212,34 +293,16 @@ absl::Status TopKGradientAdamW::Step(float* params, float* grads, int64_t size, 
   }
   const int64_t k = MaskCountForRange(size, density);
   const std::vector<int64_t> picked = SelectTopK(magnitude_, 0, k);
-  // (index, value) pairs, 8 bytes each; every rank sends exactly k.
-  std::vector<char> send(k * 8);
-  for (int64_t p = 0; p < k; ++p) {
-    const uint32_t index = static_cast<uint32_t>(picked[p]);
-    std::memcpy(send.data() + 8 * p, &index, 4);
-    std::memcpy(send.data() + 8 * p + 4, &residual_[picked[p]], 4);
+  std::vector<float> sent(picked.size());
+  for (size_t p = 0; p < picked.size(); ++p) {
+    sent[p] = residual_[picked[p]];
     residual_[picked[p]] = 0.0f;
   }
-  const int world = group_->world_size();
-  std::vector<int64_t> sizes(world, k * 8);
-  std::vector<char> recv(k * 8 * world);
-  if (absl::Status s = group_->AllGatherV(send.data(), k * 8, recv.data(), sizes); !s.ok()) {
-    return s;
-  }
-  // Sum in rank order: identical on every rank.
+  auto sum = AllGatherSparseSum(*group_, picked, sent, size, name());
+  if (!sum.ok()) return sum.status();
   summed_.assign(size, 0.0f);
-  std::vector<uint8_t> touched(size, 0);
-  for (int64_t p = 0; p < k * world; ++p) {
-    uint32_t index;
-    float value;
-    std::memcpy(&index, recv.data() + 8 * p, 4);
-    std::memcpy(&value, recv.data() + 8 * p + 4, 4);
-    if (index >= size) return absl::DataLossError(absl::StrCat(name(), ": index out of range"));
-    summed_[index] += value;
-    touched[index] = 1;
-  }
-  last_union_size_ = 0;
-  for (uint8_t t : touched) last_union_size_ += t;
+  for (size_t p = 0; p < sum->indices.size(); ++p) summed_[sum->indices[p]] = sum->values[p];
+  last_union_size_ = static_cast<int64_t>(sum->indices.size());
   if (absl::Status s = adamw_.Step(params, summed_.data(), size, lr); !s.ok()) return s;
   last_step_ = {};
   last_step_.step = adamw_.step_count();

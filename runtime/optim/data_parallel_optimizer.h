@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/optim/adams.h"
 #include "runtime/optim/adamw.h"
@@ -160,6 +161,22 @@ class DenseAdamSDataParallel final : public DataParallelOptimizer {
   RankGroup* group_;
   AdamS adams_;
 };
+
+// topk-adamw's exchange, one decision for every form that runs it: each
+// rank sends its picks (as many on every rank) as (uint32 index, float
+// value) pairs through one all-gather-v, and every rank gets the sum over
+// ranks at the union of the picks, indices ascending, each sum taken in rank
+// order from 0.0f, so the host and device forms produce the same bits.
+// `indices` must be ascending and < size (INVALID_ARGUMENT); a peer's that
+// are not are DATA_LOSS naming the rank; a size past uint32 is
+// INVALID_ARGUMENT.
+struct SparseSum {
+  std::vector<int64_t> indices;
+  std::vector<float> values;
+};
+absl::StatusOr<SparseSum> AllGatherSparseSum(RankGroup& group, absl::Span<const int64_t> indices,
+                                             absl::Span<const float> values, int64_t size,
+                                             absl::string_view who);
 
 // Top-k of raw gradients with error feedback feeding AdamW (the DGC/Ok-Topk
 // family SCAPE replaces): each rank adds its gradient to its residual, sends

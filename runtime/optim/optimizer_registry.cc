@@ -4,6 +4,13 @@
 
 namespace corescape::optim {
 
+absl::Status ValidateTopKAdamWOptions(const OptimizerOptions& options) {
+  if (!(options.scape.density > 0 && options.scape.density <= 1)) {
+    return absl::InvalidArgumentError("topk-adamw: density must be in (0, 1]");
+  }
+  return options.scape.density_schedule.Validate();
+}
+
 absl::StatusOr<std::unique_ptr<DataParallelOptimizer>> CreateOptimizer(
     const OptimizerOptions& options, RankGroup* group, DecayMask decay_mask,
     std::vector<int64_t> tensor_bounds, std::unique_ptr<ScapeStateStore> state_store) {
@@ -22,10 +29,7 @@ absl::StatusOr<std::unique_ptr<DataParallelOptimizer>> CreateOptimizer(
     case OptimizerKind::kAdamS:
       return std::make_unique<DenseAdamSDataParallel>(group, options.adam, std::move(decay_mask));
     case OptimizerKind::kTopKAdamW:
-      if (!(options.scape.density > 0 && options.scape.density <= 1)) {
-        return absl::InvalidArgumentError("topk-adamw: density must be in (0, 1]");
-      }
-      if (absl::Status s = options.scape.density_schedule.Validate(); !s.ok()) return s;
+      if (absl::Status s = ValidateTopKAdamWOptions(options); !s.ok()) return s;
       return std::make_unique<TopKGradientAdamW>(group, options.adam, std::move(decay_mask),
                                                  options.scape.density,
                                                  options.scape.density_schedule,

@@ -29,6 +29,10 @@ struct OptimizerOptions {
   ScapeConfig scape;
 };
 
+// topk-adamw's own options (its density in (0, 1] and density schedule),
+// checked wherever one is built. INVALID_ARGUMENT naming the field.
+absl::Status ValidateTopKAdamWOptions(const OptimizerOptions& options);
+
 // The optimizer `options.name` names, over `group`. `tensor_bounds` are the
 // T + 1 offsets of the buffer's tensors (empty: one tensor), for per-tensor
 // masks. `state_store` (null: host memory) holds SCAPE's

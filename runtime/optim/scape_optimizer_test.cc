@@ -4,9 +4,13 @@
 #include "runtime/optim/scape_optimizer.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <numeric>
+#include <random>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -858,6 +862,95 @@ TEST(DenseDataParallelTest, TopKGradientAdamWStaysInLockStep) {
     EXPECT_GE(t[0].stats[s].mask_entries, k);
     // k (index, value) pairs per rank through a ring all-gather.
     EXPECT_EQ(t[0].stats[s].bytes_sent, 8 * k * (kRanks - 1));
+  }
+}
+
+// topk-adamw's exchange against the host loop it replaced: a dense buffer
+// accumulated pair by pair in rank-major order.
+TEST(DenseDataParallelTest, AllGatherSparseSumAddsTheUnionInRankOrder) {
+  constexpr int kWorld = 3;
+  constexpr int64_t kPicks = 40, kBuffer = 100;
+  std::vector<std::vector<int64_t>> picks(kWorld);
+  std::vector<std::vector<float>> values(kWorld);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (int r = 0; r < kWorld; ++r) {
+    std::vector<int64_t> all(kBuffer);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng);
+    picks[r].assign(all.begin(), all.begin() + kPicks);
+    std::sort(picks[r].begin(), picks[r].end());
+    for (int64_t p = 0; p < kPicks; ++p) values[r].push_back(value(rng));
+  }
+  std::vector<float> dense(kBuffer, 0.0f);
+  std::vector<bool> touched(kBuffer, false);
+  for (int r = 0; r < kWorld; ++r) {
+    for (int64_t p = 0; p < kPicks; ++p) {
+      dense[picks[r][p]] += values[r][p];
+      touched[picks[r][p]] = true;
+    }
+  }
+  InProcessHub hub(kWorld);
+  std::vector<absl::StatusOr<SparseSum>> sums(kWorld, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r) {
+    threads.emplace_back([&, r] {
+      InProcessRankGroup group(&hub, r);
+      sums[r] = AllGatherSparseSum(group, picks[r], values[r], kBuffer, "topk-adamw");
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(sums[r].ok()) << sums[r].status();
+    std::vector<int64_t> union_indices;
+    for (int64_t j = 0; j < kBuffer; ++j) {
+      if (touched[j]) union_indices.push_back(j);
+    }
+    EXPECT_EQ(sums[r]->indices, union_indices);
+    ASSERT_EQ(sums[r]->values.size(), union_indices.size());
+    for (size_t p = 0; p < union_indices.size(); ++p) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(sums[r]->values[p]),
+                std::bit_cast<uint32_t>(dense[union_indices[p]]))
+          << "rank " << r << " index " << union_indices[p];
+    }
+  }
+  EXPECT_LT(sums[0]->indices.size(), static_cast<size_t>(kWorld * kPicks)) << "picks overlap";
+}
+
+TEST(DenseDataParallelTest, AllGatherSparseSumRefusesUnorderedPicks) {
+  InProcessHub lone(1);
+  InProcessRankGroup alone(&lone, 0);
+  const std::vector<float> two = {1.0f, 2.0f};
+  auto unordered = AllGatherSparseSum(alone, std::vector<int64_t>{5, 3}, two, 10, "topk-adamw");
+  EXPECT_EQ(unordered.status().code(), absl::StatusCode::kInvalidArgument) << unordered.status();
+  auto outside = AllGatherSparseSum(alone, std::vector<int64_t>{3, 10}, two, 10, "topk-adamw");
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument) << outside.status();
+  auto huge = AllGatherSparseSum(alone, {}, {}, int64_t{1} << 33, "topk-adamw");
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument) << huge.status();
+
+  // A peer's pairs out of order or out of range end the step with DATA_LOSS
+  // naming it.
+  for (const std::vector<uint32_t>& bad :
+       {std::vector<uint32_t>{7, 2}, std::vector<uint32_t>{2, 10}}) {
+    InProcessHub hub(2);
+    absl::StatusOr<SparseSum> sum = absl::UnknownError("not run");
+    std::thread honest([&] {
+      InProcessRankGroup group(&hub, 0);
+      sum = AllGatherSparseSum(group, std::vector<int64_t>{1, 4}, two, 10, "topk-adamw");
+    });
+    {
+      InProcessRankGroup group(&hub, 1);
+      std::vector<char> pairs(16);
+      for (int p = 0; p < 2; ++p) {
+        std::memcpy(pairs.data() + 8 * p, &bad[p], 4);
+        std::memcpy(pairs.data() + 8 * p + 4, &two[p], 4);
+      }
+      std::vector<char> received(32);
+      EXPECT_TRUE(group.AllGatherV(pairs.data(), 16, received.data(), {16, 16}).ok());
+    }
+    honest.join();
+    EXPECT_EQ(sum.status().code(), absl::StatusCode::kDataLoss) << sum.status();
+    EXPECT_NE(sum.status().message().find("rank 1"), std::string::npos) << sum.status();
   }
 }
 

@@ -1,11 +1,14 @@
-// DeviceDenseOptimizer against the host optimizers. The same source runs on
-// the CPU device-copies backend (in CI) and, built as
+// DeviceDenseOptimizer and DeviceTopKAdamW against the host optimizers. The
+// same source runs on the CPU device-copies backend (in CI) and, built as
 // device_dense_optimizer_gpu_test, on cuda:0.
 #include "runtime/train/device_dense_optimizer.h"
+
+#include "runtime/train/device_topk_adamw.h"
 
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -13,7 +16,9 @@
 #include "runtime/device/device.h"
 #include "runtime/device/device_runtime.h"
 #include "runtime/model/model_ops.h"
+#include "runtime/optim/in_process_rank_group.h"
 #include "runtime/optim/optimizer_registry.h"
+#include "runtime/optim/sparse_mask.h"
 #include "runtime/train/data_parallel_group.h"
 
 namespace corescape::train {
@@ -165,6 +170,138 @@ TEST_F(DeviceDenseOptimizerTest, MatchesTheHostOptimizer) {
   }
 }
 
+optim::OptimizerOptions TopKOptions() {
+  optim::OptimizerOptions options;
+  options.name = "topk-adamw";
+  options.scape.density = 0.03;
+  return options;
+}
+
+// topk-adamw on the device against its host form: two dense warm-up steps,
+// then sparse ones; parameters, moments, the union and the saved state
+// agree bit for bit, and the state crosses between the forms.
+TEST_F(DeviceDenseOptimizerTest, TopKAdamWMatchesTheHostForm) {
+  std::unique_ptr<model::ModelOps> ops = Backend();
+  ASSERT_NE(ops, nullptr);
+  SingleProcessGroup group;
+  optim::OptimizerOptions options = TopKOptions();
+  options.scape.dense_warmup_steps = 2;
+  auto host = optim::CreateOptimizer(options, &group, Decays());
+  ASSERT_TRUE(host.ok()) << host.status();
+  auto on_device = DeviceTopKAdamW::Create(options, &group, ops.get(), Decays());
+  ASSERT_TRUE(on_device.ok()) << on_device.status();
+  EXPECT_EQ((*on_device)->name(), (*host)->name());
+  auto* host_topk = dynamic_cast<optim::TopKGradientAdamW*>(host->get());
+  ASSERT_NE(host_topk, nullptr);
+
+  std::vector<float> params = Random(1, 0.02f);
+  DeviceBuffers device = Upload(*ops, params);
+  const int64_t k = optim::MaskCountForRange(kSize, options.scape.density);
+  for (int step = 0; step < 6; ++step) {
+    SCOPED_TRACE(absl::StrCat("step ", step));
+    std::vector<float> grads = Random(100 + step, 0.05f);
+    ASSERT_TRUE(ops->Upload(device.grads.data(), grads.data(), kSize * sizeof(float)).ok());
+    const double lr = 1e-3 * (step + 1);
+    ASSERT_TRUE((*host)->Step(params.data(), grads.data(), kSize, lr).ok());
+    absl::Status s =
+        (*on_device)->Step(device.params.as<float>(), device.grads.as<float>(), kSize, lr);
+    ASSERT_TRUE(s.ok()) << s;
+    const optim::OptimizerStepStats& got = (*on_device)->last_step();
+    EXPECT_EQ(got.step, step + 1);
+    EXPECT_EQ(got.dense, step < 2);
+    EXPECT_EQ(got.synced_values, step < 2 ? kSize : k);
+    EXPECT_EQ(got.mask_entries, (*host)->last_step().mask_entries);
+    if (step >= 2) EXPECT_EQ((*on_device)->last_union_size(), host_topk->last_union_size());
+    ExpectClose(Download(*ops, device.params), params, /*bitwise=*/true);
+  }
+  ExpectClose((*on_device)->first_moment(), (*host)->first_moment(), true);
+  auto saved = (*on_device)->SaveState();
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(*saved, *(*host)->SaveState()) << "moments and residual, the host's format";
+
+  // The host's state restores into a device form, which then steps like
+  // the host one (the residual came along).
+  auto second = DeviceTopKAdamW::Create(options, &group, ops.get(), Decays());
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE((*second)->RestoreState(*(*host)->SaveState()).ok());
+  EXPECT_EQ((*second)->step_count(), 6);
+  std::vector<float> grads = Random(999, 0.05f);
+  ASSERT_TRUE(ops->Upload(device.grads.data(), grads.data(), kSize * sizeof(float)).ok());
+  ASSERT_TRUE((*host)->Step(params.data(), grads.data(), kSize, 1e-3).ok());
+  ASSERT_TRUE(
+      (*second)->Step(device.params.as<float>(), device.grads.as<float>(), kSize, 1e-3).ok());
+  ExpectClose(Download(*ops, device.params), params, true);
+}
+
+// Three ranks, each with its own backend, against three host forms: the
+// exchange gives every rank the same sums, so all six runs agree bit for
+// bit, and the union is larger than one rank's picks (fill-in).
+TEST_F(DeviceDenseOptimizerTest, TopKAdamWRanksMatchTheHostForm) {
+  constexpr int kWorld = 3;
+  constexpr int kSteps = 4;
+  const optim::OptimizerOptions options = TopKOptions();
+  // params[form][rank] after each step; form 0 the host's, 1 the device's.
+  std::vector<float> params[2][kWorld][kSteps];
+  int64_t unions[2][kWorld][kSteps] = {};
+  for (int form = 0; form < 2; ++form) {
+    optim::InProcessHub hub(kWorld);
+    std::vector<std::thread> ranks;
+    std::vector<absl::Status> results(kWorld);
+    for (int r = 0; r < kWorld; ++r) {
+      ranks.emplace_back([&, form, r] {
+        optim::InProcessRankGroup group(&hub, r);
+        std::unique_ptr<model::ModelOps> ops = form == 1 ? Backend() : nullptr;
+        absl::StatusOr<std::unique_ptr<optim::DataParallelOptimizer>> optimizer =
+            form == 1 ? absl::StatusOr<std::unique_ptr<optim::DataParallelOptimizer>>(
+                            DeviceTopKAdamW::Create(options, &group, ops.get(), Decays()))
+                      : optim::CreateOptimizer(options, &group, Decays());
+        if (!optimizer.ok()) {
+          results[r] = optimizer.status();
+          hub.Abort(results[r]);
+          return;
+        }
+        std::vector<float> host_params = Random(1, 0.02f);
+        DeviceBuffers device;
+        if (form == 1) device = Upload(*ops, host_params);
+        for (int step = 0; step < kSteps; ++step) {
+          std::vector<float> grads = Random(100 + 10 * step + r, 0.05f);
+          absl::Status s;
+          if (form == 1) {
+            s = ops->Upload(device.grads.data(), grads.data(), kSize * sizeof(float));
+            if (s.ok()) {
+              s = (*optimizer)->Step(device.params.as<float>(), device.grads.as<float>(), kSize,
+                                     1e-3);
+            }
+            if (s.ok()) params[form][r][step] = Download(*ops, device.params);
+          } else {
+            s = (*optimizer)->Step(host_params.data(), grads.data(), kSize, 1e-3);
+            params[form][r][step] = host_params;
+          }
+          if (!s.ok()) {
+            results[r] = s;
+            hub.Abort(s);
+            return;
+          }
+          unions[form][r][step] = (*optimizer)->last_step().mask_entries;
+        }
+      });
+    }
+    for (std::thread& rank : ranks) rank.join();
+    for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  }
+  const int64_t k = optim::MaskCountForRange(kSize, options.scape.density);
+  for (int step = 0; step < kSteps; ++step) {
+    for (int r = 0; r < kWorld; ++r) {
+      SCOPED_TRACE(absl::StrCat("step ", step, " rank ", r));
+      ExpectClose(params[1][r][step], params[0][r][step], /*bitwise=*/true);
+      ExpectClose(params[1][r][step], params[1][0][step], true);
+      EXPECT_EQ(unions[1][r][step], unions[0][r][step]);
+      EXPECT_GT(unions[1][r][step], k);
+      EXPECT_LE(unions[1][r][step], kWorld * k);
+    }
+  }
+}
+
 TEST_F(DeviceDenseOptimizerTest, RefusesWhatItCannotDo) {
   std::unique_ptr<model::ModelOps> ops = Backend();
   ASSERT_NE(ops, nullptr);
@@ -189,6 +326,23 @@ TEST_F(DeviceDenseOptimizerTest, RefusesWhatItCannotDo) {
   absl::Status foreign = (*adamw)->RestoreState(*(*adams)->SaveState());
   EXPECT_EQ(foreign.code(), absl::StatusCode::kFailedPrecondition) << foreign;
   EXPECT_EQ((*adamw)->RestoreState("not a state").code(), absl::StatusCode::kDataLoss);
+
+  optim::OptimizerOptions topk = TopKOptions();
+  topk.scape.density = 0;
+  auto no_density = DeviceTopKAdamW::Create(topk, &group, ops.get(), Decays());
+  ASSERT_EQ(no_density.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(no_density.status().message().find("density"), std::string::npos);
+  EXPECT_EQ(DeviceTopKAdamW::Create(options, &group, ops.get(), Decays()).status().code(),
+            absl::StatusCode::kInvalidArgument) << "adams is not topk-adamw";
+  auto topk_adamw = DeviceTopKAdamW::Create(TopKOptions(), &group, ops.get(), Decays());
+  ASSERT_TRUE(topk_adamw.ok());
+  EXPECT_EQ((*topk_adamw)
+                ->Step(device.params.as<float>(), device.grads.as<float>(), kSize + 1, 1e-3)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // Its state carries a residual: a dense AdamW's is another optimizer's.
+  EXPECT_EQ((*topk_adamw)->RestoreState(*(*adamw)->SaveState()).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 #ifndef CORESCAPE_DEVICE_DENSE_OPTIMIZER_ON_GPU

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/train/device_dense_optimizer.h"
 #include "runtime/train/device_scape_store.h"
+#include "runtime/train/device_topk_adamw.h"
 
 namespace corescape::train {
 
@@ -22,8 +23,15 @@ absl::StatusOr<PlacedOptimizer> CreatePlacedOptimizer(optim::OptimizerOptions op
   const bool device_backend = !backend.parameters_in_place();
   const std::string device = backend.device().ToString();
   PlacedOptimizer placed;
-  if (device_backend && DeviceDenseOptimizer::Supports((*traits)->kind)) {
-    auto optimizer = DeviceDenseOptimizer::Create(options, group, &backend, std::move(decay_mask));
+  const optim::OptimizerKind kind = (*traits)->kind;
+  if (device_backend &&
+      (DeviceDenseOptimizer::Supports(kind) || kind == optim::OptimizerKind::kTopKAdamW)) {
+    absl::StatusOr<std::unique_ptr<optim::DataParallelOptimizer>> optimizer;
+    if (kind == optim::OptimizerKind::kTopKAdamW) {
+      optimizer = DeviceTopKAdamW::Create(options, group, &backend, std::move(decay_mask));
+    } else {
+      optimizer = DeviceDenseOptimizer::Create(options, group, &backend, std::move(decay_mask));
+    }
     if (!optimizer.ok()) return optimizer.status();
     placed.optimizer = *std::move(optimizer);
     placed.on_device = true;

@@ -29,9 +29,9 @@ enum class GroupUse { kOptimizerAlone, kSharedBetweenSteps };
 
 // The optimizer `options` names for a model on `backend`: on a device
 // backend with its state beside the parameters where a device form exists
-// (AdamW and AdamS: DeviceDenseOptimizer; SCAPE's reference rule:
-// DeviceScapeStore, its residual in pinned host memory under
-// offload_residuals), on the host otherwise. SCAPE's mask exchange encodes
+// (AdamW and AdamS: DeviceDenseOptimizer; topk-adamw: DeviceTopKAdamW;
+// SCAPE's reference and catch-up rules: DeviceScapeStore, the residual in
+// pinned host memory under offload_residuals), on the host otherwise. SCAPE's mask exchange encodes
 // and issues its collectives on its own thread, off the step's path, where
 // `group_use` lets it (or there are no peers to agree on an order with).
 absl::StatusOr<PlacedOptimizer> CreatePlacedOptimizer(optim::OptimizerOptions options,
