@@ -40,8 +40,8 @@ struct TimedSteps {
 
 enum class OptimizerPlacement {
   kHost,         // gradients downloaded, the optimizer on the host (any backend)
-  // The state beside the parameters (a device backend; AdamW, AdamS and
-  // SCAPE's reference rule: train::CreatePlacedOptimizer).
+  // The state beside the parameters (a device backend; AdamW, AdamS,
+  // topk-adamw and SCAPE's device forms: train::CreatePlacedOptimizer).
   kModelDevice,
 };
 

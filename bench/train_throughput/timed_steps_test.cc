@@ -90,6 +90,18 @@ TEST_F(TimedStepsTest, EveryPlacementAndSparseOverheadOnADeviceBackend) {
     EXPECT_TRUE(std::isfinite(timed->last_loss));
     EXPECT_FALSE(model->host_parameters_current());
   }
+  // Raw-gradient top-k AdamW has a device form too.
+  optim::OptimizerOptions topk;
+  topk.name = optim::OptimizerName(optim::OptimizerKind::kTopKAdamW);
+  topk.scape.density = 0.1;
+  auto timed = TimeTrainingSteps(*model, ops->local_attention(), batch, 1, 3,
+                                 OptimizerPlacement::kModelDevice, topk);
+  ASSERT_TRUE(timed.ok()) << timed.status();
+  EXPECT_GT(timed->phases.select, 0);
+  EXPECT_GT(timed->phases.pack, 0);
+  EXPECT_LT(timed->sparse_overhead_seconds(), timed->step_seconds);
+  EXPECT_TRUE(std::isfinite(timed->last_loss));
+  EXPECT_FALSE(model->host_parameters_current());
 }
 
 // The op profile names the step's kernels and the attention calls, each

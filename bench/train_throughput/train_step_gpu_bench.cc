@@ -7,8 +7,9 @@
 // uploaded) as the baseline the device optimizer is compared with; and the
 // step with SCAPE at each --scape_densities — the default catch-up rule and
 // the reference rule, each with its state on the GPU and with its residuals
-// offloaded to pinned host memory — each with its ratio to the AdamW step
-// and its own work's share (selection, mask coding, packing). After each
+// offloaded to pinned host memory — and raw-gradient top-k AdamW
+// (topk-adamw, on the GPU) at the same densities, each with its ratio to
+// the AdamW step and its own work's share (selection, mask coding, packing). After each
 // measurement a JSON line of the figures so far (a configuration still
 // being timed says "finished": false); the last line holds them all.
 // Without a GPU it says why and exits 0.
@@ -230,8 +231,9 @@ int RunBenchmark() {
                   1e3 * phases.coding_overlapped);
       std::fflush(stdout);
       const std::string profile =
-          profile_ops && placement == OptimizerPlacement::kModelDevice && !scape.scape.offload_residuals &&
-                  scape.scape.rule == optim::ScapeRule::kCatchUp
+          profile_ops && placement == OptimizerPlacement::kModelDevice &&
+                  scape.name == optim::OptimizerName(optim::OptimizerKind::kScape) &&
+                  !scape.scape.offload_residuals && scape.scape.rule == optim::ScapeRule::kCatchUp
               ? ProfiledStep(label, *model, *shared_ops, batch, scape, sparse->step_seconds)
               : "";
       return absl::StrFormat(
@@ -243,7 +245,7 @@ int RunBenchmark() {
           1e3 * phases.coding_overlapped, profile);
     };
     std::vector<std::string> scape_results, scape_offload_results, reference_results,
-        reference_offload_results;
+        reference_offload_results, topk_results;
     // This configuration's figures; `finished` false while forms remain.
     auto config_figures = [&](bool finished) {
       return absl::StrFormat(
@@ -252,12 +254,13 @@ int RunBenchmark() {
           "\"optimizer_ms\": %.1f, \"host_optimizer_step_ms\": %.1f, "
           "\"device_optimizer_speedup\": %.2f, \"op_profile_ms\": {%s}, "
           "\"scape_on_device\": {%s}, \"scape_offloaded\": {%s}, "
-          "\"scape_reference_on_device\": {%s}, \"scape_reference_offloaded\": {%s}}",
+          "\"scape_reference_on_device\": {%s}, \"scape_reference_offloaded\": {%s}, "
+          "\"topk_adamw_on_device\": {%s}}",
           parts[0], rows, seq, finished ? "true" : "false", tokens_per_s, compute_tokens_per_s,
           mfu, compute_mfu, 1e3 * timed->step_seconds, 1e3 * timed->optimizer_seconds,
           1e3 * host_step_seconds, speedup, adamw_profile, absl::StrJoin(scape_results, ", "),
           absl::StrJoin(scape_offload_results, ", "), absl::StrJoin(reference_results, ", "),
-          absl::StrJoin(reference_offload_results, ", "));
+          absl::StrJoin(reference_offload_results, ", "), absl::StrJoin(topk_results, ", "));
     };
     print_figures(config_figures(false));
     for (absl::string_view text :
@@ -269,22 +272,29 @@ int RunBenchmark() {
         return 2;
       }
       optim::OptimizerOptions scape;
-      scape.name = optim::OptimizerName(optim::OptimizerKind::kScape);
       scape.scape.density = density;
-      // Both rules on the device, then (--offload_residuals) offloaded.
+      // Both rules on the device, then (--offload_residuals) offloaded;
+      // last, raw-gradient top-k AdamW (the family SCAPE replaces).
       struct Form {
+        optim::OptimizerKind kind;
         optim::ScapeRule rule;
         bool offload;
         const char* label;
         std::vector<std::string>* results;
       };
       const Form forms[] = {
-          {optim::ScapeRule::kCatchUp, false, "scape", &scape_results},
-          {optim::ScapeRule::kReference, false, "scape-reference", &reference_results},
-          {optim::ScapeRule::kCatchUp, true, "scape-offl", &scape_offload_results},
-          {optim::ScapeRule::kReference, true, "reference-offl", &reference_offload_results}};
+          {optim::OptimizerKind::kScape, optim::ScapeRule::kCatchUp, false, "scape", &scape_results},
+          {optim::OptimizerKind::kScape, optim::ScapeRule::kReference, false, "scape-reference",
+           &reference_results},
+          {optim::OptimizerKind::kScape, optim::ScapeRule::kCatchUp, true, "scape-offl",
+           &scape_offload_results},
+          {optim::OptimizerKind::kScape, optim::ScapeRule::kReference, true, "reference-offl",
+           &reference_offload_results},
+          {optim::OptimizerKind::kTopKAdamW, optim::ScapeRule::kCatchUp, false, "topk-adamw",
+           &topk_results}};
       for (const Form& form : forms) {
         if (form.offload && !absl::GetFlag(FLAGS_offload_residuals)) continue;
+        scape.name = optim::OptimizerName(form.kind);
         scape.scape.rule = form.rule;
         scape.scape.offload_residuals = form.offload;
         if (auto r = time_scape(form.label, text, scape, OptimizerPlacement::kModelDevice)) {

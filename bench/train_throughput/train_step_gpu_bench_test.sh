@@ -16,13 +16,14 @@ source "${TEST_SRCDIR}/${TEST_WORKSPACE}/bench/bench_test_lib.sh"
 import json, sys
 lines = [l for l in open(sys.argv[1]) if l.startswith("{")]
 figures = [json.loads(l) for l in lines]
-# AdamW's step, then each of the four SCAPE forms, then the whole: one line each.
-assert len(figures) == 6, f"{len(figures)} JSON lines, expected 6"
+# AdamW's step, then each of the four SCAPE forms and topk-adamw, then the
+# whole: one line each.
+assert len(figures) == 7, f"{len(figures)} JSON lines, expected 7"
 first, last = figures[0]["tiny"], figures[-1]["tiny"]
 assert first["finished"] is False and first["scape_on_device"] == {}, first
 assert last["finished"] is True, last
 for form in ("scape_on_device", "scape_offloaded", "scape_reference_on_device",
-             "scape_reference_offloaded"):
+             "scape_reference_offloaded", "topk_adamw_on_device"):
     entry = last[form]["0.1"]
     assert entry["step_ms"] > 0 and 0 <= entry["own_work_share"] < 1, (form, entry)
 assert last["step_ms"] > 0 and last["host_optimizer_step_ms"] > 0, last
