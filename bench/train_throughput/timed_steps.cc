@@ -133,17 +133,4 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(model::Transformer& model,
   return timed;
 }
 
-double TrainingFlopsPerToken(const model::ModelConfig& config, const model::ModelBatch& batch) {
-  const double d = config.d_model;
-  const double per_layer = d * config.q_width() * 2 + d * config.kv_width() * 2 +
-                           3.0 * d * config.d_ff;
-  const double matrices = config.n_layers * per_layer + d * config.vocab_size;
-  double keys = 0;
-  for (const kernels::AttentionTask& task : batch.attention_tasks) {
-    for (int64_t i = task.q_begin; i < task.q_end; ++i) keys += i + 1;
-  }
-  const double mean_keys = keys / std::max<int64_t>(1, batch.rows());
-  return 6.0 * matrices + 12.0 * config.n_layers * config.q_width() * mean_keys;
-}
-
 }  // namespace corescape::bench

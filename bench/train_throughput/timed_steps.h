@@ -58,13 +58,6 @@ absl::StatusOr<TimedSteps> TimeTrainingSteps(
     OptimizerPlacement placement = OptimizerPlacement::kHost,
     const optim::OptimizerOptions& options = PlainAdamW(), bool profile_ops = false);
 
-// Model FLOPs per token of a forward and backward over `batch`, as MFU is
-// conventionally counted: 6 per weight of the matrices each token is
-// multiplied by (the embedding lookup is free; the LM head counts) plus
-// causal attention's 12·layers·n_heads·head_dim per key a query attends to
-// (QKᵀ and PV: 4 forward, 8 backward), averaged over the batch's queries.
-double TrainingFlopsPerToken(const model::ModelConfig& config, const model::ModelBatch& batch);
-
 }  // namespace corescape::bench
 
 #endif  // CORESCAPE_BENCH_TRAIN_THROUGHPUT_TIMED_STEPS_H_

@@ -38,6 +38,7 @@
 #include "runtime/device/device.h"
 #include "runtime/device/device_runtime.h"
 #include "runtime/model/model_ops.h"
+#include "runtime/model/training_flops.h"
 #include "runtime/model/transformer.h"
 #include "runtime/optim/optimizer_names.h"
 #include "runtime/optim/optimizer_registry.h"
@@ -189,7 +190,7 @@ int RunBenchmark() {
       print_figures("");
       continue;
     }
-    const double flops = TrainingFlopsPerToken(*config, batch) * batch.rows();
+    const double flops = model::TrainingFlops(*config, batch);
     const double tokens_per_s = batch.rows() / timed->step_seconds;
     const double compute_tokens_per_s = batch.rows() / timed->compute_seconds;
     const double mfu = flops / timed->step_seconds / peak;

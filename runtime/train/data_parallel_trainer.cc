@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/data/dataset_manifest.h"
 #include "runtime/data/shard_set.h"
+#include "runtime/model/training_flops.h"
 #include "runtime/train/model_batch.h"
 #include "runtime/train/optimizer_placement.h"
 
@@ -274,6 +275,9 @@ absl::StatusOr<StepResult> DataParallelTrainer::Step() {
   result.loss = global_tokens > 0 ? loss_sum[0] / global_tokens : 0.0;
   result.communication_seconds = absl::ToDoubleSeconds(communication);
   result.compute_seconds = absl::ToDoubleSeconds(total - communication);
+  for (const model::ModelBatch& batch : batches) {
+    result.model_flops += model::TrainingFlops(model_->config(), batch);
+  }
   result.tokens_per_second = static_cast<double>(config_.grad_accum) * config_.micro_batch * config_.seq_len /
                              std::max(1e-9, absl::ToDoubleSeconds(total));
   if (control_ != group_) {

@@ -60,6 +60,10 @@ struct StepResult {
   double learning_rate = 0;
   double grad_norm = 0;
   double tokens_per_second = 0;  // this rank's rows
+  // This rank's model FLOPs of the step's forwards and backwards
+  // (model::TrainingFlops): over compute + communication seconds, its
+  // achieved FLOP/s.
+  double model_flops = 0;
   double compute_seconds = 0;
   double communication_seconds = 0;
   int64_t bytes_sent = 0;        // by this rank during the step

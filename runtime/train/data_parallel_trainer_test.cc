@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "runtime/data/test_util.h"
+#include "runtime/model/training_flops.h"
 
 namespace corescape::train {
 namespace {
@@ -624,6 +625,34 @@ TEST(DataParallelTrainerTest, StepsReportScapeDensityAndMaskBytes) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_NEAR(last[r].density, 0.25, 0.01) << r;
     EXPECT_GT(last[r].mask_bytes, 0) << r;
+  }
+}
+
+// A step reports its model FLOPs: every micro-batch's matrices over all its
+// rows and causal attention over its documents, as model::TrainingFlops
+// counts them.
+TEST(DataParallelTrainerTest, StepsReportTheirModelFlops) {
+  TrainerConfig config = Config(2);
+  config.grad_accum = 2;
+  SingleProcessGroup group;
+  auto trainer = DataParallelTrainer::Create(config, &group);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  for (int step = 0; step < 2; ++step) {
+    auto documents = (*trainer)->UpcomingAttentionDocuments(1);
+    ASSERT_TRUE(documents.ok()) << documents.status();
+    ASSERT_EQ(documents->size(), 2u) << "one list per micro-batch";
+    double want = 0;
+    for (const std::vector<int64_t>& lengths : *documents) {
+      model::ModelBatch batch;
+      batch.batch_size = config.micro_batch;
+      batch.seq_len = config.seq_len;
+      for (int64_t length : lengths) batch.attention_tasks.push_back({0, length, 0, 0});
+      want += model::TrainingFlops(config.model, batch);
+    }
+    auto result = (*trainer)->Step();
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_GT(result->model_flops, 0);
+    EXPECT_DOUBLE_EQ(result->model_flops, want) << "step " << step;
   }
 }
 
