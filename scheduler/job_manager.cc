@@ -610,6 +610,10 @@ void JobManager::OnStepReport(const std::string& node, uint64_t incarnation,
   progress.set_loss(report.loss());
   if (!std::isnan(report.validation_loss())) progress.set_validation_loss(report.validation_loss());
   progress.set_tokens_per_second(report.tokens_per_second());
+  // A rate a worker could not measure (or sent garbled) shows as unknown.
+  auto rate = [](double value) { return std::isfinite(value) && value > 0 ? value : 0.0; };
+  progress.set_model_tflops_per_second(rate(report.model_tflops_per_second()));
+  progress.set_mfu(rate(report.mfu()));
   progress.set_bytes_sent(SaturatingAdd(progress.bytes_sent(), report.bytes_sent()));
   progress.set_bytes_received(SaturatingAdd(progress.bytes_received(), report.bytes_received()));
   if (new_checkpoint) progress.set_checkpoint_step(report.checkpoint_step());

@@ -383,6 +383,38 @@ TEST_F(JobManagerTest, ByteCountersSaturate) {
   EXPECT_EQ(jobs_->Get(job->job_id())->progress().bytes_received(), 0);
 }
 
+// Rank 0's model TFLOP/s and MFU become the job's; a rate that is not a
+// finite positive number shows as unknown (0).
+TEST_F(JobManagerTest, ProgressCarriesModelFlopsUtilization) {
+  const uint64_t w0 = AddWorker("w0");
+  AddWorker("w1");
+  auto job = jobs_->Submit(Spec(2));
+  jobs_->Reconcile();
+  ASSERT_EQ(StateOf(job->job_id()), v1::RUNNING);
+  v1::StepReport report;
+  report.set_job_id(job->job_id());
+  report.set_generation(1);
+  report.set_rank(0);
+  report.set_step(1);
+  report.set_validation_loss(NAN);
+  report.set_checkpoint_step(-1);
+  report.set_model_tflops_per_second(412.5);
+  report.set_mfu(0.417);
+  jobs_->OnStepReport("w0", w0, report);
+  EXPECT_EQ(jobs_->Get(job->job_id())->progress().model_tflops_per_second(), 412.5);
+  EXPECT_EQ(jobs_->Get(job->job_id())->progress().mfu(), 0.417);
+  report.set_step(2);
+  report.set_model_tflops_per_second(NAN);
+  report.set_mfu(-1);
+  jobs_->OnStepReport("w0", w0, report);
+  EXPECT_EQ(jobs_->Get(job->job_id())->progress().model_tflops_per_second(), 0);
+  EXPECT_EQ(jobs_->Get(job->job_id())->progress().mfu(), 0);
+  report.set_step(3);
+  report.set_mfu(std::numeric_limits<double>::infinity());
+  jobs_->OnStepReport("w0", w0, report);
+  EXPECT_EQ(jobs_->Get(job->job_id())->progress().mfu(), 0);
+}
+
 TEST_F(JobManagerTest, ElasticJobShrinksAndRaisesAccumulation) {
   const uint64_t w0 = AddWorker("w0");
   AddWorker("w1");

@@ -66,6 +66,9 @@ std::vector<MetricFamily> CollectJobs(const JobManager& jobs) {
   FamilyBuilder loss("job_loss", "training loss of the newest step");
   FamilyBuilder validation_loss("job_validation_loss", "the newest validation loss");
   FamilyBuilder tokens("job_tokens_per_second", "tokens per second of the newest step");
+  FamilyBuilder model_tflops("job_model_tflops_per_second",
+                             "model TFLOP/s per GPU (rank 0's) of the newest step");
+  FamilyBuilder mfu("job_mfu", "model FLOPs utilization of the newest step (where the peak is known)");
   FamilyBuilder sent("job_bytes_sent_total", "data-plane bytes rank 0 sent",
                      MetricType::Counter);
   FamilyBuilder received("job_bytes_received_total", "data-plane bytes rank 0 received",
@@ -86,6 +89,10 @@ std::vector<MetricFamily> CollectJobs(const JobManager& jobs) {
     if (progress.step() > 0) {
       loss.Add(labels, progress.loss());
       tokens.Add(labels, progress.tokens_per_second());
+      if (progress.model_tflops_per_second() > 0) {
+        model_tflops.Add(labels, progress.model_tflops_per_second());
+      }
+      if (progress.mfu() > 0) mfu.Add(labels, progress.mfu());
       sent.Add(labels, progress.bytes_sent());
       received.Add(labels, progress.bytes_received());
       checkpoint.Add(labels, progress.checkpoint_step());
@@ -96,7 +103,8 @@ std::vector<MetricFamily> CollectJobs(const JobManager& jobs) {
   }
   std::vector<MetricFamily> families;
   for (FamilyBuilder* builder : {&by_state, &recoveries_total, &step, &total_steps, &loss,
-                                 &validation_loss, &tokens, &sent, &received, &recoveries,
+                                 &validation_loss, &tokens, &model_tflops, &mfu, &sent,
+                                 &received, &recoveries,
                                  &checkpoint}) {
     families.push_back(builder->Build());
   }

@@ -158,7 +158,8 @@ async function drawJobs(jobs) {
         el("div", {}, bar(Number(p.step) / total, p.step + "/" + total),
            " step " + p.step + " of " + total + ", loss " + Number(p.loss).toFixed(4) +
            (p.validation_loss > 0 ? ", validation " + Number(p.validation_loss).toFixed(4) : "") +
-           ", " + Math.round(p.tokens_per_second) + " tokens/s"));
+           ", " + Math.round(p.tokens_per_second) + " tokens/s" +
+           (p.mfu > 0 ? ", MFU " + (100 * p.mfu).toFixed(1) + "%" : "")));
     box.append(drawCurve(job, await updateCurve(job)));
     if (job.spec.attention && job.spec.attention.mode === "DISAGGREGATED") {
       try {

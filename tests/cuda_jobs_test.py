@@ -20,8 +20,12 @@ MISSING_GPU = ("waiting for 2 healthy free workers with a CUDA GPU (device: cuda
 
 class CudaJobsTest(JobClusterTestCase):
 
+    # A stand-in peak for these CPUs, so the CPU job reports an MFU.
+    PEAK_TFLOPS = 0.5
+
     def start_worker(self, name):
-        self.cluster.start_node(name, harness.WORKER, ["--collective_timeout=5s", "--threads=1"])
+        self.cluster.start_node(name, harness.WORKER, ["--collective_timeout=5s", "--threads=1",
+                                                       f"--peak_tflops={self.PEAK_TFLOPS}"])
 
     def pending_events(self, job_id):
         """The job's PENDING events' messages so far (the watch stream stays
@@ -54,6 +58,12 @@ class CudaJobsTest(JobClusterTestCase):
         done = self.jobs.wait_state(cpu_id, FINAL, timeout=180)
         self.assertEqual(done.state, job_pb2.SUCCEEDED, done.state_reason)
         self.assertEqual(done.spec.device, common_pb2.CPU)
+        # Its steps' model FLOP rate, and the MFU against the workers' peak.
+        rate = done.progress.model_tflops_per_second
+        self.assertGreater(rate, 0)
+        self.assertAlmostEqual(done.progress.mfu, rate / self.PEAK_TFLOPS, delta=1e-9 * rate)
+        details = self.cluster.cli("job", cpu_id, "--scheduler", self.address).stdout
+        self.assertRegex(details, r"\nCompute: +[0-9.e-]+ TFLOP/s per worker, MFU [0-9.]+%\n")
 
         # Still waiting, for the same reason, after a CPU job came and went.
         job = self.jobs.job(cuda_id)
@@ -78,10 +88,11 @@ class CudaJobsTest(JobClusterTestCase):
     def test_worker_refuses_to_serve_a_gpu_it_does_not_have(self):
         # The default build has no CUDA; a --config=cuda build on a machine
         # without GPU N refuses likewise ("no such GPU").
-        for device, message in (("cuda:0", "--device=cuda:0: "),
-                                ("gpu", "--device: device 'gpu': unknown kind")):
-            worker = self.cluster.start_node(f"w-{device.replace(':', '')}", harness.WORKER,
-                                             [f"--device={device}"])
+        for flag, message in (("--device=cuda:0", "--device=cuda:0: "),
+                              ("--device=gpu", "--device: device 'gpu': unknown kind"),
+                              ("--peak_tflops=-1", "--peak_tflops=-1: a dense peak is a number")):
+            name = "w-" + "".join(c for c in flag if c.isalnum())
+            worker = self.cluster.start_node(name, harness.WORKER, [flag])
             self.assertEqual(worker.wait(timeout=30), 2, worker.log())
             self.assertIn(message, worker.log())
             self.assertFalse(os.path.exists(worker.port_file), "it never served")

@@ -166,6 +166,10 @@ class MetricsPrometheusTest(ops_cluster.OpsClusterTestCase):
                       f'corescape_worker_loss{{job_id="{job}",daemon="worker-0"}}'):
             loss = p.wait_value(query, lambda v: True, query)
             self.assertTrue(math.isfinite(loss) and 0 < loss < 20, (query, loss))
+        # Its model FLOP rate per worker; no MFU, these CPUs having no known peak.
+        p.wait_value(f'corescape_job_model_tflops_per_second{{job_id="{job}"}}',
+                     lambda v: 0 < v < 100, "the job's model TFLOP/s")
+        self.assertEqual(p.query(f'corescape_job_mfu{{job_id="{job}"}}'), [])
         p.wait_value(f'corescape_job_validation_loss{{job_id="{job}"}}',
                      lambda v: 0 < v < 20, "a validation loss", timeout=90)
         self.assertGreater(p.wait_value(f'corescape_job_bytes_sent_total{{job_id="{job}"}}',

@@ -13,19 +13,21 @@
 #include "runtime/job/job_spec.h"
 #include "runtime/job/trainer_config.h"
 #include "runtime/model/model_config.h"
+#include "runtime/model/training_flops.h"
 #include "worker/attention_reports.h"
 
 namespace corescape::worker {
 
 JobRunner::JobRunner(GroupFactory group_factory, int threads, std::string checkpoint_root,
                      AttentionFactory attention_factory, RunMetrics* metrics,
-                     v1::ServedDevice device)
+                     v1::ServedDevice device, double peak_tflops)
     : group_factory_(std::move(group_factory)),
       attention_factory_(std::move(attention_factory)),
       threads_(threads),
       checkpoint_root_(std::move(checkpoint_root)),
       metrics_(metrics),
       device_(std::move(device)),
+      peak_tflops_(peak_tflops),
       runs_(mu_, "job", [](Run& run, const std::string& reason) {
         if (run.group != nullptr) run.group->Abort(reason);
         if (run.attention != nullptr) run.attention->Abort(reason);
@@ -224,6 +226,9 @@ absl::StatusOr<JobRunner::TrainingSetup> JobRunner::SetUpTraining(Run& run,
   setup.config = *std::move(config);
   setup.config.device = training_device->device;
   setup.config.precision = training_device->precision;
+  setup.peak_tflops = peak_tflops_ > 0 ? peak_tflops_
+                                       : model::DensePeakTflops(device_.gpu_model(),
+                                                                setup.config.precision);
   auto created_group = group_factory_(assignment);
   if (!created_group.ok()) return created_group.status();
   setup.group = *std::move(created_group);
@@ -356,7 +361,8 @@ absl::Status JobRunner::TrainSteps(Run& run, NodeAgent& agent, TrainingSetup& se
     }
     if (reporter || metrics_ != nullptr) {
       v1::NodeMessage report =
-          StepReportMessage(assignment, *result, validation_loss, setup.checkpoint_step);
+          StepReportMessage(assignment, *result, validation_loss, setup.checkpoint_step,
+                            setup.peak_tflops);
       if (metrics_ != nullptr) {
         metrics_->ObserveStep(report.step_report(), result->density, result->mask_bytes);
       }
@@ -374,7 +380,8 @@ absl::Status JobRunner::TrainSteps(Run& run, NodeAgent& agent, TrainingSetup& se
 
 v1::NodeMessage JobRunner::StepReportMessage(const v1::JobAssignment& assignment,
                                              const train::StepResult& result,
-                                             double validation_loss, int64_t checkpoint_step) {
+                                             double validation_loss, int64_t checkpoint_step,
+                                             double peak_tflops) {
   v1::NodeMessage message;
   v1::StepReport* report = message.mutable_step_report();
   report->set_job_id(assignment.job_id());
@@ -389,6 +396,10 @@ v1::NodeMessage JobRunner::StepReportMessage(const v1::JobAssignment& assignment
   report->set_communication_seconds(result.communication_seconds);
   report->set_validation_loss(validation_loss);
   report->set_checkpoint_step(checkpoint_step);
+  const double seconds = result.compute_seconds + result.communication_seconds;
+  const double tflops = seconds > 0 ? result.model_flops / seconds / 1e12 : 0;
+  report->set_model_tflops_per_second(tflops);
+  report->set_mfu(peak_tflops > 0 ? tflops / peak_tflops : 0);
   return message;
 }
 

@@ -56,7 +56,7 @@ class JobRunner {
   // failure.
   JobRunner(GroupFactory group_factory, int threads, std::string checkpoint_root,
             AttentionFactory attention_factory = nullptr, RunMetrics* metrics = nullptr,
-            v1::ServedDevice device = {});
+            v1::ServedDevice device = {}, double peak_tflops = 0);
   ~JobRunner();
 
   void Handle(const v1::SchedulerCommand& command, NodeAgent& agent);
@@ -92,6 +92,8 @@ class JobRunner {
     std::unique_ptr<train::DataParallelTrainer> trainer;
     std::string checkpoint_dir;
     int64_t checkpoint_step = -1;  // the newest checkpoint of this run's steps
+    // The device's dense peak at the job's precision, for MFU (0: unknown).
+    double peak_tflops = 0;
   };
 
   // The run's thread: sets up, trains every step, and reports a failure
@@ -110,7 +112,7 @@ class JobRunner {
                           uint64_t& attention_epoch) ABSL_LOCKS_EXCLUDED(mu_);
   static v1::NodeMessage StepReportMessage(const v1::JobAssignment& assignment,
                                            const train::StepResult& result, double validation_loss,
-                                           int64_t checkpoint_step);
+                                           int64_t checkpoint_step, double peak_tflops);
   // After a step or validation every rank dropped because core attention
   // failed: waits (attention_failover_timeout_ms) for the scheduler's next
   // attention epoch, connects it and gives it to the trainer; `epoch` is the
@@ -140,6 +142,8 @@ class JobRunner {
   const std::string checkpoint_root_;
   RunMetrics* const metrics_;
   const v1::ServedDevice device_;
+  // The operator's peak for this worker's device (0: model::DensePeakTflops).
+  const double peak_tflops_;
   absl::Mutex mu_;
   RunSupervisor<Run> runs_;
 };

@@ -2,6 +2,7 @@
 // its lease, and trains its rank of the jobs assigned over its session; the
 // ranks of a job talk over the UCX data plane, and DISAGGREGATED jobs send
 // their core attention to the job's attention servers over it too.
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <system_error>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "runtime/comm/transport.h"
 #include "daemon/node_daemon.h"
@@ -26,6 +28,10 @@ ABSL_FLAG(int32_t, threads, 0, "compute threads per job (0: CORESCAPE_NUM_THREAD
 ABSL_FLAG(std::string, device, "cpu",
           "what this worker trains on: cpu, or cuda:N for GPU N of this machine (one worker "
           "daemon per GPU); a GPU that does not exist stops the worker at start-up");
+ABSL_FLAG(double, peak_tflops, 0,
+          "this worker's device's dense peak in TFLOP/s at a job's precision, for the MFU its "
+          "steps report; 0: NVIDIA's figure for a GPU it knows (H100, H200, GH200, A100), else "
+          "no MFU");
 ABSL_FLAG(std::string, checkpoint_root, "",
           "the directory tree jobs' checkpoint directories must lie in (an assignment "
           "outside it is refused); empty: the worker's state directory (systemd's "
@@ -75,6 +81,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<corescape::worker::JobRunner> runner;
   corescape::NodeDaemonHooks hooks;
   hooks.describe_resources = [&](corescape::v1::Resources& resources) -> absl::Status {
+    const double peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
+    if (!std::isfinite(peak_tflops) || peak_tflops < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--peak_tflops=", peak_tflops, ": a dense peak is a number >= 0"));
+    }
     auto selected = corescape::SelectServedDevice(
         absl::GetFlag(FLAGS_device), corescape::DetectGpus(), corescape::kBuiltWithCuda);
     if (!selected.ok()) return selected.status();
@@ -98,7 +109,7 @@ int main(int argc, char** argv) {
     LOG(INFO) << "checkpoints only under " << checkpoint_root << " (--checkpoint_root)";
     runner = std::make_unique<corescape::worker::JobRunner>(
         make_group, absl::GetFlag(FLAGS_threads), checkpoint_root, make_attention, run_metrics,
-        device);
+        device, absl::GetFlag(FLAGS_peak_tflops));
     return transport->address();
   };
   hooks.on_command = [&](const corescape::v1::SchedulerCommand& command,

@@ -50,6 +50,20 @@ std::string FormatLoss(double loss) {
   return absl::StrFormat("%.3f", loss);
 }
 
+bool HasMfu(const v1::JobProgress& progress) {
+  return std::isfinite(progress.mfu()) && progress.mfu() > 0;
+}
+
+std::string FormatMfu(double mfu) { return absl::StrFormat("MFU %.1f%%", 100 * mfu); }
+
+std::string RenderComputeRate(const v1::JobProgress& progress) {
+  const std::string rate =
+      absl::StrFormat("%.4g TFLOP/s per worker", progress.model_tflops_per_second());
+  return HasMfu(progress)
+             ? absl::StrCat(rate, ", ", FormatMfu(progress.mfu()))
+             : absl::StrCat(rate, " (MFU unknown: no peak for this device)");
+}
+
 std::string FormatEta(double seconds) {
   if (!(seconds > 0)) return "0s";
   // Rounded up: "ETA 0s" would claim the job is done.
@@ -81,6 +95,8 @@ nlohmann::json JobProgressToJson(const v1::JobProgress& progress) {
       {"loss", FiniteOrNull(progress.loss())},
       {"validation_loss", FiniteOrNull(progress.validation_loss())},
       {"tokens_per_second", FiniteOrNull(progress.tokens_per_second())},
+      {"model_tflops_per_second", FiniteOrNull(progress.model_tflops_per_second())},
+      {"mfu", FiniteOrNull(progress.mfu())},
       {"bytes_sent", progress.bytes_sent()},
       {"bytes_received", progress.bytes_received()},
       {"checkpoint_step", progress.checkpoint_step()},
@@ -273,6 +289,10 @@ std::string RenderJobDetails(const v1::Job& job, int64_t now_unix_ms) {
                                      job.progress().total_steps() > 0
                                  ? RenderProgressText(job.progress())
                                  : "-"});
+  if (job.progress().model_tflops_per_second() > 0 &&
+      std::isfinite(job.progress().model_tflops_per_second())) {
+    lines.AddRow({"Compute:", RenderComputeRate(job.progress())});
+  }
   lines.AddRow({"Traffic:", absl::StrCat(
                                 FormatBytes(job.progress().bytes_sent()),
                                 " sent, ",

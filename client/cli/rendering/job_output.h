@@ -23,6 +23,13 @@ std::string FormatBytes(int64_t bytes);
 std::string FormatLoss(double loss);
 // Remaining time for people: "45s", "1m20s", "2h05m".
 std::string FormatEta(double seconds);
+// Whether the progress carries a model FLOPs utilization (a finite one
+// above 0: the device's peak was known), and it as "MFU 41.7%".
+bool HasMfu(const corescape::v1::JobProgress& progress);
+std::string FormatMfu(double mfu);
+// "412.5 TFLOP/s per worker, MFU 41.7%", or without a known peak
+// "0.0012 TFLOP/s per worker (MFU unknown: no peak for this device)".
+std::string RenderComputeRate(const corescape::v1::JobProgress& progress);
 
 // Every field of the progress, so scripts need not guess defaults.
 nlohmann::json JobProgressToJson(const corescape::v1::JobProgress& progress);

@@ -182,6 +182,37 @@ TEST(JobDetailsTest, SpecStateNodesAndTimes) {
   EXPECT_TRUE(absl::StrContains(RenderJobDetails(cuda, kNow), "Device:       cuda\n"));
 }
 
+// A step's model FLOP rate and, where the device's peak is known, its MFU:
+// in the progress line and on a line of their own; neither while unknown.
+TEST(JobDetailsTest, ComputeRateAndMfu) {
+  const std::string cpu = RenderJobDetails(RunningJob(), kNow);
+  EXPECT_FALSE(absl::StrContains(cpu, "Compute:")) << cpu;
+  EXPECT_FALSE(absl::StrContains(cpu, "MFU")) << cpu;
+
+  v1::Job unknown_peak = RunningJob();
+  unknown_peak.mutable_progress()->set_model_tflops_per_second(0.00123);
+  EXPECT_TRUE(absl::StrContains(
+      RenderJobDetails(unknown_peak, kNow),
+      "Compute:      0.00123 TFLOP/s per worker (MFU unknown: no peak for this device)\n"));
+
+  v1::Job gpu = RunningJob();
+  gpu.mutable_progress()->set_model_tflops_per_second(412.5);
+  gpu.mutable_progress()->set_mfu(0.4171);
+  const std::string details = RenderJobDetails(gpu, kNow);
+  EXPECT_TRUE(absl::StrContains(
+      details, "Progress:     step 120/300  loss 2.310  val 2.450  12,345 tok/s  MFU 41.7%\n"))
+      << details;
+  EXPECT_TRUE(absl::StrContains(details, "Compute:      412.5 TFLOP/s per worker, MFU 41.7%\n"))
+      << details;
+  const nlohmann::json json = JobToJson(gpu);
+  EXPECT_EQ(json["progress"]["model_tflops_per_second"], 412.5);
+  EXPECT_EQ(json["progress"]["mfu"], 0.4171);
+
+  gpu.mutable_progress()->set_mfu(std::nan(""));
+  EXPECT_FALSE(absl::StrContains(RenderJobDetails(gpu, kNow), "MFU 41.7%"));
+  EXPECT_TRUE(JobToJson(gpu)["progress"]["mfu"].is_null());
+}
+
 TEST(JobJsonTest, NamesTimesProgressAndTheSpecAsAJobFile) {
   const nlohmann::json json = JobToJson(RunningJob());
   EXPECT_EQ(json["job_id"], "j-2");

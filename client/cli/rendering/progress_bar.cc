@@ -20,6 +20,7 @@ std::string RenderProgressText(const corescape::v1::JobProgress& progress) {
                         std::min(progress.tokens_per_second(), 1e15))),
                     " tok/s");
   }
+  if (HasMfu(progress)) absl::StrAppend(&text, "  ", FormatMfu(progress.mfu()));
   const bool finished =
       progress.total_steps() > 0 && progress.step() >= progress.total_steps();
   if (!finished && progress.eta_seconds() > 0) {

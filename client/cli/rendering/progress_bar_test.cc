@@ -219,5 +219,23 @@ TEST(WatchPrinterTest, SummaryFillsWhatTheFinalJobLacksFromTheEvents) {
                  "final loss 1.000, validation loss 2.750, 1,000 tokens/s\n"));
 }
 
+// A job whose device's peak is known shows its MFU as it steps and in the
+// summary.
+TEST(WatchPrinterTest, MfuInTheStepLinesAndTheSummary) {
+  std::ostringstream out;
+  WatchPrinter printer(out, WatchDisplay{}, "j-1");
+  v1::JobEvent step = ProgressEvent(4, 4);
+  step.mutable_progress()->set_mfu(0.385);
+  printer.OnEvent(step, absl::FromUnixSeconds(1));
+  v1::Job done = FinalJob(v1::SUCCEEDED);
+  done.mutable_progress()->set_mfu(0.3849);
+  printer.Finish(done);
+  EXPECT_TRUE(absl::StrContains(out.str(), "step 4/4  loss 1.000  1,000 tok/s  MFU 38.5%\n"))
+      << out.str();
+  EXPECT_TRUE(absl::StrContains(
+      out.str(), "final loss 1.000, validation loss 1.500, 2,500 tokens/s, MFU 38.5%\n"))
+      << out.str();
+}
+
 }  // namespace
 }  // namespace corescape::cli

@@ -57,6 +57,7 @@ std::string RenderJobSummary(const v1::Job& job) {
                        ? FormatThousands(std::llround(progress.tokens_per_second()))
                        : "-",
                    " tokens/s");
+  if (HasMfu(progress)) absl::StrAppend(&second, ", ", FormatMfu(progress.mfu()));
   std::string third = absl::StrCat(
       "communication: ", FormatBytes(progress.bytes_sent()), " sent, ",
       FormatBytes(progress.bytes_received()), " received");
