@@ -211,7 +211,9 @@ TEST_F(DeviceDenseOptimizerTest, TopKAdamWMatchesTheHostForm) {
     EXPECT_EQ(got.dense, step < 2);
     EXPECT_EQ(got.synced_values, step < 2 ? kSize : k);
     EXPECT_EQ(got.mask_entries, (*host)->last_step().mask_entries);
-    if (step >= 2) EXPECT_EQ((*on_device)->last_union_size(), host_topk->last_union_size());
+    if (step >= 2) {
+      EXPECT_EQ((*on_device)->last_union_size(), host_topk->last_union_size());
+    }
     ExpectClose(Download(*ops, device.params), params, /*bitwise=*/true);
   }
   ExpectClose((*on_device)->first_moment(), (*host)->first_moment(), true);

@@ -9,8 +9,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
+#include "runtime/device/device_runtime.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/trainer_config.h"
+#include "runtime/model/training_flops.h"
 #include "runtime/optim/scape_optimizer.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/train/data_parallel_trainer.h"
@@ -59,6 +61,9 @@ absl::Status LocalTrainConfig::Validate() const {
     if (absl::Status s = optim::CheckResidualOffload(*scape); !s.ok()) {
       return Invalid("offload_residuals", s.message());
     }
+  }
+  if (!std::isfinite(peak_tflops) || peak_tflops < 0) {
+    return Invalid("peak_tflops", "must be a number >= 0 (0: the GPU's known peak)");
   }
   if (eval_interval < 0) return Invalid("eval_interval", "must not be negative");
   if (eval_batches < 0) return Invalid("eval_batches", "must not be negative");
@@ -141,6 +146,7 @@ absl::StatusOr<LocalTrainConfig> ParseLocalTrainConfig(absl::string_view text,
     else if (key == "threads") status = read_int(config.threads);
     else if (key == "device") status = read_string(config.device);
     else if (key == "precision") status = read_string(config.precision);
+    else if (key == "peak_tflops") status = read_double(config.peak_tflops);
     else if (key == "metrics_out") status = read_string(config.metrics_out);
     else return absl::InvalidArgumentError(absl::StrCat(source, ": unknown key '", key, "'"));
     if (!status.ok()) return status;
@@ -208,6 +214,15 @@ absl::StatusOr<LocalTrainSummary> RunLocalTraining(
     *csv << "step,train_loss,val_loss,tokens_per_s,lr,grad_norm,elapsed_s\n";
   }
 
+  double peak_tflops = config.peak_tflops;
+  if (peak_tflops == 0 && trainer_config->device.is_cuda()) {
+    auto runtime = device::OpenDevice(trainer_config->device);
+    if (!runtime.ok()) return runtime.status();
+    auto info = (*runtime)->Info();
+    if (!info.ok()) return info.status();
+    peak_tflops = model::DensePeakTflops(info->name, trainer_config->precision);
+  }
+
   LocalTrainSummary summary;
   summary.parameters = (*trainer)->model().layout().total_size();
   summary.unigram_entropy = (*trainer)->unigram_entropy();
@@ -218,6 +233,7 @@ absl::StatusOr<LocalTrainSummary> RunLocalTraining(
 
   const absl::Time start = absl::Now();
   int64_t total_tokens = 0;
+  double total_flops = 0, step_seconds = 0;
   for (int64_t step = 0; step < config.steps; ++step) {
     auto result = (*trainer)->Step();
     if (!result.ok()) return result.status();
@@ -232,6 +248,11 @@ absl::StatusOr<LocalTrainSummary> RunLocalTraining(
     metrics.learning_rate = result->learning_rate;
     metrics.grad_norm = result->grad_norm;
     metrics.tokens_per_second = result->tokens_per_second;
+    const double seconds = result->compute_seconds + result->communication_seconds;
+    total_flops += result->model_flops;
+    step_seconds += seconds;
+    metrics.model_tflops_per_second = seconds > 0 ? result->model_flops / seconds / 1e12 : 0;
+    metrics.mfu = peak_tflops > 0 ? metrics.model_tflops_per_second / peak_tflops : 0;
     const bool last = step + 1 == config.steps;
     if (last || (config.eval_interval > 0 && (step + 1) % config.eval_interval == 0)) {
       auto val = (*trainer)->Validate(config.eval_batches);
@@ -255,6 +276,8 @@ absl::StatusOr<LocalTrainSummary> RunLocalTraining(
   summary.steps = config.steps;
   summary.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   summary.tokens_per_second = total_tokens / std::max(1e-9, summary.seconds);
+  summary.model_tflops_per_second = step_seconds > 0 ? total_flops / step_seconds / 1e12 : 0;
+  summary.mfu = peak_tflops > 0 ? summary.model_tflops_per_second / peak_tflops : 0;
   return summary;
 }
 

@@ -48,6 +48,7 @@ struct LocalTrainConfig {
   int32_t threads = 0;           // 0: CORESCAPE_NUM_THREADS or all cores
   std::string device = "cpu";    // cpu | cuda | cuda:N (device::ParseDevice)
   std::string precision;         // fp32 | bf16; empty: the device's default
+  double peak_tflops = 0;        // the device's dense peak for MFU; 0: model::DensePeakTflops
   std::string metrics_out;       // CSV of the loss curve, if set
 
   // INVALID_ARGUMENT naming the field.
@@ -70,6 +71,8 @@ struct StepMetrics {
   double val_loss = -1;  // < 0: not evaluated this step
   double learning_rate = 0;
   double tokens_per_second = 0;
+  double model_tflops_per_second = 0;  // the step's model FLOPs (model::TrainingFlops) per second
+  double mfu = 0;                      // that over the device's peak; 0: the peak is unknown
   double grad_norm = 0;
   double elapsed_seconds = 0;
 };
@@ -83,6 +86,9 @@ struct LocalTrainSummary {
   double unigram_entropy = 0;  // of the training data, nats/token
   double tokens_per_second = 0;
   double seconds = 0;
+  // Over the training steps (validation excluded), as in StepMetrics.
+  double model_tflops_per_second = 0;
+  double mfu = 0;
 };
 
 // Trains `config.model` on `config.data`: the optimizer, warm-up +

@@ -36,6 +36,13 @@ TEST(LocalTrainerTest, TinyModelLearnsBelowUnigramEntropy) {
   EXPECT_LT(steps[40].val_loss, 0);   // and not in between
   EXPECT_LT(summary->final_val_loss, summary->first_val_loss - 1.0);
   EXPECT_LT(summary->final_val_loss, summary->unigram_entropy);
+  // Every step's model FLOP rate; no MFU, a CPU having no known peak.
+  for (const StepMetrics& m : steps) {
+    EXPECT_GT(m.model_tflops_per_second, 0) << m.step;
+    EXPECT_EQ(m.mfu, 0) << m.step;
+  }
+  EXPECT_GT(summary->model_tflops_per_second, 0);
+  EXPECT_EQ(summary->mfu, 0);
 
   // The CSV has a header, one line per step, and empty val_loss off-interval.
   std::ifstream csv(config.metrics_out);
@@ -51,12 +58,37 @@ TEST(LocalTrainerTest, TinyModelLearnsBelowUnigramEntropy) {
   EXPECT_NE(second.find(",,"), std::string::npos) << second;
 }
 
+// Given a peak, the MFU is each step's model FLOP rate over it.
+TEST(LocalTrainerTest, PeakGivesTheMfu) {
+  LocalTrainConfig config;
+  config.model = "tiny";
+  config.data = PrepareGrammarCorpus();
+  config.seq_len = 32;
+  config.micro_batch = 2;
+  config.steps = 3;
+  config.eval_batches = 1;
+  config.peak_tflops = 0.25;
+  std::vector<StepMetrics> steps;
+  auto summary = RunLocalTraining(config, [&](const StepMetrics& m) { steps.push_back(m); });
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_EQ(steps.size(), 3u);
+  for (const StepMetrics& m : steps) {
+    EXPECT_GT(m.mfu, 0);
+    EXPECT_DOUBLE_EQ(m.mfu, m.model_tflops_per_second / 0.25);
+  }
+  EXPECT_DOUBLE_EQ(summary->mfu, summary->model_tflops_per_second / 0.25);
+}
+
 TEST(LocalTrainerTest, BadConfigNamesTheField) {
   LocalTrainConfig config;
   config.data = "/nonexistent";
   config.micro_batch = 0;
   EXPECT_NE(config.Validate().message().find("micro_batch"), std::string::npos);
   config.micro_batch = 4;
+  config.peak_tflops = -1;
+  EXPECT_NE(config.Validate().message().find("peak_tflops"), std::string::npos);
+  config.peak_tflops = 0;
+  EXPECT_EQ(ParseLocalTrainConfig(R"({"peak_tflops": 989})", config, "job.json")->peak_tflops, 989);
   config.seq_len = 100000;
   EXPECT_NE(config.Validate().message().find("seq_len"), std::string::npos);
   config.seq_len = 64;

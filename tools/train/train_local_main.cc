@@ -49,6 +49,9 @@ ABSL_FLAG(int32_t, threads, kDefaults.threads, "compute threads (0: all cores)")
 ABSL_FLAG(std::string, device, kDefaults.device, "cpu, or cuda:N (a --config=cuda build on a GPU machine)");
 ABSL_FLAG(std::string, precision, kDefaults.precision,
           "fp32 or bf16 (GPU only); empty: bf16 on a GPU, fp32 on the CPU");
+ABSL_FLAG(double, peak_tflops, kDefaults.peak_tflops,
+          "the device's dense peak in TFLOP/s for the MFU shown; 0: NVIDIA's figure for a GPU "
+          "it knows (H100, H200, GH200, A100), else no MFU");
 ABSL_FLAG(std::string, metrics_out, kDefaults.metrics_out, "write the loss curve as CSV here");
 
 namespace {
@@ -61,6 +64,13 @@ void Override(const absl::Flag<T>& flag, T& field) {
       absl::GetFlagReflectionHandle(flag).DefaultValue()) {
     field = value;
   }
+}
+
+// "12.3 TFLOP/s, MFU 41.7%"; the MFU only where the device's peak is known.
+std::string ComputeRate(double tflops, double mfu) {
+  std::string text = absl::StrFormat("%.3g TFLOP/s", tflops);
+  if (mfu > 0) absl::StrAppend(&text, absl::StrFormat(", MFU %.1f%%", 100 * mfu));
+  return text;
 }
 
 }  // namespace
@@ -111,6 +121,7 @@ int main(int argc, char** argv) {
   Override(FLAGS_threads, config.threads);
   Override(FLAGS_device, config.device);
   Override(FLAGS_precision, config.precision);
+  Override(FLAGS_peak_tflops, config.peak_tflops);
   Override(FLAGS_metrics_out, config.metrics_out);
   if (absl::Status s = config.Validate(); !s.ok()) {
     std::fprintf(stderr, "corescape train-local: %s\n", std::string(s.message()).c_str());
@@ -126,15 +137,13 @@ int main(int argc, char** argv) {
   auto summary = corescape::train::RunLocalTraining(
       config, [&](const corescape::train::StepMetrics& m) {
         const double eta = m.elapsed_seconds / m.step * (config.steps - m.step);
-        if (m.val_loss >= 0) {
-          std::printf("step %5lld/%lld  loss %.4f  val %.4f  lr %.2e  %8.0f tok/s  eta %.0fs\n",
-                      static_cast<long long>(m.step), static_cast<long long>(config.steps),
-                      m.train_loss, m.val_loss, m.learning_rate, m.tokens_per_second, eta);
-        } else if (m.step % 10 == 0 || m.step == 1) {
-          std::printf("step %5lld/%lld  loss %.4f              lr %.2e  %8.0f tok/s  eta %.0fs\n",
-                      static_cast<long long>(m.step), static_cast<long long>(config.steps),
-                      m.train_loss, m.learning_rate, m.tokens_per_second, eta);
-        }
+        if (m.val_loss < 0 && m.step % 10 != 0 && m.step != 1) return;
+        const std::string val = m.val_loss >= 0 ? absl::StrFormat("  val %.4f", m.val_loss)
+                                                : std::string(12, ' ');
+        std::printf("step %5lld/%lld  loss %.4f%s  lr %.2e  %8.0f tok/s  %s  eta %.0fs\n",
+                    static_cast<long long>(m.step), static_cast<long long>(config.steps),
+                    m.train_loss, val.c_str(), m.learning_rate, m.tokens_per_second,
+                    ComputeRate(m.model_tflops_per_second, m.mfu).c_str(), eta);
         std::fflush(stdout);
       });
   if (!summary.ok()) {
@@ -142,9 +151,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf(
-      "done: %lld steps in %.1fs (%.0f tokens/s), %lld parameters\n"
+      "done: %lld steps in %.1fs (%.0f tokens/s, %s), %lld parameters\n"
       "validation loss %.4f -> %.4f nats/token (unigram entropy of the data %.4f)\n",
       static_cast<long long>(summary->steps), summary->seconds, summary->tokens_per_second,
+      ComputeRate(summary->model_tflops_per_second, summary->mfu).c_str(),
       static_cast<long long>(summary->parameters), summary->first_val_loss,
       summary->final_val_loss, summary->unigram_entropy);
   return 0;
