@@ -91,8 +91,9 @@ class JobManagerTest : public ::testing::Test {
     return commands.ok() ? *commands : std::vector<v1::SchedulerCommand>{};
   }
 
-  void Report(const std::string& node, uint64_t incarnation, const v1::Job& job, int rank,
-              int64_t step, int64_t checkpoint = -1) {
+  // `rank`'s report of `step` of the job's current generation.
+  static v1::StepReport StepReportOf(const v1::Job& job, int rank, int64_t step,
+                                     int64_t checkpoint = -1) {
     v1::StepReport report;
     report.set_job_id(job.job_id());
     report.set_generation(job.generation());
@@ -101,7 +102,12 @@ class JobManagerTest : public ::testing::Test {
     report.set_loss(5.0 - step * 0.1);
     report.set_validation_loss(NAN);
     report.set_checkpoint_step(checkpoint);
-    jobs_->OnStepReport(node, incarnation, report);
+    return report;
+  }
+
+  void Report(const std::string& node, uint64_t incarnation, const v1::Job& job, int rank,
+              int64_t step, int64_t checkpoint = -1) {
+    jobs_->OnStepReport(node, incarnation, StepReportOf(job, rank, step, checkpoint));
   }
 
   v1::JobState StateOf(const std::string& id) { return jobs_->Get(id)->state(); }
@@ -366,12 +372,7 @@ TEST_F(JobManagerTest, ByteCountersSaturate) {
   auto job = jobs_->Submit(Spec(2));
   jobs_->Reconcile();
   ASSERT_EQ(StateOf(job->job_id()), v1::RUNNING);
-  v1::StepReport report;
-  report.set_job_id(job->job_id());
-  report.set_generation(1);
-  report.set_rank(0);
-  report.set_validation_loss(NAN);
-  report.set_checkpoint_step(-1);
+  v1::StepReport report = StepReportOf(*jobs_->Get(job->job_id()), 0, 1);
   for (int step = 1; step <= 3; ++step) {
     report.set_step(step);
     report.set_bytes_sent(std::numeric_limits<int64_t>::max() - 1);
@@ -391,13 +392,7 @@ TEST_F(JobManagerTest, ProgressCarriesModelFlopsUtilization) {
   auto job = jobs_->Submit(Spec(2));
   jobs_->Reconcile();
   ASSERT_EQ(StateOf(job->job_id()), v1::RUNNING);
-  v1::StepReport report;
-  report.set_job_id(job->job_id());
-  report.set_generation(1);
-  report.set_rank(0);
-  report.set_step(1);
-  report.set_validation_loss(NAN);
-  report.set_checkpoint_step(-1);
+  v1::StepReport report = StepReportOf(*jobs_->Get(job->job_id()), 0, 1);
   report.set_model_tflops_per_second(412.5);
   report.set_mfu(0.417);
   jobs_->OnStepReport("w0", w0, report);

@@ -330,6 +330,14 @@ absl::StatusOr<device::DeviceBuffer> AllocateCopy(ModelOps& ops, const void* hos
   return buffer;
 }
 
+absl::StatusOr<std::vector<float>> DownloadFloats(ModelOps& ops, const void* src, int64_t count) {
+  std::vector<float> values(count);
+  if (absl::Status s = ops.Download(values.data(), src, values.size() * sizeof(float)); !s.ok()) {
+    return s;
+  }
+  return values;
+}
+
 absl::Status EnsureCapacity(ModelOps& ops, device::DeviceBuffer& buffer, size_t bytes) {
   if (buffer.size() >= bytes) return absl::OkStatus();
   if (absl::Status s = ops.Synchronize(); !s.ok()) return s;

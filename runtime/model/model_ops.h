@@ -208,6 +208,8 @@ class ModelOps {
 absl::StatusOr<device::DeviceBuffer> AllocateZeroed(ModelOps& ops, size_t bytes);
 absl::StatusOr<device::DeviceBuffer> AllocateCopy(ModelOps& ops, const void* host_src,
                                                   size_t bytes);
+// `count` floats at `src` (in `ops`' memory) brought to the host.
+absl::StatusOr<std::vector<float>> DownloadFloats(ModelOps& ops, const void* src, int64_t count);
 // Grows `buffer` (in `ops`' memory) to at least `bytes`, contents not kept.
 // It synchronizes before giving the old block back: the stream may still
 // use it, and the cache hands it out again.

@@ -78,13 +78,6 @@ absl::Status DeviceDenseOptimizer::Step(float* params, float* grads, int64_t siz
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<float>> DeviceDenseOptimizer::DownloadFloats(
-    const device::DeviceBuffer& buffer) const {
-  std::vector<float> values(size_);
-  CORESCAPE_RETURN_IF_ERROR(ops_->Download(values.data(), buffer.data(), buffer.size()));
-  return values;
-}
-
 absl::Status DeviceDenseOptimizer::UploadFloats(device::DeviceBuffer& buffer,
                                                 const std::vector<float>& values) {
   return ops_->Upload(buffer.data(), values.data(), values.size() * sizeof(float));
@@ -93,11 +86,11 @@ absl::Status DeviceDenseOptimizer::UploadFloats(device::DeviceBuffer& buffer,
 absl::StatusOr<std::string> DeviceDenseOptimizer::SaveState() {
   optim::AdamState state;
   state.step = step_;
-  auto m = DownloadFloats(m_);
+  auto m = model::DownloadFloats(*ops_, m_.data(), size_);
   if (!m.ok()) return m.status();
   state.m = *std::move(m);
   if (has_v()) {
-    auto v = DownloadFloats(v_);
+    auto v = model::DownloadFloats(*ops_, v_.data(), size_);
     if (!v.ok()) return v.status();
     state.has_v = true;
     state.v = *std::move(v);
@@ -115,13 +108,9 @@ absl::Status DeviceDenseOptimizer::RestoreState(absl::string_view blob) {
 }
 
 const std::vector<float>& DeviceDenseOptimizer::first_moment() const {
-  auto m = DownloadFloats(m_);
-  if (m.ok()) {
-    first_moment_download_ = *std::move(m);
-  } else {
-    LOG(ERROR) << name() << ": first moment not downloaded: " << m.status();
-    first_moment_download_.clear();
-  }
+  auto m = model::DownloadFloats(*ops_, m_.data(), size_);
+  LOG_IF(ERROR, !m.ok()) << name() << ": first moment not downloaded: " << m.status();
+  first_moment_download_ = m.ok() ? *std::move(m) : std::vector<float>();
   return first_moment_download_;
 }
 

@@ -55,7 +55,6 @@ class DeviceDenseOptimizer final : public optim::DataParallelOptimizer {
                        optim::RankGroup* group, model::ModelOps* ops, int64_t size)
       : kind_(kind), options_(options), group_(group), ops_(ops), size_(size) {}
   bool has_v() const { return kind_ == optim::OptimizerKind::kAdamW; }
-  absl::StatusOr<std::vector<float>> DownloadFloats(const device::DeviceBuffer& buffer) const;
   absl::Status UploadFloats(device::DeviceBuffer& buffer, const std::vector<float>& values);
 
   optim::OptimizerKind kind_;

@@ -129,14 +129,6 @@ absl::Status DeviceTopKAdamW::Update(float* params, const float* grads, double l
                            size_, kernels::cuda::AdamWScalarsAt(options_.adam, step_ + 1, lr));
 }
 
-absl::StatusOr<std::vector<float>> DeviceTopKAdamW::DownloadFloats(
-    const device::DeviceBuffer& buffer) const {
-  std::vector<float> values(size_);
-  CORESCAPE_RETURN_IF_ERROR(
-      ops_->Download(values.data(), buffer.data(), values.size() * sizeof(float)));
-  return values;
-}
-
 absl::StatusOr<std::string> DeviceTopKAdamW::SaveState() {
   optim::AdamState state;
   state.step = step_;
@@ -144,7 +136,7 @@ absl::StatusOr<std::string> DeviceTopKAdamW::SaveState() {
   state.has_residual = true;
   for (auto [buffer, host] : {std::pair{&m_, &state.m}, std::pair{&v_, &state.v},
                               std::pair{&residual_, &state.residual}}) {
-    auto values = DownloadFloats(*buffer);
+    auto values = model::DownloadFloats(*ops_, buffer->data(), size_);
     if (!values.ok()) return values.status();
     *host = *std::move(values);
   }
@@ -163,13 +155,9 @@ absl::Status DeviceTopKAdamW::RestoreState(absl::string_view blob) {
 }
 
 const std::vector<float>& DeviceTopKAdamW::first_moment() const {
-  auto m = DownloadFloats(m_);
-  if (m.ok()) {
-    first_moment_download_ = *std::move(m);
-  } else {
-    LOG(ERROR) << name() << ": first moment not downloaded: " << m.status();
-    first_moment_download_.clear();
-  }
+  auto m = model::DownloadFloats(*ops_, m_.data(), size_);
+  LOG_IF(ERROR, !m.ok()) << name() << ": first moment not downloaded: " << m.status();
+  first_moment_download_ = m.ok() ? *std::move(m) : std::vector<float>();
   return first_moment_download_;
 }
 

@@ -58,7 +58,6 @@ class DeviceTopKAdamW final : public optim::DataParallelOptimizer {
   absl::Status DenseStep(float* params, double lr);
   absl::Status SparseStep(float* params, float* grads, int64_t k, double lr);
   absl::Status Update(float* params, const float* grads, double lr);
-  absl::StatusOr<std::vector<float>> DownloadFloats(const device::DeviceBuffer& buffer) const;
 
   optim::OptimizerOptions options_;
   optim::RankGroup* group_;
