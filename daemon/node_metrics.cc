@@ -41,6 +41,12 @@ NodeMetrics::NodeMetrics(metrics::MetricsEndpoint* endpoint, v1::NodeRole role,
       tokens_per_second_(Register(prometheus::BuildGauge(), endpoint,
                                   "worker_tokens_per_second",
                                   "tokens per second of the job at the newest step")),
+      model_tflops_per_second_(Register(prometheus::BuildGauge(), endpoint,
+                                        "worker_model_tflops_per_second",
+                                        "this rank's model TFLOP/s at the newest step")),
+      mfu_(Register(prometheus::BuildGauge(), endpoint, "worker_mfu",
+                    "this rank's model FLOPs utilization at the newest step (where its "
+                    "device's peak is known)")),
       bytes_sent_(Register(prometheus::BuildCounter(), endpoint, "worker_bytes_sent_total",
                            "bytes sent over a plane in this rank's steps")),
       bytes_received_(Register(prometheus::BuildCounter(), endpoint,
@@ -142,6 +148,10 @@ void NodeMetrics::ObserveStep(const v1::StepReport& report, double density,
     validation_loss_.Add(job).Set(report.validation_loss());
   }
   tokens_per_second_.Add(job).Set(report.tokens_per_second());
+  if (std::isfinite(report.model_tflops_per_second()) && report.model_tflops_per_second() > 0) {
+    model_tflops_per_second_.Add(job).Set(report.model_tflops_per_second());
+  }
+  if (std::isfinite(report.mfu()) && report.mfu() > 0) mfu_.Add(job).Set(report.mfu());
   // The worker's reports carry the data plane's bytes (UCX between ranks
   // and to attention servers).
   const std::map<std::string, std::string> data = {{"job_id", report.job_id()},

@@ -49,6 +49,8 @@ class NodeMetrics : public RunMetrics {
   prometheus::Family<prometheus::Gauge>& loss_;
   prometheus::Family<prometheus::Gauge>& validation_loss_;
   prometheus::Family<prometheus::Gauge>& tokens_per_second_;
+  prometheus::Family<prometheus::Gauge>& model_tflops_per_second_;
+  prometheus::Family<prometheus::Gauge>& mfu_;
   prometheus::Family<prometheus::Counter>& bytes_sent_;
   prometheus::Family<prometheus::Counter>& bytes_received_;
   prometheus::Family<prometheus::Histogram>& compute_seconds_;

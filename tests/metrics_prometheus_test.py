@@ -170,6 +170,10 @@ class MetricsPrometheusTest(ops_cluster.OpsClusterTestCase):
         p.wait_value(f'corescape_job_model_tflops_per_second{{job_id="{job}"}}',
                      lambda v: 0 < v < 100, "the job's model TFLOP/s")
         self.assertEqual(p.query(f'corescape_job_mfu{{job_id="{job}"}}'), [])
+        for worker in ("worker-0", "worker-1"):
+            p.wait_value(f'corescape_worker_model_tflops_per_second'
+                         f'{{job_id="{job}",daemon="{worker}"}}',
+                         lambda v: 0 < v < 100, f"{worker}'s model TFLOP/s")
         p.wait_value(f'corescape_job_validation_loss{{job_id="{job}"}}',
                      lambda v: 0 < v < 20, "a validation loss", timeout=90)
         self.assertGreater(p.wait_value(f'corescape_job_bytes_sent_total{{job_id="{job}"}}',
