@@ -4,12 +4,14 @@
 #
 # Everywhere: --worker-devices mistakes are usage errors; a CPU cluster
 # keeps a CUDA job PENDING with a reason naming the missing GPU; the same
-# small job trains on the CPU and its loss falls.
+# small job trains on the CPU, its loss falls and `job` shows its model
+# FLOP rate (no MFU: a CPU has no known peak).
 # Without a usable GPU (CI): a worker asked to serve cuda:0 refuses to
 # start, and `cluster up` fails with its reason and leaves nothing running.
 # With one (the device check, scripts/device_check.sh): a worker serving
-# cuda:0 trains the job on the GPU (AdamW, then SCAPE) to a loss close to
-# the CPU run's, and `nodes`/`jobs` show the GPU.
+# cuda:0 trains the job on the GPU (AdamW, then SCAPE, then topk-adamw,
+# each with its state on the GPU) to a loss close to the CPU run's, an
+# H100/H200/A100 shows its MFU, and `nodes`/`jobs` show the GPU.
 set -u
 
 CLI="${TEST_SRCDIR}/${TEST_WORKSPACE}/client/corescape"
@@ -109,6 +111,9 @@ run 0 cancel "${WAITING}"
 submit_job on-the-cpu --device cpu --optimizer adamw
 descends "${JOB}"
 CPU_LOSS="${LAST_LOSS}"
+# Its model FLOP rate; a CPU has no known peak, so no MFU.
+run 0 job "${JOB}"
+stdout_has "^Compute: +[0-9.e+-]+ TFLOP/s per worker \(MFU unknown: no peak for this device\)$"
 run 0 cluster down
 
 # --- A worker serving cuda:0 ----------------------------------------------
@@ -131,13 +136,19 @@ descends "${JOB}"
 # bf16 on the GPU, fp32 on the CPU, same data and seed: close at the end.
 awk -v g="${LAST_LOSS}" -v c="${CPU_LOSS}" 'BEGIN { d = g - c; if (d < 0) d = -d; exit !(d <= 0.1 * c) }' ||
   fail "GPU loss ${LAST_LOSS} is not within 10% of the CPU run's ${CPU_LOSS}"
+# A GPU whose dense peak the worker knows gives the job an MFU.
+if [[ "${gpu}" =~ (H100|H200|A100) ]]; then
+  run 0 job "${JOB}"; stdout_has "^Compute: +[0-9.e+-]+ TFLOP/s per worker, MFU [0-9.]+%$"
+fi
 submit_job scape-on-the-gpu --device cuda --optimizer scape --density 0.1
 descends "${JOB}"
-# Both optimizers kept their state on the GPU (not the host fallback).
+submit_job topk-on-the-gpu --device cuda --optimizer topk-adamw --density 0.1
+descends "${JOB}"
+# Every optimizer kept its state on the GPU (not the host fallback).
 WORKER_LOG="${CORESCAPE_HOME}/cluster/logs/worker-0.log"
-for optimizer in adamw scape; do
+for optimizer in adamw scape topk-adamw; do
   grep -q "optimizer ${optimizer}: state on cuda:0 beside the parameters" "${WORKER_LOG}" ||
     { grep "optimizer " "${WORKER_LOG}" >&2; fail "${optimizer}'s state is not on cuda:0"; }
 done
 run 0 cluster down
-echo "PASS (${gpu}: AdamW and SCAPE trained on cuda:0)"
+echo "PASS (${gpu}: AdamW, SCAPE and topk-adamw trained on cuda:0)"
