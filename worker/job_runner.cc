@@ -229,6 +229,15 @@ absl::StatusOr<JobRunner::TrainingSetup> JobRunner::SetUpTraining(Run& run,
   setup.peak_tflops = peak_tflops_ > 0 ? peak_tflops_
                                        : model::DensePeakTflops(device_.gpu_model(),
                                                                 setup.config.precision);
+  LOG(INFO) << "job " << assignment.job_id() << ": MFU "
+            << (setup.peak_tflops > 0
+                    ? absl::StrCat("against a dense peak of ", setup.peak_tflops, " TFLOP/s (",
+                                   peak_tflops_ > 0 ? "--peak_tflops" : device_.gpu_model(), ", ",
+                                   model::PrecisionName(setup.config.precision), ")")
+                    : absl::StrCat("unknown: no peak for ",
+                                   device_.gpu_model().empty() ? "this device"
+                                                               : device_.gpu_model(),
+                                   " (set --peak_tflops)"));
   auto created_group = group_factory_(assignment);
   if (!created_group.ok()) return created_group.status();
   setup.group = *std::move(created_group);
