@@ -13,7 +13,6 @@
 #include "runtime/job/job_spec.h"
 #include "runtime/job/trainer_config.h"
 #include "runtime/model/model_config.h"
-#include "runtime/model/training_flops.h"
 #include "worker/attention_reports.h"
 
 namespace corescape::worker {
@@ -226,18 +225,14 @@ absl::StatusOr<JobRunner::TrainingSetup> JobRunner::SetUpTraining(Run& run,
   setup.config = *std::move(config);
   setup.config.device = training_device->device;
   setup.config.precision = training_device->precision;
-  setup.peak_tflops = peak_tflops_ > 0 ? peak_tflops_
-                                       : model::DensePeakTflops(device_.gpu_model(),
-                                                                setup.config.precision);
-  LOG(INFO) << "job " << assignment.job_id() << ": MFU "
+  setup.peak_tflops = job::MfuPeakTflops(device_, *training_device, peak_tflops_);
+  LOG(INFO) << "job " << assignment.job_id() << " on " << training_device->device.ToString()
+            << ": MFU "
             << (setup.peak_tflops > 0
                     ? absl::StrCat("against a dense peak of ", setup.peak_tflops, " TFLOP/s (",
                                    peak_tflops_ > 0 ? "--peak_tflops" : device_.gpu_model(), ", ",
                                    model::PrecisionName(setup.config.precision), ")")
-                    : absl::StrCat("unknown: no peak for ",
-                                   device_.gpu_model().empty() ? "this device"
-                                                               : device_.gpu_model(),
-                                   " (set --peak_tflops)"));
+                    : std::string("unknown: no peak for this device (--peak_tflops gives one)"));
   auto created_group = group_factory_(assignment);
   if (!created_group.ok()) return created_group.status();
   setup.group = *std::move(created_group);

@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/model/peak_flops.h"
 
 namespace corescape::job {
 
@@ -73,6 +74,14 @@ absl::StatusOr<TrainingDevice> TrainingDeviceFor(const std::string& job_id,
   training.device = device::Device::Cuda(static_cast<int>(served.cuda_index()));
   training.precision = model::DefaultPrecision(training.device);
   return training;
+}
+
+double MfuPeakTflops(const v1::ServedDevice& served, const TrainingDevice& training,
+                     double operator_peak) {
+  const bool serves_gpu = ServedDeviceKind(served) == v1::CUDA;
+  if (training.device.is_cuda() != serves_gpu) return 0;
+  if (operator_peak > 0) return operator_peak;
+  return serves_gpu ? model::DensePeakTflops(served.gpu_model(), training.precision) : 0;
 }
 
 }  // namespace corescape::job

@@ -49,6 +49,14 @@ absl::StatusOr<TrainingDevice> TrainingDeviceFor(const std::string& job_id,
                                                  const v1::JobSpec& spec,
                                                  const v1::ServedDevice& served);
 
+// The dense peak (TFLOP/s) a job's MFU is measured against, when it trains
+// on the device the worker serves: `operator_peak` (the worker's
+// --peak_tflops) if > 0, else the GPU's known one (model::DensePeakTflops).
+// 0, unknown, otherwise: a GPU worker's CPU training a CPU job has no peak
+// of its GPU's.
+double MfuPeakTflops(const v1::ServedDevice& served, const TrainingDevice& training,
+                     double operator_peak);
+
 }  // namespace corescape::job
 
 #endif  // CORESCAPE_RUNTIME_JOB_JOB_DEVICE_H_

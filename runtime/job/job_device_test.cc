@@ -90,6 +90,26 @@ TEST(JobDeviceTest, CudaJobTrainsOnTheWorkersGpuInBf16) {
   EXPECT_EQ(training->precision, model::Precision::kBf16);
 }
 
+// A job's MFU is measured against the device it trains on, and only
+// when that is the device the worker serves.
+TEST(JobDeviceTest, MfuPeakIsTheTrainingDevicesOwn) {
+  const TrainingDevice on_gpu{device::Device::Cuda(1), model::Precision::kBf16};
+  const TrainingDevice on_gpu_fp32{device::Device::Cuda(1), model::Precision::kFp32};
+  const TrainingDevice on_cpu{device::Device::Cpu(), model::Precision::kFp32};
+  EXPECT_EQ(MfuPeakTflops(Gpu(1), on_gpu, 0), 989);
+  EXPECT_EQ(MfuPeakTflops(Gpu(1), on_gpu_fp32, 0), 67);
+  EXPECT_EQ(MfuPeakTflops(Gpu(1), on_gpu, 500), 500) << "the operator's figure wins";
+  // A GPU worker's CPU trains a CPU job: its GPU's peak says nothing of it.
+  EXPECT_EQ(MfuPeakTflops(Gpu(1), on_cpu, 0), 0);
+  EXPECT_EQ(MfuPeakTflops(Gpu(1), on_cpu, 500), 0);
+  // A CPU worker: unknown unless the operator says.
+  EXPECT_EQ(MfuPeakTflops(v1::ServedDevice(), on_cpu, 0), 0);
+  EXPECT_EQ(MfuPeakTflops(v1::ServedDevice(), on_cpu, 2.5), 2.5);
+  v1::ServedDevice unknown = Gpu(0);
+  unknown.set_gpu_model("NVIDIA GeForce RTX 4090");
+  EXPECT_EQ(MfuPeakTflops(unknown, on_gpu, 0), 0);
+}
+
 TEST(JobDeviceTest, CudaJobsRunTheirCoreAttentionColocated) {
   for (v1::AttentionMode mode : {v1::DISAGGREGATED, v1::IN_PLACE}) {
     v1::JobSpec spec = CudaJob();

@@ -1,9 +1,6 @@
 #ifndef CORESCAPE_RUNTIME_MODEL_TRAINING_FLOPS_H_
 #define CORESCAPE_RUNTIME_MODEL_TRAINING_FLOPS_H_
 
-#include <string>
-
-#include "absl/strings/string_view.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/transformer.h"
 
@@ -16,13 +13,6 @@ namespace corescape::model {
 // query attends to (QKᵀ and PV: 4 forward, 8 backward). Padding rows count
 // as tokens; recomputation and the optimizer do not count.
 double TrainingFlops(const ModelConfig& config, const ModelBatch& batch);
-
-// The dense peak, in TFLOP/s, of a GPU named as CUDA names it (e.g. "NVIDIA
-// H200") at the precision its GEMMs run in: bf16 tensor cores, or fp32
-// without TF32 (what the fp32 mode runs). 0 for a device not in the table
-// (a CPU, an unknown GPU): its MFU is unknown, and a worker's --peak_tflops
-// says it.
-double DensePeakTflops(absl::string_view gpu_name, Precision precision);
 
 }  // namespace corescape::model
 

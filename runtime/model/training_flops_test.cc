@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "runtime/model/parameter_layout.h"
+#include "runtime/model/peak_flops.h"
 
 namespace corescape::model {
 namespace {

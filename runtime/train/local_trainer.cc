@@ -12,7 +12,7 @@
 #include "runtime/device/device_runtime.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/trainer_config.h"
-#include "runtime/model/training_flops.h"
+#include "runtime/model/peak_flops.h"
 #include "runtime/optim/scape_optimizer.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/train/data_parallel_trainer.h"
