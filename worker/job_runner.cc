@@ -13,6 +13,7 @@
 #include "runtime/job/job_spec.h"
 #include "runtime/job/trainer_config.h"
 #include "runtime/model/model_config.h"
+#include "runtime/model/peak_flops.h"
 #include "worker/attention_reports.h"
 
 namespace corescape::worker {
@@ -400,10 +401,10 @@ v1::NodeMessage JobRunner::StepReportMessage(const v1::JobAssignment& assignment
   report->set_communication_seconds(result.communication_seconds);
   report->set_validation_loss(validation_loss);
   report->set_checkpoint_step(checkpoint_step);
-  const double seconds = result.compute_seconds + result.communication_seconds;
-  const double tflops = seconds > 0 ? result.model_flops / seconds / 1e12 : 0;
+  const double tflops = model::ModelTflopsPerSecond(
+      result.model_flops, result.compute_seconds + result.communication_seconds);
   report->set_model_tflops_per_second(tflops);
-  report->set_mfu(peak_tflops > 0 ? tflops / peak_tflops : 0);
+  report->set_mfu(model::Mfu(tflops, peak_tflops));
   return message;
 }
 

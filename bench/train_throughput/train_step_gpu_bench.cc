@@ -38,6 +38,7 @@
 #include "runtime/device/device.h"
 #include "runtime/device/device_runtime.h"
 #include "runtime/model/model_ops.h"
+#include "runtime/model/peak_flops.h"
 #include "runtime/model/training_flops.h"
 #include "runtime/model/transformer.h"
 #include "runtime/optim/optimizer_names.h"
@@ -125,7 +126,7 @@ int RunBenchmark() {
     pool.emplace(absl::GetFlag(FLAGS_threads));
     openblas_set_num_threads(absl::GetFlag(FLAGS_threads));
   }
-  const double peak = absl::GetFlag(FLAGS_peak_tflops) * 1e12;
+  const double peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
   std::vector<std::string> results;
   // The figures so far as one JSON line (the finished configurations, and
   // the one being timed): printed after every measurement, so a run cut
@@ -135,7 +136,7 @@ int RunBenchmark() {
     std::vector<std::string> members = results;
     if (!in_progress.empty()) members.push_back(in_progress);
     std::printf("{\"precision\": \"%s\", \"peak_tflops\": %.0f, %s}\n",
-                std::string(model::PrecisionName(*precision)).c_str(), peak / 1e12,
+                std::string(model::PrecisionName(*precision)).c_str(), peak_tflops,
                 absl::StrJoin(members, ", ").c_str());
     std::fflush(stdout);
   };
@@ -193,8 +194,10 @@ int RunBenchmark() {
     const double flops = model::TrainingFlops(*config, batch);
     const double tokens_per_s = batch.rows() / timed->step_seconds;
     const double compute_tokens_per_s = batch.rows() / timed->compute_seconds;
-    const double mfu = flops / timed->step_seconds / peak;
-    const double compute_mfu = flops / timed->compute_seconds / peak;
+    const double mfu =
+        model::Mfu(model::ModelTflopsPerSecond(flops, timed->step_seconds), peak_tflops);
+    const double compute_mfu =
+        model::Mfu(model::ModelTflopsPerSecond(flops, timed->compute_seconds), peak_tflops);
     const double speedup = host_step_seconds > 0 ? host_step_seconds / timed->step_seconds : 0;
     std::printf(
         "%-11s %dx%-5d step %8.1f ms (fwd+bwd %8.1f, optimizer %7.1f)  %9.0f tok/s  "

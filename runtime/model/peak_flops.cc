@@ -35,4 +35,10 @@ double DensePeakTflops(absl::string_view gpu_name, Precision precision) {
   return 0;
 }
 
+double ModelTflopsPerSecond(double flops, double seconds) {
+  return seconds > 0 ? flops / seconds / 1e12 : 0;
+}
+
+double Mfu(double tflops, double peak_tflops) { return peak_tflops > 0 ? tflops / peak_tflops : 0; }
+
 }  // namespace corescape::model

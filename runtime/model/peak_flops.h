@@ -13,6 +13,11 @@ namespace corescape::model {
 // says it.
 double DensePeakTflops(absl::string_view gpu_name, Precision precision);
 
+// `flops` done in `seconds`, in TFLOP/s (0 for no time); and that as a share
+// of `peak_tflops`, the MFU (0 while the peak is unknown, i.e. 0).
+double ModelTflopsPerSecond(double flops, double seconds);
+double Mfu(double tflops, double peak_tflops);
+
 }  // namespace corescape::model
 
 #endif  // CORESCAPE_RUNTIME_MODEL_PEAK_FLOPS_H_

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "runtime/device/device_runtime.h"
+#include "runtime/job/job_device.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/trainer_config.h"
 #include "runtime/model/peak_flops.h"
@@ -214,14 +215,18 @@ absl::StatusOr<LocalTrainSummary> RunLocalTraining(
     *csv << "step,train_loss,val_loss,tokens_per_s,lr,grad_norm,elapsed_s\n";
   }
 
-  double peak_tflops = config.peak_tflops;
-  if (peak_tflops == 0 && trainer_config->device.is_cuda()) {
+  // This process serves its device as a worker would, for the MFU's peak.
+  v1::ServedDevice served;
+  if (trainer_config->device.is_cuda()) {
     auto runtime = device::OpenDevice(trainer_config->device);
     if (!runtime.ok()) return runtime.status();
     auto info = (*runtime)->Info();
     if (!info.ok()) return info.status();
-    peak_tflops = model::DensePeakTflops(info->name, trainer_config->precision);
+    served.set_kind(v1::CUDA);
+    served.set_gpu_model(info->name);
   }
+  const double peak_tflops = job::MfuPeakTflops(
+      served, {trainer_config->device, trainer_config->precision}, config.peak_tflops);
 
   LocalTrainSummary summary;
   summary.parameters = (*trainer)->model().layout().total_size();
@@ -251,8 +256,8 @@ absl::StatusOr<LocalTrainSummary> RunLocalTraining(
     const double seconds = result->compute_seconds + result->communication_seconds;
     total_flops += result->model_flops;
     step_seconds += seconds;
-    metrics.model_tflops_per_second = seconds > 0 ? result->model_flops / seconds / 1e12 : 0;
-    metrics.mfu = peak_tflops > 0 ? metrics.model_tflops_per_second / peak_tflops : 0;
+    metrics.model_tflops_per_second = model::ModelTflopsPerSecond(result->model_flops, seconds);
+    metrics.mfu = model::Mfu(metrics.model_tflops_per_second, peak_tflops);
     const bool last = step + 1 == config.steps;
     if (last || (config.eval_interval > 0 && (step + 1) % config.eval_interval == 0)) {
       auto val = (*trainer)->Validate(config.eval_batches);
@@ -276,8 +281,8 @@ absl::StatusOr<LocalTrainSummary> RunLocalTraining(
   summary.steps = config.steps;
   summary.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   summary.tokens_per_second = total_tokens / std::max(1e-9, summary.seconds);
-  summary.model_tflops_per_second = step_seconds > 0 ? total_flops / step_seconds / 1e12 : 0;
-  summary.mfu = peak_tflops > 0 ? summary.model_tflops_per_second / peak_tflops : 0;
+  summary.model_tflops_per_second = model::ModelTflopsPerSecond(total_flops, step_seconds);
+  summary.mfu = model::Mfu(summary.model_tflops_per_second, peak_tflops);
   return summary;
 }
 
