@@ -26,6 +26,9 @@ absl::StatusOr<std::unique_ptr<StagingPipeline>> StagingPipeline::Create(DeviceR
       *event = *std::move(created);
     }
   }
+  auto issued = runtime->CreateEvent();
+  if (!issued.ok()) return issued.status();
+  pipeline->compute_issued_ = *std::move(issued);
   return pipeline;
 }
 
@@ -50,6 +53,11 @@ absl::Status StagingPipeline::Run(float* host, int64_t n, float* const staging[2
 
 absl::Status StagingPipeline::RunChunks(float* host, int64_t n, float* const staging[2],
                                         int64_t chunk, ChunkKernel kernel) {
+  // The staging buffers may be blocks the caching allocator handed on from
+  // work still queued on the compute stream: no upload overwrites them
+  // before that work is done.
+  CORESCAPE_RETURN_IF_ERROR(compute_->Record(*compute_issued_));
+  CORESCAPE_RETURN_IF_ERROR(upload_->Wait(*compute_issued_));
   for (int64_t begin = 0, i = 0; begin < n; begin += chunk, ++i) {
     const int b = static_cast<int>(i % 2);
     const int64_t count = std::min(chunk, n - begin);

@@ -16,7 +16,8 @@ namespace corescape::device {
 // turns in two staging buffers, chunk i+1 uploads on one copy stream and
 // chunk i−1 downloads on another while chunk i's kernels run on the
 // compute stream. Events order the three streams, so a staging buffer is
-// refilled only after its previous chunk is home.
+// refilled only after its previous chunk is home, and first filled only
+// after the compute stream's earlier work.
 class StagingPipeline {
  public:
   // kernel(staged, begin, count): issue, on the compute stream, the work on
@@ -44,6 +45,8 @@ class StagingPipeline {
   std::unique_ptr<Stream> upload_, download_;
   // Per staging buffer: its chunk uploaded, computed, downloaded.
   std::unique_ptr<Event> uploaded_[2], computed_[2], downloaded_[2];
+  // The compute stream's work issued before a Run.
+  std::unique_ptr<Event> compute_issued_;
 };
 
 }  // namespace corescape::device

@@ -208,11 +208,16 @@ class CudaModelOps final : public ModelOps {
     }
     auto copied = runtime_->CreateEvent();
     if (!copied.ok()) return copied.status();
-    if (bytes > 0) {
-      CORESCAPE_RETURN_IF_ERROR(
-          runtime_->CopyAsync(dst, pinned_src, bytes, device::CopyKind::kHostToDevice, *copies));
+    absl::Status status = bytes > 0 ? runtime_->CopyAsync(dst, pinned_src, bytes,
+                                                          device::CopyKind::kHostToDevice, *copies)
+                                    : absl::OkStatus();
+    if (status.ok()) status = copies->Record(**copied);
+    if (!status.ok()) {
+      // No event will tell the caller when dst and pinned_src are free:
+      // they are once nothing is left in flight.
+      copies->Synchronize().IgnoreError();
+      return status;
     }
-    CORESCAPE_RETURN_IF_ERROR(copies->Record(**copied));
     return copied;
   }
   absl::Status WaitFor(device::Event& event) override { return stream_->Wait(event); }

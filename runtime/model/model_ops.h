@@ -66,6 +66,7 @@ class ModelOps {
   // may come from another thread than the one issuing the kernels (it
   // touches no other state of the backend's). WaitFor orders the kernels
   // issued after it behind such an event; `dst` must not be read before.
+  // On an error nothing it issued is still in flight.
   virtual absl::StatusOr<std::unique_ptr<device::Event>> UploadBeside(void* dst,
                                                                       const void* pinned_src,
                                                                       size_t bytes) = 0;

@@ -47,14 +47,17 @@ __global__ void CrossEntropyKernel(const float* logits, const int32_t* targets, 
   __syncthreads();
   BlockTreeReduce(sum_partial, DeviceSum());
   const double log_sum = log(sum_partial[0]) + max;
+  // The loss reads z[target] before any gradient is written, as the CPU
+  // reference does.
+  if (threadIdx.x == 0) {
+    row_losses[r] = log_sum - z[target];
+    counted[r] = 1;
+  }
+  __syncthreads();
   if (dz != nullptr) {
     for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
       dz[i] = CrossEntropyGrad(z[i], log_sum, grad_scale, i == target);
     }
-  }
-  if (threadIdx.x == 0) {
-    row_losses[r] = log_sum - z[target];
-    counted[r] = 1;
   }
 }
 

@@ -1,8 +1,9 @@
 // Every non-optimizer launch on the GPU vs the CPU reference. Bitwise where
-// the device computes the same IEEE operations (casts, masks, embedding,
-// RMSNorm: +, ×, ÷, sqrtf are correctly rounded on both and nothing is
-// fused); a stated tolerance where the device's transcendental functions
-// (expf, exp, cos, sin, pow) round differently from glibc.
+// the device computes the same IEEE operations in the same order (casts,
+// masks, embedding: +, ×, ÷, sqrtf are correctly rounded on both and
+// nothing is fused); a stated tolerance where the device's transcendental
+// functions (expf, exp, cos, sin, pow) round differently from glibc or it
+// sums a row as a tree (RMSNorm, cross-entropy).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
