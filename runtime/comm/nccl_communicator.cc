@@ -1,6 +1,7 @@
 #include "runtime/comm/nccl_communicator.h"
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -67,27 +68,37 @@ absl::Status NcclCommunicator::Init() {
   std::memcpy(id.internal, options_.unique_id.data(), NCCL_UNIQUE_ID_BYTES);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // so a missing peer cannot hang initialisation
-  ncclResult_t r =
-      ncclCommInitRankConfig(&comm_, options_.world_size, id, options_.rank, &config);
+  ncclComm_t comm = nullptr;
+  const ncclResult_t r =
+      ncclCommInitRankConfig(&comm, options_.world_size, id, options_.rank, &config);
+  {
+    absl::MutexLock lock(&comm_mu_);
+    comm_ = comm;
+  }
   return Check(r, "ncclCommInitRankConfig");
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_ == nullptr) return;
+  ncclComm_t comm;
+  {
+    absl::MutexLock lock(&comm_mu_);
+    comm = std::exchange(comm_, nullptr);
+  }
+  if (comm == nullptr) return;
   if (health().ok()) {
-    ncclCommFinalize(comm_);
+    ncclCommFinalize(comm);
     ncclResult_t state = ncclInProgress;
     const absl::Time deadline = absl::Now() + options_.timeout;
     while (state == ncclInProgress && absl::Now() < deadline) {
-      ncclCommGetAsyncError(comm_, &state);
+      ncclCommGetAsyncError(comm, &state);
       absl::SleepFor(kPollInterval);
     }
     if (state == ncclSuccess) {
-      ncclCommDestroy(comm_);
+      ncclCommDestroy(comm);
       return;
     }
   }
-  ncclCommAbort(comm_);
+  ncclCommAbort(comm);
 }
 
 absl::Status NcclCommunicator::Fail(absl::Status status) {
@@ -99,10 +110,28 @@ absl::Status NcclCommunicator::Fail(absl::Status status) {
     }
     status = broken_;  // the first error wins (an Abort's, if it came first)
   }
-  // Only the thread issuing the operations touches comm_.
-  if (comm_ != nullptr) ncclCommAbort(comm_);
-  comm_ = nullptr;
+  // Taken under the writer lock: no other thread is inside a call on it,
+  // none gets it after, and a second failure finds nothing to abort.
+  ncclComm_t comm;
+  {
+    absl::MutexLock lock(&comm_mu_);
+    comm = std::exchange(comm_, nullptr);
+  }
+  if (comm != nullptr) ncclCommAbort(comm);
   return status;
+}
+
+template <typename Call>
+ncclResult_t NcclCommunicator::WithComm(Call call) {
+  absl::ReaderMutexLock lock(&comm_mu_);
+  if (comm_ == nullptr) return ncclInvalidUsage;
+  return call(comm_);
+}
+
+ncclResult_t NcclCommunicator::AsyncError() {
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t read = WithComm([&](ncclComm_t comm) { return ncclCommGetAsyncError(comm, &state); });
+  return read == ncclSuccess ? state : read;
 }
 
 void NcclCommunicator::Abort(const std::string& reason) {
@@ -113,18 +142,24 @@ void NcclCommunicator::Abort(const std::string& reason) {
 absl::Status NcclCommunicator::Check(ncclResult_t result, const char* what) {
   const absl::Time deadline = absl::Now() + options_.timeout;
   while (result == ncclInProgress) {
+    // A stopped job does not sit out a connection to a dead peer.
+    if (absl::Status s = health(); !s.ok()) return Fail(s);
     if (absl::Now() > deadline) {
       return Fail(absl::DeadlineExceededError(
           absl::StrCat(what, " did not complete within ", absl::FormatDuration(options_.timeout),
                        " (a peer is dead, stalled or missing)")));
     }
     absl::SleepFor(kPollInterval);
-    if (comm_ == nullptr) break;
-    ncclCommGetAsyncError(comm_, &result);
+    result = AsyncError();
   }
   if (result != ncclSuccess) {
-    return Fail(absl::UnavailableError(absl::StrCat(what, ": ", ncclGetErrorString(result),
-                                                    " (", ncclGetLastError(comm_), ")")));
+    std::string detail;
+    WithComm([&](ncclComm_t comm) {
+      detail = ncclGetLastError(comm);
+      return ncclSuccess;
+    });
+    return Fail(absl::UnavailableError(
+        absl::StrCat(what, ": ", ncclGetErrorString(result), " (", detail, ")")));
   }
   return absl::OkStatus();
 }
@@ -151,7 +186,9 @@ absl::Status NcclCommunicator::AllReduce(float* data, int64_t count, ReduceOp op
   if (absl::Status s = ReadyOnThisThread(); !s.ok()) return s;
   if (count < 0) return absl::InvalidArgumentError("negative count");
   if (count == 0) return absl::OkStatus();
-  if (absl::Status s = Check(ncclAllReduce(data, data, count, ncclFloat, ToNccl(op), comm_, stream),
+  if (absl::Status s = Check(WithComm([&](ncclComm_t comm) {
+                               return ncclAllReduce(data, data, count, ncclFloat, ToNccl(op), comm, stream);
+                             }),
                              "ncclAllReduce");
       !s.ok()) {
     return s;
@@ -182,21 +219,18 @@ absl::Status NcclCommunicator::AllGatherV(const void* send, int64_t send_bytes, 
   absl::StatusOr<BlockLayout> layout = BlockLayout::FromSizes(recv_bytes_per_rank);
   if (!layout.ok()) return layout.status();
   char* out = static_cast<char*>(recv);
-  ncclResult_t result;
-  if (AllEqual(recv_bytes_per_rank)) {
-    result = ncclAllGather(send, out, send_bytes, ncclChar, comm_, stream);
-  } else {
+  const ncclResult_t result = WithComm([&](ncclComm_t comm) {
+    if (AllEqual(recv_bytes_per_rank)) return ncclAllGather(send, out, send_bytes, ncclChar, comm, stream);
     // Every rank broadcasts its own block: one NCCL group, one launch.
-    result = ncclGroupStart();
-    for (int root = 0; root < p && result == ncclSuccess; ++root) {
+    ncclResult_t issued = ncclGroupStart();
+    for (int root = 0; root < p && issued == ncclSuccess; ++root) {
       if (layout->bytes[root] == 0) continue;
-      result = ncclBroadcast(root == r ? send : out + layout->offset[root],
-                             out + layout->offset[root], layout->bytes[root], ncclChar, root,
-                             comm_, stream);
+      issued = ncclBroadcast(root == r ? send : out + layout->offset[root], out + layout->offset[root],
+                             layout->bytes[root], ncclChar, root, comm, stream);
     }
-    ncclResult_t end = ncclGroupEnd();
-    if (result == ncclSuccess) result = end;
-  }
+    const ncclResult_t end = ncclGroupEnd();
+    return issued == ncclSuccess ? end : issued;
+  });
   if (absl::Status s = Check(result, "all-gather-v"); !s.ok()) return s;
   const int64_t total = layout->total_bytes();
   Count(CollectiveKind::kAllGather, p > 1 ? total - layout->bytes[(r + 1) % p] : 0,
@@ -215,22 +249,21 @@ absl::Status NcclCommunicator::ReduceScatter(const float* send, float* recv,
   }
   absl::StatusOr<BlockLayout> layout = BlockLayout::FromSizes(counts_per_rank, sizeof(float));
   if (!layout.ok()) return layout.status();
-  ncclResult_t result;
-  if (AllEqual(counts_per_rank)) {
-    result = ncclReduceScatter(send, recv, counts_per_rank[0], ncclFloat, ToNccl(op), comm_,
-                               stream);
-  } else {
-    // Block b is reduced onto rank b.
-    result = ncclGroupStart();
-    const char* in = reinterpret_cast<const char*>(send);
-    for (int root = 0; root < p && result == ncclSuccess; ++root) {
-      if (counts_per_rank[root] == 0) continue;
-      result = ncclReduce(in + layout->offset[root], root == r ? recv : nullptr,
-                          counts_per_rank[root], ncclFloat, ToNccl(op), root, comm_, stream);
+  const ncclResult_t result = WithComm([&](ncclComm_t comm) {
+    if (AllEqual(counts_per_rank)) {
+      return ncclReduceScatter(send, recv, counts_per_rank[0], ncclFloat, ToNccl(op), comm, stream);
     }
-    ncclResult_t end = ncclGroupEnd();
-    if (result == ncclSuccess) result = end;
-  }
+    // Block b is reduced onto rank b.
+    ncclResult_t issued = ncclGroupStart();
+    const char* in = reinterpret_cast<const char*>(send);
+    for (int root = 0; root < p && issued == ncclSuccess; ++root) {
+      if (counts_per_rank[root] == 0) continue;
+      issued = ncclReduce(in + layout->offset[root], root == r ? recv : nullptr, counts_per_rank[root],
+                          ncclFloat, ToNccl(op), root, comm, stream);
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    return issued == ncclSuccess ? end : issued;
+  });
   if (absl::Status s = Check(result, "reduce-scatter"); !s.ok()) return s;
   const int64_t total = layout->total_bytes();
   Count(CollectiveKind::kReduceScatter, p > 1 ? total - layout->bytes[r] : 0,
@@ -245,7 +278,9 @@ absl::Status NcclCommunicator::Broadcast(void* data, int64_t bytes, int root,
     return absl::InvalidArgumentError("bad root or size");
   }
   if (bytes == 0) return absl::OkStatus();
-  if (absl::Status s = Check(ncclBroadcast(data, data, bytes, ncclChar, root, comm_, stream),
+  if (absl::Status s = Check(WithComm([&](ncclComm_t comm) {
+                               return ncclBroadcast(data, data, bytes, ncclChar, root, comm, stream);
+                             }),
                              "ncclBroadcast");
       !s.ok()) {
     return s;
@@ -278,16 +313,17 @@ absl::Status NcclCommunicator::Synchronize(cudaStream_t stream) {
   const absl::Time deadline = absl::Now() + options_.timeout;
   while (true) {
     if (absl::Status s = health(); !s.ok()) return Fail(s);
-    cudaError_t e = cudaStreamQuery(stream);
-    if (e == cudaSuccess) return absl::OkStatus();
-    if (e != cudaErrorNotReady) {
+    const cudaError_t e = cudaStreamQuery(stream);
+    if (e != cudaSuccess && e != cudaErrorNotReady) {
       return Fail(absl::InternalError(absl::StrCat("CUDA: ", cudaGetErrorString(e))));
     }
-    ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(comm_, &async);
+    // Read after the stream finished too: NCCL may report an error whose
+    // kernels still ran to their end.
+    const ncclResult_t async = AsyncError();
     if (async != ncclSuccess && async != ncclInProgress) {
       return Fail(absl::UnavailableError(absl::StrCat("NCCL: ", ncclGetErrorString(async))));
     }
+    if (e == cudaSuccess && async == ncclSuccess) return absl::OkStatus();
     if (absl::Now() > deadline) {
       return Fail(absl::DeadlineExceededError(absl::StrCat(
           "NCCL operations did not finish within ", absl::FormatDuration(options_.timeout),

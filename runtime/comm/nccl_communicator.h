@@ -67,13 +67,15 @@ class NcclCommunicator {
   absl::Status Broadcast(void* data, int64_t bytes, int root, cudaStream_t stream);
 
   // Waits for `stream`; on timeout, an NCCL error or Abort(), aborts the
-  // communicator (pending operations on every rank then fail) and returns
-  // the error. From any thread (it makes the communicator's device the
-  // thread's own first).
+  // communicator (this rank's pending operations fail at once; NCCL tells
+  // no peer, so theirs fail at their own timeout) and returns the error.
+  // From any thread (it makes the communicator's device the thread's own
+  // first).
   absl::Status Synchronize(cudaStream_t stream);
-  // From any thread: fails every later call and makes a Synchronize in
-  // progress abort the NCCL communicator and return CANCELLED with `reason`
-  // (a stopped job must not sit out a peer's timeout).
+  // From any thread: fails every later call and makes a Synchronize, or a
+  // call waiting for NCCL to finish issuing (a first connection to a
+  // peer), in progress abort the NCCL communicator and return CANCELLED
+  // with `reason` (a stopped job must not sit out a peer's timeout).
   void Abort(const std::string& reason);
 
   // NCCL does not report its traffic: these count the bytes a ring moves for
@@ -85,8 +87,14 @@ class NcclCommunicator {
   explicit NcclCommunicator(const NcclCommunicatorOptions& options);
   absl::Status Init();
   // Turns an NCCL result into a Status; waits out ncclInProgress (the
-  // communicator is non-blocking so that initialisation can time out).
+  // communicator is non-blocking so that initialisation can time out), or
+  // until Abort().
   absl::Status Check(ncclResult_t result, const char* what);
+  // call(comm) under comm_mu_ (shared): ncclInvalidUsage once aborted.
+  template <typename Call>
+  ncclResult_t WithComm(Call call) ABSL_LOCKS_EXCLUDED(comm_mu_);
+  // The communicator's asynchronous error state.
+  ncclResult_t AsyncError() ABSL_LOCKS_EXCLUDED(comm_mu_);
   absl::Status Fail(absl::Status status);
   // cudaSetDevice(options_.device) on the calling thread.
   absl::Status MakeDeviceCurrent();
@@ -96,7 +104,10 @@ class NcclCommunicator {
   void Count(CollectiveKind kind, int64_t sent, int64_t received);
 
   const NcclCommunicatorOptions options_;
-  ncclComm_t comm_ = nullptr;
+  // Collectives come from one thread, waits from any; an abort takes the
+  // communicator away from all of them at once, and only once.
+  absl::Mutex comm_mu_;
+  ncclComm_t comm_ ABSL_GUARDED_BY(comm_mu_) = nullptr;
   mutable absl::Mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   ByteCounters counters_ ABSL_GUARDED_BY(mu_);
