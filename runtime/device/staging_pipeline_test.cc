@@ -1,15 +1,12 @@
 #include "runtime/device/staging_pipeline.h"
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <deque>
 #include <utility>
 #include <vector>
 
-#include "absl/functional/any_invocable.h"
 #include "gtest/gtest.h"
 #include "runtime/device/cpu_device_runtime.h"
+#include "runtime/device/deferred_device_runtime.h"
 
 namespace corescape::device {
 namespace {
@@ -31,114 +28,6 @@ struct Fixture {
   float* const* buffers() const { return reinterpret_cast<float* const*>(staging); }
 };
 
-
-// A runtime whose streams run nothing until the host blocks on one of them,
-// and then run the most recently created stream that can make progress
-// first: a copy stream races as far ahead of the compute stream as its
-// waits allow, which is what a GPU may do. Only the pipeline's event
-// ordering keeps it correct here.
-class DeferredRuntime final : public DeviceRuntime {
- public:
-  struct DeferredStream;
-  // Where a record captured its stream: done once `ops` of it have run.
-  struct Mark {
-    const DeferredStream* stream = nullptr;
-    int64_t ops = 0;
-  };
-  struct DeferredEvent final : Event {
-    DeferredRuntime* owner;
-    Mark mark;
-    explicit DeferredEvent(DeferredRuntime* o) : owner(o) {}
-    absl::StatusOr<bool> Query() override { return owner->Done(mark); }
-    absl::Status Synchronize() override { return owner->RunUntil([this] { return owner->Done(mark); }); }
-  };
-  struct Op {
-    absl::AnyInvocable<void() &&> run;  // null: a wait
-    Mark wait;
-  };
-  struct DeferredStream final : Stream {
-    DeferredRuntime* owner;
-    std::deque<Op> queue;
-    int64_t enqueued = 0, ran = 0;
-    explicit DeferredStream(DeferredRuntime* o) : owner(o) {}
-    void Push(Op op) {
-      queue.push_back(std::move(op));
-      ++enqueued;
-    }
-    absl::Status Record(Event& event) override {
-      static_cast<DeferredEvent&>(event).mark = {this, enqueued};
-      return absl::OkStatus();
-    }
-    absl::Status Wait(Event& event) override {
-      Push({nullptr, static_cast<DeferredEvent&>(event).mark});
-      return absl::OkStatus();
-    }
-    absl::Status EnqueueHost(absl::AnyInvocable<void() &&> fn) override {
-      Push({std::move(fn), {}});
-      return absl::OkStatus();
-    }
-    absl::Status Synchronize() override { return owner->RunUntil([this] { return queue.empty(); }); }
-    void* native_handle() override { return nullptr; }
-  };
-
-  bool Done(const Mark& mark) const { return mark.stream == nullptr || mark.stream->ran >= mark.ops; }
-
-  // Runs one op of the newest stream that can, until `done` or nothing can.
-  template <typename Finished>
-  absl::Status RunUntil(Finished done) {
-    while (!done()) {
-      bool progressed = false;
-      for (auto it = streams_.rbegin(); it != streams_.rend() && !progressed; ++it) {
-        DeferredStream* stream = *it;
-        if (stream->queue.empty()) continue;
-        Op& op = stream->queue.front();
-        if (op.run == nullptr && !Done(op.wait)) continue;
-        Op taken = std::move(op);
-        stream->queue.pop_front();
-        if (taken.run != nullptr) std::move(taken.run)();
-        ++stream->ran;
-        progressed = true;
-      }
-      if (!progressed) return absl::InternalError("deferred runtime: every stream waits");
-    }
-    return absl::OkStatus();
-  }
-
-  Device device() const override { return Device::Cpu(); }
-  absl::StatusOr<DeviceInfo> Info() override { return DeviceInfo{"deferred", 0, 0}; }
-  absl::StatusOr<void*> AllocateDevice(size_t bytes) override { return std::malloc(bytes); }
-  absl::Status FreeDevice(void* ptr) override {
-    std::free(ptr);
-    return absl::OkStatus();
-  }
-  absl::StatusOr<void*> AllocatePinnedHost(size_t bytes) override { return std::malloc(bytes); }
-  absl::Status FreePinnedHost(void* ptr) override { return FreeDevice(ptr); }
-  absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override {
-    auto stream = std::make_unique<DeferredStream>(this);
-    streams_.push_back(stream.get());
-    return stream;
-  }
-  absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override { return std::make_unique<DeferredEvent>(this); }
-  absl::StatusOr<float> ElapsedMilliseconds(Event&, Event&) override {
-    return absl::UnimplementedError("deferred runtime: no timing");
-  }
-  absl::Status CopyAsync(void* dst, const void* src, size_t bytes, CopyKind, Stream& stream) override {
-    if (absl::Status s = ValidateCopy(dst, src, bytes); !s.ok()) return s;
-    static_cast<DeferredStream&>(stream).Push({[dst, src, bytes] { std::memcpy(dst, src, bytes); }, {}});
-    return absl::OkStatus();
-  }
-  absl::Status Synchronize() override {
-    return RunUntil([this] {
-      for (const DeferredStream* stream : streams_) {
-        if (!stream->queue.empty()) return false;
-      }
-      return true;
-    });
-  }
-
- private:
-  std::vector<DeferredStream*> streams_;  // in creation order; they outlive their use here
-};
 
 // The chunk kernel of the tests, issued on `compute`: x → 2x + 1.
 auto DoubleAndAddOne(Stream& compute) {
@@ -182,7 +71,7 @@ TEST(StagingPipelineTest, EveryChunkComesBackTransformedThroughAlternatingBuffer
 
 TEST(StagingPipelineTest, StreamsThatRaceAheadStillBringEveryChunkHome) {
   for (int64_t n : {4, 9, 23}) {
-    DeferredRuntime runtime;
+    DeferredDeviceRuntime runtime;
     std::unique_ptr<Stream> compute = *runtime.CreateStream();
     std::unique_ptr<StagingPipeline> pipeline = *StagingPipeline::Create(&runtime, compute.get());
     std::vector<float> staging_memory[2] = {std::vector<float>(4), std::vector<float>(4)};
@@ -197,7 +86,7 @@ TEST(StagingPipelineTest, StreamsThatRaceAheadStillBringEveryChunkHome) {
 TEST(StagingPipelineTest, NoUploadOverwritesAStagingBufferTheComputeStreamStillReads) {
   // A staging buffer may be a block the caching allocator handed on from
   // work still queued on the compute stream.
-  DeferredRuntime runtime;
+  DeferredDeviceRuntime runtime;
   std::unique_ptr<Stream> compute = *runtime.CreateStream();
   std::unique_ptr<StagingPipeline> pipeline = *StagingPipeline::Create(&runtime, compute.get());
   std::vector<float> staging_memory[2] = {std::vector<float>(4, 7.0f), std::vector<float>(4, 7.0f)};

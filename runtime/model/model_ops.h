@@ -227,11 +227,25 @@ enum class CpuParameterMode {
   kDeviceCopies,
 };
 
+// When a CPU backend's kernels run.
+enum class CpuExecution {
+  kImmediate,  // each call runs its kernel before it returns
+  // kDeviceCopies only (for tests of the callers' ordering): like a GPU's
+  // stream, each call only queues its kernel (device::DeferredDeviceRuntime);
+  // the queue runs when the host waits for it (Download, Synchronize, a
+  // loss or norm it returns, core attention, freeing memory).
+  // UploadBeside's copies go on a stream of their own that runs ahead of
+  // the kernels' as far as events allow, or behind them.
+  kDeferredCopiesAhead,
+  kDeferredCopiesBehind,
+};
+
 // A backend on the CPU kernels. `pool` runs core attention (may be null:
 // the calling thread). `capacity_bytes` (0: unlimited) bounds live memory
 // as a GPU's is, so out-of-memory paths are testable.
 std::unique_ptr<ModelOps> NewCpuModelOps(CpuParameterMode mode, ThreadPool* pool,
-                                         int64_t capacity_bytes = 0);
+                                         int64_t capacity_bytes = 0,
+                                         CpuExecution execution = CpuExecution::kImmediate);
 
 // The backend for `device` and `precision`: the CPU one (fp32 only) or, in
 // a --config=cuda build with that GPU present, the CUDA one. Errors say

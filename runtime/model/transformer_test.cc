@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "runtime/device/device.h"
+#include "runtime/model/cpu_execution_for_test.h"
 #include "runtime/model/model_ops.h"
 #include "runtime/model/model_test_util.h"
 
@@ -36,7 +37,7 @@ absl::StatusOr<TrainingRun> TrainWith(std::shared_ptr<ModelOps> ops, int steps) 
 
 TEST(TransformerTest, DeviceCopiesGiveTheInPlaceBits) {
   auto in_place = TrainWith(NewCpuModelOps(CpuParameterMode::kInPlace, nullptr), 3);
-  auto copies = TrainWith(NewCpuModelOps(CpuParameterMode::kDeviceCopies, nullptr), 3);
+  auto copies = TrainWith(NewDeviceCopiesForTest(), 3);
   ASSERT_TRUE(in_place.ok()) << in_place.status();
   ASSERT_TRUE(copies.ok()) << copies.status();
   ASSERT_EQ(in_place->losses.size(), 3u);
@@ -51,7 +52,7 @@ TEST(TransformerTest, DeviceCopiesGiveTheInPlaceBits) {
 
 TEST(TransformerTest, DeviceCopiesWithoutDownloadLeaveHostGradientsZero) {
   const ModelConfig config = TestConfig();
-  std::shared_ptr<ModelOps> ops = NewCpuModelOps(CpuParameterMode::kDeviceCopies, nullptr);
+  std::shared_ptr<ModelOps> ops = NewDeviceCopiesForTest();
   auto model = Transformer::Create(config, ops);
   ASSERT_TRUE(model.ok());
   model->InitializeWeights(3);
@@ -72,7 +73,7 @@ TEST(TransformerTest, TooSmallADeviceIsResourceExhausted) {
   const ModelConfig config = TestConfig();
   const int64_t parameter_bytes = ParameterLayout(config).total_size() * sizeof(float);
   std::shared_ptr<ModelOps> ops =
-      NewCpuModelOps(CpuParameterMode::kDeviceCopies, nullptr, 3 * parameter_bytes);
+      NewDeviceCopiesForTest(3 * parameter_bytes);
   auto model = Transformer::Create(config, ops);
   ASSERT_TRUE(model.ok());
   model->InitializeWeights(3);

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "runtime/data/test_util.h"
+#include "runtime/model/cpu_execution_for_test.h"
 #include "runtime/model/training_flops.h"
 
 namespace corescape::train {
@@ -338,7 +339,9 @@ TEST(DataParallelTrainerTest, StepDroppedOnEveryRankWhenAttentionFailsAndRedoneE
         if (!val.ok()) {
           ASSERT_TRUE(IsDiscardedForAttention(val.status())) << val.status();
           ++dropped[r];
-          if (r == 1) ASSERT_TRUE(ranks[r]->SetAttention(nullptr).ok());
+          if (r == 1) {
+            ASSERT_TRUE(ranks[r]->SetAttention(nullptr).ok());
+          }
           val = ranks[r]->Validate(2);
         }
         ASSERT_TRUE(val.ok()) << val.status();
@@ -417,7 +420,7 @@ TEST(DataParallelTrainerTest, DeviceCopiesTrainBitwiseLikeInPlace) {
     auto in_place = DataParallelTrainer::Create(config, &group);
     ASSERT_TRUE(in_place.ok()) << in_place.status();
     EXPECT_FALSE((*in_place)->optimizer_on_device());
-    config.ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr);
+    config.ops = model::NewDeviceCopiesForTest();
     auto copies = DataParallelTrainer::Create(config, &group);
     ASSERT_TRUE(copies.ok()) << copies.status();
     EXPECT_EQ((*copies)->optimizer_on_device(), c.on_device);
@@ -437,7 +440,7 @@ TEST(DataParallelTrainerTest, DeviceCopiesTrainBitwiseLikeInPlace) {
     // restored model reaches the device before its next step.
     auto snapshot = (*in_place)->Snapshot();
     ASSERT_TRUE(snapshot.ok());
-    config.ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr);
+    config.ops = model::NewDeviceCopiesForTest();
     auto resumed = DataParallelTrainer::Create(config, &group);
     ASSERT_TRUE(resumed.ok());
     ASSERT_TRUE((*resumed)->Restore(*snapshot).ok());
@@ -495,7 +498,7 @@ TEST(DataParallelTrainerTest, TwoRanksWithTheOptimizerOnTheDeviceMatchTheHostSte
         config.optimizer.scape.dense_refresh_interval = 3;
         config.optimizer.scape.residual_sync_period = 2;
         if (device) {
-          config.ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr);
+          config.ops = model::NewDeviceCopiesForTest();
         }
         auto trainer = DataParallelTrainer::Create(config, &members[r]);
         ASSERT_TRUE(trainer.ok()) << trainer.status();
@@ -526,7 +529,7 @@ TEST(DataParallelTrainerTest, ScapeAtDensityOneMatchesAdamSOnTheDevice) {
     TrainerConfig config = Config(2);
     config.optimizer.name = optimizers[i];
     config.optimizer.scape.density = 1.0;
-    config.ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr);
+    config.ops = model::NewDeviceCopiesForTest();
     SingleProcessGroup group;
     auto trainer = DataParallelTrainer::Create(config, &group);
     ASSERT_TRUE(trainer.ok()) << trainer.status();
@@ -694,7 +697,9 @@ TEST(DataParallelTrainerTest, PingPongTrainsLikeWholeMicroBatches) {
       ASSERT_TRUE(expected.ok() && got.ok()) << got.status();
       EXPECT_NEAR(got->loss, expected->loss, 1e-5 * expected->loss)
           << "micro-batch " << micro_batch << " step " << i + 1;
-      if (micro_batch == 1) EXPECT_EQ(got->loss, expected->loss);
+      if (micro_batch == 1) {
+        EXPECT_EQ(got->loss, expected->loss);
+      }
     }
     auto expected = (*whole)->Validate(2);
     auto got = (*ping_pong)->Validate(2);

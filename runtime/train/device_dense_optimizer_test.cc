@@ -1,5 +1,6 @@
 // DeviceDenseOptimizer and DeviceTopKAdamW against the host optimizers. The
-// same source runs on the CPU device-copies backend (in CI) and, built as
+// same source runs on the CPU device-copies backend (in CI: its kernels run
+// at once, and in the _deferred twin queued as a GPU's are) and, built as
 // device_dense_optimizer_gpu_test, on cuda:0.
 #include "runtime/train/device_dense_optimizer.h"
 
@@ -15,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "runtime/device/device.h"
 #include "runtime/device/device_runtime.h"
+#include "runtime/model/cpu_execution_for_test.h"
 #include "runtime/model/model_ops.h"
 #include "runtime/optim/in_process_rank_group.h"
 #include "runtime/optim/optimizer_registry.h"
@@ -44,7 +46,7 @@ std::unique_ptr<model::ModelOps> Backend(int64_t capacity_bytes = 0) {
   EXPECT_TRUE(ops.ok()) << ops.status();
   return ops.ok() ? *std::move(ops) : nullptr;
 #else
-  return model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr, capacity_bytes);
+  return model::NewDeviceCopiesForTest(capacity_bytes);
 #endif
 }
 
@@ -149,7 +151,9 @@ TEST_F(DeviceDenseOptimizerTest, MatchesTheHostOptimizer) {
     // optimizer, which then steps like the device one.
     auto saved = (*on_device)->SaveState();
     ASSERT_TRUE(saved.ok()) << saved.status();
-    if (bitwise) EXPECT_EQ(*saved, *(*host)->SaveState());
+    if (bitwise) {
+      EXPECT_EQ(*saved, *(*host)->SaveState());
+    }
     auto restored = optim::CreateOptimizer(options, &group, Decays());
     ASSERT_TRUE(restored.ok());
     ASSERT_TRUE((*restored)->RestoreState(*saved).ok());

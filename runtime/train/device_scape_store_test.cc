@@ -1,7 +1,8 @@
 // SCAPE's reference and catch-up rules with their state in a model backend
-// (DeviceScapeStore) against the same optimizer on the host. The same source runs on the CPU
-// device-copies backend (in CI) and, built as device_scape_store_gpu_test,
-// on cuda:0.
+// (DeviceScapeStore) against the same optimizer on the host. The same source
+// runs on the CPU device-copies backend (in CI: its kernels run at once, and
+// in the _deferred and _copies_ahead twins queued as a GPU's are) and, built
+// as device_scape_store_gpu_test, on cuda:0.
 #include "runtime/train/device_scape_store.h"
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "runtime/device/device.h"
 #include "runtime/device/device_runtime.h"
 #include "runtime/kernels/cuda/optim_scalars.h"
+#include "runtime/model/cpu_execution_for_test.h"
 #include "runtime/model/model_ops.h"
 #include "runtime/optim/scape_optimizer.h"
 #include "runtime/train/data_parallel_group.h"
@@ -50,7 +52,7 @@ std::unique_ptr<model::ModelOps> Backend() {
   EXPECT_TRUE(ops.ok()) << ops.status();
   return ops.ok() ? *std::move(ops) : nullptr;
 #else
-  return model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr);
+  return model::NewDeviceCopiesForTest();
 #endif
 }
 
@@ -231,11 +233,11 @@ TEST_F(DeviceScapeStoreTest, OffloadedResidualsLeaveTheirBytesOffTheDevice) {
   for (const Case& c : {Case{optim::ScapeRule::kReference, 65536},
                         Case{optim::ScapeRule::kCatchUp, 90112}}) {
     SCOPED_TRACE(optim::ScapeRuleName(c.rule));
-    auto full = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr, c.capacity);
+    auto full = model::NewDeviceCopiesForTest(c.capacity);
     auto on_device = DeviceScapeStore::Create(full.get(), Decays(), c.rule, Placement::kDevice);
     EXPECT_EQ(on_device.status().code(), absl::StatusCode::kResourceExhausted)
         << on_device.status();
-    auto ops = model::NewCpuModelOps(model::CpuParameterMode::kDeviceCopies, nullptr, c.capacity);
+    auto ops = model::NewDeviceCopiesForTest(c.capacity);
     auto offloaded = DeviceScapeStore::Create(ops.get(), Decays(), c.rule, Placement::kPinnedHost, 256);
     EXPECT_TRUE(offloaded.ok()) << offloaded.status();
     EXPECT_EQ(
