@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/base/thread_pool.h"
 #include "runtime/optim/optimizer_names.h"
 #include "runtime/optim/sparse_mask.h"
 
@@ -111,7 +112,10 @@ absl::Status DeviceScapeStore::Payload(const float* grads,
         e, size_, staging, staging_floats_, [&](float* staged, int64_t first, int64_t count) {
           return ops_->ScapePayload(staged, m + first, grads + first, count, scalars);
         }));
-    for (int64_t j = begin; j < end; ++j) statistic[j - begin] = std::fabs(e[j]);
+    // The host ranks it: on the pool's threads, as the ranking runs.
+    ParallelForOn(pool_, end - begin, [&](int64_t from, int64_t to) {
+      for (int64_t i = from; i < to; ++i) statistic[i] = std::fabs(e[begin + i]);
+    });
     return absl::OkStatus();
   }
   // SelectByStatistic ranks e on the device: nothing comes down. The
