@@ -12,10 +12,13 @@
 # CUDA toolkit's, which the GPU machine has) into DIR/lib.tar.xz, and this script
 # into DIR/; it fails when DIR would exceed 64 MiB (what may travel).
 # --run runs every packaged test, then every benchmark, each under its own
-# timeout within an 8-minute budget; writes summary.txt, summary.json and
-# results.tar.gz (logs, gtest XML) to OUT; prints the summary and ends
-# with one JSON line. Without a GPU the tests run anyway and skip: a dry
-# run, with "gpu": null. docs/gpu.md ("The device check") says more.
+# timeout within an 8-minute budget; writes each one's log and gtest XML to
+# OUT/logs/ as it runs, and OUT/summary.txt and OUT/summary.json after each
+# (so a run killed from outside still leaves what it did; "complete" says
+# whether it finished); prints a line per entry as it ends, then the
+# summary, and ends with one JSON line. A benchmark cut off keeps the
+# figures it printed so far. Without a GPU the tests run anyway and skip: a
+# dry run, with "gpu": null. docs/gpu.md ("The device check") says more.
 #
 # Environment: BAZEL (default bazel); DEVICE_CHECK_MAX_BYTES (64 MiB);
 # DEVICE_CHECK_BUDGET_S (470), DEVICE_CHECK_TEST_TIMEOUT_S (150),
@@ -162,7 +165,9 @@ budget = float(os.environ.get("DEVICE_CHECK_BUDGET_S", "470"))
 timeouts = {"test": float(os.environ.get("DEVICE_CHECK_TEST_TIMEOUT_S", "150")),
             "benchmark": float(os.environ.get("DEVICE_CHECK_BENCH_TIMEOUT_S", "240"))}
 start = time.monotonic()
-work = tempfile.mkdtemp(prefix="device_check.")
+logs = os.path.join(out, "logs")  # beside the summary: back even from a run killed outside
+os.makedirs(logs, exist_ok=True)
+work = tempfile.mkdtemp(prefix="device_check.")  # the tests' TEST_TMPDIRs
 
 
 def gpu_name():
@@ -210,6 +215,35 @@ def last_json_object(text):
     return None
 
 
+def refuse(message):
+    """Ends a run that cannot start, still with its JSON line and summary."""
+    print("device_check: " + message, file=sys.stderr)
+    result = {"error": message, "complete": False}
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(result, f, indent=1, sort_keys=True)
+    print(json.dumps(result, sort_keys=True))
+    sys.exit(2)
+
+
+def kill_strays(tmp):
+    """SIGKILLs what an entry left running (daemons in their own sessions,
+    which killpg misses), found by the TEST_TMPDIR it gave them; how many."""
+    marker = ("TEST_TMPDIR=" + tmp).encode()
+    killed = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if marker not in f.read().split(b"\0"):
+                    continue
+            os.kill(int(pid), 9)
+            killed += 1
+        except OSError:
+            continue
+    return killed
+
+
 gpu = gpu_name()
 entries = []
 with open(os.path.join(dir_, "manifest.tsv")) as f:
@@ -225,16 +259,16 @@ entries.sort(key=lambda e: (e["kind"] != "test", e["label"]))
 only = [label for label in os.environ.get("DEVICE_CHECK_ONLY", "").split(",") if label]
 unknown = [label for label in only if label not in {e["label"] for e in entries}]
 if unknown:
-    sys.exit("device_check: DEVICE_CHECK_ONLY names what is not packaged: " + ", ".join(unknown))
+    refuse("DEVICE_CHECK_ONLY names what is not packaged: " + ", ".join(unknown))
 if only:
     entries = [e for e in entries if e["label"] in only]
 try:
     extra_args = json.loads(os.environ.get("DEVICE_CHECK_ARGS") or "{}")
 except ValueError as error:
-    sys.exit(f"device_check: DEVICE_CHECK_ARGS is not JSON: {error}")
+    refuse(f"DEVICE_CHECK_ARGS is not JSON: {error}")
 if not isinstance(extra_args, dict) or not all(
         isinstance(v, list) and all(isinstance(a, str) for a in v) for v in extra_args.values()):
-    sys.exit("device_check: DEVICE_CHECK_ARGS must map labels to lists of strings")
+    refuse("DEVICE_CHECK_ARGS must map labels to lists of strings")
 
 env_base = dict(os.environ)
 lib_dir = os.path.join(dir_, "lib")
@@ -259,14 +293,36 @@ totals = {"tests_passed": 0, "tests_failed": 0, "tests_skipped": 0, "tests_timed
           "binaries_not_run": 0, "benchmarks_run": 0, "benchmarks_failed": 0}
 figures = {}
 rows = []
+
+
+def write_summary(complete):
+    summary = [f"device check on {gpu or 'no GPU (dry run: device tests skip)'}"]
+    for verdict, label, detail in rows:
+        summary.append(f"{verdict:8} {label}  {detail}")
+    summary.append(", ".join(f"{k.replace('_', ' ')} {v}" for k, v in totals.items()))
+    result = dict(totals, gpu=gpu, seconds=round(time.monotonic() - start, 1), figures=figures,
+                  complete=complete)
+    with open(os.path.join(out, "summary.txt"), "w") as f:
+        f.write("\n".join(summary) + "\n")
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(result, f, indent=1, sort_keys=True)
+    return summary, result
+
+
+def add_row(verdict, label, detail):
+    rows.append((verdict, label, detail))
+    print(f"{verdict:8} {label}  {detail}", flush=True)
+    write_summary(complete=False)
+
+
 for e in entries:
     remaining = budget - (time.monotonic() - start)
     name = e["flat"]
-    log_path = os.path.join(work, name + ".log")
-    xml_path = os.path.join(work, name + ".xml")
+    log_path = os.path.join(logs, name + ".log")
+    xml_path = os.path.join(logs, name + ".xml")
     if remaining < 5:
         totals["binaries_not_run"] += 1
-        rows.append(("NOT RUN", e["label"], "no time left in the budget"))
+        add_row("NOT RUN", e["label"], "no time left in the budget")
         continue
     runfiles = os.path.join(dir_, "targets", name)
     workspace = e["exe"].split("/", 1)[0]
@@ -289,10 +345,16 @@ for e in entries:
             except subprocess.TimeoutExpired:
                 timed_out = True
                 os.killpg(process.pid, 9)
-                code = process.wait()
+                try:
+                    code = process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    # Stuck in the driver: leave it, the run goes on.
+                    log.write(b"device_check: still there 30 s after SIGKILL\n")
+                    code = -9
         except OSError as error:
             log.write(f"cannot start {argv[0]}: {error}\n".encode())
             code = 127
+    strays = kill_strays(tmp)
     seconds = time.monotonic() - began
     with open(log_path, errors="replace") as log:
         text = log.read()
@@ -315,32 +377,27 @@ for e in entries:
         else:
             detail = f"killed after {limit:.0f} s"
     else:
+        # The benchmarks print their figures so far after each measurement:
+        # a cut-off one keeps what it measured.
+        found = last_json_object(text)
         if timed_out or code != 0:
             totals["benchmarks_failed"] += 1
             verdict = "TIMEOUT" if timed_out else "FAIL"
             detail = f"killed after {limit:.0f} s" if timed_out else f"exit {code}"
+            if found is not None:
+                figures[e["label"].split(":")[-1]] = dict(found, cut_off=verdict)
+                detail += "; figures so far: " + json.dumps(found)
         else:
             totals["benchmarks_run"] += 1
             verdict = "RAN"
-            found = last_json_object(text)
             if found is not None:
                 figures[e["label"].split(":")[-1]] = found
             detail = "figures: " + (json.dumps(found) if found is not None else "none printed")
-    rows.append((verdict, e["label"], f"{detail} ({seconds:.1f} s)"))
+    if strays:
+        detail += f"; killed {strays} process(es) it left running"
+    add_row(verdict, e["label"], f"{detail} ({seconds:.1f} s)")
 
-summary = [f"device check on {gpu or 'no GPU (dry run: device tests skip)'}"]
-for verdict, label, detail in rows:
-    summary.append(f"{verdict:8} {label}  {detail}")
-summary.append(", ".join(f"{k.replace('_', ' ')} {v}" for k, v in totals.items()))
-result = dict(totals, gpu=gpu, seconds=round(time.monotonic() - start, 1), figures=figures)
-with open(os.path.join(out, "summary.txt"), "w") as f:
-    f.write("\n".join(summary) + "\n")
-with open(os.path.join(out, "summary.json"), "w") as f:
-    json.dump(result, f, indent=1, sort_keys=True)
-with tarfile.open(os.path.join(out, "results.tar.gz"), "w:gz") as tar:
-    for entry in sorted(os.listdir(work)):
-        if entry.endswith((".log", ".xml")):
-            tar.add(os.path.join(work, entry), arcname=entry)
+summary, result = write_summary(complete=True)
 shutil.rmtree(work, ignore_errors=True)
 print("\n".join(summary))
 print(json.dumps(result, sort_keys=True))

@@ -5,9 +5,11 @@
 # of the programs in them (an end-to-end test's daemons), and refuses a
 # package over the size limit; --run on this machine (no GPU: the device
 # case skips) reports passes, skips, a failure and the benchmark's figures
-# in its final JSON line, and DEVICE_CHECK_ONLY / DEVICE_CHECK_ARGS run one
-# binary with extra arguments (an unknown label is refused); a workspace
-# with nothing tagged gpu packages and runs nothing.
+# in its final JSON line, with each entry's log in OUT/logs; a benchmark cut
+# off by its timeout keeps its figures and the daemon it left is killed;
+# DEVICE_CHECK_ONLY / DEVICE_CHECK_ARGS run one binary with extra arguments
+# (an unknown label is refused, with a JSON line); a workspace with nothing
+# tagged gpu packages and runs nothing.
 set -euo pipefail
 
 RUNFILES="${TEST_SRCDIR}/${TEST_WORKSPACE}"
@@ -101,8 +103,17 @@ int main() { std::printf("zlib %s\n", zlibVersion()); }
 EOF
 printf '#!/bin/sh\nexec "${TEST_SRCDIR}/fakews/fake/fake_daemon"\n' >"${WS}/fake/fake_gpu_e2e_test.sh"
 chmod +x "${WS}/fake/fake_gpu_e2e_test.sh"
-printf '#!/bin/sh\necho "warming up"\necho "{\\"fake_tflops\\": 1.5, \\"args\\": \\"$*\\"}"\n' \
-  >"${WS}/fake/fake_gpu_bench.sh"
+# Asked to hang (FAKE_HANG=1), it leaves a daemon in a session of its own,
+# as the end-to-end tests' clusters do, and outlives its timeout.
+cat >"${WS}/fake/fake_gpu_bench.sh" <<'EOF'
+#!/bin/sh
+echo "warming up"
+echo "{\"fake_tflops\": 1.5, \"args\": \"$*\"}"
+if [ "${FAKE_HANG:-0}" = 1 ]; then
+  setsid sleep 300 </dev/null >/dev/null 2>&1 &
+  sleep 60
+fi
+EOF
 chmod +x "${WS}/fake/fake_gpu_bench.sh"
 
 # A Bazel server of the test's own, ended when the test ends.
@@ -137,7 +148,7 @@ grep -q "more than 1000 may travel" big.log || { cat big.log; fail "size error";
 OUT_DIR="${TEST_TMPDIR}/out"
 "${PKG}/device_check.sh" --run "${PKG}" "${OUT_DIR}" >run.log 2>&1 ||
   { cat run.log; fail "--run exited $?"; }
-for f in summary.txt summary.json results.tar.gz; do
+for f in summary.txt summary.json logs/fake__fake_gpu_test.xml logs/fake__fake_gpu_bench.log; do
   [[ -s "${OUT_DIR}/${f}" ]] || fail "--run wrote no ${f}"
 done
 tail -n 1 run.log | ${PY} -c '
@@ -149,11 +160,26 @@ if shutil.which("nvidia-smi") is None:
     assert (r["tests_passed"], r["tests_skipped"]) == (2, 1), r
 assert r["benchmarks_run"] == 1 and r["benchmarks_failed"] == 0, r
 assert r["figures"] == {"fake_gpu_bench": {"fake_tflops": 1.5, "args": ""}}, r
+assert r["complete"] is True, r
 ' || { cat run.log; fail "final JSON line"; }
+# Each entry's line as it ended, before the summary.
+grep -q "^RAN .*//fake:fake_gpu_bench  figures:" run.log || { cat run.log; fail "the benchmark's line"; }
 grep -q "^SKIP .*//fake:fake_gpu_test\|^PASS .*//fake:fake_gpu_test" run.log ||
   { cat run.log; fail "summary line of the test"; }
-tar -tzf "${OUT_DIR}/results.tar.gz" | grep -qx "fake__fake_gpu_test.xml" ||
-  fail "the gtest XML is in results.tar.gz"
+
+# A benchmark cut off by its timeout keeps the figures it printed, and the
+# daemon it left in its own session is killed.
+if FAKE_HANG=1 DEVICE_CHECK_ONLY=//fake:fake_gpu_bench DEVICE_CHECK_BENCH_TIMEOUT_S=3 \
+  "${PKG}/device_check.sh" --run "${PKG}" "${TEST_TMPDIR}/out-hang" >hang.log 2>&1; then
+  fail "--run passed with a benchmark past its timeout"
+fi
+tail -n 1 hang.log | ${PY} -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+assert r["benchmarks_failed"] == 1 and r["complete"] is True, r
+assert r["figures"] == {"fake_gpu_bench": {"fake_tflops": 1.5, "args": "", "cut_off": "TIMEOUT"}}, r
+' || { cat hang.log; fail "a cut-off benchmark's figures"; }
+grep -q "killed 1 process(es) it left running" hang.log || { cat hang.log; fail "the stray daemon"; }
 
 # A short rerun: only the named binary, with the extra arguments given.
 DEVICE_CHECK_ONLY=//fake:fake_gpu_bench \
@@ -173,6 +199,10 @@ if DEVICE_CHECK_ONLY=//fake:nothing "${PKG}/device_check.sh" --run "${PKG}" \
   fail "--run accepted a DEVICE_CHECK_ONLY label that is not packaged"
 fi
 grep -q "names what is not packaged: //fake:nothing" unknown.log || { cat unknown.log; fail "unknown label message"; }
+tail -n 1 unknown.log | ${PY} -c '
+import json, sys
+assert "not packaged" in json.loads(sys.stdin.read())["error"]
+' || { cat unknown.log; fail "a refused run still ends with its JSON line"; }
 
 # A failing test fails the run and is counted.
 if FAKE_FAIL=1 "${PKG}/device_check.sh" --run "${PKG}" "${TEST_TMPDIR}/out-fail" \

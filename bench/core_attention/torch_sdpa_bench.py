@@ -126,9 +126,11 @@ def main(argv):
                   f"{fwd / (forward * 1e-3) / 1e12:>12.2f}")
             sys.stdout.flush()
             figures[f"sdpa_{name}_fwd_bwd_tflops_{length}"] = round(total, 2)
+        # The figures so far, after every length: a run cut off keeps them.
+        print(json.dumps(figures, sort_keys=True))
+        sys.stdout.flush()
         del q, k, v, d_o
         torch.cuda.empty_cache()
-    print(json.dumps(figures, sort_keys=True))
     return 0
 
 

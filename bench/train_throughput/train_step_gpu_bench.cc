@@ -1,8 +1,10 @@
 // Training-step throughput on cuda:0: `small` and `llama-500m` (seq 4096)
 // with bf16 GEMMs, one document per row. Per configuration: tokens/s of the
 // whole step (forward, backward, AdamW with its state on the GPU) and of
-// forward + backward alone, and MFU of each against the GPU's dense bf16
-// peak (--peak_tflops; 989 for an H100/H200 SXM); and, measured in the same
+// forward + backward alone, and MFU of each against the GPU's dense peak at
+// the precision (model::DensePeakTflops by its name, as a worker reports
+// it: 989 for an H100/H200 SXM in bf16, 756 for an H100 PCIe; or
+// --peak_tflops); and, measured in the same
 // run, the step with AdamW on the host (gradients downloaded, parameters
 // uploaded) as the baseline the device optimizer is compared with; and the
 // step with SCAPE at each --scape_densities — the default catch-up rule and
@@ -49,7 +51,8 @@ ABSL_FLAG(int32_t, threads, 2, "--device=cpu: compute threads");
 ABSL_FLAG(std::string, configs, "small:8x1024,llama-500m:2x4096",
           "preset:rowsxseq, comma-separated");
 ABSL_FLAG(std::string, precision, "bf16", "fp32 or bf16");
-ABSL_FLAG(double, peak_tflops, 989.0, "the GPU's dense peak at that precision");
+ABSL_FLAG(double, peak_tflops, 0,
+          "the GPU's dense peak at that precision; 0: its known peak by name (model::DensePeakTflops)");
 ABSL_FLAG(int32_t, steps, 5, "timed steps per configuration");
 ABSL_FLAG(int32_t, warmup_steps, 2, "untimed steps first");
 ABSL_FLAG(bool, host_optimizer_baseline, true,
@@ -104,6 +107,7 @@ int RunBenchmark() {
     std::printf("train_step_gpu_bench: built without --config=cuda; nothing to measure\n");
     return 0;
   }
+  std::string gpu_name;
   if (device->is_cuda()) {
     auto runtime = device::OpenDevice(*device);
     if (!runtime.ok()) {
@@ -111,6 +115,8 @@ int RunBenchmark() {
                   std::string(runtime.status().message()).c_str());
       return 0;
     }
+    auto info = (*runtime)->Info();
+    if (info.ok()) gpu_name = info->name;
   }
   auto precision = model::ParsePrecision(absl::GetFlag(FLAGS_precision));
   if (!precision.ok()) {
@@ -126,7 +132,14 @@ int RunBenchmark() {
     pool.emplace(absl::GetFlag(FLAGS_threads));
     openblas_set_num_threads(absl::GetFlag(FLAGS_threads));
   }
-  const double peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
+  if (!(absl::GetFlag(FLAGS_peak_tflops) >= 0)) {
+    std::fprintf(stderr, "--peak_tflops must be 0 (the GPU's known peak) or positive\n");
+    return 2;
+  }
+  // 0 where neither is known (a CPU, an unlisted GPU): MFU is then 0.
+  const double peak_tflops = absl::GetFlag(FLAGS_peak_tflops) > 0
+                                 ? absl::GetFlag(FLAGS_peak_tflops)
+                                 : model::DensePeakTflops(gpu_name, *precision);
   std::vector<std::string> results;
   // The figures so far as one JSON line (the finished configurations, and
   // the one being timed): printed after every measurement, so a run cut
@@ -135,8 +148,8 @@ int RunBenchmark() {
   auto print_figures = [&](const std::string& in_progress) {
     std::vector<std::string> members = results;
     if (!in_progress.empty()) members.push_back(in_progress);
-    std::printf("{\"precision\": \"%s\", \"peak_tflops\": %.0f, %s}\n",
-                std::string(model::PrecisionName(*precision)).c_str(), peak_tflops,
+    std::printf("{\"gpu\": \"%s\", \"precision\": \"%s\", \"peak_tflops\": %.1f, %s}\n",
+                gpu_name.c_str(), std::string(model::PrecisionName(*precision)).c_str(), peak_tflops,
                 absl::StrJoin(members, ", ").c_str());
     std::fflush(stdout);
   };
@@ -194,8 +207,8 @@ int RunBenchmark() {
     const double flops = model::TrainingFlops(*config, batch);
     const double tokens_per_s = batch.rows() / timed->step_seconds;
     const double compute_tokens_per_s = batch.rows() / timed->compute_seconds;
-    const double mfu =
-        model::Mfu(model::ModelTflopsPerSecond(flops, timed->step_seconds), peak_tflops);
+    const double model_tflops = model::ModelTflopsPerSecond(flops, timed->step_seconds);
+    const double mfu = model::Mfu(model_tflops, peak_tflops);
     const double compute_mfu =
         model::Mfu(model::ModelTflopsPerSecond(flops, timed->compute_seconds), peak_tflops);
     const double speedup = host_step_seconds > 0 ? host_step_seconds / timed->step_seconds : 0;
@@ -254,14 +267,15 @@ int RunBenchmark() {
     auto config_figures = [&](bool finished) {
       return absl::StrFormat(
           "\"%s\": {\"rows\": %d, \"seq\": %d, \"finished\": %s, \"tokens_per_s\": %.0f, "
-          "\"fwd_bwd_tokens_per_s\": %.0f, \"mfu\": %.4f, \"fwd_bwd_mfu\": %.4f, \"step_ms\": %.1f, "
+          "\"fwd_bwd_tokens_per_s\": %.0f, \"model_tflops_per_second\": %.6f, \"mfu\": %.4f, "
+          "\"fwd_bwd_mfu\": %.4f, \"step_ms\": %.1f, "
           "\"optimizer_ms\": %.1f, \"host_optimizer_step_ms\": %.1f, "
           "\"device_optimizer_speedup\": %.2f, \"op_profile_ms\": {%s}, "
           "\"scape_on_device\": {%s}, \"scape_offloaded\": {%s}, "
           "\"scape_reference_on_device\": {%s}, \"scape_reference_offloaded\": {%s}, "
           "\"topk_adamw_on_device\": {%s}}",
           parts[0], rows, seq, finished ? "true" : "false", tokens_per_s, compute_tokens_per_s,
-          mfu, compute_mfu, 1e3 * timed->step_seconds, 1e3 * timed->optimizer_seconds,
+          model_tflops, mfu, compute_mfu, 1e3 * timed->step_seconds, 1e3 * timed->optimizer_seconds,
           1e3 * host_step_seconds, speedup, adamw_profile, absl::StrJoin(scape_results, ", "),
           absl::StrJoin(scape_offload_results, ", "), absl::StrJoin(reference_results, ", "),
           absl::StrJoin(reference_offload_results, ", "), absl::StrJoin(topk_results, ", "));
