@@ -155,7 +155,8 @@ absl::Status NcclCommunicator::Check(ncclResult_t result, const char* what) {
   if (result != ncclSuccess) {
     std::string detail;
     WithComm([&](ncclComm_t comm) {
-      detail = ncclGetLastError(comm);
+      const char* last = ncclGetLastError(comm);
+      if (last != nullptr) detail = last;
       return ncclSuccess;
     });
     return Fail(absl::UnavailableError(
