@@ -203,12 +203,9 @@ class HostStateStore final : public ScapeStateStore {
         },
         kUpdateChunk);
     statistic.resize(end - begin);
-    ParallelForOn(
-        pool_, end - begin,
-        [&](int64_t from, int64_t to) {
-          for (int64_t i = from; i < to; ++i) statistic[i] = std::fabs(residual_[begin + i]);
-        },
-        kUpdateChunk);
+    // |e|: the residual statistic, which reads no scalars.
+    FillMaskStatistic(MaskStatistic::kResidual, nullptr, residual_.data() + begin, nullptr,
+                      end - begin, {}, statistic.data(), pool_);
     return absl::OkStatus();
   }
 

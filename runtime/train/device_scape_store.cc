@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/base/thread_pool.h"
 #include "runtime/optim/optimizer_names.h"
 #include "runtime/optim/sparse_mask.h"
 
@@ -112,10 +111,9 @@ absl::Status DeviceScapeStore::Payload(const float* grads,
         e, size_, staging, staging_floats_, [&](float* staged, int64_t first, int64_t count) {
           return ops_->ScapePayload(staged, m + first, grads + first, count, scalars);
         }));
-    // The host ranks it: on the pool's threads, as the ranking runs.
-    ParallelForOn(pool_, end - begin, [&](int64_t from, int64_t to) {
-      for (int64_t i = from; i < to; ++i) statistic[i] = std::fabs(e[begin + i]);
-    });
+    // |e| for the host's ranking (the residual statistic reads no scalars).
+    optim::FillMaskStatistic(optim::MaskStatistic::kResidual, nullptr, e + begin, nullptr,
+                             end - begin, {}, statistic.data(), pool_);
     return absl::OkStatus();
   }
   // SelectByStatistic ranks e on the device: nothing comes down. The
