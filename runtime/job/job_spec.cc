@@ -39,10 +39,7 @@ absl::StatusOr<optim::ScapeConfig> ScapeConfigFromSpec(const v1::OptimizerSpec& 
     if (!rule.ok()) return rule.status();
     config.rule = *rule;
   }
-  // The reference rule may start sparse (its first mask synchronous).
-  config.dense_warmup_steps = config.rule == optim::ScapeRule::kReference
-                                   ? scape.dense_warmup_steps()
-                                   : std::max<int64_t>(1, scape.dense_warmup_steps());
+  config.dense_warmup_steps = scape.dense_warmup_steps();  // as the rule takes it: WarmupSteps()
   if (!scape.mask_statistic().empty()) {
     auto statistic = optim::ParseMaskStatistic(scape.mask_statistic());
     if (!statistic.ok()) return statistic.status();
@@ -302,8 +299,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   if (opt.warmup_steps() < 0) return Invalid("optimizer.warmup_steps", "must not be negative");
   if (IsSparse(opt.name())) {
-    const double density = opt.scape().density();
-    if (!(density > 0 && density <= 1)) return Invalid("optimizer.scape.density", "must be in (0, 1]");
+    if (absl::Status s = optim::CheckDensity(opt.scape().density()); !s.ok()) {
+      return Invalid("optimizer.scape.density", s.message());
+    }
     if (!opt.scape().mask_statistic().empty()) {
       if (auto statistic = optim::ParseMaskStatistic(opt.scape().mask_statistic());
           !statistic.ok()) {
@@ -331,11 +329,6 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
         return Invalid("optimizer.scape.offload_residuals",
                        absl::StrCat("'", opt.name(), "' keeps all its state in host memory"));
       }
-      auto config = ScapeConfigFromSpec(opt);
-      if (!config.ok()) return Invalid("optimizer.scape", config.status().message());
-      if (absl::Status s = optim::CheckResidualOffload(*config); !s.ok()) {
-        return Invalid("optimizer.scape.offload_residuals", s.message());
-      }
     }
     if (opt.scape().per_tensor_masks() && !scape) {
       return Invalid("optimizer.scape.per_tensor_masks", "only optimizer scape has per-tensor masks");
@@ -352,8 +345,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
       return Invalid("optimizer.scape.density_schedule.start_step", "must not be negative");
     }
     if (schedule.warmup_steps() > 0) {
-      if (!(schedule.start() > 0 && schedule.start() <= 1)) {
-        return Invalid("optimizer.scape.density_schedule.start", "must be in (0, 1]");
+      if (absl::Status s = optim::CheckDensity(schedule.start()); !s.ok()) {
+        return Invalid("optimizer.scape.density_schedule.start", s.message());
       }
       if (auto shape = optim::ParseDensityShape(schedule.shape()); !shape.ok()) {
         return Invalid("optimizer.scape.density_schedule.shape", shape.status().message());

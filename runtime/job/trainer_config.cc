@@ -115,14 +115,13 @@ std::string DescribeTrainerConfig(const train::TrainerConfig& config) {
     // The settings a job spec can reach, and the formulation it trains with.
     optimizer["scape"] = {
         {"density", o.scape.density},
-        {"dense_warmup_steps", o.scape.dense_warmup_steps},
+        {"dense_warmup_steps", o.scape.WarmupSteps()},
         {"dense_refresh_interval", o.scape.dense_refresh_interval},
         {"density_schedule", density_schedule},
         {"rule", optim::ScapeRuleName(o.scape.rule)},
         {"per_tensor_masks", o.scape.PerTensor()},
         {"dense_small_tensors", o.scape.dense_small_tensors},
         {"catch_up_exponent", o.scape.catch_up_exponent},
-        {"exploration", o.scape.exploration},
         {"mask_statistic", optim::MaskStatisticName(o.scape.statistic)},
         {"mask_epoch", o.scape.mask_epoch},
         {"partition_bounds", o.scape.partition_bounds},

@@ -103,7 +103,7 @@ TEST(TrainerConfigTest, ScapeAssignmentNeedsTheSchedulersMaskEpoch) {
   EXPECT_EQ(scape.forced_dense_steps, std::vector<int64_t>{50});
   EXPECT_DOUBLE_EQ(scape.density, 0.05);
   EXPECT_EQ(scape.statistic, optim::MaskStatistic::kResidual);
-  EXPECT_EQ(scape.dense_warmup_steps, 1);  // at least one dense step
+  EXPECT_EQ(scape.WarmupSteps(), 1);      // at least one dense step
   EXPECT_EQ(config->grad_accum, 4);        // the assignment's (elastic)
   EXPECT_EQ(config->threads, 2);
 }

@@ -1,7 +1,7 @@
 #include "runtime/optim/adams.h"
 
 #include "absl/strings/str_cat.h"
-#include "runtime/kernels/cuda/optim_scalars.h"
+#include "runtime/optim/optim_scalars.h"
 
 namespace corescape::optim {
 
@@ -15,7 +15,7 @@ absl::Status AdamS::Step(float* params, const float* grads, int64_t size, double
   }
   ++step_;
   AdamSElements(params, m_.data(), grads, decay_mask_.data(), size,
-                kernels::cuda::AdamSScalarsAt(config_, lr));
+                AdamSScalarsAt(config_, lr));
   return absl::OkStatus();
 }
 

@@ -27,7 +27,7 @@ inline void AdamSUpdate(float& theta, float& m, float g, float beta1, float beta
 }
 
 // AdamSUpdate over n coordinates with one step's scalars
-// (kernels::cuda::AdamSScalarsAt): the body a GPU launch runs, on the host.
+// (optim::AdamSScalarsAt): the body a GPU launch runs, on the host.
 void AdamSElements(float* params, float* m, const float* grads, const uint8_t* decays, int64_t n,
                    const kernels::cuda::AdamSScalars& scalars);
 

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/kernels/cuda/optim_scalars.h"
+#include "runtime/optim/optim_scalars.h"
 
 namespace corescape::optim {
 
@@ -20,7 +20,7 @@ absl::Status AdamW::Step(float* params, const float* grads, int64_t size, double
   }
   ++step_;
   AdamWElements(params, m_.data(), v_.data(), grads, decay_mask_.data(), size,
-                kernels::cuda::AdamWScalarsAt(config_, step_, lr));
+                AdamWScalarsAt(config_, step_, lr));
   return absl::OkStatus();
 }
 

@@ -36,7 +36,7 @@ class AdamW {
 };
 
 // The update over n coordinates with one step's scalars
-// (kernels::cuda::AdamWScalarsAt): the body a GPU launch runs, on the host.
+// (optim::AdamWScalarsAt): the body a GPU launch runs, on the host.
 void AdamWElements(float* params, float* m, float* v, const float* grads, const uint8_t* decays,
                    int64_t n, const kernels::cuda::AdamWScalars& scalars);
 

@@ -275,7 +275,7 @@ absl::Status TopKGradientAdamW::Step(float* params, float* grads, int64_t size, 
   StepBytes bytes(*group_);
   const int64_t t = adamw_.step_count();
   const double density = schedule_.At(t, density_);
-  if (t < dense_warmup_steps_ || density >= 1.0) {
+  if (DenseBySchedule(t, dense_warmup_steps_, density_, schedule_)) {
     for (int64_t i = 0; i < size; ++i) residual_[i] += grads[i];
     if (absl::Status s = group_->AllReduceSum(residual_.data(), size); !s.ok()) return s;
     if (absl::Status s = adamw_.Step(params, residual_.data(), size, lr); !s.ok()) return s;

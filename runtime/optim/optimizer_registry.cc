@@ -5,8 +5,8 @@
 namespace corescape::optim {
 
 absl::Status ValidateTopKAdamWOptions(const OptimizerOptions& options) {
-  if (!(options.scape.density > 0 && options.scape.density <= 1)) {
-    return absl::InvalidArgumentError("topk-adamw: density must be in (0, 1]");
+  if (absl::Status s = CheckDensity(options.scape.density); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("topk-adamw: density ", s.message()));
   }
   return options.scape.density_schedule.Validate();
 }

@@ -136,21 +136,12 @@ TEST(ScapeOptimizerTest, DensityOneIsDenseAdamS) {
   ASSERT_TRUE(RunRanks([](RankGroup* g) -> std::unique_ptr<DataParallelOptimizer> {
                 return std::make_unique<DenseAdamSDataParallel>(g, AdamSConfig{}, Decay());
               }, {}, dense).ok());
-  struct Variant {
-    ScapeRule rule;
-    double forecast = 0;
-    bool lr_weighted = false;
-    bool decayed_residual = false;
-  };
-  for (Variant v : {Variant{ScapeRule::kReconstructed}, Variant{ScapeRule::kCatchUp},
-                    Variant{ScapeRule::kCatchUp, 0, false, true}, Variant{ScapeRule::kLinearized},
-                    Variant{ScapeRule::kLinearized, 0.5}, Variant{ScapeRule::kLinearized, 0.5, true}}) {
+  {
+    // The catch-up rule at K = 1 is AdamS (the reference rule adds bias
+    // correction and clipping).
     ScapeConfig c;
     c.density = 1.0;
-    c.rule = v.rule;
-    c.forecast = v.forecast;
-    c.lr_weighted = v.lr_weighted;
-    c.decayed_residual = v.decayed_residual;
+    c.rule = ScapeRule::kCatchUp;
     std::vector<RankTrace> scape;
     ASSERT_TRUE(RunRanks(Scape(c), {}, scape).ok());
     double worst = 0.0, moved = 0.0;
@@ -162,7 +153,7 @@ TEST(ScapeOptimizerTest, DensityOneIsDenseAdamS) {
       }
     }
     // fp32 rounding only ((1−β1)·Σg / (1−β1) vs Σg): far below one step (lr ≤ 0.01).
-    EXPECT_LT(worst, 1e-6) << static_cast<int>(v.rule) << " forecast " << v.forecast;
+    EXPECT_LT(worst, 1e-6);
     EXPECT_GT(moved, 0.05);
     EXPECT_TRUE(scape[0].stats.back().dense);
   }
@@ -197,11 +188,8 @@ TEST(ScapeOptimizerTest, MasksArePartitionedExactAndIdenticalEverywhere) {
 }
 
 TEST(ScapeOptimizerTest, FirstMomentAndParametersBitwiseIdenticalOnAllRanks) {
-  for (ScapeRule rule : {ScapeRule::kReconstructed, ScapeRule::kCatchUp, ScapeRule::kLinearized}) {
-    ScapeConfig c = Sparse(0.05, rule);
-    c.exploration = 0.25;
-    c.forecast = rule == ScapeRule::kLinearized ? 0.5 : 0.0;
-    c.lr_weighted = rule == ScapeRule::kLinearized;
+  {
+    ScapeConfig c = Sparse(0.05, ScapeRule::kCatchUp);
     std::vector<RankTrace> t;
     ASSERT_TRUE(RunRanks(Scape(c), {}, t).ok());
     for (size_t s = 0; s < t[0].params.size(); ++s) {
@@ -242,7 +230,7 @@ TEST(ScapeOptimizerTest, MaskSelectedDuringTheUpdateIsTheTopKOfTheStateAfterIt) 
   constexpr int kTieRanks = 2;
   constexpr int64_t kTieSize = 50000;
   const std::vector<int64_t> tensors = {0, 20000, kTieSize};
-  for (ScapeRule rule : {ScapeRule::kCatchUp, ScapeRule::kReconstructed, ScapeRule::kReference}) {
+  for (ScapeRule rule : {ScapeRule::kCatchUp, ScapeRule::kReference}) {
     ScapeConfig c = Sparse(0.02, rule);
     auto partition = ScapePartition(c, tensors, kTieRanks);
     ASSERT_TRUE(partition.ok());
@@ -297,8 +285,6 @@ TEST(ScapeOptimizerTest, ResumeFromSavedStateContinuesBitwise) {
   for (MaskScope scope : {MaskScope::kPartitioned, MaskScope::kWholeBuffer}) {
     ScapeConfig c = Sparse(0.05);
     c.scope = scope;
-    c.exploration = 0.2;
-    c.lr_weighted = true;
     RunOptions full;
     full.steps = 14;
     full.save_at = 7;  // a mask exchange for step 7 is in flight here
@@ -615,8 +601,6 @@ TEST(ScapeOptimizerTest, AThreadPoolChangesNoBit) {
   for (const auto& [name, rule, per_tensor] :
        {Variant{"catch-up", ScapeRule::kCatchUp, false},
         Variant{"catch-up per tensor", ScapeRule::kCatchUp, true},
-        Variant{"reconstructed", ScapeRule::kReconstructed, false},
-        Variant{"linearized", ScapeRule::kLinearized, false},
         Variant{"reference", ScapeRule::kReference, true}}) {
     std::vector<float> finals[2];
     std::vector<GlobalMask> masks[2];
@@ -629,10 +613,6 @@ TEST(ScapeOptimizerTest, AThreadPoolChangesNoBit) {
             ScapeConfig c = Sparse(0.05, rule);
             c.per_tensor_masks = per_tensor;
             c.dense_warmup_steps = 1;
-            if (rule != ScapeRule::kReference) {
-              c.off_mask = OffMaskRule::kMomentumKeepsMoving;  // per coordinate off the mask
-              c.forecast = 0.5;
-            }
             auto opt = ScapeOptimizer::Create(&group, c, DecayMask(kLarge, 1), tensors);
             if (!opt.ok()) return opt.status();
             if (pooled) (*opt)->UseThreadPool(&pool);
@@ -724,7 +704,8 @@ TEST(ScapeOptimizerTest, PerTensorMasksAndDenseSmallTensorsForOurRules) {
   for (int64_t j : {200, 600}) std::fill(decay.begin() + j, decay.begin() + j + 3, 0);
   auto partition = ParameterPartition::TensorAligned(bounds, kRanks);
   ASSERT_TRUE(partition.ok());
-  for (ScapeRule rule : {ScapeRule::kReconstructed, ScapeRule::kCatchUp, ScapeRule::kLinearized}) {
+  {
+    const ScapeRule rule = ScapeRule::kCatchUp;
     ScapeConfig c = Sparse(0.05, rule);
     c.per_tensor_masks = true;
     c.dense_small_tensors = true;
@@ -753,15 +734,36 @@ TEST(ScapeOptimizerTest, PerTensorMasksAndDenseSmallTensorsForOurRules) {
       }
     }
   }
-  // Per-tensor masks are partitioned masks; exploration needs range masks.
+  // Per-tensor masks are partitioned masks.
   ScapeConfig global = Sparse(0.05);
   global.per_tensor_masks = true;
   global.scope = MaskScope::kWholeBuffer;
   EXPECT_FALSE(global.Validate().ok());
-  ScapeConfig explore = Sparse(0.05);
-  explore.per_tensor_masks = true;
-  explore.exploration = 0.1;
-  EXPECT_FALSE(explore.Validate().ok());
+}
+
+TEST(ScapeConfigTest, RemovedResearchRulesAreRefusedWithWhereTheyWent) {
+  for (const char* removed : {"reconstructed", "linearized"}) {
+    auto rule = ParseScapeRule(removed);
+    ASSERT_FALSE(rule.ok());
+    EXPECT_EQ(rule.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(rule.status().message().find("docs/scape_search.md"), std::string::npos)
+        << rule.status();
+  }
+  EXPECT_EQ(*ParseScapeRule("catch-up"), ScapeRule::kCatchUp);
+  EXPECT_EQ(*ParseScapeRule("reference"), ScapeRule::kReference);
+  EXPECT_FALSE(ParseScapeRule("adam").ok());
+}
+
+// The checkpoint holds ToString(): its text must not move, or no checkpoint
+// written before would restore.
+TEST(ScapeConfigTest, ToStringIsTheCheckpointsText) {
+  ScapeConfig c = Sparse(0.1);
+  EXPECT_EQ(c.ToString(),
+            "b1=0.90000000000000002 b2=0.94999999999999996 eps=1e-08 wd=0.10000000000000001 "
+            "d=0.10000000000000001 warmup=2 refresh_every=0 scope=0 rule=catch-up off=0 stat=4 "
+            "schedule={start=1 warmup=0 from=0 shape=linear} explore=0 forecast=0 "
+            "rho=0.94999999999999996 refresh=1 lrw=0 catchup=0.65000000000000002/-1 decayed=0 "
+            "residual_sync_period=0 per_tensor=0 dense_small=0 clip=0");
 }
 
 TEST(ScapeOptimizerTest, PerRankGlobalTopKFillsIn) {
@@ -786,12 +788,13 @@ TEST(ScapeOptimizerTest, SparseTrainingStillDescends) {
     for (int64_t j = 0; j < kSize; ++j) l += (0.1 + (j % 13) * 0.2) * (p[j] - 0.3) * (p[j] - 0.3) / 2;
     return l;
   };
-  for (ScapeRule rule : {ScapeRule::kReconstructed, ScapeRule::kCatchUp, ScapeRule::kLinearized}) {
+  // (The reference rule's descent: scape_reference_test.)
+  for (ScapeRule rule : {ScapeRule::kCatchUp}) {
     RunOptions options;
     options.steps = 60;
     std::vector<RankTrace> t;
     ASSERT_TRUE(RunRanks(Scape(Sparse(0.1, rule)), options, t).ok());
-    EXPECT_LT(loss(t[0].params.back()), 0.8 * loss(InitialParams())) << static_cast<int>(rule);
+    EXPECT_LT(loss(t[0].params.back()), 0.8 * loss(InitialParams())) << ScapeRuleName(rule);
   }
 }
 

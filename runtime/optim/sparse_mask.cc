@@ -114,8 +114,8 @@ int64_t MaskCountForRange(int64_t range_size, double density) {
 }
 
 absl::Status DensitySchedule::Validate() const {
-  if (!(start > 0 && start <= 1)) {
-    return absl::InvalidArgumentError("density_schedule.start: must be in (0, 1]");
+  if (absl::Status s = CheckDensity(start); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("density_schedule.start: ", s.message()));
   }
   if (warmup_steps < 0) return absl::InvalidArgumentError("density_schedule.warmup_steps: must not be negative");
   if (start_step < 0) return absl::InvalidArgumentError("density_schedule.start_step: must not be negative");
@@ -134,6 +134,16 @@ double DensitySchedule::At(int64_t step, double target) const {
   if (progress >= 1.0) return target;
   return shape == DensityShape::kLinear ? start + (target - start) * progress
                                         : start * std::pow(target / start, progress);
+}
+
+absl::Status CheckDensity(double density) {
+  if (density > 0 && density <= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError("must be in (0, 1]");
+}
+
+bool DenseBySchedule(int64_t step, int64_t warmup_steps, double target,
+                     const DensitySchedule& schedule) {
+  return target >= 1.0 || step < warmup_steps || schedule.At(step, target) >= 1.0;
 }
 
 const char* DensityShapeName(DensityShape shape) {

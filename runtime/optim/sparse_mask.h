@@ -68,6 +68,14 @@ struct DensitySchedule {
   std::string ToString() const;
   double At(int64_t step, double target) const;
 };
+// OK for a density in (0, 1] (1: dense); else INVALID_ARGUMENT "must be in
+// (0, 1]", for the caller to prefix with the field's name.
+absl::Status CheckDensity(double density);
+// Whether a sparse optimizer synchronizes every coordinate at `step`: before
+// `warmup_steps`, at a target of 1, or where the schedule puts the density
+// at 1.
+bool DenseBySchedule(int64_t step, int64_t warmup_steps, double target,
+                     const DensitySchedule& schedule);
 // "linear", "geometric".
 const char* DensityShapeName(DensityShape shape);
 absl::StatusOr<DensityShape> ParseDensityShape(absl::string_view name);

@@ -405,7 +405,6 @@ TEST(DataParallelTrainerTest, DeviceCopiesTrainBitwiseLikeInPlace) {
         Case{"adams", 0, true}, Case{"scape", 0, true},
         Case{"scape", 1e-3, true, optim::ScapeRule::kCatchUp},
         Case{"scape", 0, true, optim::ScapeRule::kCatchUp, true},
-        Case{"scape", 0, false, optim::ScapeRule::kReconstructed},
         Case{"scape", 1e-3, true, optim::ScapeRule::kReference},
         Case{"scape", optim::kDefaultGradClip, true, optim::ScapeRule::kReference},
         Case{"scape", 1e-3, true, optim::ScapeRule::kReference, true}}) {

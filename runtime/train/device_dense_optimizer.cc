@@ -6,7 +6,7 @@
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/kernels/cuda/optim_scalars.h"
+#include "runtime/optim/optim_scalars.h"
 
 namespace corescape::train {
 
@@ -59,11 +59,11 @@ absl::Status DeviceDenseOptimizer::Step(float* params, float* grads, int64_t siz
     grad_norm = *norm;
     CORESCAPE_RETURN_IF_ERROR(
         ops_->AdamWUpdate(params, m_.as<float>(), v_.as<float>(), grads, decays_.as<uint8_t>(),
-                          size, kernels::cuda::AdamWScalarsAt(options_.adam, step_ + 1, lr)));
+                          size, optim::AdamWScalarsAt(options_.adam, step_ + 1, lr)));
   } else {
     CORESCAPE_RETURN_IF_ERROR(ops_->AdamSUpdate(params, m_.as<float>(), grads,
                                                 decays_.as<uint8_t>(), size,
-                                                kernels::cuda::AdamSScalarsAt(options_.adam, lr)));
+                                                optim::AdamSScalarsAt(options_.adam, lr)));
   }
   ++step_;
   last_step_ = {};

@@ -29,10 +29,7 @@ bool DeviceScapeStore::Supports(const optim::OptimizerOptions& options) {
   auto traits = optim::FindOptimizer(options.name);
   if (!traits.ok()) return false;
   const optim::OptimizerKind kind = (*traits)->kind;
-  if (kind != optim::OptimizerKind::kScape && kind != optim::OptimizerKind::kScapeGlobal) return false;
-  return options.scape.rule == optim::ScapeRule::kReference ||
-         (options.scape.rule == optim::ScapeRule::kCatchUp &&
-          optim::CheckCatchUpInStore(options.scape).ok());
+  return kind == optim::OptimizerKind::kScape || kind == optim::OptimizerKind::kScapeGlobal;
 }
 
 absl::StatusOr<std::unique_ptr<DeviceScapeStore>> DeviceScapeStore::Create(
@@ -42,17 +39,12 @@ absl::StatusOr<std::unique_ptr<DeviceScapeStore>> DeviceScapeStore::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("scape device state: staging chunks of ", staging_floats, " floats"));
   }
-  if (rule != optim::ScapeRule::kReference && rule != optim::ScapeRule::kCatchUp) {
-    return absl::InvalidArgumentError(absl::StrCat("scape device state: the '",
-                                                   optim::ScapeRuleName(rule),
-                                                   "' rule runs on the host only"));
-  }
   const int64_t size = static_cast<int64_t>(decay_mask.size());
   std::unique_ptr<DeviceScapeStore> store(
       new DeviceScapeStore(ops, size, rule, placement, staging_floats));
   const size_t float_bytes = static_cast<size_t>(size) * sizeof(float);
   std::vector<device::DeviceBuffer*> zeroed_buffers = {&store->m_, &store->values_};
-  if (store->runs_catch_up()) zeroed_buffers.push_back(&store->vbar_);
+  if (store->catch_up()) zeroed_buffers.push_back(&store->vbar_);
   if (store->offloaded()) {
     auto pinned = ops->AllocatePinned(float_bytes);
     if (!pinned.ok()) return pinned.status();
@@ -95,7 +87,7 @@ DeviceScapeStore::~DeviceScapeStore() {
 absl::Status DeviceScapeStore::Payload(const float* grads,
                                        const kernels::cuda::ScapeReferenceScalars& scalars,
                                        int64_t begin, int64_t end, std::vector<float>& statistic) {
-  if (runs_catch_up()) {
+  if (catch_up()) {
     return absl::FailedPreconditionError("scape device state: holds the catch-up rule's state");
   }
   if (begin < 0 || end < begin || end > size_) {
@@ -127,11 +119,11 @@ absl::Status DeviceScapeStore::Payload(const float* grads,
 
 absl::StatusOr<int64_t> DeviceScapeStore::CheckSelection(absl::Span<const TopKSegment> segments,
                                                          optim::MaskStatistic statistic) const {
-  if (offloaded() && !runs_catch_up()) {
+  if (offloaded() && !catch_up()) {
     return absl::FailedPreconditionError(
         "scape device state: the reference rule's offloaded residual is ranked by the optimizer");
   }
-  if (statistic == optim::MaskStatistic::kNormalizedResidual && !runs_catch_up()) {
+  if (statistic == optim::MaskStatistic::kNormalizedResidual && !catch_up()) {
     return absl::FailedPreconditionError(
         "scape device state: the normalized-residual statistic needs the catch-up rule's v̄");
   }
@@ -214,7 +206,7 @@ absl::Status DeviceScapeStore::SelectOnDevice(absl::Span<const TopKSegment> segm
     if (k == 0) continue;
     CORESCAPE_RETURN_IF_ERROR(model::EnsureCapacity(
         *ops_, statistic_, static_cast<size_t>(segment.numel) * sizeof(float)));
-    const float* vbar = runs_catch_up() ? vbar_.as<float>() + segment.offset : nullptr;
+    const float* vbar = catch_up() ? vbar_.as<float>() + segment.offset : nullptr;
     CORESCAPE_RETURN_IF_ERROR(ops_->ScapeMaskStatistic(
         m_.as<float>() + segment.offset, residual_.as<float>() + segment.offset, vbar,
         segment.numel, statistic, scalars, statistic_.as<float>()));
@@ -416,7 +408,7 @@ absl::Status DeviceScapeStore::StampAges(int64_t step, bool windows) {
 absl::StatusOr<double> DeviceScapeStore::Apply(float* params, int64_t step,
                                                const kernels::cuda::ScapeReferenceScalars& scalars,
                                                double grad_clip) {
-  if (runs_catch_up()) {
+  if (catch_up()) {
     return absl::FailedPreconditionError("scape device state: holds the catch-up rule's state");
   }
   const int64_t* device_mask = dense_ ? nullptr : mask_.as<int64_t>();
@@ -433,7 +425,7 @@ absl::StatusOr<double> DeviceScapeStore::Apply(float* params, int64_t step,
 
 absl::Status DeviceScapeStore::Accumulate(const float* grads,
                                           const kernels::cuda::ScapeCatchUpScalars& scalars) {
-  if (!runs_catch_up()) {
+  if (!catch_up()) {
     return absl::FailedPreconditionError("scape device state: holds the reference rule's state");
   }
   if (!offloaded()) return ops_->ScapeAccumulate(residual_.as<float>(), grads, size_, scalars);
@@ -447,8 +439,8 @@ absl::Status DeviceScapeStore::Accumulate(const float* grads,
 absl::Status DeviceScapeStore::CatchUpApply(float* params, int64_t step,
                                             absl::Span<const int32_t> windows,
                                             const kernels::cuda::ScapeCatchUpScalars& scalars,
-                                            const kernels::cuda::CatchUpPowerTables& powers) {
-  if (!runs_catch_up()) {
+                                            const optim::CatchUpPowerTables& powers) {
+  if (!catch_up()) {
     return absl::FailedPreconditionError("scape device state: holds the reference rule's state");
   }
   const int64_t expected_windows = keeps_ages() ? 0 : count_;
@@ -530,7 +522,7 @@ absl::Status DeviceScapeStore::Read(std::vector<float>& m, std::vector<float>& e
   e.resize(size_);
   const size_t bytes = static_cast<size_t>(size_) * sizeof(float);
   CORESCAPE_RETURN_IF_ERROR(ops_->Download(m.data(), m_.data(), bytes));
-  if (runs_catch_up()) {
+  if (catch_up()) {
     vbar.resize(size_);
     CORESCAPE_RETURN_IF_ERROR(ops_->Download(vbar.data(), vbar_.data(), bytes));
   }
@@ -566,7 +558,7 @@ absl::Status DeviceScapeStore::Write(const std::vector<float>& m, const std::vec
   }
   const size_t bytes = static_cast<size_t>(size_) * sizeof(float);
   CORESCAPE_RETURN_IF_ERROR(ops_->Upload(m_.data(), m.data(), bytes));
-  if (runs_catch_up()) {
+  if (catch_up()) {
     CORESCAPE_RETURN_IF_ERROR(CheckSize(vbar, size_, "normalizer"));
     CORESCAPE_RETURN_IF_ERROR(ops_->Upload(vbar_.data(), vbar.data(), bytes));
   }

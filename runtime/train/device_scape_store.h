@@ -40,9 +40,7 @@ namespace corescape::train {
 // host (device memory is what the placement saves); the bits are the same.
 class DeviceScapeStore final : public optim::ScapeStateStore {
  public:
-  // Whether `options` names SCAPE with a rule whose state this store can
-  // hold: the reference rule, or the catch-up rule (optim::
-  // CheckCatchUpInStore).
+  // Whether `options` names SCAPE (either rule's state fits here).
   static bool Supports(const optim::OptimizerOptions& options);
 
   enum class ResidualPlacement { kDevice, kPinnedHost };
@@ -65,7 +63,7 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
                        int64_t begin, int64_t end, std::vector<float>& statistic) override;
   // With the residual on the device the top-k runs there too; the
   // catch-up rule's offloaded residual is ranked on the host by the store.
-  bool selects() const override { return !offloaded() || runs_catch_up(); }
+  bool selects() const override { return !offloaded() || catch_up(); }
   // An offloaded residual is ranked on the host: there, on the pool's threads.
   void UseThreadPool(ThreadPool* pool) override { pool_ = pool; }
   absl::StatusOr<std::vector<int64_t>> SelectByStatistic(
@@ -93,12 +91,11 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   absl::StatusOr<double> Apply(float* params, int64_t step,
                                const kernels::cuda::ScapeReferenceScalars& scalars,
                                double grad_clip) override;
-  bool runs_catch_up() const override { return rule_ == optim::ScapeRule::kCatchUp; }
   absl::Status Accumulate(const float* grads,
                           const kernels::cuda::ScapeCatchUpScalars& scalars) override;
   absl::Status CatchUpApply(float* params, int64_t step, absl::Span<const int32_t> windows,
                             const kernels::cuda::ScapeCatchUpScalars& scalars,
-                            const kernels::cuda::CatchUpPowerTables& powers) override;
+                            const optim::CatchUpPowerTables& powers) override;
   // Packs whose mask came from the staging (of them, those whose indices
   // were already on the device) and from a held selection (tests).
   int64_t staged_packs() const { return staged_packs_; }
@@ -121,6 +118,7 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
         placement_(placement),
         staging_floats_(staging_floats) {}
   bool offloaded() const { return placement_ == ResidualPlacement::kPinnedHost; }
+  bool catch_up() const { return rule_ == optim::ScapeRule::kCatchUp; }
   // kDevice: the segments' top k by `statistic` into selected_ (`total`
   // entries: CheckSelection's), on the device.
   absl::Status SelectOnDevice(absl::Span<const TopKSegment> segments,

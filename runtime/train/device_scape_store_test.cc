@@ -18,7 +18,7 @@
 #include "runtime/device/caching_allocator.h"
 #include "runtime/device/device.h"
 #include "runtime/device/device_runtime.h"
-#include "runtime/kernels/cuda/optim_scalars.h"
+#include "runtime/optim/optim_scalars.h"
 #include "runtime/model/cpu_execution_for_test.h"
 #include "runtime/model/model_ops.h"
 #include "runtime/optim/scape_optimizer.h"
@@ -250,7 +250,6 @@ TEST_F(DeviceScapeStoreTest, OffloadedResidualsLeaveTheirBytesOffTheDevice) {
 struct CatchUpCase {
   optim::MaskStatistic statistic;
   bool per_tensor_masks;
-  bool decayed_residual;
   double catch_up_exponent;
   const char* name;
   Placement placement = Placement::kDevice;
@@ -278,7 +277,6 @@ TEST_P(DeviceScapeStoreCatchUpTest, CatchUpRuleMatchesTheHostOptimizerBitwise) {
   config.residual_sync_period = 5;
   config.statistic = c.statistic;
   config.per_tensor_masks = c.per_tensor_masks;
-  config.decayed_residual = c.decayed_residual;
   config.catch_up_exponent = c.catch_up_exponent;
   config.adams.weight_decay = 0.1;
   SingleProcessGroup group;
@@ -338,58 +336,39 @@ TEST_P(DeviceScapeStoreCatchUpTest, CatchUpRuleMatchesTheHostOptimizerBitwise) {
 INSTANTIATE_TEST_SUITE_P(
     Configurations, DeviceScapeStoreCatchUpTest,
     ::testing::Values(
-        CatchUpCase{optim::MaskStatistic::kMomentumPlusScaledResidual, false, false, 0.65,
+        CatchUpCase{optim::MaskStatistic::kMomentumPlusScaledResidual, false, 0.65,
                     "DefaultConfiguration"},
-        CatchUpCase{optim::MaskStatistic::kNormalizedResidual, true, true, 0.65,
-                    "PerTensorDecayedNormalized"},
-        CatchUpCase{optim::MaskStatistic::kResidual, false, false, 1.0, "FullCatchUpByResidual"},
-        CatchUpCase{optim::MaskStatistic::kMomentumPlusScaledResidual, false, false, 0.65,
+        CatchUpCase{optim::MaskStatistic::kNormalizedResidual, true, 0.65, "PerTensorNormalized"},
+        CatchUpCase{optim::MaskStatistic::kResidual, false, 1.0, "FullCatchUpByResidual"},
+        CatchUpCase{optim::MaskStatistic::kMomentumPlusScaledResidual, false, 0.65,
                     "DefaultConfigurationOffloaded", Placement::kPinnedHost},
-        CatchUpCase{optim::MaskStatistic::kNormalizedResidual, true, true, 0.65,
-                    "PerTensorDecayedNormalizedOffloaded", Placement::kPinnedHost}),
+        CatchUpCase{optim::MaskStatistic::kNormalizedResidual, true, 0.65,
+                    "PerTensorNormalizedOffloaded", Placement::kPinnedHost}),
     [](const ::testing::TestParamInfo<CatchUpCase>& info) { return std::string(info.param.name); });
 
-TEST_F(DeviceScapeStoreTest, RulesThatNeedTheHostAreRefusedOnADevice) {
+TEST_F(DeviceScapeStoreTest, AStoreRunsTheRuleItWasMadeFor) {
   std::unique_ptr<model::ModelOps> ops = Backend();
   ASSERT_NE(ops, nullptr);
   SingleProcessGroup group;
   optim::ScapeConfig config;
-  config.rule = optim::ScapeRule::kLinearized;
-  auto linearized = optim::ScapeOptimizer::Create(
-      &group, config, Decays(), kTensorBounds,
-      *DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kCatchUp));
-  ASSERT_EQ(linearized.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(linearized.status().message().find("linearized"), std::string::npos)
-      << linearized.status();
-  // A reference-rule store cannot run the catch-up rule.
+  // A reference-rule store cannot run the catch-up rule: its first step
+  // says so.
   config.rule = optim::ScapeRule::kCatchUp;
   auto mismatched = optim::ScapeOptimizer::Create(
       &group, config, Decays(), kTensorBounds,
       *DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kReference));
-  EXPECT_EQ(mismatched.status().code(), absl::StatusCode::kInvalidArgument);
-  config.exploration = 0.1;
-  auto exploring = optim::ScapeOptimizer::Create(
-      &group, config, Decays(), kTensorBounds,
-      *DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kCatchUp));
-  ASSERT_EQ(exploring.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(exploring.status().message().find("exploration"), std::string::npos)
-      << exploring.status();
-  EXPECT_EQ(DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kReconstructed)
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(mismatched.ok()) << mismatched.status();
+  auto params = model::AllocateZeroed(*ops, kSize * sizeof(float));
+  auto grads = model::AllocateZeroed(*ops, kSize * sizeof(float));
+  ASSERT_TRUE(params.ok() && grads.ok());
+  const absl::Status step =
+      (*mismatched)->Step(params->as<float>(), grads->as<float>(), kSize, 1e-3);
+  EXPECT_EQ(step.code(), absl::StatusCode::kFailedPrecondition) << step;
+  EXPECT_NE(step.message().find("reference rule"), std::string::npos) << step;
 
   optim::OptimizerOptions options;
   options.name = "scape";
   EXPECT_TRUE(DeviceScapeStore::Supports(options));  // the default rule: catch-up
-  options.scape.exploration = 0.1;
-  EXPECT_FALSE(DeviceScapeStore::Supports(options));
-  options.scape.exploration = 0;
-  options.scape.catch_up_exponent_consistent = 0.9;
-  EXPECT_FALSE(DeviceScapeStore::Supports(options));
-  options.scape.catch_up_exponent_consistent = -1;
-  options.scape.rule = optim::ScapeRule::kReconstructed;
-  EXPECT_FALSE(DeviceScapeStore::Supports(options));
   options.scape.rule = optim::ScapeRule::kReference;
   EXPECT_TRUE(DeviceScapeStore::Supports(options));
   options.name = "adams";
@@ -550,13 +529,13 @@ TEST_F(DeviceScapeStoreTest, AgesPastTheirInt32RangeAreRefused) {
   // A dense pack, then an update at a step whose stamp would not fit.
   ASSERT_TRUE(store.Pack({}, true, optim::ScapeStateStore::MaskSource::kHost).ok());
   const optim::AdamConfig adams;
-  const kernels::cuda::CatchUpPowerTables powers =
-      kernels::cuda::CatchUpPowerTablesOf(adams.beta1, 0.65, kernels::cuda::kCatchUpCachedWindows);
+  const optim::CatchUpPowerTables powers =
+      optim::CatchUpPowerTablesOf(adams.beta1, 0.65, optim::kCatchUpCachedWindows);
   auto device_params = model::AllocateZeroed(*ops, kSize * sizeof(float));
   ASSERT_TRUE(device_params.ok());
   const absl::Status late = store.CatchUpApply(
       device_params->as<float>(), std::numeric_limits<int32_t>::max(), {},
-      kernels::cuda::ScapeCatchUpScalarsAt(adams, 1e-3, 0.95, false, false), powers);
+      optim::ScapeCatchUpScalarsAt(adams, 1e-3, 0.95, false), powers);
   EXPECT_EQ(late.code(), absl::StatusCode::kOutOfRange);
   EXPECT_NE(late.message().find("int32"), std::string::npos) << late;
 }

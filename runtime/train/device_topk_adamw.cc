@@ -6,7 +6,7 @@
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/kernels/cuda/optim_scalars.h"
+#include "runtime/optim/optim_scalars.h"
 #include "runtime/optim/sparse_mask.h"
 
 namespace corescape::train {
@@ -44,7 +44,8 @@ absl::Status DeviceTopKAdamW::Step(float* params, float* grads, int64_t size, do
   const double density = options_.scape.density_schedule.At(step_, options_.scape.density);
   last_step_ = {};
   CORESCAPE_RETURN_IF_ERROR(ops_->AddInto(residual_.as<float>(), grads, size_));
-  if (step_ < options_.scape.dense_warmup_steps || density >= 1.0) {
+  if (optim::DenseBySchedule(step_, options_.scape.dense_warmup_steps, options_.scape.density,
+                             options_.scape.density_schedule)) {
     CORESCAPE_RETURN_IF_ERROR(DenseStep(params, lr));
   } else {
     CORESCAPE_RETURN_IF_ERROR(
@@ -126,7 +127,7 @@ absl::Status DeviceTopKAdamW::SparseStep(float* params, float* grads, int64_t k,
 absl::Status DeviceTopKAdamW::Update(float* params, const float* grads, double lr) {
   // No clipping: the host form applies AdamW to the exchanged sum as it is.
   return ops_->AdamWUpdate(params, m_.as<float>(), v_.as<float>(), grads, decays_.as<uint8_t>(),
-                           size_, kernels::cuda::AdamWScalarsAt(options_.adam, step_ + 1, lr));
+                           size_, optim::AdamWScalarsAt(options_.adam, step_ + 1, lr));
 }
 
 absl::StatusOr<std::string> DeviceTopKAdamW::SaveState() {

@@ -46,7 +46,7 @@ absl::Status LocalTrainConfig::Validate() const {
   if (auto traits = optim::FindOptimizer(optimizer); !traits.ok()) {
     return Invalid("optimizer", traits.status().message());
   }
-  if (!(density > 0 && density <= 1)) return Invalid("density", "must be in (0, 1]");
+  if (absl::Status s = optim::CheckDensity(density); !s.ok()) return Invalid("density", s.message());
   if (!scape_rule.empty()) {
     if (auto rule = optim::ParseScapeRule(scape_rule); !rule.ok()) {
       return Invalid("scape_rule", rule.status().message());
@@ -56,11 +56,6 @@ absl::Status LocalTrainConfig::Validate() const {
     if (!job::UsesMaskEpochs(optimizer)) {
       return Invalid("offload_residuals",
                      absl::StrCat("'", optimizer, "' keeps all its state in host memory"));
-    }
-    auto scape = job::ScapeConfigFromSpec(ToJobSpec().optimizer());
-    if (!scape.ok()) return Invalid("scape_rule", scape.status().message());
-    if (absl::Status s = optim::CheckResidualOffload(*scape); !s.ok()) {
-      return Invalid("offload_residuals", s.message());
     }
   }
   if (!std::isfinite(peak_tflops) || peak_tflops < 0) {

@@ -132,9 +132,12 @@ TEST(LocalTrainerTest, BadConfigNamesTheField) {
   EXPECT_TRUE(parsed->Validate().ok()) << parsed->Validate();
   parsed->scape_rule = "catch-up";
   EXPECT_TRUE(parsed->Validate().ok()) << parsed->Validate();
+  // A research rule that lost the formulation search is refused with where it went.
   parsed->scape_rule = "linearized";
-  EXPECT_NE(parsed->Validate().message().find("offload_residuals: needs rule reference or catch-up"),
+  EXPECT_NE(parsed->Validate().message().find("scape_rule: SCAPE rule 'linearized'"),
             std::string::npos)
+      << parsed->Validate();
+  EXPECT_NE(parsed->Validate().message().find("docs/scape_search.md"), std::string::npos)
       << parsed->Validate();
   parsed->scape_rule = "";
   parsed->optimizer = "adamw";

@@ -32,22 +32,14 @@ ABSL_FLAG(double, density_start, 1.0, "density schedule: density before and at -
 ABSL_FLAG(int64_t, density_warmup, 0, "density schedule: steps from --density_start to --density (0: no schedule)");
 ABSL_FLAG(int64_t, density_start_step, 0, "density schedule: the step the density starts to fall");
 ABSL_FLAG(std::string, density_shape, "linear", "density schedule: linear | geometric");
-ABSL_FLAG(std::string, rule, "catch-up", "SCAPE: reconstructed | catch-up | linearized | reference");
+ABSL_FLAG(std::string, rule, "catch-up", "SCAPE: catch-up | reference");
 ABSL_FLAG(bool, per_tensor_masks, false, "SCAPE: masks per parameter tensor, whole tensors per rank");
 ABSL_FLAG(bool, dense_small_tensors, false, "SCAPE per-tensor masks: norm gains sent whole");
-ABSL_FLAG(std::string, off_mask, "decay", "SCAPE reconstructed: decay | frozen | momentum");
 ABSL_FLAG(std::string, statistic, "momentum-plus-scaled-residual",
           "SCAPE mask statistic: momentum-plus-scaled-residual | momentum-plus-residual | residual | "
           "momentum | normalized-residual");
-ABSL_FLAG(double, exploration, 0.0, "SCAPE: share of k for the least recently synchronized");
-ABSL_FLAG(double, forecast, 0.0, "SCAPE linearized: off-mask momentum forecast φ");
-ABSL_FLAG(double, normalizer_beta, 0.95, "SCAPE linearized: ρ of the smoothed normalizer");
+ABSL_FLAG(double, normalizer_beta, 0.95, "SCAPE catch-up: ρ of the smoothed normalizer");
 ABSL_FLAG(double, catch_up_exponent, 0.65, "SCAPE catch-up: a K-step value moves K^this steps");
-ABSL_FLAG(double, catch_up_exponent_consistent, -1.0,
-          "SCAPE catch-up: exponent for coordinates whose ĝ agrees with m (< 0: off)");
-ABSL_FLAG(bool, decayed_residual, false, "SCAPE catch-up: residuals decay with β1 (exact EMA share)");
-ABSL_FLAG(bool, lr_weighted, false, "SCAPE linearized: residuals carry η·(1−β1)·g");
-ABSL_FLAG(std::string, refresh, "smoothed", "SCAPE linearized: frozen | smoothed | window | max");
 ABSL_FLAG(bool, validate, true, "validation loss before training, every --eval_interval and at the end");
 ABSL_FLAG(int64_t, eval_interval, 100, "validate every N steps (and at the end; <= 0: only at the end)");
 ABSL_FLAG(uint64_t, seed, 1, "weights and data order");
@@ -56,31 +48,18 @@ ABSL_FLAG(std::string, csv, "", "write the per-step curve here");
 namespace corescape::scape_tool {
 namespace {
 
-using optim::NormalizerRefresh;
-using optim::OffMaskRule;
-
 absl::Status Unknown(absl::string_view flag, absl::string_view value) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, ": unknown value '", value, "'"));
 }
 
 absl::Status ParseEnums(optim::ScapeConfig& c) {
-  const std::string rule = absl::GetFlag(FLAGS_rule), off = absl::GetFlag(FLAGS_off_mask),
-                    stat = absl::GetFlag(FLAGS_statistic), refresh = absl::GetFlag(FLAGS_refresh);
-  auto parsed_rule = optim::ParseScapeRule(rule);
-  if (!parsed_rule.ok()) return Unknown("rule", rule);
-  c.rule = *parsed_rule;
-  if (off == "decay") c.off_mask = OffMaskRule::kDecayOnly;
-  else if (off == "frozen") c.off_mask = OffMaskRule::kFrozen;
-  else if (off == "momentum") c.off_mask = OffMaskRule::kMomentumKeepsMoving;
-  else return Unknown("off_mask", off);
+  const std::string stat = absl::GetFlag(FLAGS_statistic);
+  auto rule = optim::ParseScapeRule(absl::GetFlag(FLAGS_rule));
+  if (!rule.ok()) return absl::InvalidArgumentError(absl::StrCat("--rule: ", rule.status().message()));
+  c.rule = *rule;
   auto statistic = optim::ParseMaskStatistic(stat);
   if (!statistic.ok()) return Unknown("statistic", stat);
   c.statistic = *statistic;
-  if (refresh == "frozen") c.refresh = NormalizerRefresh::kFrozen;
-  else if (refresh == "smoothed") c.refresh = NormalizerRefresh::kSmoothed;
-  else if (refresh == "window") c.refresh = NormalizerRefresh::kWindow;
-  else if (refresh == "max") c.refresh = NormalizerRefresh::kMax;
-  else return Unknown("refresh", refresh);
   return absl::OkStatus();
 }
 
@@ -111,7 +90,6 @@ absl::StatusOr<DriverConfig> DriverConfigFromFlags() {
   s.adams.weight_decay = absl::GetFlag(FLAGS_weight_decay);
   s.density = absl::GetFlag(FLAGS_density);
   s.dense_warmup_steps = absl::GetFlag(FLAGS_dense_warmup);
-  s.exploration = absl::GetFlag(FLAGS_exploration);
   s.dense_refresh_interval = absl::GetFlag(FLAGS_dense_refresh);
   auto shape = optim::ParseDensityShape(absl::GetFlag(FLAGS_density_shape));
   if (!shape.ok()) return Unknown("density_shape", absl::GetFlag(FLAGS_density_shape));
@@ -119,12 +97,8 @@ absl::StatusOr<DriverConfig> DriverConfigFromFlags() {
                         absl::GetFlag(FLAGS_density_start_step), *shape};
   s.per_tensor_masks = absl::GetFlag(FLAGS_per_tensor_masks);
   s.dense_small_tensors = absl::GetFlag(FLAGS_dense_small_tensors);
-  s.forecast = absl::GetFlag(FLAGS_forecast);
   s.normalizer_beta = absl::GetFlag(FLAGS_normalizer_beta);
-  s.lr_weighted = absl::GetFlag(FLAGS_lr_weighted);
   s.catch_up_exponent = absl::GetFlag(FLAGS_catch_up_exponent);
-  s.decayed_residual = absl::GetFlag(FLAGS_decayed_residual);
-  s.catch_up_exponent_consistent = absl::GetFlag(FLAGS_catch_up_exponent_consistent);
   if (absl::Status status = ParseEnums(s); !status.ok()) return status;
   return config;
 }

@@ -136,7 +136,7 @@ absl::StatusOr<RankOutcome> RunTrainingRank(
     outcome.has_residual = true;
     outcome.residual_crc32c = Checksum(scape->residual());
     outcome.last_sync_crc32c = Checksum(scape->last_sync());
-    const int64_t first_sparse = std::max<int64_t>(1, config.scape.dense_warmup_steps);
+    const int64_t first_sparse = scape->config().WarmupSteps();
     int64_t covered = 0;
     double age = 0, residual = 0, momentum = 0;
     for (int64_t j = 0; j < n; ++j) {

@@ -7,7 +7,8 @@
 // launch built from them (with --fmad=false) gives the CPU optimizer's bits.
 // runtime/optim runs them in its host loops (or mirrors them, and
 // optim_updates_test holds the two together).
-// The per-step scalars come from optim_scalars.h (host, in double, as there).
+// The per-step scalars come from runtime/optim/optim_scalars.h (host, in
+// double, as there).
 #include "runtime/kernels/cuda/host_device.h"
 
 namespace corescape::kernels::cuda {
@@ -44,7 +45,7 @@ CORESCAPE_HOST_DEVICE void AdamSElement(float& theta, float& m, float g, bool de
   theta -= s.lr * m / (sqrtf(v) + s.eps);
 }
 
-// ---- SCAPE, reference rule (runtime/optim/scape_optimizer.cc) ----
+// ---- SCAPE, reference rule (runtime/optim/scape_reference.cc) ----
 struct ScapeReferenceScalars {
   float beta1, beta2, eps, lr;
   float decay;              // 1 − ηλ
@@ -103,22 +104,19 @@ CORESCAPE_HOST_DEVICE void ScapeReferenceOffMask(float& theta, float& m, bool de
   theta *= decays ? s.decay : 1.0f;
 }
 
-// ---- SCAPE, catch-up rule (runtime/optim/scape_optimizer.cc, Apply) ----
+// ---- SCAPE, catch-up rule (runtime/optim/scape_catch_up.cc) ----
 struct ScapeCatchUpScalars {
   float beta1, beta2, eps, lr;
   float decay;                    // 1 − ηλ
   float rho;                      // the smoothed normalizer's ρ
   float residual_one_minus_beta1;  // (float)(1 − β1), computed in double as Step does
   bool first_step;                // t = 0: v̄ ← v
-  bool decayed_residual;          // e ← β1·e + (1−β1)·g, and m ← β1^K·m + b
 };
 
-// A rank's unsent increment: e ← e + (1−β1)·g, or with decayed residuals
-// e ← β1·e + (1−β1)·g.
+// A rank's unsent increment: e ← e + (1−β1)·g.
 CORESCAPE_HOST_DEVICE void ScapeAccumulateElement(float& residual, float g,
                                                   const ScapeCatchUpScalars& s) {
-  residual = s.decayed_residual ? s.beta1 * residual + s.residual_one_minus_beta1 * g
-                                : residual + s.residual_one_minus_beta1 * g;
+  residual = residual + s.residual_one_minus_beta1 * g;
 }
 
 // β1^K and K^α of a window length K ≥ 1: table[K] where K < cached (the
@@ -140,11 +138,9 @@ CORESCAPE_HOST_DEVICE float CatchUpSteps(int64_t k, const CatchUpPowers& p) {
                            : static_cast<float>(pow(static_cast<double>(k), p.exponent));
 }
 
-// The window's mean gradient from a value b covering K steps: b holds
-// (1−β1)·Σg, or with decayed residuals the EMA share (1−β1^K)·ĝ.
-CORESCAPE_HOST_DEVICE float CatchUpMeanGradient(float b, int64_t k, float b1k,
-                                                const ScapeCatchUpScalars& s) {
-  return s.decayed_residual ? b / (1.0f - b1k) : b / ((1.0f - s.beta1) * static_cast<float>(k));
+// The window's mean gradient from a value b = (1−β1)·Σg covering K steps.
+CORESCAPE_HOST_DEVICE float CatchUpMeanGradient(float b, int64_t k, const ScapeCatchUpScalars& s) {
+  return b / ((1.0f - s.beta1) * static_cast<float>(k));
 }
 
 // A coordinate synchronized after K steps with value b: v̄ refreshed, m
@@ -152,10 +148,10 @@ CORESCAPE_HOST_DEVICE float CatchUpMeanGradient(float b, int64_t k, float b1k,
 CORESCAPE_HOST_DEVICE void ScapeCatchUpOnMask(float& theta, float& m, float& vbar, float b,
                                               int64_t k, float b1k, float steps,
                                               const ScapeCatchUpScalars& s) {
-  const float g_hat = CatchUpMeanGradient(b, k, b1k, s);
+  const float g_hat = CatchUpMeanGradient(b, k, s);
   const float v = s.beta2 * m * m + (1.0f - s.beta2) * g_hat * g_hat;
   vbar = s.first_step ? v : s.rho * vbar + (1.0f - s.rho) * v;
-  m = s.decayed_residual ? b1k * m + b : b1k * m + (1.0f - b1k) * g_hat;
+  m = b1k * m + (1.0f - b1k) * g_hat;
   theta -= s.lr * steps * m / (sqrtf(v) + s.eps);
 }
 

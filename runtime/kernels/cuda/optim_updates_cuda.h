@@ -50,7 +50,7 @@ absl::Status LaunchScapeReferenceApply(float* theta, float* m, const float* g_ha
                                        int64_t n, const ScapeReferenceScalars& s, cudaStream_t stream);
 
 // SCAPE's catch-up rule on the device:
-//   LaunchScapeAccumulate     e ← e + (1−β1)·g (decayed: β1·e + (1−β1)·g)
+//   LaunchScapeAccumulate     e ← e + (1−β1)·g
 //   LaunchPackAtMask, the all-reduce, then
 //   LaunchScapeCatchUpApply   θ decays everywhere; the mask (null: every
 //                             coordinate) catches up from the summed values,

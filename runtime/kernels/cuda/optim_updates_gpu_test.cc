@@ -10,14 +10,18 @@
 #include "runtime/kernels/cuda/gpu_test_util.h"
 #include "runtime/kernels/cuda/mask_bits.h"
 #include "runtime/kernels/cuda/mask_bits_cuda.h"
-#include "runtime/kernels/cuda/optim_scalars.h"
 #include "runtime/kernels/cuda/optim_updates.h"
 #include "runtime/kernels/cuda/optim_updates_cuda.h"
 #include "runtime/optim/adams.h"
 #include "runtime/optim/adamw.h"
+#include "runtime/optim/optim_scalars.h"
 
 namespace corescape::kernels::cuda {
 namespace {
+
+using optim::AdamSScalarsAt;
+using optim::AdamWScalarsAt;
+using optim::ScapeReferenceScalarsAt;
 
 constexpr int64_t kN = 100003;  // not a multiple of a block
 

@@ -8,14 +8,22 @@
 
 #include "gtest/gtest.h"
 #include "runtime/kernels/cuda/bitwise_test_util.h"
-#include "runtime/kernels/cuda/optim_scalars.h"
 #include "runtime/optim/adams.h"
 #include "runtime/optim/adamw.h"
 #include "runtime/optim/in_process_rank_group.h"
+#include "runtime/optim/optim_scalars.h"
 #include "runtime/optim/scape_optimizer.h"
 
 namespace corescape::kernels::cuda {
 namespace {
+
+using optim::AdamSScalarsAt;
+using optim::AdamWScalarsAt;
+using optim::CatchUpPowerTables;
+using optim::CatchUpPowerTablesOf;
+using optim::kCatchUpCachedWindows;
+using optim::ScapeCatchUpScalarsAt;
+using optim::ScapeReferenceScalarsAt;
 
 constexpr int64_t kSize = 900;
 constexpr int kSteps = 8;
@@ -212,7 +220,7 @@ TEST(StampSyncedElement, GivesTheWindowsSinceEachCoordinatesLastStep) {
 // AdamSElement's bits.
 TEST(ScapeCatchUpOnMask, IsAdamSForAWindowOfOneStep) {
   optim::AdamConfig config;
-  const ScapeCatchUpScalars s = ScapeCatchUpScalarsAt(config, 0.01, 0.95, false, false);
+  const ScapeCatchUpScalars s = ScapeCatchUpScalarsAt(config, 0.01, 0.95, false);
   const AdamSScalars adams = AdamSScalarsAt(config, 0.01);
   const CatchUpPowerTables tables = CatchUpPowerTablesOf(config.beta1, 0.65, kCatchUpCachedWindows);
   const std::vector<float> g = RandomFloats(kSize, 3, 0.1f), m0 = RandomFloats(kSize, 4, 0.05f),
@@ -231,29 +239,27 @@ TEST(ScapeCatchUpOnMask, IsAdamSForAWindowOfOneStep) {
 
 // K > 1 against the catch-up equations in double (docs/scape.md): the mean
 // gradient ĝ = b/((1−β1)K), m ← β1^K·m + (1−β1^K)·ĝ, θ ← θ − η·K^α·m/(√v+ε)
-// with v = β2·m_prev² + (1−β2)·ĝ², v̄ ← ρ·v̄ + (1−ρ)·v; decayed residuals:
-// ĝ = b/(1−β1^K), m ← β1^K·m + b. Windows past the tables take pow.
+// with v = β2·m_prev² + (1−β2)·ĝ², v̄ ← ρ·v̄ + (1−ρ)·v. Windows past the
+// tables take pow.
 TEST(ScapeCatchUpOnMask, MatchesTheCatchUpEquations) {
   optim::AdamConfig config;
-  for (bool decayed : {false, true}) {
-    const ScapeCatchUpScalars s = ScapeCatchUpScalarsAt(config, 0.01, 0.9, false, decayed);
-    const CatchUpPowerTables tables = CatchUpPowerTablesOf(config.beta1, 0.65, 64);
-    for (int64_t k : {2, 7, 63, 64, 300}) {
-      const double b = 0.013, m0 = -0.004, vbar0 = 2e-5, theta0 = 0.3, b1 = config.beta1;
-      const double b1k = std::pow(b1, static_cast<double>(k));
-      const double g_hat = decayed ? b / (1.0 - b1k) : b / ((1.0 - b1) * k);
-      const double v = config.beta2 * m0 * m0 + (1.0 - config.beta2) * g_hat * g_hat;
-      const double m1 = decayed ? b1k * m0 + b : b1k * m0 + (1.0 - b1k) * g_hat;
-      const double theta1 =
-          theta0 - 0.01 * std::pow(static_cast<double>(k), 0.65) * m1 / (std::sqrt(v) + config.epsilon);
-      float theta = static_cast<float>(theta0), m = static_cast<float>(m0),
-            vbar = static_cast<float>(vbar0);
-      ScapeCatchUpOnMask(theta, m, vbar, static_cast<float>(b), k, CatchUpBeta1Power(k, tables.OnHost()),
-                         CatchUpSteps(k, tables.OnHost()), s);
-      EXPECT_NEAR(m, m1, 1e-5 * std::fabs(m1)) << "K = " << k << (decayed ? ", decayed" : "");
-      EXPECT_NEAR(vbar, 0.9 * vbar0 + 0.1 * v, 1e-5 * vbar0) << "K = " << k;
-      EXPECT_NEAR(theta, theta1, 1e-6) << "K = " << k;
-    }
+  const ScapeCatchUpScalars s = ScapeCatchUpScalarsAt(config, 0.01, 0.9, false);
+  const CatchUpPowerTables tables = CatchUpPowerTablesOf(config.beta1, 0.65, 64);
+  for (int64_t k : {2, 7, 63, 64, 300}) {
+    const double b = 0.013, m0 = -0.004, vbar0 = 2e-5, theta0 = 0.3, b1 = config.beta1;
+    const double b1k = std::pow(b1, static_cast<double>(k));
+    const double g_hat = b / ((1.0 - b1) * k);
+    const double v = config.beta2 * m0 * m0 + (1.0 - config.beta2) * g_hat * g_hat;
+    const double m1 = b1k * m0 + (1.0 - b1k) * g_hat;
+    const double theta1 =
+        theta0 - 0.01 * std::pow(static_cast<double>(k), 0.65) * m1 / (std::sqrt(v) + config.epsilon);
+    float theta = static_cast<float>(theta0), m = static_cast<float>(m0),
+          vbar = static_cast<float>(vbar0);
+    ScapeCatchUpOnMask(theta, m, vbar, static_cast<float>(b), k, CatchUpBeta1Power(k, tables.OnHost()),
+                       CatchUpSteps(k, tables.OnHost()), s);
+    EXPECT_NEAR(m, m1, 1e-5 * std::fabs(m1)) << "K = " << k;
+    EXPECT_NEAR(vbar, 0.9 * vbar0 + 0.1 * v, 1e-5 * vbar0) << "K = " << k;
+    EXPECT_NEAR(theta, theta1, 1e-6) << "K = " << k;
   }
 }
 
@@ -270,16 +276,12 @@ TEST(MaskStatisticElement, MatchesEachStatisticsDefinition) {
                   std::fabs(0.9f * m + 4.0f * e));
 }
 
-TEST(ScapeAccumulateElement, AddsOrDecaysTheIncrement) {
+TEST(ScapeAccumulateElement, AddsTheIncrement) {
   optim::AdamConfig config;
-  ScapeCatchUpScalars s = ScapeCatchUpScalarsAt(config, 0.01, 0.9, false, false);
+  const ScapeCatchUpScalars s = ScapeCatchUpScalarsAt(config, 0.01, 0.9, false);
   float e = 0.5f;
   ScapeAccumulateElement(e, 2.0f, s);
   EXPECT_FLOAT_EQ(e, 0.5f + 0.1f * 2.0f);
-  s.decayed_residual = true;
-  e = 0.5f;
-  ScapeAccumulateElement(e, 2.0f, s);
-  EXPECT_FLOAT_EQ(e, 0.9f * 0.5f + 0.1f * 2.0f);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
-#ifndef CORESCAPE_RUNTIME_KERNELS_CUDA_OPTIM_SCALARS_H_
-#define CORESCAPE_RUNTIME_KERNELS_CUDA_OPTIM_SCALARS_H_
+#ifndef CORESCAPE_RUNTIME_OPTIM_OPTIM_SCALARS_H_
+#define CORESCAPE_RUNTIME_OPTIM_OPTIM_SCALARS_H_
 
-// The per-step scalars of the optimizer bodies (optim_updates.h), computed
-// on the host in double as runtime/optim computes them, then rounded once.
+// The per-step scalars of the optimizers' per-coordinate bodies
+// (runtime/kernels/cuda/optim_updates.h), computed on the host in double,
+// then rounded once: the host loops and the device launches take the same.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -10,10 +11,10 @@
 #include "runtime/kernels/cuda/optim_updates.h"
 #include "runtime/optim/adam_config.h"
 
-namespace corescape::kernels::cuda {
+namespace corescape::optim {
 
 // `step` counts from 1 (the step being taken).
-inline AdamWScalars AdamWScalarsAt(const optim::AdamConfig& c, int64_t step, double lr) {
+inline kernels::cuda::AdamWScalars AdamWScalarsAt(const AdamConfig& c, int64_t step, double lr) {
   const double bias1 = 1.0 - std::pow(c.beta1, static_cast<double>(step));
   const double bias2_sqrt = std::sqrt(1.0 - std::pow(c.beta2, static_cast<double>(step)));
   return {static_cast<float>(c.beta1),          static_cast<float>(c.beta2),
@@ -21,15 +22,16 @@ inline AdamWScalars AdamWScalarsAt(const optim::AdamConfig& c, int64_t step, dou
           static_cast<float>(1.0 - lr * c.weight_decay), static_cast<float>(1.0 / bias2_sqrt)};
 }
 
-inline AdamSScalars AdamSScalarsAt(const optim::AdamConfig& c, double lr) {
+inline kernels::cuda::AdamSScalars AdamSScalarsAt(const AdamConfig& c, double lr) {
   return {static_cast<float>(c.beta1), static_cast<float>(c.beta2), static_cast<float>(c.epsilon),
           static_cast<float>(lr), static_cast<float>(1.0 - lr * c.weight_decay)};
 }
 
-// `step` counts from 1 (the step being taken); P ranks.
-inline ScapeReferenceScalars ScapeReferenceScalarsAt(const optim::AdamConfig& c, int64_t step,
-                                                     double lr, int world_size) {
-  ScapeReferenceScalars s;
+// SCAPE's reference rule; `step` counts from 1 (the step being taken); P ranks.
+inline kernels::cuda::ScapeReferenceScalars ScapeReferenceScalarsAt(const AdamConfig& c,
+                                                                    int64_t step, double lr,
+                                                                    int world_size) {
+  kernels::cuda::ScapeReferenceScalars s;
   s.beta1 = static_cast<float>(c.beta1);
   s.beta2 = static_cast<float>(c.beta2);
   s.eps = static_cast<float>(c.epsilon);
@@ -43,12 +45,12 @@ inline ScapeReferenceScalars ScapeReferenceScalarsAt(const optim::AdamConfig& c,
   return s;
 }
 
-// The catch-up rule's scalars for the step being taken (first_step: t = 0),
-// with ρ the smoothed normalizer's.
-inline ScapeCatchUpScalars ScapeCatchUpScalarsAt(const optim::AdamConfig& c, double lr,
-                                                 double normalizer_beta, bool first_step,
-                                                 bool decayed_residual) {
-  ScapeCatchUpScalars s;
+// SCAPE's catch-up rule for the step being taken (first_step: t = 0), with
+// ρ the smoothed normalizer's.
+inline kernels::cuda::ScapeCatchUpScalars ScapeCatchUpScalarsAt(const AdamConfig& c, double lr,
+                                                                double normalizer_beta,
+                                                                bool first_step) {
+  kernels::cuda::ScapeCatchUpScalars s;
   s.beta1 = static_cast<float>(c.beta1);
   s.beta2 = static_cast<float>(c.beta2);
   s.eps = static_cast<float>(c.epsilon);
@@ -57,11 +59,11 @@ inline ScapeCatchUpScalars ScapeCatchUpScalarsAt(const optim::AdamConfig& c, dou
   s.rho = static_cast<float>(normalizer_beta);
   s.residual_one_minus_beta1 = static_cast<float>(1.0 - c.beta1);
   s.first_step = first_step;
-  s.decayed_residual = decayed_residual;
   return s;
 }
 
-inline MaskStatisticScalars MaskStatisticScalarsOf(const optim::AdamConfig& c, int world_size) {
+inline kernels::cuda::MaskStatisticScalars MaskStatisticScalarsOf(const AdamConfig& c,
+                                                                  int world_size) {
   return {static_cast<float>(c.beta1), static_cast<float>(c.epsilon),
           static_cast<float>(world_size)};
 }
@@ -73,8 +75,12 @@ struct CatchUpPowerTables {
   std::vector<float> b1_to_k, k_to_alpha;
   int64_t size() const { return static_cast<int64_t>(b1_to_k.size()); }
   // The tables as the bodies read them, from host memory.
-  CatchUpPowers OnHost() const { return {b1_to_k.data(), k_to_alpha.data(), size(), beta1, exponent}; }
+  kernels::cuda::CatchUpPowers OnHost() const {
+    return {b1_to_k.data(), k_to_alpha.data(), size(), beta1, exponent};
+  }
 };
+// Windows the tables hold: longer ones are computed by the bodies (the same
+// values: std::pow rounded to float either way).
 inline constexpr int64_t kCatchUpCachedWindows = 256;
 inline CatchUpPowerTables CatchUpPowerTablesOf(double beta1, double exponent, int64_t windows) {
   CatchUpPowerTables tables;
@@ -89,6 +95,6 @@ inline CatchUpPowerTables CatchUpPowerTablesOf(double beta1, double exponent, in
   return tables;
 }
 
-}  // namespace corescape::kernels::cuda
+}  // namespace corescape::optim
 
-#endif  // CORESCAPE_RUNTIME_KERNELS_CUDA_OPTIM_SCALARS_H_
+#endif  // CORESCAPE_RUNTIME_OPTIM_OPTIM_SCALARS_H_

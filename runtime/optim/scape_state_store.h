@@ -1,0 +1,136 @@
+#ifndef CORESCAPE_RUNTIME_OPTIM_SCAPE_STATE_STORE_H_
+#define CORESCAPE_RUNTIME_OPTIM_SCAPE_STATE_STORE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "runtime/base/thread_pool.h"
+#include "runtime/kernels/cuda/optim_updates.h"
+#include "runtime/kernels/cuda/topk.h"
+#include "runtime/optim/mask_statistic.h"
+#include "runtime/optim/optim_scalars.h"
+
+namespace corescape::optim {
+
+// Where SCAPE keeps the first moment m, this rank's residual e (and the
+// catch-up rule's v̄), and what runs their per-coordinate work. The default
+// is ScapeOptimizer's own host vectors and loops; a model backend's memory
+// (runtime/train: DeviceScapeStore) keeps them beside the parameters, and
+// Step then takes that backend's parameter and gradient buffers. Masks and
+// ages stay on the host either way (selection's bookkeeping, coding,
+// exchange), and so does the checkpoint format. Both rules' per-coordinate
+// work runs in the store: the host store (scape_host_store.h) runs their
+// host forms (scape_catch_up.h, scape_reference.h), a device store the
+// same bodies as launches.
+class ScapeStateStore {
+ public:
+  virtual ~ScapeStateStore() = default;
+  // Whether the store's buffers (and so Step's params and grads) are host
+  // memory.
+  virtual bool host_addressable() const = 0;
+  // The reference rule: e ← c = β1·m + (1−β1)·P·g + e over every
+  // coordinate, then statistic ← |e| over [begin, end) (host; what the next
+  // mask is chosen from).
+  virtual absl::Status Payload(const float* grads,
+                               const kernels::cuda::ScapeReferenceScalars& scalars, int64_t begin,
+                               int64_t end, std::vector<float>& statistic) = 0;
+  // Whether the store ranks its state where it keeps it (SelectByStatistic).
+  // The reference rule's Payload then leaves `statistic` empty and the
+  // optimizer chooses the next mask right after it, before Pack zeroes e at
+  // the current one; the catch-up rule's after the update.
+  virtual bool selects() const { return false; }
+  // Threads for the host loops the store runs (ScapeOptimizer::UseThreadPool).
+  virtual void UseThreadPool(ThreadPool* pool) {}
+  // One tensor of a selection: the k coordinates of [offset, offset + numel)
+  // with the largest statistic.
+  using TopKSegment = kernels::cuda::TopKSegment;
+  // Each segment's top k by `statistic` (optim::SelectTopK's set: ties to
+  // the lower coordinate), ascending, the segments' one after another
+  // (host).
+  virtual absl::StatusOr<std::vector<int64_t>> SelectByStatistic(
+      absl::Span<const TopKSegment> segments, MaskStatistic statistic,
+      const kernels::cuda::MaskStatisticScalars& scalars) {
+    return absl::UnimplementedError("this SCAPE state store ranks nothing (selects() is false)");
+  }
+  // Copies a received mask's indices (and the catch-up rule's windows; else
+  // empty) into host memory the store uploads them from at the mask's step
+  // (Pack with `staged`, and the CatchUpApply after it), so that step
+  // copies nothing of its own. Called on the mask exchange's thread while
+  // the caller goes on using the store: it touches only that staging.
+  // Returns whether it staged them (the default stages nothing).
+  virtual bool StageMask(absl::Span<const int64_t> indices, absl::Span<const int32_t> windows) {
+    return false;
+  }
+  // Whether the store can keep a selection in its own memory as a later
+  // step's mask (HoldSelection): what a group of one does, whose selection
+  // is the whole mask, so that its indices need never reach the host.
+  virtual bool holds_masks() const { return false; }
+  // SelectByStatistic's selection (the segments' k clamped likewise), kept
+  // in the store for a Pack with MaskSource::kHeld; masks are packed in the
+  // order they were held, at most two waiting. Returns its entry count.
+  virtual absl::StatusOr<int64_t> HoldSelection(absl::Span<const TopKSegment> segments,
+                                                MaskStatistic statistic,
+                                                const kernels::cuda::MaskStatisticScalars& scalars) {
+    return absl::UnimplementedError("this SCAPE state store holds no masks");
+  }
+  // The indices, on the host, of the last Pack's mask (`held` false) or of
+  // the oldest held one (`held` true): for checkpoints and accessors.
+  virtual absl::StatusOr<std::vector<int64_t>> ReadMask(bool held) {
+    return absl::UnimplementedError("this SCAPE state store holds no masks");
+  }
+  // Forgets every held mask (the optimizer replaced its pending mask).
+  virtual void DropHeldMasks() {}
+  // Where the indices of the mask a Pack applies are.
+  enum class MaskSource {
+    kHost,    // `mask`
+    kStaged,  // `mask`, already copied where the store uploads it from (StageMask)
+    kHeld,    // the oldest selection HoldSelection kept; `mask` is empty
+  };
+  // Packs e at the mask (ascending; `dense`: every coordinate) into the
+  // values buffer in mask order and zeroes e there. Returns the buffer,
+  // ready for the all-reduce.
+  virtual absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense,
+                                      MaskSource source) = 0;
+  // Whether the store keeps the ages (the step each coordinate was last
+  // synchronized) beside its state: Apply and CatchUpApply then set them
+  // for the mask of step `step`, and CatchUpApply works out the windows
+  // from them. Otherwise the optimizer keeps them on the host and hands
+  // CatchUpApply the windows.
+  virtual bool keeps_ages() const { return false; }
+  // The reference rule at step `step` (from 0), from the summed values at
+  // the mask of the last Pack: ĝ, clipped to a global norm of grad_clip
+  // (<= 0: not clipped), then bias-corrected AdamS on the mask, m ← 0 and
+  // decay off it. Returns ‖ĝ‖ before clipping.
+  virtual absl::StatusOr<double> Apply(float* params, int64_t step,
+                                       const kernels::cuda::ScapeReferenceScalars& scalars,
+                                       double grad_clip) = 0;
+  // The catch-up rule: e ← e + (1−β1)·g.
+  virtual absl::Status Accumulate(const float* grads,
+                                  const kernels::cuda::ScapeCatchUpScalars& scalars) = 0;
+  // The catch-up update at step `step` from the summed values at the last
+  // Pack's mask: θ decays everywhere, then the mask's p-th coordinate, last
+  // synchronized windows[p] steps ago, catches up. `windows` are on the
+  // host, empty where the store keeps the ages. `powers` are host tables.
+  virtual absl::Status CatchUpApply(float* params, int64_t step, absl::Span<const int32_t> windows,
+                                    const kernels::cuda::ScapeCatchUpScalars& scalars,
+                                    const CatchUpPowerTables& powers) = 0;
+  // The residual, ready for an all-reduce; then e ← e·scale.
+  virtual absl::StatusOr<float*> Residual() = 0;
+  virtual absl::Status ScaleResidual(float scale) = 0;
+  // Host copies of m, e, v̄ and the ages (each coordinate's last
+  // synchronized step, −1: never) — the host store: they are already; a
+  // store that keeps no v̄, or no ages, leaves them — and replacing the
+  // store's from them.
+  virtual absl::Status Read(std::vector<float>& m, std::vector<float>& e, std::vector<float>& vbar,
+                            std::vector<int64_t>& last_sync) = 0;
+  virtual absl::Status Write(const std::vector<float>& m, const std::vector<float>& e,
+                             const std::vector<float>& vbar,
+                             const std::vector<int64_t>& last_sync) = 0;
+};
+
+}  // namespace corescape::optim
+
+#endif  // CORESCAPE_RUNTIME_OPTIM_SCAPE_STATE_STORE_H_
