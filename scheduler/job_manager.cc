@@ -319,6 +319,16 @@ int JobManager::CountInState(v1::JobState state) const {
   return count;
 }
 
+std::map<std::string, std::string> JobManager::RunningJobsByNode() const {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, std::string> jobs_by_node;
+  for (const auto& [id, record] : jobs_) {
+    if (record.job.state() != v1::RUNNING) continue;
+    for (const std::string& node : record.job.assigned_nodes()) jobs_by_node[node] = id;
+  }
+  return jobs_by_node;
+}
+
 void JobManager::PushStopJob(const v1::Job& job, const std::string& node, uint64_t incarnation,
                              const std::string& reason) {
   v1::SchedulerCommand command;

@@ -81,6 +81,9 @@ class JobManager : public NodeReportSink {
                     const v1::JobFailureReport& report) override;
 
   int CountInState(v1::JobState state) const;
+  // The RUNNING job each of its nodes (workers and attention servers) works
+  // for, by node name: what ListNodes shows as current_job_id.
+  std::map<std::string, std::string> RunningJobsByNode() const;
 
   // Retention: the events, idempotency keys and data-plane secret of jobs
   // that ended more than `retention` ago are deleted, each job's in one
