@@ -150,6 +150,14 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request,
   v1::JobSpec spec = request.spec();
   job::ApplyJobDefaults(spec);
   if (absl::Status s = job::ValidateJobSpec(spec); !s.ok()) return s;
+  if (!spec.checkpoint().directory().empty()) {
+    // Refused now rather than failing five recoveries at the workers.
+    if (absl::Status s = CheckSomeWorkerHoldsCheckpoints(
+            spec, job::ResolvedPath(spec.checkpoint().directory()), registry_->List());
+        !s.ok()) {
+      return s;
+    }
+  }
 
   absl::MutexLock lock(&mu_);
   if (!request.idempotency_key().empty()) {
@@ -486,8 +494,11 @@ PlacementSnapshot JobManager::Snapshot() const {
   snapshot.now = clock_->Now();
   for (const auto& [id, record] : jobs_) {
     if (IsFinal(record.job.state())) continue;
+    const bool waiting = record.job.state() == v1::PENDING || record.job.state() == v1::RECOVERING;
+    const std::string& directory = record.job.spec().checkpoint().directory();
     snapshot.jobs.push_back({record.job, record.recovering_since, record.reported_failed_nodes,
-                             record.reported_failure_at});
+                             record.reported_failure_at,
+                             waiting && !directory.empty() ? job::ResolvedPath(directory) : ""});
   }
   return snapshot;
 }

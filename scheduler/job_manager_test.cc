@@ -51,8 +51,10 @@ class JobManagerTest : public ::testing::Test {
     ASSERT_TRUE(jobs_->Load().ok());
   }
 
-  uint64_t AddWorker(const std::string& name, v1::NodeRole role = v1::WORKER) {
+  uint64_t AddWorker(const std::string& name, v1::NodeRole role = v1::WORKER,
+                     const std::string& checkpoint_root = "") {
     v1::RegisterRequest request;
+    request.mutable_resources()->set_checkpoint_root(checkpoint_root);
     request.set_name(name);
     request.set_role(role);
     request.set_host("h-" + name);
@@ -408,6 +410,52 @@ TEST_F(JobManagerTest, ProgressCarriesModelFlopsUtilization) {
   report.set_mfu(std::numeric_limits<double>::infinity());
   jobs_->OnStepReport("w0", w0, report);
   EXPECT_EQ(jobs_->Get(job->job_id())->progress().mfu(), 0);
+}
+
+// Submit refuses a checkpoint directory no registered worker's root holds,
+// naming it and the roots; placement puts a job only on workers whose root
+// holds it, and a job held back by that waits saying so.
+TEST_F(JobManagerTest, CheckpointDirectoryMustLieInAWorkersRoot) {
+  const std::string root_a = "/corescape-test-nonexistent/a";
+  const std::string root_b = "/corescape-test-nonexistent/b";
+  const uint64_t w0 = AddWorker("w0", v1::WORKER, root_a);
+  v1::SubmitJobRequest outside = Spec(1);
+  outside.mutable_spec()->mutable_checkpoint()->set_directory("/corescape-test-nonexistent/c");
+  auto refused = jobs_->Submit(outside);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "spec.checkpoint.directory: /corescape-test-nonexistent/c is outside the checkpoint "
+            "root of every registered worker (/corescape-test-nonexistent/a); choose a directory "
+            "under one, or start a worker with --checkpoint_root holding it");
+  EXPECT_TRUE(jobs_->List({}, 0).empty());
+
+  // Under the root of w1, which left (it may come back): accepted, but it
+  // waits while only w0 is free.
+  const uint64_t w1 = AddWorker("w1", v1::WORKER, root_b);
+  ASSERT_TRUE(registry_->Deregister("w1", w1, "test").ok());
+  v1::SubmitJobRequest inside = Spec(1);
+  inside.mutable_spec()->mutable_checkpoint()->set_directory(root_b + "/ckpt");
+  auto job = jobs_->Submit(inside);
+  ASSERT_TRUE(job.ok()) << job.status();
+  jobs_->Reconcile();
+  EXPECT_EQ(StateOf(job->job_id()), v1::PENDING);
+  EXPECT_EQ(jobs_->Get(job->job_id())->state_reason(),
+            "waiting for 1 healthy free workers (1 free now); checkpoint.directory "
+            "/corescape-test-nonexistent/b/ckpt is outside the checkpoint root of 1 of them "
+            "(/corescape-test-nonexistent/a; corescape-worker --checkpoint_root)");
+  EXPECT_TRUE(Commands("w0", w0).empty());
+
+  // w1 registers again: the job runs there.
+  const uint64_t w1_again = AddWorker("w1", v1::WORKER, root_b);
+  EXPECT_NE(w1_again, w1);
+  jobs_->Reconcile();
+  v1::Job running = *jobs_->Get(job->job_id());
+  EXPECT_EQ(running.state(), v1::RUNNING);
+  ASSERT_EQ(running.assigned_nodes_size(), 1);
+  EXPECT_EQ(running.assigned_nodes(0), "w1");
+  EXPECT_EQ(jobs_->RunningJobsByNode(),
+            (std::map<std::string, std::string>{{"w1", job->job_id()}}));
 }
 
 TEST_F(JobManagerTest, ElasticJobShrinksAndRaisesAccumulation) {
