@@ -252,6 +252,17 @@ class JobsEndToEndTest(JobClusterTestCase):
         self.assertLess(job.progress.loss, progress[0].loss - 1.0)
         self.assertGreater(job.progress.validation_loss, 0)
         self.assertGreater(job.progress.tokens_per_second, 0)
+        # The job's own throughput: 60 steps of 64 × 4 tokens over their wall
+        # time, which lies within the job's.
+        self.assertEqual(job.progress.steps_timed, 60)
+        self.assertEqual(job.progress.tokens_trained, 60 * 64 * 4)
+        self.assertGreater(job.progress.steps_seconds, 0)
+        self.assertLessEqual(job.progress.steps_seconds,
+                             (job.finished_unix_ms - job.started_unix_ms) / 1000 + 0.1)
+        # `corescape watch` of the finished job ends with that average.
+        summary = self.cluster.cli("watch", job_id, "--scheduler", self.address).stdout
+        average = round(job.progress.tokens_trained / job.progress.steps_seconds)
+        self.assertIn(f", {average:,} tokens/s (average over 60 steps)\n", summary)
         # A replay from the start gives the same events (plots, reconnects).
         replay = list(self.jobs.watch(job_pb2.WatchJobRequest(job_id=job_id), timeout=30))
         self.assertEqual(len(replay), len(events))
