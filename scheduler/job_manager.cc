@@ -150,6 +150,14 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request,
   v1::JobSpec spec = request.spec();
   job::ApplyJobDefaults(spec);
   if (absl::Status s = job::ValidateJobSpec(spec); !s.ok()) return s;
+  if (!spec.checkpoint().directory().empty()) {
+    // Refused now rather than failing five recoveries at the workers.
+    if (absl::Status s = CheckSomeWorkerHoldsCheckpoints(
+            spec, job::ResolvedPath(spec.checkpoint().directory()), registry_->List());
+        !s.ok()) {
+      return s;
+    }
+  }
 
   absl::MutexLock lock(&mu_);
   if (!request.idempotency_key().empty()) {
@@ -319,6 +327,16 @@ int JobManager::CountInState(v1::JobState state) const {
   return count;
 }
 
+std::map<std::string, std::string> JobManager::RunningJobsByNode() const {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, std::string> jobs_by_node;
+  for (const auto& [id, record] : jobs_) {
+    if (record.job.state() != v1::RUNNING) continue;
+    for (const std::string& node : record.job.assigned_nodes()) jobs_by_node[node] = id;
+  }
+  return jobs_by_node;
+}
+
 void JobManager::PushStopJob(const v1::Job& job, const std::string& node, uint64_t incarnation,
                              const std::string& reason) {
   v1::SchedulerCommand command;
@@ -476,8 +494,11 @@ PlacementSnapshot JobManager::Snapshot() const {
   snapshot.now = clock_->Now();
   for (const auto& [id, record] : jobs_) {
     if (IsFinal(record.job.state())) continue;
+    const bool waiting = record.job.state() == v1::PENDING || record.job.state() == v1::RECOVERING;
+    const std::string& directory = record.job.spec().checkpoint().directory();
     snapshot.jobs.push_back({record.job, record.recovering_since, record.reported_failed_nodes,
-                             record.reported_failure_at});
+                             record.reported_failure_at,
+                             waiting && !directory.empty() ? job::ResolvedPath(directory) : ""});
   }
   return snapshot;
 }
@@ -581,6 +602,22 @@ int64_t SaturatingAdd(int64_t total, int64_t more) {
              : total + more;
 }
 
+int64_t SaturatingMultiply(int64_t a, int64_t b) {
+  if (a <= 0 || b <= 0) return 0;
+  return a > std::numeric_limits<int64_t>::max() / b ? std::numeric_limits<int64_t>::max()
+                                                      : a * b;
+}
+
+// Tokens of one step: the global batch, which an elastic shrink keeps (it
+// raises accumulation as it drops workers).
+int64_t GlobalBatchTokens(const v1::JobSpec& spec) {
+  const v1::DataSpec& data = spec.data();
+  return SaturatingMultiply(
+      SaturatingMultiply(SaturatingMultiply(data.sequence_length(), data.micro_batch_size()),
+                         data.gradient_accumulation()),
+      spec.placement().workers());
+}
+
 // Whether (node, incarnation) is one of the job's current processes.
 bool IsMember(const v1::Job& job, const std::string& node, uint64_t incarnation) {
   for (int i = 0; i < job.assigned_nodes_size() && i < job.assigned_incarnations_size(); ++i) {
@@ -617,8 +654,9 @@ void JobManager::OnStepReport(const std::string& node, uint64_t incarnation,
   progress.set_bytes_sent(SaturatingAdd(progress.bytes_sent(), report.bytes_sent()));
   progress.set_bytes_received(SaturatingAdd(progress.bytes_received(), report.bytes_received()));
   if (new_checkpoint) progress.set_checkpoint_step(report.checkpoint_step());
-  const double elapsed_s =
-      (absl::ToUnixMillis(clock_->Now()) - job.started_unix_ms()) / 1000.0;
+  const absl::Time now = clock_->Now();
+  CountStepTime(*record, report, now);
+  const double elapsed_s = (absl::ToUnixMillis(now) - job.started_unix_ms()) / 1000.0;
   if (report.step() > 0 && elapsed_s > 0) {
     progress.set_eta_seconds(elapsed_s / report.step() * (job.spec().steps() - report.step()));
   }
@@ -636,6 +674,31 @@ void JobManager::OnStepReport(const std::string& node, uint64_t incarnation,
       record->unrecorded_report = UnrecordedReport{job.generation(), true, reason};
     }
   }
+}
+
+void JobManager::CountStepTime(JobRecord& record, const v1::StepReport& report, absl::Time now) {
+  v1::Job& job = record.job;
+  // Steps past the job's end (or before its start) are no steps of it.
+  if (report.step() <= 0 || report.step() > job.spec().steps()) return;
+  int64_t steps = 1;
+  double seconds = report.compute_seconds() + report.communication_seconds();
+  if (record.last_report_generation == job.generation()) {
+    if (report.step() <= record.last_report_step) return;  // a repeat, counted already
+    // Since the previous report (reports lost meanwhile cover their steps):
+    // validation and checkpoint writes count too.
+    steps = report.step() - record.last_report_step;
+    seconds = absl::ToDoubleSeconds(now - record.last_report_at);
+  }
+  record.last_report_at = now;
+  record.last_report_generation = job.generation();
+  record.last_report_step = report.step();
+  // A step time a worker could not measure (or sent garbled) counts nothing.
+  if (!std::isfinite(seconds) || seconds <= 0 || seconds > kMaxStepSeconds) return;
+  v1::JobProgress& progress = *job.mutable_progress();
+  const int64_t tokens = SaturatingMultiply(steps, GlobalBatchTokens(job.spec()));
+  progress.set_tokens_trained(SaturatingAdd(progress.tokens_trained(), tokens));
+  progress.set_steps_seconds(progress.steps_seconds() + seconds);
+  progress.set_steps_timed(SaturatingAdd(progress.steps_timed(), steps));
 }
 
 bool JobManager::FinishSucceeded(JobRecord& record, const std::string& reason) {

@@ -23,6 +23,10 @@
 
 namespace corescape::scheduler {
 
+// The longest one step may take for the job's throughput: a step time past
+// it (a garbled report, a clock jump) counts nothing.
+inline constexpr double kMaxStepSeconds = 7 * 24 * 3600.0;
+
 struct JobManagerOptions {
   // A recovering elastic job waits this long for replacements before it
   // shrinks to the workers it has (if placement.min_workers allows).
@@ -81,6 +85,9 @@ class JobManager : public NodeReportSink {
                     const v1::JobFailureReport& report) override;
 
   int CountInState(v1::JobState state) const;
+  // The RUNNING job each of its nodes (workers and attention servers) works
+  // for, by node name: what ListNodes shows as current_job_id.
+  std::map<std::string, std::string> RunningJobsByNode() const;
 
   // Retention: the events, idempotency keys and data-plane secret of jobs
   // that ended more than `retention` ago are deleted, each job's in one
@@ -106,6 +113,12 @@ class JobManager : public NodeReportSink {
     // recovery does not place the job on it. Cleared by the next Assign.
     std::vector<std::string> reported_failed_nodes;
     absl::Time reported_failure_at = absl::InfinitePast();
+    // Rank 0's previous step report of the current generation: when it
+    // came and its step. The job's throughput counts the time between
+    // reports (memory only: after a restart the next report starts anew).
+    absl::Time last_report_at = absl::InfinitePast();
+    uint64_t last_report_generation = 0;
+    int64_t last_report_step = 0;
     // A member's success or failure report the store refused to record:
     // its sender will not repeat it, so Reconcile retries the transition.
     std::optional<UnrecordedReport> unrecorded_report;
@@ -144,6 +157,10 @@ class JobManager : public NodeReportSink {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SUCCEEDED durably, then the attention servers are stopped.
   bool FinishSucceeded(JobRecord& record, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds rank 0's step `report`, received `now`, to the job's throughput
+  // (JobProgress.tokens_trained, steps_seconds, steps_timed).
+  void CountStepTime(JobRecord& record, const v1::StepReport& report, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RetryUnrecordedReports() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Job::assigned_nodes lists the workers by rank, then (DISAGGREGATED

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/base/atomic_file.h"
 #include "runtime/base/clock.h"
@@ -51,8 +52,10 @@ class JobManagerTest : public ::testing::Test {
     ASSERT_TRUE(jobs_->Load().ok());
   }
 
-  uint64_t AddWorker(const std::string& name, v1::NodeRole role = v1::WORKER) {
+  uint64_t AddWorker(const std::string& name, v1::NodeRole role = v1::WORKER,
+                     const std::string& checkpoint_root = "") {
     v1::RegisterRequest request;
+    request.mutable_resources()->set_checkpoint_root(checkpoint_root);
     request.set_name(name);
     request.set_role(role);
     request.set_host("h-" + name);
@@ -111,6 +114,25 @@ class JobManagerTest : public ::testing::Test {
   }
 
   v1::JobState StateOf(const std::string& id) { return jobs_->Get(id)->state(); }
+
+  // A job of `workers` RUNNING on fresh workers w0, w1, …: rank 0 is w0.
+  struct RunningJob {
+    std::string id;
+    uint64_t w0 = 0;        // w0's incarnation
+    v1::StepReport report;  // rank 0's report of step 1
+  };
+  RunningJob StartRunningJob(int workers) {
+    RunningJob running;
+    running.w0 = AddWorker("w0");
+    for (int i = 1; i < workers; ++i) AddWorker(absl::StrCat("w", i));
+    auto job = jobs_->Submit(Spec(workers));
+    EXPECT_TRUE(job.ok()) << job.status();
+    jobs_->Reconcile();
+    running.id = job->job_id();
+    EXPECT_EQ(StateOf(running.id), v1::RUNNING);
+    running.report = StepReportOf(*jobs_->Get(running.id), 0, 1);
+    return running;
+  }
 
   // A failure report of generation 1 from `rank` of the job.
   static v1::JobFailureReport FailureReport(const std::string& job_id, int rank,
@@ -367,47 +389,139 @@ TEST_F(JobManagerTest, StepReportsFromNonMembersChangeNothing) {
 }
 
 TEST_F(JobManagerTest, ByteCountersSaturate) {
-  const uint64_t w0 = AddWorker("w0");
-  AddWorker("w1");
-  auto job = jobs_->Submit(Spec(2));
-  jobs_->Reconcile();
-  ASSERT_EQ(StateOf(job->job_id()), v1::RUNNING);
-  v1::StepReport report = StepReportOf(*jobs_->Get(job->job_id()), 0, 1);
+  auto [id, w0, report] = StartRunningJob(2);
   for (int step = 1; step <= 3; ++step) {
     report.set_step(step);
     report.set_bytes_sent(std::numeric_limits<int64_t>::max() - 1);
     report.set_bytes_received(-5);
     jobs_->OnStepReport("w0", w0, report);
   }
-  EXPECT_EQ(jobs_->Get(job->job_id())->progress().bytes_sent(),
+  EXPECT_EQ(jobs_->Get(id)->progress().bytes_sent(),
             std::numeric_limits<int64_t>::max());
-  EXPECT_EQ(jobs_->Get(job->job_id())->progress().bytes_received(), 0);
+  EXPECT_EQ(jobs_->Get(id)->progress().bytes_received(), 0);
 }
 
 // Rank 0's model TFLOP/s and MFU become the job's; a rate that is not a
 // finite positive number shows as unknown (0).
 TEST_F(JobManagerTest, ProgressCarriesModelFlopsUtilization) {
-  const uint64_t w0 = AddWorker("w0");
-  AddWorker("w1");
-  auto job = jobs_->Submit(Spec(2));
-  jobs_->Reconcile();
-  ASSERT_EQ(StateOf(job->job_id()), v1::RUNNING);
-  v1::StepReport report = StepReportOf(*jobs_->Get(job->job_id()), 0, 1);
+  auto [id, w0, report] = StartRunningJob(2);
   report.set_model_tflops_per_second(412.5);
   report.set_mfu(0.417);
   jobs_->OnStepReport("w0", w0, report);
-  EXPECT_EQ(jobs_->Get(job->job_id())->progress().model_tflops_per_second(), 412.5);
-  EXPECT_EQ(jobs_->Get(job->job_id())->progress().mfu(), 0.417);
+  EXPECT_EQ(jobs_->Get(id)->progress().model_tflops_per_second(), 412.5);
+  EXPECT_EQ(jobs_->Get(id)->progress().mfu(), 0.417);
   report.set_step(2);
   report.set_model_tflops_per_second(NAN);
   report.set_mfu(-1);
   jobs_->OnStepReport("w0", w0, report);
-  EXPECT_EQ(jobs_->Get(job->job_id())->progress().model_tflops_per_second(), 0);
-  EXPECT_EQ(jobs_->Get(job->job_id())->progress().mfu(), 0);
+  EXPECT_EQ(jobs_->Get(id)->progress().model_tflops_per_second(), 0);
+  EXPECT_EQ(jobs_->Get(id)->progress().mfu(), 0);
   report.set_step(3);
   report.set_mfu(std::numeric_limits<double>::infinity());
   jobs_->OnStepReport("w0", w0, report);
-  EXPECT_EQ(jobs_->Get(job->job_id())->progress().mfu(), 0);
+  EXPECT_EQ(jobs_->Get(id)->progress().mfu(), 0);
+}
+
+// The job's own throughput: the global batch's tokens (64 × 4 × 2 = 512)
+// of each step over the wall time between rank 0's reports, the first step
+// by its own compute and communication time; repeats count once, lost
+// reports' steps with the next one.
+TEST_F(JobManagerTest, ThroughputCountsTheWallTimeOfTheSteps) {
+  RunningJob job = StartRunningJob(2);
+  v1::StepReport& report = job.report;
+  report.set_compute_seconds(0.75);
+  report.set_communication_seconds(0.25);
+  report.set_tokens_per_second(99);  // the step's own rate, not the average
+  auto reported = [&](int64_t step, absl::Duration after) {
+    clock_.Advance(after);
+    report.set_step(step);
+    jobs_->OnStepReport("w0", job.w0, report);
+    return jobs_->Get(job.id)->progress();
+  };
+  v1::JobProgress progress = reported(1, absl::ZeroDuration());
+  EXPECT_EQ(progress.tokens_trained(), 512);
+  EXPECT_DOUBLE_EQ(progress.steps_seconds(), 1.0);
+  EXPECT_EQ(progress.steps_timed(), 1);
+  progress = reported(2, absl::Seconds(2));
+  EXPECT_EQ(progress.tokens_trained(), 1024);
+  EXPECT_DOUBLE_EQ(progress.steps_seconds(), 3.0);
+  progress = reported(4, absl::Seconds(3));  // step 3's report was lost
+  EXPECT_EQ(progress.tokens_trained(), 2048);
+  EXPECT_DOUBLE_EQ(progress.steps_seconds(), 6.0);
+  EXPECT_EQ(progress.steps_timed(), 4);
+  progress = reported(4, absl::Seconds(1));  // a repeat
+  EXPECT_EQ(progress.steps_timed(), 4);
+  progress = reported(5, absl::Seconds(1));
+  EXPECT_EQ(progress.tokens_trained(), 2560);
+  EXPECT_DOUBLE_EQ(progress.steps_seconds(), 8.0);
+  EXPECT_EQ(progress.steps_timed(), 5);
+  EXPECT_EQ(progress.tokens_per_second(), 99);
+  // Past the job's steps (a garbled report) counts nothing.
+  progress = reported(1000, absl::Seconds(1));
+  EXPECT_EQ(progress.steps_timed(), 5);
+}
+
+// A first step whose time the worker sent garbled counts nothing; the next
+// one is timed from its arrival.
+TEST_F(JobManagerTest, ThroughputIgnoresAGarbledStepTime) {
+  auto [id, w0, report] = StartRunningJob(1);
+  report.set_compute_seconds(NAN);
+  jobs_->OnStepReport("w0", w0, report);
+  EXPECT_EQ(jobs_->Get(id)->progress().steps_timed(), 0);
+  EXPECT_EQ(jobs_->Get(id)->progress().tokens_trained(), 0);
+  clock_.Advance(absl::Seconds(2));
+  report.set_step(2);
+  jobs_->OnStepReport("w0", w0, report);
+  const v1::JobProgress progress = jobs_->Get(id)->progress();
+  EXPECT_EQ(progress.steps_timed(), 1);
+  EXPECT_EQ(progress.tokens_trained(), 256);
+  EXPECT_DOUBLE_EQ(progress.steps_seconds(), 2.0);
+}
+
+// Submit refuses a checkpoint directory no registered worker's root holds,
+// naming it and the roots; placement puts a job only on workers whose root
+// holds it, and a job held back by that waits saying so.
+TEST_F(JobManagerTest, CheckpointDirectoryMustLieInAWorkersRoot) {
+  const std::string root_a = "/corescape-test-nonexistent/a";
+  const std::string root_b = "/corescape-test-nonexistent/b";
+  const uint64_t w0 = AddWorker("w0", v1::WORKER, root_a);
+  v1::SubmitJobRequest outside = Spec(1);
+  outside.mutable_spec()->mutable_checkpoint()->set_directory("/corescape-test-nonexistent/c");
+  auto refused = jobs_->Submit(outside);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "spec.checkpoint.directory: /corescape-test-nonexistent/c is outside the checkpoint "
+            "root of every registered worker (/corescape-test-nonexistent/a); choose a directory "
+            "under one, or start a worker with --checkpoint_root holding it");
+  EXPECT_TRUE(jobs_->List({}, 0).empty());
+
+  // Under the root of w1, which left (it may come back): accepted, but it
+  // waits while only w0 is free.
+  const uint64_t w1 = AddWorker("w1", v1::WORKER, root_b);
+  ASSERT_TRUE(registry_->Deregister("w1", w1, "test").ok());
+  v1::SubmitJobRequest inside = Spec(1);
+  inside.mutable_spec()->mutable_checkpoint()->set_directory(root_b + "/ckpt");
+  auto job = jobs_->Submit(inside);
+  ASSERT_TRUE(job.ok()) << job.status();
+  jobs_->Reconcile();
+  EXPECT_EQ(StateOf(job->job_id()), v1::PENDING);
+  EXPECT_EQ(jobs_->Get(job->job_id())->state_reason(),
+            "waiting for 1 healthy free workers (1 free now); checkpoint.directory "
+            "/corescape-test-nonexistent/b/ckpt is outside the checkpoint root of 1 of them "
+            "(/corescape-test-nonexistent/a; corescape-worker --checkpoint_root)");
+  EXPECT_TRUE(Commands("w0", w0).empty());
+
+  // w1 registers again: the job runs there.
+  const uint64_t w1_again = AddWorker("w1", v1::WORKER, root_b);
+  EXPECT_NE(w1_again, w1);
+  jobs_->Reconcile();
+  v1::Job running = *jobs_->Get(job->job_id());
+  EXPECT_EQ(running.state(), v1::RUNNING);
+  ASSERT_EQ(running.assigned_nodes_size(), 1);
+  EXPECT_EQ(running.assigned_nodes(0), "w1");
+  EXPECT_EQ(jobs_->RunningJobsByNode(),
+            (std::map<std::string, std::string>{{"w1", job->job_id()}}));
 }
 
 TEST_F(JobManagerTest, ElasticJobShrinksAndRaisesAccumulation) {

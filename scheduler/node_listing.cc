@@ -6,8 +6,9 @@
 
 namespace corescape::scheduler {
 
-absl::StatusOr<Page<v1::NodeInfo>> ListNodesPage(const NodeRegistry& registry,
-                                                 const v1::ListNodesRequest& request) {
+absl::StatusOr<Page<v1::NodeInfo>> ListNodesPage(
+    const NodeRegistry& registry, const v1::ListNodesRequest& request,
+    const std::map<std::string, std::string>& jobs_by_node) {
   auto page_size = ResolvePageSize(request.page_size());
   if (!page_size.ok()) return page_size.status();
   // The position is the previous page's last name.
@@ -20,6 +21,9 @@ absl::StatusOr<Page<v1::NodeInfo>> ListNodesPage(const NodeRegistry& registry,
         std::find(request.states().begin(), request.states().end(), node.state()) ==
             request.states().end()) {
       continue;
+    }
+    if (auto job = jobs_by_node.find(node.name()); job != jobs_by_node.end()) {
+      node.set_current_job_id(job->second);
     }
     matching.push_back(std::move(node));
   }

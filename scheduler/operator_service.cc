@@ -16,7 +16,7 @@ grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext* context,
   if (absl::Status s = ValidateListNodesRequest(*request); !s.ok()) {
     return ToGrpcStatus(s);
   }
-  auto page = ListNodesPage(*registry_, *request);
+  auto page = ListNodesPage(*registry_, *request, jobs_->RunningJobsByNode());
   if (!page.ok()) return ToGrpcStatus(page.status());
   for (v1::NodeInfo& node : page->items) *response->add_nodes() = std::move(node);
   response->set_next_page_token(std::move(page->next_page_token));

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "runtime/job/job_device.h"
+#include "runtime/job/job_spec.h"
 
 namespace corescape::scheduler {
 namespace {
@@ -184,6 +185,22 @@ std::string CudaWaitingReason(const v1::JobSpec& spec, int wanted, size_t free_g
   return reason;
 }
 
+// The distinct checkpoint roots `workers` reported, a few of them: for
+// reasons and refusals a person reads.
+std::string CheckpointRootsText(const std::vector<v1::NodeInfo>& workers) {
+  constexpr size_t kShown = 4;
+  std::set<std::string> roots;
+  for (const v1::NodeInfo& worker : workers) {
+    if (!worker.resources().checkpoint_root().empty()) {
+      roots.insert(worker.resources().checkpoint_root());
+    }
+  }
+  std::vector<std::string> shown(roots.begin(), roots.end());
+  if (shown.size() <= kShown) return absl::StrJoin(shown, ", ");
+  shown.resize(kShown);
+  return absl::StrCat(absl::StrJoin(shown, ", "), " and ", roots.size() - kShown, " more");
+}
+
 // Step 3 for one waiting job over the free nodes: its assignment, or why it
 // waits (nullopt: it waits and its reason stands).
 std::optional<PlacementDecision> PlaceWaitingJob(const JobInPass& pass,
@@ -205,7 +222,12 @@ std::optional<PlacementDecision> PlaceWaitingJob(const JobInPass& pass,
                                    servers_wanted, free_servers.size()));
   }
   const std::vector<v1::NodeInfo> free = WorkersForDevice(spec, free_workers);
-  const std::vector<v1::NodeInfo> placeable = PlaceableWorkers(*pass.in, free);
+  std::vector<v1::NodeInfo> holding, outside_root;
+  for (const v1::NodeInfo& worker : free) {
+    (HoldsCheckpointDirectory(worker, pass.in->checkpoint_directory) ? holding : outside_root)
+        .push_back(worker);
+  }
+  const std::vector<v1::NodeInfo> placeable = PlaceableWorkers(*pass.in, holding);
   AssignJob assign;
   assign.job_id = job.job_id();
   assign.gradient_accumulation = spec.data().gradient_accumulation();
@@ -240,8 +262,13 @@ std::optional<PlacementDecision> PlaceWaitingJob(const JobInPass& pass,
             ? CudaWaitingReason(spec, wanted, free.size(), registry)
             : absl::StrFormat("waiting for %d healthy free workers (%d free now)", wanted,
                               free.size());
-    if (placeable.size() < free.size()) {
-      absl::StrAppend(&reason, "; ", free.size() - placeable.size(),
+    if (!outside_root.empty()) {
+      absl::StrAppend(&reason, "; checkpoint.directory ", spec.checkpoint().directory(),
+                      " is outside the checkpoint root of ", outside_root.size(), " of them (",
+                      CheckpointRootsText(outside_root), "; corescape-worker --checkpoint_root)");
+    }
+    if (placeable.size() < holding.size()) {
+      absl::StrAppend(&reason, "; ", holding.size() - placeable.size(),
                       " of the failed generation's workers silent since its failure report");
     }
     return waiting(std::move(reason));
@@ -385,6 +412,28 @@ Recovery RecoveryOf(const v1::Job& job, const std::string& cause, int max_recove
           absl::StrCat(cause, "; restarting from ",
                        checkpoint >= 0 ? absl::StrCat("checkpoint step ", checkpoint)
                                        : std::string("the start (no checkpoint yet)"))};
+}
+
+bool HoldsCheckpointDirectory(const v1::NodeInfo& worker, const std::string& directory) {
+  const std::string& root = worker.resources().checkpoint_root();
+  return directory.empty() || root.empty() || job::ResolvedPathWithin(directory, root);
+}
+
+absl::Status CheckSomeWorkerHoldsCheckpoints(const v1::JobSpec& spec, const std::string& directory,
+                                             const std::vector<v1::NodeInfo>& registry) {
+  std::vector<v1::NodeInfo> workers;
+  for (const v1::NodeInfo& node : registry) {
+    if (node.role() != v1::WORKER) continue;
+    if (HoldsCheckpointDirectory(node, directory)) return absl::OkStatus();
+    workers.push_back(node);
+  }
+  if (workers.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "spec.checkpoint.directory: ", spec.checkpoint().directory(),
+      directory == spec.checkpoint().directory() ? "" : absl::StrCat(" (", directory, ")"),
+      " is outside the checkpoint root of every registered worker (",
+      CheckpointRootsText(workers),
+      "); choose a directory under one, or start a worker with --checkpoint_root holding it"));
 }
 
 std::vector<PlacementDecision> PlaceJobs(const PlacementSnapshot& snapshot,

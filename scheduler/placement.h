@@ -35,6 +35,8 @@
 //     named; servers are taken in name order. A `device: cuda` job takes
 //     only workers serving a CUDA GPU (Resources.device; one GPU per worker
 //     daemon); a CPU job takes workers serving none first, then GPU ones.
+//     A job with a checkpoint directory takes only workers whose
+//     checkpoint root (Resources.checkpoint_root) holds it.
 //     After a failure report the
 //     failed generation's workers that have not heartbeated since the
 //     report are not placeable for that job: one of them may be the dead
@@ -45,7 +47,8 @@
 //     placeable workers allow and that divides workers × gradient
 //     accumulation, with accumulation raised to keep the global batch. A
 //     PENDING job that cannot start gets the reason, when it changed; a
-//     CUDA job's says how many registered workers serve a GPU at all.
+//     CUDA job's says how many registered workers serve a GPU at all, and
+//     one held back by checkpoint roots names its directory and the roots.
 //
 // The decisions come in the order to apply them: step 1's, then step 2's
 // (job-id order), then step 3's (queue order). Each assumes the ones before
@@ -58,6 +61,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "corescape/v1/job.pb.h"
 #include "corescape/v1/node.pb.h"
@@ -74,6 +78,9 @@ struct PlacementJob {
   // when the report came (empty once the job is placed again).
   std::vector<std::string> reported_failed_nodes;
   absl::Time reported_failure_at = absl::InfinitePast();
+  // Its spec's checkpoint.directory as the scheduler's host resolves it
+  // (job::ResolvedPath; empty: it writes no checkpoints), for waiting jobs.
+  std::string checkpoint_directory;
 };
 
 struct PlacementSnapshot {
@@ -134,6 +141,19 @@ struct WaitingReason {
 };
 
 using PlacementDecision = std::variant<RecoverJob, ReplanAttention, AssignJob, WaitingReason>;
+
+// Whether `worker` may write the checkpoints of a job whose resolved
+// directory is `directory` (empty: none): its reported root holds it
+// (job::ResolvedPathWithin, the worker's own rule), or it reported none (an
+// older worker, which still refuses at assignment).
+bool HoldsCheckpointDirectory(const v1::NodeInfo& worker, const std::string& directory);
+
+// At submit: INVALID_ARGUMENT naming spec.checkpoint.directory and the roots
+// when workers are registered (in any state: a dead one may come back) and
+// none holds `directory` (resolved). With none registered yet the job is
+// accepted; its PENDING reason says what it waits for.
+absl::Status CheckSomeWorkerHoldsCheckpoints(const v1::JobSpec& spec, const std::string& directory,
+                                             const std::vector<v1::NodeInfo>& registry);
 
 std::vector<PlacementDecision> PlaceJobs(const PlacementSnapshot& snapshot,
                                          const PlacementOptions& options);

@@ -46,6 +46,14 @@ v1::NodeInfo GpuWorker(const std::string& name, int index = 0, v1::NodeState sta
   return node;
 }
 
+// A worker that reported its --checkpoint_root.
+v1::NodeInfo RootedWorker(const std::string& name, const std::string& root,
+                          v1::NodeState state = v1::ALIVE) {
+  v1::NodeInfo node = Worker(name, state);
+  node.mutable_resources()->set_checkpoint_root(root);
+  return node;
+}
+
 v1::NodeInfo Server(const std::string& name, v1::NodeState state = v1::ALIVE,
                     uint64_t incarnation = 1) {
   return Node(name, v1::ATTENTION_SERVER, state, incarnation);
@@ -80,6 +88,13 @@ class JobBuilder {
   }
   JobBuilder& Cuda() {
     job_.job.mutable_spec()->set_device(v1::CUDA);
+    return *this;
+  }
+  // Checkpoints in `directory` (resolved as the job manager's snapshot
+  // resolves it: here, already).
+  JobBuilder& CheckpointsIn(const std::string& directory) {
+    job_.job.mutable_spec()->mutable_checkpoint()->set_directory(directory);
+    job_.checkpoint_directory = directory;
     return *this;
   }
   JobBuilder& Elastic(int min_workers, int accumulation = 1) {
@@ -451,6 +466,36 @@ std::vector<Case> Cases() {
        {JobBuilder("job-1", 2).Cuda().Pinned({"g0", "w0"})},
        {"wait job-1: waiting for 2 healthy free workers with a CUDA GPU (device: cuda; 1 free "
         "now); 1 of 2 registered workers serve one; pinned w0 serves no CUDA GPU"}},
+      // Checkpoint roots: only workers whose root holds the directory.
+      {"JobTakesTheWorkerWhoseRootHoldsItsCheckpoints",
+       {RootedWorker("w0", "/data/a"), RootedWorker("w1", "/data/b")},
+       {JobBuilder("job-1", 1).CheckpointsIn("/data/b/ckpt")},
+       {"assign job-1 w1 accumulation 1"}},
+      {"JobWaitsNamingItsDirectoryAndTheRoots",
+       {RootedWorker("w0", "/data/a"), RootedWorker("w1", "/data/b"),
+        RootedWorker("w2", "/data/b")},
+       {JobBuilder("job-1", 3).CheckpointsIn("/data/b/ckpt"),
+        JobBuilder("job-2", 1, 1).CheckpointsIn("/elsewhere")},
+       {"wait job-1: waiting for 3 healthy free workers (3 free now); checkpoint.directory "
+        "/data/b/ckpt is outside the checkpoint root of 1 of them (/data/a; corescape-worker "
+        "--checkpoint_root)",
+        "wait job-2: waiting for 1 healthy free workers (3 free now); checkpoint.directory "
+        "/elsewhere is outside the checkpoint root of 3 of them (/data/a, /data/b; "
+        "corescape-worker --checkpoint_root)"}},
+      {"RootIsComparedByWholeComponents",
+       {RootedWorker("w0", "/data/a")},
+       {JobBuilder("job-1", 1).CheckpointsIn("/data/ab")},
+       {"wait job-1: waiting for 1 healthy free workers (1 free now); checkpoint.directory "
+        "/data/ab is outside the checkpoint root of 1 of them (/data/a; corescape-worker "
+        "--checkpoint_root)"}},
+      {"WorkerThatReportedNoRootDecidesForItself",
+       {Worker("w0")},
+       {JobBuilder("job-1", 1).CheckpointsIn("/anywhere")},
+       {"assign job-1 w0 accumulation 1"}},
+      {"RecoveringJobKeepsToTheRoots",
+       {RootedWorker("w0", "/data/a"), RootedWorker("w1", "/data/b")},
+       {JobBuilder("job-1", 1).CheckpointsIn("/data/b").Recovering(kNow)},
+       {"assign job-1 w1 accumulation 1"}},
       {"DeadWorkerRecoversEvenWithServersLost",
        {Worker("w0", v1::DEAD), Worker("w1"), Server("a0", v1::DEAD), Server("a1")},
        {JobBuilder("job-1", 1).Disaggregated(1).Running({"w0"}, {"a0"})},
@@ -472,6 +517,35 @@ INSTANTIATE_TEST_SUITE_P(Table, PlaceJobsTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.name;
                          });
+
+// Submit: refused only when workers are registered and none of their roots
+// holds the directory; named with the roots.
+TEST(CheckSomeWorkerHoldsCheckpointsTest, RefusesADirectoryOutsideEveryRoot) {
+  v1::JobSpec spec;
+  spec.mutable_checkpoint()->set_directory("/elsewhere/ckpt");
+  EXPECT_TRUE(CheckSomeWorkerHoldsCheckpoints(spec, "/elsewhere/ckpt", {}).ok());
+  EXPECT_TRUE(
+      CheckSomeWorkerHoldsCheckpoints(spec, "/elsewhere/ckpt", {Server("a0")}).ok());
+  const std::vector<v1::NodeInfo> registry = {RootedWorker("w0", "/data/b"),
+                                              RootedWorker("w1", "/data/a", v1::DEAD),
+                                              RootedWorker("w2", "/data/b"), Server("a0")};
+  const absl::Status refused = CheckSomeWorkerHoldsCheckpoints(spec, "/elsewhere/ckpt", registry);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(),
+            "spec.checkpoint.directory: /elsewhere/ckpt is outside the checkpoint root of every "
+            "registered worker (/data/a, /data/b); choose a directory under one, or start a "
+            "worker with --checkpoint_root holding it");
+  // Resolved elsewhere than written (a symbolic link): both are named.
+  EXPECT_TRUE(absl::StrContains(
+      CheckSomeWorkerHoldsCheckpoints(spec, "/resolved/ckpt", registry).message(),
+      "/elsewhere/ckpt (/resolved/ckpt) is outside"));
+  // A dead worker's root still counts: it may come back.
+  EXPECT_TRUE(CheckSomeWorkerHoldsCheckpoints(spec, "/data/a/ckpt", registry).ok());
+  // A worker that reported no root may hold anything.
+  std::vector<v1::NodeInfo> with_unknown = registry;
+  with_unknown.push_back(Worker("w3"));
+  EXPECT_TRUE(CheckSomeWorkerHoldsCheckpoints(spec, "/elsewhere/ckpt", with_unknown).ok());
+}
 
 // Random clusters and queues: whatever PlaceJobs decides, no node ends up
 // in two jobs, placements are on ALIVE nodes of the right role and the

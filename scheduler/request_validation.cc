@@ -112,6 +112,14 @@ absl::Status ValidateResources(const v1::Resources& resources) {
       return s;
     }
   }
+  const std::string& root = resources.checkpoint_root();
+  if (absl::Status s = ValidateFreeText("resources.checkpoint_root", root, kMaxPathBytes);
+      !s.ok()) {
+    return s;
+  }
+  if (!root.empty() && root.front() != '/') {
+    return Invalid("resources.checkpoint_root", "must be an absolute path");
+  }
   return ValidateServedDevice(resources);
 }
 

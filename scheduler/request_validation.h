@@ -16,6 +16,7 @@ inline constexpr int kMaxCpuCores = 4096;
 inline constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;  // 1 PiB
 inline constexpr int kMaxGpus = 64;
 inline constexpr int64_t kMaxGpuMemoryBytes = int64_t{1} << 44;  // 16 TiB on one GPU
+inline constexpr size_t kMaxPathBytes = 4096;  // PATH_MAX
 
 absl::Status ValidateRegisterRequest(const v1::RegisterRequest& request);
 absl::Status ValidateDeregisterRequest(const v1::DeregisterRequest& request);

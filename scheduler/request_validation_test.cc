@@ -90,6 +90,18 @@ TEST(RequestValidationTest, RejectsAbsurdResources) {
   ExpectRejected(request, "resources.gpu_names");
 }
 
+TEST(RequestValidationTest, CheckpointRootIsAnAbsoluteBoundedPath) {
+  v1::RegisterRequest request = ValidRequest();
+  request.mutable_resources()->set_checkpoint_root("/var/lib/corescape/worker");
+  EXPECT_TRUE(ValidateRegisterRequest(request).ok());
+  for (const std::string& bad :
+       {std::string("relative/root"), std::string("/a\nb"), std::string("/a\0b", 4),
+        "/" + std::string(kMaxPathBytes, 'x')}) {
+    request.mutable_resources()->set_checkpoint_root(bad);
+    ExpectRejected(request, "resources.checkpoint_root");
+  }
+}
+
 TEST(RequestValidationTest, ServedDeviceIsBounded) {
   auto request = ValidRequest();
   v1::ServedDevice& device = *request.mutable_resources()->mutable_device();

@@ -71,7 +71,8 @@ function bar(fraction, title) {
 
 function drawNodes(nodes) {
   const body = document.querySelector("#nodes tbody");
-  body.replaceChildren(...nodes.map(n => el("tr", {"data-node": n.name, "data-state": n.state},
+  body.replaceChildren(...nodes.map(n => el("tr", {"data-node": n.name, "data-state": n.state,
+                                                 "data-job": n.current_job_id || ""},
       el("td", {}, n.name), el("td", {}, n.role),
       el("td", {class: "state-" + n.state}, n.state), el("td", {}, n.current_job_id || ""),
       el("td", {}, ago(n.last_heartbeat_unix_ms)), el("td", {}, n.host))));

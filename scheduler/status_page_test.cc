@@ -3,11 +3,15 @@
 #include "scheduler/status_page.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "corescape/v1/job.grpc.pb.h"
+#include "corescape/v1/node.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
@@ -144,6 +148,49 @@ TEST_F(StatusPageTest, MetricsCountRpcsAndReadTheRegistryAndJobs) {
   result = scrape.Get("/metrics");
   ASSERT_TRUE(result);
   EXPECT_THAT(result->body, HasSubstr("method=\"corescape.v1.JobService/ListJobs\"} 3"));
+}
+
+// The node table's job column: a node of a running job shows the job's id
+// (ListNodes' current_job_id, which the page draws), an idle one none.
+TEST_F(StatusPageTest, NodesOfARunningJobShowItsId) {
+  auto channel = grpc::CreateChannel(server_->bound_address(), grpc::InsecureChannelCredentials());
+  auto nodes = v1::NodeService::NewStub(channel);
+  for (const char* name : {"worker-0", "worker-1"}) {
+    grpc::ClientContext context;
+    v1::RegisterRequest request;
+    request.set_name(name);
+    request.set_role(v1::WORKER);
+    request.set_host("127.0.0.1");
+    request.set_pid(4242);
+    request.set_grpc_address("127.0.0.1:1");
+    request.set_data_address("127.0.0.1:2");
+    v1::RegisterResponse response;
+    ASSERT_TRUE(nodes->Register(&context, request, &response).ok()) << name;
+  }
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string shard = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/status-page-shard");
+  std::ofstream(shard) << "x";
+  auto jobs = v1::JobService::NewStub(channel);
+  grpc::ClientContext context;
+  v1::SubmitJobRequest request;
+  request.mutable_spec()->mutable_data()->add_train_shards(shard);
+  request.mutable_spec()->set_steps(10);
+  v1::SubmitJobResponse submitted;
+  ASSERT_TRUE(jobs->SubmitJob(&context, request, &submitted).ok());
+  const std::string job_id = submitted.job().job_id();
+
+  // Placement runs on the scheduler's reconcile pass, a fraction of a lease.
+  std::map<std::string, std::string> job_of;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(30);
+       job_of["worker-0"].empty() && absl::Now() < deadline;
+       absl::SleepFor(absl::Milliseconds(50))) {
+    const nlohmann::json listed = GetJson("/api/nodes");
+    for (const nlohmann::json& node : listed["nodes"]) {
+      job_of[node["name"].get<std::string>()] = node["current_job_id"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(job_of["worker-0"], job_id);  // one worker, the first by name
+  EXPECT_EQ(job_of["worker-1"], "");
 }
 
 }  // namespace

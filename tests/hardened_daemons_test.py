@@ -148,6 +148,7 @@ class HardenedDaemonsTest(unittest.TestCase):
                        "--steps=4", "--workers=2", "--seq-len=64", timeout=240)
         self.assertEqual(job.returncode, 0, f"{job.stdout}\n{job.stderr}")
         self.assertIn("SUCCEEDED", job.stdout + job.stderr)
+        self.assertIn("tokens/s (average over 4 steps)", job.stdout)
 
         for name in ("attn-0", "worker-1", "worker-0", "scheduler"):
             self.processes[name].terminate()

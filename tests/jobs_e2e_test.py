@@ -252,6 +252,17 @@ class JobsEndToEndTest(JobClusterTestCase):
         self.assertLess(job.progress.loss, progress[0].loss - 1.0)
         self.assertGreater(job.progress.validation_loss, 0)
         self.assertGreater(job.progress.tokens_per_second, 0)
+        # The job's own throughput: 60 steps of 64 × 4 tokens over their wall
+        # time, which lies within the job's.
+        self.assertEqual(job.progress.steps_timed, 60)
+        self.assertEqual(job.progress.tokens_trained, 60 * 64 * 4)
+        self.assertGreater(job.progress.steps_seconds, 0)
+        self.assertLessEqual(job.progress.steps_seconds,
+                             (job.finished_unix_ms - job.started_unix_ms) / 1000 + 0.1)
+        # `corescape watch` of the finished job ends with that average.
+        summary = self.cluster.cli("watch", job_id, "--scheduler", self.address).stdout
+        average = round(job.progress.tokens_trained / job.progress.steps_seconds)
+        self.assertIn(f", {average:,} tokens/s (average over 60 steps)\n", summary)
         # A replay from the start gives the same events (plots, reconnects).
         replay = list(self.jobs.watch(job_pb2.WatchJobRequest(job_id=job_id), timeout=30))
         self.assertEqual(len(replay), len(events))
@@ -308,27 +319,52 @@ class JobsEndToEndTest(JobClusterTestCase):
         self.assertLess(self.jobs.job(job_id).progress.step - step_at_cancel, 50)
         self.assertIn("stopping job", self.cluster.nodes["worker-0"].log())
 
-    def test_worker_refuses_checkpoints_outside_its_root(self):
+    def test_checkpoints_outside_the_workers_roots_are_refused_not_recovered(self):
+        """The workers report their --checkpoint_root when they register: a
+        directory outside every root is refused at submit, and one outside
+        some roots is placed only on workers whose root holds it; it waits
+        PENDING saying why instead of failing five recoveries."""
         root = os.path.join(self.cluster.workdir, "root")
-        self.cluster.start_node("worker-0", harness.WORKER,
-                                ["--collective_timeout=5s", "--threads=1",
-                                 f"--checkpoint_root={root}"])
-        self.cluster.wait_for_states({"worker-0": "ALIVE"}, timeout=20)
+        other_root = os.path.join(self.cluster.workdir, "other-root")
+        for name, node_root in (("worker-0", root), ("worker-1", other_root)):
+            self.cluster.start_node(name, harness.WORKER,
+                                    ["--collective_timeout=5s", "--threads=1",
+                                     f"--checkpoint_root={node_root}"])
+        self.cluster.wait_for_states({"worker-0": "ALIVE", "worker-1": "ALIVE"}, timeout=20)
         outside = os.path.join(self.cluster.workdir, "elsewhere")
-        job_id = self.jobs.run(spec("outside", steps=20, checkpoint_dir=outside,
-                                    checkpoint_interval=5))
-        reason = "is outside this worker's checkpoint root"
-        harness.wait_for(lambda: reason in self.cluster.nodes["worker-0"].log(), 60,
-                         "the worker's refusal")
-        self.assertEqual(self.jobs.job(job_id).progress.step, 0)
+        with self.assertRaises(grpc.RpcError) as raised:
+            self.jobs.run(spec("outside", steps=20, checkpoint_dir=outside,
+                               checkpoint_interval=5))
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        details = raised.exception.details()
+        self.assertIn(f"spec.checkpoint.directory: {outside}", details)
+        for node_root in (root, other_root):
+            self.assertIn(os.path.realpath(node_root), details)
         self.assertFalse(os.path.exists(outside))
-        self.jobs.cancel(job_pb2.CancelJobRequest(job_id=job_id, reason="test"), timeout=5)
-        # Inside the root the same job trains and checkpoints.
+
+        # Two workers wanted, one root holds the directory: it waits, named.
         inside = os.path.join(root, "ckpt")
+        job_id = self.jobs.run(spec("two", steps=10, workers=2, checkpoint_dir=inside,
+                                    checkpoint_interval=5))
+        reason = (f"checkpoint.directory {inside} is outside the checkpoint root of 1 of them "
+                  f"({os.path.realpath(other_root)}")
+        job = harness.wait_for(lambda: (lambda j: j if reason in j.state_reason else None)(
+            self.jobs.job(job_id)), 20, "the PENDING reason", interval=0.1)
+        self.assertEqual(job.state, job_pb2.PENDING)
+        time.sleep(1.0)
+        job = self.jobs.job(job_id)
+        self.assertEqual((job.state, job.recoveries, job.generation), (job_pb2.PENDING, 0, 0))
+        for name in ("worker-0", "worker-1"):
+            self.assertNotIn("outside this worker's checkpoint root",
+                             self.cluster.nodes[name].log())
+        self.jobs.cancel(job_pb2.CancelJobRequest(job_id=job_id, reason="test"), timeout=5)
+
+        # One worker: the one whose root holds it trains and checkpoints.
         job_id = self.jobs.run(spec("inside", steps=10, checkpoint_dir=inside,
                                     checkpoint_interval=5))
         job = self.jobs.wait_state(job_id, FINAL, timeout=120)
         self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
+        self.assertEqual(list(job.assigned_nodes), ["worker-0"])
         self.assertTrue(os.path.isdir(os.path.join(inside, job_id)))
 
     def test_job_waits_pending_for_enough_workers(self):

@@ -81,7 +81,9 @@ class StatusPageChromiumTest(ops_cluster.OpsClusterTestCase):
         dom = chromium("--dump-dom", url)
         page = Elements(dom)
         for name in ("worker-0", "worker-1", "attn-0"):
-            self.assertTrue(page.find("tr", data_node=name, data_state="ALIVE"), (name, dom))
+            # Every node of the running job shows its id in the job column.
+            self.assertTrue(page.find("tr", data_node=name, data_state="ALIVE",
+                                      data_job=self.job), (name, dom))
         jobs = page.find("div", **{"class": "job", "data_job": self.job})
         self.assertEqual(len(jobs), 1, dom)
         self.assertEqual(jobs[0]["data-state"], "RUNNING")

@@ -20,6 +20,7 @@
 #include "worker/core_attention.h"
 #include "worker/device_group.h"
 #include "runtime/job/job_device.h"
+#include "runtime/job/job_spec.h"
 #include "worker/job_runner.h"
 
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(30),
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
   };
   // Flags are parsed inside RunNodeDaemon, before any hook runs.
   std::unique_ptr<corescape::worker::JobRunner> runner;
+  std::string checkpoint_root;  // known once describe_resources ran
   corescape::NodeDaemonHooks hooks;
   hooks.describe_resources = [&](corescape::v1::Resources& resources) -> absl::Status {
     const double peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
@@ -91,6 +93,10 @@ int main(int argc, char** argv) {
     if (!selected.ok()) return selected.status();
     device = *selected;
     *resources.mutable_device() = device;
+    checkpoint_root = CheckpointRoot();
+    // Resolved here, where its symbolic links are: the scheduler compares
+    // job directories against it without this host's filesystem.
+    resources.set_checkpoint_root(corescape::job::ResolvedPath(checkpoint_root));
     return absl::OkStatus();
   };
   hooks.start_data_plane = [&](const std::string& listen_address,
@@ -105,7 +111,6 @@ int main(int argc, char** argv) {
       return corescape::worker::ConnectCoreAttention(
           transport.get(), assignment, config, absl::GetFlag(FLAGS_collective_timeout));
     };
-    const std::string checkpoint_root = CheckpointRoot();
     LOG(INFO) << "checkpoints only under " << checkpoint_root << " (--checkpoint_root)";
     runner = std::make_unique<corescape::worker::JobRunner>(
         make_group, absl::GetFlag(FLAGS_threads), checkpoint_root, make_attention, run_metrics,

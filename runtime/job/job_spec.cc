@@ -136,38 +136,43 @@ absl::Status ValidateCheckpointDirectory(const std::string& directory) {
   return absl::OkStatus();
 }
 
-// `path` with symbolic links resolved as far as it exists, lexically
-// normalised, without a trailing separator.
-std::filesystem::path Resolved(const std::string& path) {
-  std::error_code error;
-  std::filesystem::path resolved = std::filesystem::weakly_canonical(path, error);
-  if (error) resolved = std::filesystem::path(path);
-  resolved = resolved.lexically_normal();
-  if (resolved.has_relative_path() && resolved.filename().empty()) {
-    resolved = resolved.parent_path();
-  }
-  return resolved;
+// `.` and `..` applied, no trailing separator.
+std::filesystem::path LexicallyNormal(const std::filesystem::path& path) {
+  std::filesystem::path normal = path.lexically_normal();
+  if (normal.has_relative_path() && normal.filename().empty()) normal = normal.parent_path();
+  return normal;
 }
 
 }  // namespace
+
+std::string ResolvedPath(const std::string& path) {
+  std::error_code error;
+  std::filesystem::path resolved = std::filesystem::weakly_canonical(path, error);
+  if (error) resolved = std::filesystem::path(path);
+  return LexicallyNormal(resolved).string();
+}
+
+bool ResolvedPathWithin(const std::string& directory, const std::string& root) {
+  const std::filesystem::path dir = LexicallyNormal(directory), base = LexicallyNormal(root);
+  if (!dir.is_absolute() || !base.is_absolute()) return false;
+  auto d = dir.begin();
+  for (auto b = base.begin(); b != base.end(); ++b, ++d) {
+    if (d == dir.end() || *d != *b) return false;
+  }
+  return true;
+}
 
 absl::Status CheckCheckpointDirectoryUnder(const std::string& directory, const std::string& root) {
   if (root.empty() || !std::filesystem::path(root).is_absolute()) {
     return absl::FailedPreconditionError(
         absl::StrCat("the checkpoint root '", root, "' is not an absolute path"));
   }
-  const std::filesystem::path dir = Resolved(directory), base = Resolved(root);
-  auto d = dir.begin();
-  for (auto b = base.begin(); b != base.end(); ++b, ++d) {
-    if (d == dir.end() || *d != *b) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "checkpoint.directory ", directory,
-          directory == dir.string() ? "" : absl::StrCat(" (", dir.string(), ")"),
-          " is outside this worker's checkpoint root ", base.string(),
-          " (--checkpoint_root)"));
-    }
-  }
-  return absl::OkStatus();
+  const std::string dir = ResolvedPath(directory), base = ResolvedPath(root);
+  if (ResolvedPathWithin(dir, base)) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat("checkpoint.directory ", directory,
+                   directory == dir ? "" : absl::StrCat(" (", dir, ")"),
+                   " is outside this worker's checkpoint root ", base, " (--checkpoint_root)"));
 }
 
 void ApplyJobDefaults(v1::JobSpec& spec) {

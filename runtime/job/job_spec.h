@@ -55,11 +55,24 @@ void ApplyJobDefaults(v1::JobSpec& spec);
 // positive"). Checks that data paths exist on this machine's filesystem.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
+// `path` as this machine resolves it: symbolic links followed as far as it
+// exists, `.` and `..` applied, no trailing separator.
+std::string ResolvedPath(const std::string& path);
+
+// Whether resolved `directory` is resolved `root` or lies inside it (false
+// unless both are absolute), compared component by component after `.` and
+// `..`, without touching the filesystem: the one containment rule for
+// checkpoints. The worker applies it at assignment
+// (CheckCheckpointDirectoryUnder); the scheduler at submit and placement,
+// against the roots workers report when they register
+// (Resources.checkpoint_root, resolved on their host).
+bool ResolvedPathWithin(const std::string& directory, const std::string& root);
+
 // Whether checkpoint directory `directory` (absolute, as ValidateJobSpec
-// requires) lies inside `root` (absolute) once both are resolved: symbolic
-// links followed as far as they exist, `.` and `..` applied. A worker
-// refuses an assignment whose checkpoints would land outside its
-// --checkpoint_root; PERMISSION_DENIED naming both otherwise.
+// requires) lies inside `root` (absolute) once both are resolved
+// (ResolvedPath, ResolvedPathWithin). A worker refuses an assignment whose
+// checkpoints would land outside its --checkpoint_root; PERMISSION_DENIED
+// naming both otherwise.
 absl::Status CheckCheckpointDirectoryUnder(const std::string& directory, const std::string& root);
 
 // The sparse optimizers' settings an OptimizerSpec (defaults applied)

@@ -335,5 +335,26 @@ TEST(CheckCheckpointDirectoryUnderTest, InsideTheRootOnly) {
   fs::remove_all(tmp);
 }
 
+// The rule itself, as the scheduler applies it to reported roots: by whole
+// components, after `.` and `..`, never for relative paths.
+TEST(ResolvedPathWithinTest, ComparesWholeComponents) {
+  struct Case {
+    const char* directory;
+    const char* root;
+    bool within;
+  };
+  for (const Case& c : {Case{"/data/root", "/data/root", true},
+                        Case{"/data/root/jobs/a", "/data/root/", true},
+                        Case{"/data/root/./jobs", "/data/x/../root", true},
+                        Case{"/anything", "/", true},
+                        Case{"/data/root-sibling", "/data/root", false},
+                        Case{"/data", "/data/root", false},
+                        Case{"/data/root/../elsewhere", "/data/root", false},
+                        Case{"/data/root", "", false},
+                        Case{"data/root", "data", false}}) {
+    EXPECT_EQ(ResolvedPathWithin(c.directory, c.root), c.within) << c.directory << " in " << c.root;
+  }
+}
+
 }  // namespace
 }  // namespace corescape::job

@@ -256,6 +256,10 @@ class FakeJobService final : public v1::JobService::Service {
       p->set_bytes_sent(1024 * step);
       p->set_bytes_received(2048 * step);
       p->set_eta_seconds(spec.steps() - step);
+      // The job's own average, 2,048 tokens/s, is not its last step's rate.
+      p->set_tokens_trained(2048 * step);
+      p->set_steps_seconds(static_cast<double>(step));
+      p->set_steps_timed(step);
       last = *p;
       add(progress);
     }
@@ -462,7 +466,7 @@ TEST_F(JobCliTest, SubmitFileWithOverridesAndWaitSucceeds) {
   EXPECT_EQ(lines[lines.size() - 4], "step 4/4  loss 4.000  val 4.100  1,004 tok/s");
   EXPECT_EQ(lines[lines.size() - 3], "job j-1 SUCCEEDED: 4/4 steps in 5s");
   EXPECT_EQ(lines[lines.size() - 2],
-            "final loss 4.000, validation loss 4.100, 1,004 tokens/s");
+            "final loss 4.000, validation loss 4.100, 2,048 tokens/s (average over 4 steps)");
   EXPECT_EQ(lines[lines.size() - 1], "communication: 4.0 KiB sent, 8.0 KiB received");
   EXPECT_TRUE(result.ErrorLines().empty()) << result;
 }
@@ -614,7 +618,7 @@ TEST_F(JobCliTest, WatchHumanOutputAndAfterSequence) {
                 "step 1/2  loss 4.750  1,001 tok/s  ETA 1s",
                 "step 2/2  loss 4.500  val 4.600  1,002 tok/s",
                 "job j-7 SUCCEEDED: 2/2 steps in 3s",
-                "final loss 4.500, validation loss 4.600, 1,002 tokens/s",
+                "final loss 4.500, validation loss 4.600, 2,048 tokens/s (average over 2 steps)",
                 "communication: 2.0 KiB sent, 4.0 KiB received",
             }));
   EXPECT_EQ(service_.watch_after(), std::vector<uint64_t>{2});

@@ -32,6 +32,10 @@ std::string FormatThousands(int64_t value) {
   return negative ? "-" + out : out;
 }
 
+std::string FormatTokensPerSecond(double rate) {
+  return rate > 0 ? FormatThousands(std::llround(std::min(rate, 1e15))) : "-";
+}
+
 std::string FormatBytes(int64_t bytes) {
   if (bytes < 1024) return absl::StrCat(bytes, " B");
   static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -88,7 +92,17 @@ int64_t TotalSteps(const v1::Job& job) {
 
 }  // namespace
 
+double AverageTokensPerSecond(const v1::JobProgress& progress) {
+  if (progress.steps_timed() <= 0 || progress.tokens_trained() <= 0 ||
+      !(progress.steps_seconds() > 0)) {
+    return 0;
+  }
+  const double average = progress.tokens_trained() / progress.steps_seconds();
+  return std::isfinite(average) ? average : 0;
+}
+
 nlohmann::json JobProgressToJson(const v1::JobProgress& progress) {
+  const double average = AverageTokensPerSecond(progress);
   return {
       {"step", progress.step()},
       {"total_steps", progress.total_steps()},
@@ -101,6 +115,11 @@ nlohmann::json JobProgressToJson(const v1::JobProgress& progress) {
       {"bytes_received", progress.bytes_received()},
       {"checkpoint_step", progress.checkpoint_step()},
       {"eta_seconds", FiniteOrNull(progress.eta_seconds())},
+      {"tokens_trained", progress.tokens_trained()},
+      {"steps_seconds", FiniteOrNull(progress.steps_seconds())},
+      {"steps_timed", progress.steps_timed()},
+      {"average_tokens_per_second",
+       average > 0 ? nlohmann::json(average) : nlohmann::json(nullptr)},
   };
 }
 
@@ -198,9 +217,7 @@ std::string RenderJobsTable(const std::vector<v1::Job>& jobs,
         progress.validation_loss() > 0 || std::isnan(progress.validation_loss())
             ? FormatLoss(progress.validation_loss())
             : "-",
-        progress.tokens_per_second() > 0
-            ? FormatThousands(std::llround(progress.tokens_per_second()))
-            : "-",
+        FormatTokensPerSecond(progress.tokens_per_second()),
         absl::StrCat(AssignedWorkers(job), "/", job.spec().placement().workers()),
         job.spec().attention().mode() == v1::DISAGGREGATED
             ? absl::StrCat(AssignedAttentionServers(job), "/",

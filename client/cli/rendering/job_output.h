@@ -17,6 +17,9 @@ std::string JobStateName(corescape::v1::JobState state);
 
 // "12,345" (rounded for doubles).
 std::string FormatThousands(int64_t value);
+// Tokens per second as "12,345", capped at 10^15 (a garbled report prints,
+// never overflows); "-" unless positive.
+std::string FormatTokensPerSecond(double rate);
 // "512 B", "1.5 KiB", "12.3 MiB", "1.0 GiB".
 std::string FormatBytes(int64_t bytes);
 // A loss as "2.310"; "nan" and "inf" as such.
@@ -31,7 +34,13 @@ std::string FormatMfu(double mfu);
 // "0.0012 TFLOP/s per worker (MFU unknown: no peak for this device)".
 std::string RenderComputeRate(const corescape::v1::JobProgress& progress);
 
-// Every field of the progress, so scripts need not guess defaults.
+// The job's own throughput: tokens over the wall time of its steps
+// (JobProgress.tokens_trained / steps_seconds); 0 when the scheduler has
+// not counted any (an older one, or no step yet).
+double AverageTokensPerSecond(const corescape::v1::JobProgress& progress);
+
+// Every field of the progress, so scripts need not guess defaults, and
+// average_tokens_per_second (null when unknown).
 nlohmann::json JobProgressToJson(const corescape::v1::JobProgress& progress);
 // The job with state names, ISO times next to the unix_ms fields, and the
 // spec in the job-file format (proto field names, set fields only).

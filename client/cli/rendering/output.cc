@@ -98,7 +98,8 @@ nlohmann::json NodeToJson(const v1::NodeInfo& node) {
         {"memory_bytes", node.resources().memory_bytes()},
         {"gpus", node.resources().gpus()},
         {"gpu_names", gpu_names},
-        {"device", ServedDeviceToJson(node.resources().device())}}},
+        {"device", ServedDeviceToJson(node.resources().device())},
+        {"checkpoint_root", node.resources().checkpoint_root()}}},
       {"device", NodeDeviceText(node)},
       {"current_job_id", node.current_job_id()},
   };

@@ -15,10 +15,7 @@ std::string RenderProgressText(const corescape::v1::JobProgress& progress) {
   const double val = progress.validation_loss();
   if (val > 0 || std::isnan(val)) absl::StrAppend(&text, "  val ", FormatLoss(val));
   if (progress.tokens_per_second() > 0) {
-    absl::StrAppend(&text, "  ",
-                    FormatThousands(std::llround(
-                        std::min(progress.tokens_per_second(), 1e15))),
-                    " tok/s");
+    absl::StrAppend(&text, "  ", FormatTokensPerSecond(progress.tokens_per_second()), " tok/s");
   }
   if (HasMfu(progress)) absl::StrAppend(&text, "  ", FormatMfu(progress.mfu()));
   const bool finished =

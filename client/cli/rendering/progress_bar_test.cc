@@ -3,6 +3,7 @@
 // throttling, JSON lines, state lines and the summary.
 #include "client/cli/rendering/progress_bar.h"
 
+#include <cmath>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -106,6 +107,11 @@ v1::Job FinalJob(v1::JobState state, const std::string& reason = "") {
   *job.mutable_progress() = Progress(4, 4, 1.0, 1.5, 2500, 0);
   job.mutable_progress()->set_bytes_sent(3 * 1024 * 1024);
   job.mutable_progress()->set_bytes_received(1536);
+  // The job's own average (40,000 tokens in 8 s) is not its last step's
+  // rate (2,500 tokens/s).
+  job.mutable_progress()->set_tokens_trained(40000);
+  job.mutable_progress()->set_steps_seconds(8.0);
+  job.mutable_progress()->set_steps_timed(4);
   return job;
 }
 
@@ -140,7 +146,7 @@ TEST(WatchPrinterTest, PlainOutputThrottlesProgressAndFlushesBeforeStates) {
                 "step 3/4  loss 2.000  val 2.500  1,000 tok/s  ETA 1s",
                 "step 4/4  loss 1.000  val 2.500  1,000 tok/s",
                 "job j-1 SUCCEEDED: 4/4 steps in 2m10s",
-                "final loss 1.000, validation loss 1.500, 2,500 tokens/s",
+                "final loss 1.000, validation loss 1.500, 5,000 tokens/s (average over 4 steps)",
                 "communication: 3.0 MiB sent, 1.5 KiB received",
             }));
   EXPECT_EQ(out.str().find('\r'), std::string::npos);
@@ -216,7 +222,34 @@ TEST(WatchPrinterTest, SummaryFillsWhatTheFinalJobLacksFromTheEvents) {
   printer.Finish(bare);
   EXPECT_TRUE(absl::StrContains(
       out.str(), "job j-9 CANCELLED: 4/4 steps: cancelled by operator\n"
-                 "final loss 1.000, validation loss 2.750, 1,000 tokens/s\n"));
+                 "final loss 1.000, validation loss 2.750, 1,000 tokens/s (last step)\n"));
+}
+
+// The summary's throughput is the job's tokens over the wall time of its
+// steps, whatever the last step's rate was; without the scheduler's count
+// (an older scheduler) it is the last step's, and says so.
+TEST(RenderJobSummaryTest, ThroughputIsTheJobsAverageNotTheLastStep) {
+  v1::Job job = FinalJob(v1::SUCCEEDED);
+  job.mutable_progress()->set_step(300);
+  job.mutable_progress()->set_total_steps(300);
+  job.mutable_progress()->set_tokens_per_second(6434);  // the slow last step
+  job.mutable_progress()->set_tokens_trained(307200);
+  job.mutable_progress()->set_steps_seconds(16.8);
+  job.mutable_progress()->set_steps_timed(300);
+  EXPECT_EQ(Lines(RenderJobSummary(job))[1],
+            "final loss 1.000, validation loss 1.500, 18,286 tokens/s (average over 300 steps)");
+
+  job.mutable_progress()->set_steps_timed(1);
+  EXPECT_TRUE(absl::StrContains(RenderJobSummary(job), "tokens/s (average over 1 step)"));
+
+  for (double seconds : {0.0, -1.0, std::nan("")}) {
+    job.mutable_progress()->set_steps_seconds(seconds);
+    EXPECT_EQ(Lines(RenderJobSummary(job))[1],
+              "final loss 1.000, validation loss 1.500, 6,434 tokens/s (last step)")
+        << seconds;
+  }
+  job.mutable_progress()->set_tokens_per_second(0);
+  EXPECT_EQ(Lines(RenderJobSummary(job))[1], "final loss 1.000, validation loss 1.500, - tokens/s");
 }
 
 // A job whose device's peak is known shows its MFU as it steps and in the
@@ -233,7 +266,8 @@ TEST(WatchPrinterTest, MfuInTheStepLinesAndTheSummary) {
   EXPECT_TRUE(absl::StrContains(out.str(), "step 4/4  loss 1.000  1,000 tok/s  MFU 38.5%\n"))
       << out.str();
   EXPECT_TRUE(absl::StrContains(
-      out.str(), "final loss 1.000, validation loss 1.500, 2,500 tokens/s, MFU 38.5%\n"))
+      out.str(), "final loss 1.000, validation loss 1.500, 5,000 tokens/s (average over 4 steps), "
+                 "MFU 38.5%\n"))
       << out.str();
 }
 

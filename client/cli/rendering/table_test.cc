@@ -89,6 +89,7 @@ v1::NodeInfo SampleWorker() {
   node.mutable_resources()->set_cpu_cores(2);
   node.mutable_resources()->set_memory_bytes(int64_t{24} << 30);
   node.mutable_resources()->set_gpus(0);
+  node.mutable_resources()->set_checkpoint_root("/var/lib/corescape/worker-0");
   return node;
 }
 
@@ -116,6 +117,7 @@ TEST(NodeJsonTest, HasRequiredKeysWithEnumNamesAndNumbers) {
   EXPECT_EQ(json["resources"]["memory_bytes"].get<int64_t>(),
             int64_t{24} << 30);
   EXPECT_EQ(json["resources"]["gpus"].get<int>(), 0);
+  EXPECT_EQ(json["resources"]["checkpoint_root"], "/var/lib/corescape/worker-0");
   EXPECT_EQ(json["current_job_id"], "");
   EXPECT_EQ(json["device"], "cpu");
   EXPECT_EQ(json["resources"]["device"], nlohmann::json({{"kind", "cpu"}}));

@@ -19,6 +19,21 @@ constexpr const char* kClearToEndOfLine = "\x1b[K";
 
 bool HasValidationLoss(double loss) { return loss > 0 || std::isnan(loss); }
 
+// The job's own average, labelled; from a scheduler that does not count it,
+// the newest step's rate, labelled as such.
+std::string ThroughputText(const v1::JobProgress& progress) {
+  if (const double average = AverageTokensPerSecond(progress); average > 0) {
+    return absl::StrCat(FormatTokensPerSecond(average), " tokens/s (average over ",
+                        FormatThousands(progress.steps_timed()),
+                        progress.steps_timed() == 1 ? " step)" : " steps)");
+  }
+  if (progress.tokens_per_second() > 0) {
+    return absl::StrCat(FormatTokensPerSecond(progress.tokens_per_second()),
+                        " tokens/s (last step)");
+  }
+  return "- tokens/s";
+}
+
 }  // namespace
 
 std::string RenderStateLine(const std::string& job_id, v1::JobState state,
@@ -52,11 +67,7 @@ std::string RenderJobSummary(const v1::Job& job) {
                    HasValidationLoss(progress.validation_loss())
                        ? FormatLoss(progress.validation_loss())
                        : "-",
-                   ", ",
-                   progress.tokens_per_second() > 0
-                       ? FormatThousands(std::llround(progress.tokens_per_second()))
-                       : "-",
-                   " tokens/s");
+                   ", ", ThroughputText(progress));
   if (HasMfu(progress)) absl::StrAppend(&second, ", ", FormatMfu(progress.mfu()));
   std::string third = absl::StrCat(
       "communication: ", FormatBytes(progress.bytes_sent()), " sent, ",

@@ -30,9 +30,12 @@ std::string RenderStateLine(const std::string& job_id,
 
 // The end of a watch, three lines:
 //   job J SUCCEEDED: 300/300 steps in 2m10s
-//   final loss 2.310, validation loss 2.450, 12,345 tokens/s
+//   final loss 2.310, validation loss 2.450, 12,345 tokens/s (average over 300 steps)
 //   communication: 1.2 MiB sent, 1.2 MiB received
-// FAILED and CANCELLED jobs add ": <state_reason>" to the first line.
+// FAILED and CANCELLED jobs add ": <state_reason>" to the first line. The
+// tokens/s is the job's own average (AverageTokensPerSecond), not its last
+// step's rate, which only a scheduler that does not count the average gives
+// ("(last step)").
 std::string RenderJobSummary(const corescape::v1::Job& job);
 
 class WatchPrinter {
