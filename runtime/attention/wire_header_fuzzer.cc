@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+#include "fuzz/fuzz_target.h"
 #include "runtime/attention/announced_micro_batch.h"
 #include "runtime/attention/documents_message.h"
 #include "runtime/attention/micro_batch_plan.h"
 #include "runtime/attention/wire_format.h"
-#include "absl/strings/string_view.h"
-#include "tools/fuzz/fuzz_target.h"
 
 namespace {
 
