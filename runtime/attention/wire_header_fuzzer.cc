@@ -82,7 +82,7 @@ std::vector<std::string> FuzzSeeds() {
   forward.softmax_scale = 0.35f;
   DocumentsMessage documents;
   documents.lengths = {40, 7, 300, 1};
-  documents.weights = SpeedWeights{3, {1.25, 0.75}};
+  documents.weights = VersionedSpeedWeights{3, {1.25, 0.75}};
   ShippedPlan plan;
   plan.step = 3;
   plan.speed_weights_version = 3;
