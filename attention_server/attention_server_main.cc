@@ -8,8 +8,8 @@
 #include "absl/flags/flag.h"
 #include "attention_server/server_job_runner.h"
 #include "runtime/comm/transport.h"
-#include "daemon/job_communicator.h"
 #include "daemon/node_daemon.h"
+#include "runtime/job/job_communicator.h"
 #include "runtime/kernels/cpu/blas_threads.h"
 
 ABSL_FLAG(absl::Duration, idle_timeout, absl::Minutes(10),
@@ -24,8 +24,9 @@ int main(int argc, char** argv) {
       -> absl::StatusOr<std::unique_ptr<corescape::comm::Communicator>> {
     return corescape::comm::Communicator::Create(
         transport.get(),
-        corescape::JobCommunicatorOptions(assignment, corescape::JobCommunicator::kAttention,
-                                          absl::GetFlag(FLAGS_idle_timeout)));
+        corescape::job::JobCommunicatorOptions(assignment,
+                                               corescape::job::JobCommunicator::kAttention,
+                                               absl::GetFlag(FLAGS_idle_timeout)));
   };
   std::unique_ptr<corescape::attention_server::ServerJobRunner> runner;
   corescape::NodeDaemonHooks hooks;

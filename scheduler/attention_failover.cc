@@ -41,7 +41,7 @@ std::vector<LostAttentionServer> FindLostAttentionServers(
   return lost;
 }
 
-std::vector<v1::JobAssignment> AttentionMembershipAssignments(
+std::vector<v1::JobAssignment> ParticipantAssignments(
     const v1::Job& job, const std::string& job_secret,
     const std::vector<v1::NodeInfo>& workers, const std::vector<v1::NodeInfo>& servers,
     absl::Duration failover_timeout) {

@@ -36,12 +36,13 @@ struct LostAttentionServer {
 std::vector<LostAttentionServer> FindLostAttentionServers(
     const v1::Job& job, const std::map<std::string, v1::NodeInfo>& nodes);
 
-// Every participant's assignment for the job's current attention epoch,
-// by attention rank: workers 0..W-1 (rank r of W, their data-parallel
-// group), then servers W..W+S-1 (of W+S). The workers' and servers' data
-// addresses come from `workers` and `servers`; their data-plane secret is
-// the generation's (GenerationSecret of `job_secret`).
-std::vector<v1::JobAssignment> AttentionMembershipAssignments(
+// Every participant's assignment for the job's current attention epoch (on
+// starting the job and on re-planning its attention servers), by attention
+// rank: workers 0..W-1 (rank r of W, their data-parallel group), then
+// servers W..W+S-1 (of W+S). The workers' and servers' data addresses come
+// from `workers` and `servers`; their data-plane secret is the generation's
+// (GenerationSecret of `job_secret`).
+std::vector<v1::JobAssignment> ParticipantAssignments(
     const v1::Job& job, const std::string& job_secret,
     const std::vector<v1::NodeInfo>& workers, const std::vector<v1::NodeInfo>& servers,
     absl::Duration failover_timeout);

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/planner/speed_weights.h"
+#include "runtime/planner/speed_estimate.h"
 
 namespace corescape::scheduler {
 

@@ -448,7 +448,7 @@ void JobManager::Assign(JobRecord& record, const AssignJob& placement) {
   record.unrecorded_report.reset();
   // Workers: rank r of W (the data-parallel group). Attention servers: rank
   // W + s of W + S (the job's attention communicator: workers first).
-  std::vector<v1::JobAssignment> assignments = AttentionMembershipAssignments(
+  std::vector<v1::JobAssignment> assignments = ParticipantAssignments(
       record.job, record.token, nodes, servers, AttentionFailoverTimeout());
   if (mask_epoch) {
     for (size_t rank = 0; rank < nodes.size(); ++rank) {
@@ -563,8 +563,8 @@ void JobManager::Apply(const ReplanAttention& decision) {
   LOG(INFO) << "job " << job.job_id() << ": " << decision.reason;
   // Workers keep training and rebuild only their attention communicator;
   // survivors and replacements serve the new epoch.
-  PushAssignments(AttentionMembershipAssignments(job, record->token, decision.workers,
-                                                 decision.servers, AttentionFailoverTimeout()),
+  PushAssignments(ParticipantAssignments(job, record->token, decision.workers, decision.servers,
+                                         AttentionFailoverTimeout()),
                   decision.workers, decision.servers);
 }
 

@@ -24,7 +24,7 @@
 # DEVICE_CHECK_BUDGET_S (470), DEVICE_CHECK_TEST_TIMEOUT_S (150),
 # DEVICE_CHECK_BENCH_TIMEOUT_S (240); for a short rerun inside what is
 # left of a lease, DEVICE_CHECK_ONLY (comma-separated labels to run, e.g.
-# //runtime/train:local_trainer_gpu_test) and DEVICE_CHECK_ARGS (a JSON
+# //runtime/local:local_trainer_gpu_test) and DEVICE_CHECK_ARGS (a JSON
 # object from a label to the extra arguments it gets, e.g.
 # {"//bench/core_attention:core_attention_gpu_bench": ["--lengths=4096"]};
 # GTEST_FILTER narrows the tests).

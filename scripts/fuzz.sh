@@ -35,7 +35,7 @@ bazel_fuzz=(bazel --output_base="${CORESCAPE_FUZZ_OUTPUT_BASE:-$HOME/.cache/core
 source_dirs="//runtime/... + //daemon/... + //scheduler/... + //worker/... + //attention_server/... + //client/... + //tools/..."
 if [[ ${#targets[@]} -eq 0 ]]; then
   mapfile -t targets < <("${bazel_fuzz[@]}" query --noshow_progress \
-    "kind(\"cc_binary\", rdeps($source_dirs, //tools/fuzz:fuzz_target, 1))" 2>/dev/null | sort)
+    "kind(\"cc_binary\", rdeps($source_dirs, //fuzz:fuzz_target, 1))" 2>/dev/null | sort)
 fi
 [[ ${#targets[@]} -gt 0 ]] || { echo "fuzz.sh: no fuzz targets found" >&2; exit 1; }
 

@@ -4,7 +4,7 @@
 #include "runtime/attention/disaggregated_core_attention.h"
 #include "runtime/attention/in_place_core_attention.h"
 #include "runtime/comm/communicator.h"
-#include "daemon/job_communicator.h"
+#include "runtime/job/job_communicator.h"
 
 namespace corescape::worker {
 namespace {
@@ -19,7 +19,8 @@ absl::StatusOr<std::shared_ptr<attention::RemoteCoreAttention>> ConnectDisaggreg
         "servers"));
   }
   auto communicator = comm::Communicator::Create(
-      transport, JobCommunicatorOptions(assignment, JobCommunicator::kAttention, timeout));
+      transport,
+      job::JobCommunicatorOptions(assignment, job::JobCommunicator::kAttention, timeout));
   if (!communicator.ok()) return communicator.status();
   attention::DisaggregatedOptions options;
   options.workers = assignment.peer_data_addresses_size();
@@ -42,7 +43,8 @@ absl::StatusOr<std::shared_ptr<attention::RemoteCoreAttention>> ConnectInPlace(
                      " attention servers; in-place attention runs on the workers"));
   }
   auto communicator = comm::Communicator::Create(
-      transport, JobCommunicatorOptions(assignment, JobCommunicator::kInPlaceAttention, timeout));
+      transport, job::JobCommunicatorOptions(assignment, job::JobCommunicator::kInPlaceAttention,
+                                             timeout));
   if (!communicator.ok()) return communicator.status();
   attention::InPlaceOptions options;
   options.n_layers = config.model.n_layers;

@@ -108,7 +108,7 @@ void JobRunner::ApplySpeedWeights(Run& run) {
       run.speed_weights->attention_epoch() != run.attention_epoch) {
     return;  // the executor of its epoch takes them once it exists
   }
-  attention::SpeedWeights weights;
+  attention::VersionedSpeedWeights weights;
   weights.version = run.speed_weights->version();
   weights.weights.assign(run.speed_weights->weights().begin(),
                          run.speed_weights->weights().end());

@@ -16,9 +16,9 @@
 #include "daemon/node_daemon.h"
 #include "daemon/system_resources.h"
 #include "runtime/kernels/cpu/blas_threads.h"
-#include "worker/communicator_group.h"
 #include "worker/core_attention.h"
 #include "worker/device_group.h"
+#include "runtime/job/job_communicator.h"
 #include "runtime/job/job_device.h"
 #include "runtime/job/job_spec.h"
 #include "worker/job_runner.h"
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     if (assignment.world_size() == 1) {
       return std::make_unique<corescape::train::SingleProcessGroup>();
     }
-    auto group = corescape::worker::CommunicatorGroup::Connect(
+    auto group = corescape::job::ConnectDataParallelGroup(
         transport.get(), assignment, absl::GetFlag(FLAGS_collective_timeout));
     if (!group.ok()) return group.status();
     std::unique_ptr<corescape::train::DataParallelGroup> data_plane = *std::move(group);

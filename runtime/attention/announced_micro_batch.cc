@@ -30,8 +30,8 @@ absl::StatusOr<MicroBatchPlan> PlanAnnouncedMicroBatch(
     std::string* refusal) {
   if (refusal != nullptr) refusal->clear();
   if (absl::Status s = CheckAnnouncedLengths(worker_documents, who); !s.ok()) return s;
-  const SpeedWeights weights =
-      worker0.weights ? *worker0.weights : SpeedWeights::Equal(options.servers);
+  const VersionedSpeedWeights weights =
+      worker0.weights ? *worker0.weights : VersionedSpeedWeights::Equal(options.servers);
   if (worker0.plan) {
     auto adopted = AdoptMicroBatchPlan(worker_documents, shape, options, worker0.plan->tasks);
     if (adopted.ok()) {

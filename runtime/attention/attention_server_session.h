@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "runtime/attention/announced_micro_batch.h"
 #include "runtime/attention/micro_batch_plan.h"
-#include "runtime/attention/speed_weights.h"
+#include "runtime/attention/versioned_speed_weights.h"
 #include "runtime/attention/wire_format.h"
 #include "runtime/base/thread_pool.h"
 #include "runtime/comm/communicator.h"

@@ -54,7 +54,7 @@ DisaggregatedCoreAttention::DisaggregatedCoreAttention(
     : communicator_(std::move(communicator)),
       options_(options),
       rank_(communicator_->rank()),
-      weights_(SpeedWeights::Equal(options.servers)),
+      weights_(VersionedSpeedWeights::Equal(options.servers)),
       planner_(absl::StrCat("attention worker ", rank_), ParticipantPlanOptions(options)) {
   for (auto& state : states_) {
     state = std::make_unique<MicroBatchState>(options.workers, options.servers);
@@ -97,7 +97,7 @@ DisaggregatedCoreAttention::~DisaggregatedCoreAttention() {
 
 void DisaggregatedCoreAttention::Abort(const std::string& reason) { communicator_->Abort(reason); }
 
-absl::Status DisaggregatedCoreAttention::SetSpeedWeights(SpeedWeights weights) {
+absl::Status DisaggregatedCoreAttention::SetSpeedWeights(VersionedSpeedWeights weights) {
   if (absl::Status s = ValidateSpeedWeights(
           weights.weights, options_.servers,
           absl::StrCat("speed weights version ", weights.version));

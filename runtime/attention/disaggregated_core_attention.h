@@ -18,7 +18,7 @@
 #include "runtime/attention/micro_batch_plan.h"
 #include "runtime/attention/remote_core_attention.h"
 #include "runtime/attention/shipped_plan.h"
-#include "runtime/attention/speed_weights.h"
+#include "runtime/attention/versioned_speed_weights.h"
 #include "runtime/attention/wire_format.h"
 #include "runtime/comm/communicator.h"
 
@@ -88,7 +88,8 @@ class DisaggregatedCoreAttention final : public RemoteCoreAttention {
   // Only worker rank 0's weights count: it sends them with its document
   // lengths and every participant plans with them. Until the first call
   // every server counts as equally fast.
-  absl::Status SetSpeedWeights(SpeedWeights weights) override ABSL_LOCKS_EXCLUDED(weights_mu_);
+  absl::Status SetSpeedWeights(VersionedSpeedWeights weights) override
+      ABSL_LOCKS_EXCLUDED(weights_mu_);
   // Rank 0 ships the plan to every participant with the documents of the
   // micro-batch it matches; other ranks refuse it (FailedPrecondition).
   absl::Status OfferShippedPlan(ShippedPlan plan) override;
@@ -178,7 +179,7 @@ class DisaggregatedCoreAttention final : public RemoteCoreAttention {
   std::array<std::unique_ptr<MicroBatchState>, 2> states_;
   const MicroBatchState* last_begun_ = nullptr;
   absl::Mutex weights_mu_;
-  SpeedWeights weights_ ABSL_GUARDED_BY(weights_mu_);  // rank 0 sends these
+  VersionedSpeedWeights weights_ ABSL_GUARDED_BY(weights_mu_);  // rank 0 sends these
   ShippedPlanQueue shipped_plans_;  // rank 0: the scheduler's plans
   std::atomic<bool> ship_plans_{true};
   ParticipantPlanner planner_;

@@ -86,7 +86,7 @@ absl::StatusOr<DocumentsMessage> DecodeDocumentsMessage(absl::Span<const int64_t
   DocumentsMessage message;
   message.lengths.assign(words.begin(), words.begin() + announce.num_documents);
   if (announce.num_speed_weights > 0) {
-    SpeedWeights weights;
+    VersionedSpeedWeights weights;
     weights.version = static_cast<uint64_t>(words[announce.num_documents]);
     for (int64_t i = announce.num_documents + 1; i < weights_end; ++i) {
       weights.weights.push_back(WordToDouble(words[i]));

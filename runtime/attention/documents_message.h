@@ -23,14 +23,14 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "runtime/attention/shipped_plan.h"
-#include "runtime/attention/speed_weights.h"
+#include "runtime/attention/versioned_speed_weights.h"
 #include "runtime/attention/wire_format.h"
 
 namespace corescape::attention {
 
 struct DocumentsMessage {
   std::vector<int64_t> lengths;
-  std::optional<SpeedWeights> weights;  // worker 0's; in place: the sender's speed
+  std::optional<VersionedSpeedWeights> weights;  // worker 0's; in place: the sender's speed
   std::optional<ShippedPlan> plan;      // worker 0's, when it ships one
 };
 

@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/attention/announced_micro_batch.h"
 #include "runtime/attention/documents_message.h"
-#include "runtime/attention/speed_weights.h"
+#include "runtime/attention/versioned_speed_weights.h"
 #include "glog/logging.h"
 #include "runtime/comm/handle_set.h"
 
@@ -137,7 +137,7 @@ InPlaceCoreAttention::~InPlaceCoreAttention() {
 
 void InPlaceCoreAttention::Abort(const std::string& reason) { communicator_->Abort(reason); }
 
-absl::Status InPlaceCoreAttention::SetSpeedWeights(SpeedWeights weights) {
+absl::Status InPlaceCoreAttention::SetSpeedWeights(VersionedSpeedWeights weights) {
   return absl::FailedPreconditionError(absl::StrCat(
       "in-place attention plans with the workers' measured speeds; it takes no attention "
       "servers' speed weights (version ",
@@ -271,7 +271,7 @@ absl::Status InPlaceCoreAttention::BeginMicroBatch(MicroBatchState& state,
       options_.learn_speeds ? own_speed_.Speed() : std::optional<double>();
   DocumentsMessage mine;
   mine.lengths = lengths;
-  if (my_speed) mine.weights = SpeedWeights{0, {*my_speed}};
+  if (my_speed) mine.weights = VersionedSpeedWeights{0, {*my_speed}};
   ExchangeHeader announce = MakeHeader(state, Pass::kForward, 0, shape);
   const std::vector<int64_t> message = EncodeDocumentsMessage(mine, announce);
   const HeaderBytes announce_bytes = EncodeHeader(announce);

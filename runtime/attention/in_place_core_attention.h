@@ -23,7 +23,7 @@
 //                  measured its speed), followed by
 //   kDocumentsTag  the documents message (documents_message.h,
 //                  DocumentsFormat::InPlace: n int64 lengths, then its speed
-//                  as a one-weight SpeedWeights; omitted when empty); then,
+//                  as a one-weight VersionedSpeedWeights; omitted when empty); then,
 //                  after planning, as every call, with payload_bytes set.
 //   kPayloadTag    its rows that p computes, wire_format.h's request layout
 //                  (forward: Q | K | V, each K/V prefix once per destination;
@@ -69,7 +69,7 @@
 #include "runtime/base/thread_pool.h"
 #include "runtime/comm/handle_set.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/planner/speed_weights.h"
+#include "runtime/planner/speed_estimate.h"
 
 namespace corescape::attention {
 
@@ -133,7 +133,7 @@ class InPlaceCoreAttention final : public RemoteCoreAttention {
   // scheduler plans, so SetSpeedWeights and OfferShippedPlan are refused
   // (FailedPrecondition) and ShipSchedulerPlans changes nothing.
   void Abort(const std::string& reason) override;
-  absl::Status SetSpeedWeights(SpeedWeights weights) override;
+  absl::Status SetSpeedWeights(VersionedSpeedWeights weights) override;
   absl::Status OfferShippedPlan(ShippedPlan plan) override;
   void ShipSchedulerPlans(bool /*on*/) override {}
 

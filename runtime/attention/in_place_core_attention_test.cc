@@ -172,7 +172,7 @@ TEST(InPlacePlanTest, BalancedBatchesStayAtHome) {
 // plans do not apply, and are refused rather than dropped silently.
 TEST(InPlaceCoreAttentionTest, RefusesTheSchedulersWeightsAndPlans) {
   RunWorkers(2, InPlaceOptions{}, [&](int w, InPlaceCoreAttention& executor) {
-    const absl::Status weights = executor.SetSpeedWeights(SpeedWeights{3, {1.0, 2.0}});
+    const absl::Status weights = executor.SetSpeedWeights(VersionedSpeedWeights{3, {1.0, 2.0}});
     EXPECT_EQ(weights.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_NE(weights.message().find("no attention servers' speed weights"), std::string::npos)
         << weights;

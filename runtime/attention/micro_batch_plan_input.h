@@ -22,7 +22,7 @@ struct PlanOptions {
   int32_t servers = 1;
   double tolerance = 0.05;
   PlannerKind planner = PlannerKind::kCorescape;
-  // Relative server speeds (speed_weights.h), one per server; empty: equal.
+  // Relative server speeds (versioned_speed_weights.h), one per server; empty: equal.
   // The DistCA greedy planner has no speeds and ignores them.
   std::vector<double> server_speeds;
   // In-place mode: server s is worker s (its own rows move no bytes), so

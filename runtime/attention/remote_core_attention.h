@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "runtime/attention/shipped_plan.h"
-#include "runtime/attention/speed_weights.h"
+#include "runtime/attention/versioned_speed_weights.h"
 #include "runtime/model/core_attention_executor.h"
 
 namespace corescape::attention {
@@ -27,7 +27,7 @@ class RemoteCoreAttention : public model::CoreAttentionExecutor {
   // AttentionSpeedWeights) for the plans of the next micro-batches (any
   // thread). InvalidArgument, and nothing changes, unless there is one
   // finite weight > 0 per server.
-  virtual absl::Status SetSpeedWeights(SpeedWeights weights) = 0;
+  virtual absl::Status SetSpeedWeights(VersionedSpeedWeights weights) = 0;
 
   // The scheduler's plan of an upcoming micro-batch (shipped_plan.h; any
   // thread). Only worker rank 0's count: it ships them with its documents.

@@ -99,7 +99,7 @@ TEST(ShippedPlanQueueTest, KeepsOnlyTheNewestPlans) {
 TEST(DocumentsMessageTest, WorkerZerosPlanTravelsAfterItsWeights) {
   DocumentsMessage sent;
   sent.lengths = {12, 4};
-  sent.weights = SpeedWeights{8, {1.5, 0.5}};
+  sent.weights = VersionedSpeedWeights{8, {1.5, 0.5}};
   sent.plan = WholeDocuments(9, {{12, 4}, {3}}, 1);
   ExchangeHeader announce;
   const std::vector<int64_t> words = EncodeDocumentsMessage(sent, announce);
@@ -136,7 +136,7 @@ TEST(DocumentsMessageTest, InPlaceWorkersEachSendTheirOwnSpeedAndNoPlan) {
   const DocumentsFormat format = DocumentsFormat::InPlace();
   DocumentsMessage sent;
   sent.lengths = {30, 2};
-  sent.weights = SpeedWeights{0, {1234.5}};
+  sent.weights = VersionedSpeedWeights{0, {1234.5}};
   ExchangeHeader announce;
   const std::vector<int64_t> words = EncodeDocumentsMessage(sent, announce);
   EXPECT_EQ(announce.num_speed_weights, 1);
@@ -174,7 +174,7 @@ TEST(DocumentsMessageTest, InPlaceWorkersEachSendTheirOwnSpeedAndNoPlan) {
 TEST(PlanAnnouncedMicroBatchTest, AdoptsAPlanThatCoversTheDocumentsExactly) {
   const std::vector<std::vector<int64_t>> documents = {{100, 20}, {60}};
   DocumentsMessage worker0;
-  worker0.weights = SpeedWeights{4, {1.0, 1.0}};
+  worker0.weights = VersionedSpeedWeights{4, {1.0, 1.0}};
   // Document 0 of worker 0 cut in two, on both servers.
   worker0.plan = ShippedPlan{12, 4, {{0, 0, 0, 70, 0}, {0, 0, 70, 100, 1}, {0, 1, 0, 20, 1},
                                      {1, 0, 0, 60, 0}}};
@@ -214,7 +214,7 @@ TEST(PlanAnnouncedMicroBatchTest, PlansLocallyWhenTheShippedPlanDoesNotFit) {
        "worker 0 document 0: tasks leave a gap or overlap at position 50"},
   };
   DocumentsMessage worker0;
-  worker0.weights = SpeedWeights{2, {3.0, 1.0}};
+  worker0.weights = VersionedSpeedWeights{2, {3.0, 1.0}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.reason);
     worker0.plan = c.plan;

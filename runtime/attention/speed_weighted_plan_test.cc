@@ -19,7 +19,7 @@
 #include "runtime/attention/disaggregated_core_attention.h"
 #include "runtime/attention/documents_message.h"
 #include "runtime/attention/executor_test_calls.h"
-#include "runtime/attention/speed_weights.h"
+#include "runtime/attention/versioned_speed_weights.h"
 #include "runtime/comm/loopback_ranks.h"
 #include "runtime/model/core_attention_executor.h"
 
@@ -124,8 +124,8 @@ TEST(SpeedWeightedPlanTest, EveryParticipantPlansWithWorkerZerosWeights) {
     for (int m = 0; m < kMicroBatches; ++m) {
       if (m == 1) {
         // Worker 0's weights win; worker 1's (different) ones are not used.
-        const SpeedWeights mine = rank == 0 ? SpeedWeights{7, {2.0, 1.0}}
-                                            : SpeedWeights{9, {1.0, 3.0}};
+        const VersionedSpeedWeights mine = rank == 0 ? VersionedSpeedWeights{7, {2.0, 1.0}}
+                                            : VersionedSpeedWeights{9, {1.0, 3.0}};
         ASSERT_TRUE((*executor)->SetSpeedWeights(mine).ok());
       }
       // The weighted plan still computes exactly what the local kernel does.
@@ -345,7 +345,7 @@ TEST(SpeedWeightedPlanTest, ServerRefusesMalformedWeightsOnTheWire) {
       h.softmax_scale = kShape.softmax_scale;
       DocumentsMessage documents;
       documents.lengths = {16};
-      documents.weights = SpeedWeights{1, c.weights};
+      documents.weights = VersionedSpeedWeights{1, c.weights};
       const std::vector<int64_t> message = EncodeDocumentsMessage(documents, h);
       h.num_speed_weights = c.announced;
       const HeaderBytes announce = EncodeHeader(h);
@@ -401,7 +401,7 @@ TEST(SpeedWeightsTest, HeaderCarriesTheCountOnlyWithTheFirstForward) {
 
 TEST(SpeedWeightsTest, DocumentsMessageRoundTrip) {
   ExchangeHeader announce;
-  const SpeedWeights weights{42, {0.5, 1.25, 1.25}};
+  const VersionedSpeedWeights weights{42, {0.5, 1.25, 1.25}};
   const std::vector<int64_t> words =
       EncodeDocumentsMessage(DocumentsMessage{{10, 20}, weights, std::nullopt}, announce);
   EXPECT_EQ(announce.num_documents, 2);

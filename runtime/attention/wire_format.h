@@ -10,7 +10,7 @@
 //   workers and servers:
 //     kDocumentsHeaderTag  ExchangeHeader with num_documents = n
 //     kDocumentsTag        n int64 document lengths, and from worker 0 the
-//                          servers' speed weights (speed_weights.h); omitted
+//                          servers' speed weights (versioned_speed_weights.h); omitted
 //                          when empty
 //   then to every server:
 //     kHeaderTag           ExchangeHeader (64 bytes), payload_bytes set
@@ -95,7 +95,7 @@ struct ExchangeHeader {
   float softmax_scale = 0;
   int32_t num_documents = 0;  // documents header only: lengths that follow
   // Documents header of worker 0 only: speed weights after the lengths
-  // (speed_weights.h), one per server.
+  // (versioned_speed_weights.h), one per server.
   int32_t num_speed_weights = 0;
   // Size of the payload message that follows (0: none); in worker 0's
   // documents header, of the scheduler's plan in its documents message.

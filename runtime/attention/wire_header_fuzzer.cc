@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+#include "fuzz/fuzz_target.h"
 #include "runtime/attention/announced_micro_batch.h"
 #include "runtime/attention/documents_message.h"
 #include "runtime/attention/micro_batch_plan.h"
 #include "runtime/attention/wire_format.h"
-#include "absl/strings/string_view.h"
-#include "tools/fuzz/fuzz_target.h"
 
 namespace {
 
@@ -82,7 +82,7 @@ std::vector<std::string> FuzzSeeds() {
   forward.softmax_scale = 0.35f;
   DocumentsMessage documents;
   documents.lengths = {40, 7, 300, 1};
-  documents.weights = SpeedWeights{3, {1.25, 0.75}};
+  documents.weights = VersionedSpeedWeights{3, {1.25, 0.75}};
   ShippedPlan plan;
   plan.step = 3;
   plan.speed_weights_version = 3;

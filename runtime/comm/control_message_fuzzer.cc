@@ -2,9 +2,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/comm/control_message.h"
 #include "absl/strings/string_view.h"
-#include "tools/fuzz/fuzz_target.h"
+#include "fuzz/fuzz_target.h"
+#include "runtime/comm/control_message.h"
 
 namespace corescape::fuzz {
 

@@ -3,9 +3,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/comm/hello_message.h"
 #include "absl/strings/string_view.h"
-#include "tools/fuzz/fuzz_target.h"
+#include "fuzz/fuzz_target.h"
+#include "runtime/comm/hello_message.h"
 
 namespace corescape::fuzz {
 

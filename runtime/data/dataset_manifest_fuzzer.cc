@@ -2,9 +2,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/data/dataset_manifest.h"
 #include "absl/strings/string_view.h"
-#include "tools/fuzz/fuzz_target.h"
+#include "fuzz/fuzz_target.h"
+#include "runtime/data/dataset_manifest.h"
 
 namespace corescape::fuzz {
 

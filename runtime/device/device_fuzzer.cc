@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "fuzz/fuzz_target.h"
 #include "runtime/device/device.h"
-#include "tools/fuzz/fuzz_target.h"
 
 namespace corescape::fuzz {
 

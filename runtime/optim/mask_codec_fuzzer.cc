@@ -8,7 +8,7 @@
 
 #include "absl/strings/string_view.h"
 #include "runtime/optim/mask_codec.h"
-#include "tools/fuzz/fuzz_target.h"
+#include "fuzz/fuzz_target.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include "runtime/optim/optimizer_names.h"
 #include "runtime/optim/optimizer_registry.h"
 #include "runtime/optim/optimizer_state.h"
-#include "tools/fuzz/fuzz_target.h"
+#include "fuzz/fuzz_target.h"
 
 namespace {
 

@@ -1,9 +1,9 @@
 // corescape-scape-rank: one rank of a data-parallel training run (the same
 // loop as corescape-scape-train's threads) in its own process, over the UCX
-// data plane: the worker's CommunicatorGroup carries the optimizer's
-// collectives and its control channel (the job's "<job>/control"
-// communicator) the token counts and losses, so the optimizer's byte
-// counters hold only its own traffic.
+// data plane: a worker's data-parallel group (job::ConnectDataParallelGroup)
+// carries the optimizer's collectives and its control channel (the job's
+// "<job>/control" communicator) the token counts and losses, so the
+// optimizer's byte counters hold only its own traffic.
 // Ranks find each other through --rendezvous_dir (each writes rank<R>.addr
 // with its transport's address; a directory every process can see, also
 // across network namespaces). Writes its outcome to --report_out: checksums
@@ -27,10 +27,10 @@
 #include "nlohmann/json.hpp"
 #include "runtime/base/directory_rendezvous.h"
 #include "runtime/comm/transport.h"
+#include "runtime/job/job_communicator.h"
 #include "tools/scape/driver_flags.h"
 #include "tools/scape/rank_report.h"
 #include "tools/scape/training_rank.h"
-#include "worker/communicator_group.h"
 
 ABSL_FLAG(int32_t, rank, 0, "this process's rank (0 .. --ranks − 1)");
 ABSL_FLAG(std::string, rendezvous_dir, "", "directory where ranks publish their data addresses");
@@ -83,7 +83,7 @@ int Main() {
                                           (*transport)->address(), timeout);
   if (!peers.ok()) return Fail(3, peers.status());
   const std::string job_id = absl::GetFlag(FLAGS_job_id);
-  auto optimizer_group = worker::CommunicatorGroup::Connect(
+  auto optimizer_group = job::ConnectDataParallelGroup(
       transport->get(), Assignment(job_id, rank, world, *peers), timeout);
   if (!optimizer_group.ok()) return Fail(3, optimizer_group.status());
   train::DataParallelGroup* control_group = (*optimizer_group)->control_channel();

@@ -12,10 +12,10 @@
 #include "absl/strings/str_join.h"
 #include "runtime/base/atomic_file.h"
 #include "runtime/model/model_config.h"
-#include "runtime/train/local_trainer.h"
+#include "runtime/local/local_trainer.h"
 
 namespace {
-const corescape::train::LocalTrainConfig kDefaults;
+const corescape::local::LocalTrainConfig kDefaults;
 }  // namespace
 
 ABSL_FLAG(std::string, config, "", "JSON file of settings (keys = flag names); flags given too override it");
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
       "corescape train-local --data=DIR [--model=tiny] [--steps=N] [--config=FILE.json] "
       "[--metrics_out=FILE.csv]");
   absl::ParseCommandLine(argc, argv);
-  corescape::train::LocalTrainConfig config;
+  corescape::local::LocalTrainConfig config;
   if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
     auto text = corescape::ReadFileToString(path);
     if (!text.ok()) {
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
                    std::string(text.status().message()).c_str());
       return 2;
     }
-    auto parsed = corescape::train::ParseLocalTrainConfig(*text, config, path);
+    auto parsed = corescape::local::ParseLocalTrainConfig(*text, config, path);
     if (!parsed.ok()) {
       std::fprintf(stderr, "corescape train-local: %s\n",
                    std::string(parsed.status().message()).c_str());
@@ -134,8 +134,8 @@ int main(int argc, char** argv) {
               config.TrainingDevice().ToString().c_str(),
               std::string(corescape::model::PrecisionName(config.TrainingPrecision())).c_str());
   std::fflush(stdout);
-  auto summary = corescape::train::RunLocalTraining(
-      config, [&](const corescape::train::StepMetrics& m) {
+  auto summary = corescape::local::RunLocalTraining(
+      config, [&](const corescape::local::StepMetrics& m) {
         const double eta = m.elapsed_seconds / m.step * (config.steps - m.step);
         if (m.val_loss < 0 && m.step % 10 != 0 && m.step != 1) return;
         const std::string val = m.val_loss >= 0 ? absl::StrFormat("  val %.4f", m.val_loss)

@@ -7,7 +7,7 @@
 #include "absl/strings/string_view.h"
 #include "client/cli/parsing/job_spec_file.h"
 #include "client/cli/parsing/job_spec_fuzz_seeds.h"
-#include "tools/fuzz/fuzz_target.h"
+#include "fuzz/fuzz_target.h"
 
 bool corescape::fuzz::ParseFuzzInput(absl::string_view input) {
   auto spec = corescape::cli::ParseJobSpecJson(input, "fuzz.json");

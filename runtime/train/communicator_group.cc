@@ -1,19 +1,16 @@
-#include "worker/communicator_group.h"
+#include "runtime/train/communicator_group.h"
 
-#include "daemon/job_communicator.h"
-
-namespace corescape::worker {
+namespace corescape::train {
 
 absl::StatusOr<std::unique_ptr<CommunicatorGroup>> CommunicatorGroup::Connect(
-    comm::Transport* transport, const v1::JobAssignment& assignment, absl::Duration timeout) {
-  auto communicator = comm::Communicator::Create(
-      transport, JobCommunicatorOptions(assignment, JobCommunicator::kDataParallel, timeout));
+    comm::Transport* transport, const comm::CommunicatorOptions& optimizer,
+    const comm::CommunicatorOptions& control) {
+  auto communicator = comm::Communicator::Create(transport, optimizer);
   if (!communicator.ok()) return communicator.status();
   std::unique_ptr<CommunicatorGroup> group(new CommunicatorGroup(*std::move(communicator)));
-  auto control = comm::Communicator::Create(
-      transport, JobCommunicatorOptions(assignment, JobCommunicator::kControl, timeout));
-  if (!control.ok()) return control.status();
-  group->control_.reset(new CommunicatorGroup(*std::move(control)));
+  auto control_communicator = comm::Communicator::Create(transport, control);
+  if (!control_communicator.ok()) return control_communicator.status();
+  group->control_.reset(new CommunicatorGroup(*std::move(control_communicator)));
   return group;
 }
 
@@ -39,4 +36,4 @@ absl::StatusOr<std::unique_ptr<optim::PendingCollective>> CommunicatorGroup::Sta
   return std::unique_ptr<optim::PendingCollective>(new PendingHandle(*std::move(handle)));
 }
 
-}  // namespace corescape::worker
+}  // namespace corescape::train

@@ -1,5 +1,5 @@
-#ifndef CORESCAPE_RUNTIME_ATTENTION_SPEED_WEIGHTS_H_
-#define CORESCAPE_RUNTIME_ATTENTION_SPEED_WEIGHTS_H_
+#ifndef CORESCAPE_RUNTIME_ATTENTION_VERSIONED_SPEED_WEIGHTS_H_
+#define CORESCAPE_RUNTIME_ATTENTION_VERSIONED_SPEED_WEIGHTS_H_
 
 // The attention servers' relative speeds the participants plan with. The
 // scheduler learns them and pushes them to the workers; worker rank 0 sends
@@ -16,16 +16,18 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "runtime/planner/speed_weights.h"
+#include "runtime/planner/speed_estimate.h"
 
 namespace corescape::attention {
 
-struct SpeedWeights {
+// One set of weights and the scheduler's version of it, which the plans made
+// with it record (MicroBatchPlan::speed_weights_version).
+struct VersionedSpeedWeights {
   uint64_t version = 0;         // 0: equal speeds (nothing received yet)
   std::vector<double> weights;  // one per attention server, in rank order
 
-  static SpeedWeights Equal(int32_t servers);
-  bool operator==(const SpeedWeights&) const = default;
+  static VersionedSpeedWeights Equal(int32_t servers);
+  bool operator==(const VersionedSpeedWeights&) const = default;
   // "version 3 (1.333, 0.667)"
   std::string Describe() const;
 };
@@ -50,4 +52,4 @@ absl::Status ValidateSpeedWeights(absl::Span<const double> weights, int32_t serv
 
 }  // namespace corescape::attention
 
-#endif  // CORESCAPE_RUNTIME_ATTENTION_SPEED_WEIGHTS_H_
+#endif  // CORESCAPE_RUNTIME_ATTENTION_VERSIONED_SPEED_WEIGHTS_H_

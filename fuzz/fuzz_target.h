@@ -1,5 +1,5 @@
-#ifndef CORESCAPE_TOOLS_FUZZ_FUZZ_TARGET_H_
-#define CORESCAPE_TOOLS_FUZZ_FUZZ_TARGET_H_
+#ifndef CORESCAPE_FUZZ_FUZZ_TARGET_H_
+#define CORESCAPE_FUZZ_FUZZ_TARGET_H_
 
 // What every fuzz target (a cc_fuzz_target in //bazel:fuzz.bzl) defines:
 //  - ParseFuzzInput(input): parse one input and never crash, whatever the
@@ -33,4 +33,4 @@ int64_t AcceptedCount();
 
 }  // namespace corescape::fuzz
 
-#endif  // CORESCAPE_TOOLS_FUZZ_FUZZ_TARGET_H_
+#endif  // CORESCAPE_FUZZ_FUZZ_TARGET_H_

@@ -6,10 +6,12 @@
 #include "gtest/gtest.h"
 #include "runtime/device/cuda_device_runtime.h"
 #include "runtime/train/grammar_corpus.h"
-#include "runtime/train/local_trainer.h"
+#include "runtime/local/local_trainer.h"
 
-namespace corescape::train {
+namespace corescape::local {
 namespace {
+
+using train::PrepareGrammarCorpus;
 
 LocalTrainSummary Train(const std::string& data, const std::string& device,
                         std::vector<double>& losses, LocalTrainConfig config = {}) {
@@ -99,4 +101,4 @@ TEST(LocalTrainerGpuTest, ScapeReferenceOnTheGpuDescendsLikeTheCpuRun) {
 }
 
 }  // namespace
-}  // namespace corescape::train
+}  // namespace corescape::local

@@ -1,5 +1,5 @@
-#ifndef CORESCAPE_RUNTIME_PLANNER_SPEED_WEIGHTS_H_
-#define CORESCAPE_RUNTIME_PLANNER_SPEED_WEIGHTS_H_
+#ifndef CORESCAPE_RUNTIME_PLANNER_SPEED_ESTIMATE_H_
+#define CORESCAPE_RUNTIME_PLANNER_SPEED_ESTIMATE_H_
 
 // Relative server speeds for the planner (AttentionServer::speed), learned
 // from measured task times: the scheduler's estimates of attention servers
@@ -46,4 +46,4 @@ std::vector<double> NormalisedSpeedWeights(const std::vector<std::optional<doubl
 
 }  // namespace corescape::planner
 
-#endif  // CORESCAPE_RUNTIME_PLANNER_SPEED_WEIGHTS_H_
+#endif  // CORESCAPE_RUNTIME_PLANNER_SPEED_ESTIMATE_H_

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/fuzz/fuzz_target.h"
+#include "fuzz/fuzz_target.h"
 
 namespace {
 

@@ -1,9 +1,9 @@
-#include "daemon/job_communicator.h"
+#include "runtime/job/job_communicator.h"
 
 #include "absl/strings/str_cat.h"
 #include "runtime/attention/wire_format.h"
 
-namespace corescape {
+namespace corescape::job {
 
 comm::CommunicatorOptions JobCommunicatorOptions(const v1::JobAssignment& assignment,
                                                  JobCommunicator which, absl::Duration timeout) {
@@ -39,4 +39,11 @@ comm::CommunicatorOptions JobCommunicatorOptions(const v1::JobAssignment& assign
   return options;
 }
 
-}  // namespace corescape
+absl::StatusOr<std::unique_ptr<train::CommunicatorGroup>> ConnectDataParallelGroup(
+    comm::Transport* transport, const v1::JobAssignment& assignment, absl::Duration timeout) {
+  return train::CommunicatorGroup::Connect(
+      transport, JobCommunicatorOptions(assignment, JobCommunicator::kDataParallel, timeout),
+      JobCommunicatorOptions(assignment, JobCommunicator::kControl, timeout));
+}
+
+}  // namespace corescape::job

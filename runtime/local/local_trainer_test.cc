@@ -1,4 +1,4 @@
-#include "runtime/train/local_trainer.h"
+#include "runtime/local/local_trainer.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -11,10 +11,11 @@
 #include "runtime/device/device_runtime.h"
 #include "runtime/train/grammar_corpus.h"
 
-namespace corescape::train {
+namespace corescape::local {
 namespace {
 
 using data::testing::TestPath;
+using train::PrepareGrammarCorpus;
 
 TEST(LocalTrainerTest, TinyModelLearnsBelowUnigramEntropy) {
   LocalTrainConfig config;
@@ -190,4 +191,4 @@ TEST(LocalTrainerTest, CudaWithoutAGpuIsRefusedWithTheReason) {
 }
 
 }  // namespace
-}  // namespace corescape::train
+}  // namespace corescape::local

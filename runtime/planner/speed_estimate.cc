@@ -1,4 +1,4 @@
-#include "runtime/planner/speed_weights.h"
+#include "runtime/planner/speed_estimate.h"
 
 #include <algorithm>
 #include <cmath>

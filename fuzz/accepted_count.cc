@@ -1,6 +1,6 @@
 #include <atomic>
 
-#include "tools/fuzz/fuzz_target.h"
+#include "fuzz/fuzz_target.h"
 
 namespace corescape::fuzz {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/train/local_trainer.h"
+#include "runtime/local/local_trainer.h"
 
 #include <cmath>
 #include <fstream>
@@ -18,7 +18,7 @@
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/train/data_parallel_trainer.h"
 
-namespace corescape::train {
+namespace corescape::local {
 namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
@@ -199,8 +199,8 @@ absl::StatusOr<LocalTrainSummary> RunLocalTraining(
   trainer_config->threads = config.threads;
   trainer_config->device = config.TrainingDevice();
   trainer_config->precision = config.TrainingPrecision();
-  SingleProcessGroup group;
-  auto trainer = DataParallelTrainer::Create(*trainer_config, &group);
+  train::SingleProcessGroup group;
+  auto trainer = train::DataParallelTrainer::Create(*trainer_config, &group);
   if (!trainer.ok()) return trainer.status();
 
   std::unique_ptr<std::ofstream> csv;
@@ -281,4 +281,4 @@ absl::StatusOr<LocalTrainSummary> RunLocalTraining(
   return summary;
 }
 
-}  // namespace corescape::train
+}  // namespace corescape::local

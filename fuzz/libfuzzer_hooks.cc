@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "tools/fuzz/fuzz_target.h"
+#include "fuzz/fuzz_target.h"
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
   const char* dir = std::getenv("CORESCAPE_FUZZ_WRITE_SEEDS");

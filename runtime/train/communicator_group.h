@@ -1,27 +1,26 @@
-#ifndef CORESCAPE_WORKER_COMMUNICATOR_GROUP_H_
-#define CORESCAPE_WORKER_COMMUNICATOR_GROUP_H_
+#ifndef CORESCAPE_RUNTIME_TRAIN_COMMUNICATOR_GROUP_H_
+#define CORESCAPE_RUNTIME_TRAIN_COMMUNICATOR_GROUP_H_
 
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
-#include "corescape/v1/node.pb.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/transport.h"
 #include "runtime/train/data_parallel_group.h"
 
-namespace corescape::worker {
+namespace corescape::train {
 
-// A job's data-parallel group over the data plane: one communicator per
-// (job, generation), connected to the peers the assignment names and
-// authenticated with the job's token, and beside it the job's control
-// communicator (control_channel(): the trainer's token counts and losses),
-// so this one carries the optimizer's collectives alone.
-class CommunicatorGroup final : public train::DataParallelGroup {
+// A data-parallel group over the data plane: the optimizer's collectives on
+// one communicator and, beside it, a control communicator
+// (control_channel(): the trainer's token counts and losses), so the
+// optimizer's byte counters hold only its own traffic. A job's pair is
+// connected from its assignment by job::ConnectDataParallelGroup.
+class CommunicatorGroup final : public DataParallelGroup {
  public:
   static absl::StatusOr<std::unique_ptr<CommunicatorGroup>> Connect(
-      comm::Transport* transport, const v1::JobAssignment& assignment, absl::Duration timeout);
+      comm::Transport* transport, const comm::CommunicatorOptions& optimizer,
+      const comm::CommunicatorOptions& control);
 
   int rank() const override { return communicator_->rank(); }
   int world_size() const override { return communicator_->world_size(); }
@@ -50,6 +49,6 @@ class CommunicatorGroup final : public train::DataParallelGroup {
   std::unique_ptr<CommunicatorGroup> control_;  // null for the control group itself
 };
 
-}  // namespace corescape::worker
+}  // namespace corescape::train
 
-#endif  // CORESCAPE_WORKER_COMMUNICATOR_GROUP_H_
+#endif  // CORESCAPE_RUNTIME_TRAIN_COMMUNICATOR_GROUP_H_

@@ -1,5 +1,5 @@
-#ifndef CORESCAPE_RUNTIME_TRAIN_LOCAL_TRAINER_H_
-#define CORESCAPE_RUNTIME_TRAIN_LOCAL_TRAINER_H_
+#ifndef CORESCAPE_RUNTIME_LOCAL_LOCAL_TRAINER_H_
+#define CORESCAPE_RUNTIME_LOCAL_LOCAL_TRAINER_H_
 
 #include <cstdint>
 #include <functional>
@@ -15,7 +15,7 @@
 #include "runtime/optim/adam_config.h"
 #include "runtime/optim/optimizer_registry.h"
 
-namespace corescape::train {
+namespace corescape::local {
 
 // Everything a single-process training run needs. Field names double as the
 // keys of the JSON config file and the flags of corescape-train-local. It
@@ -97,6 +97,6 @@ absl::StatusOr<LocalTrainSummary> RunLocalTraining(
     const LocalTrainConfig& config,
     const std::function<void(const StepMetrics&)>& on_step);
 
-}  // namespace corescape::train
+}  // namespace corescape::local
 
-#endif  // CORESCAPE_RUNTIME_TRAIN_LOCAL_TRAINER_H_
+#endif  // CORESCAPE_RUNTIME_LOCAL_LOCAL_TRAINER_H_

@@ -1,11 +1,16 @@
-#ifndef CORESCAPE_DAEMON_JOB_COMMUNICATOR_H_
-#define CORESCAPE_DAEMON_JOB_COMMUNICATOR_H_
+#ifndef CORESCAPE_RUNTIME_JOB_JOB_COMMUNICATOR_H_
+#define CORESCAPE_RUNTIME_JOB_JOB_COMMUNICATOR_H_
 
+#include <memory>
+
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "corescape/v1/node.pb.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/comm/transport.h"
+#include "runtime/train/communicator_group.h"
 
-namespace corescape {
+namespace corescape::job {
 
 // The communicators a job assignment's participants connect, each on the
 // node's one Transport.
@@ -31,6 +36,11 @@ enum class JobCommunicator {
 comm::CommunicatorOptions JobCommunicatorOptions(const v1::JobAssignment& assignment,
                                                  JobCommunicator which, absl::Duration timeout);
 
-}  // namespace corescape
+// A worker's data-parallel group of the job: kDataParallel for the
+// optimizer, kControl its control channel.
+absl::StatusOr<std::unique_ptr<train::CommunicatorGroup>> ConnectDataParallelGroup(
+    comm::Transport* transport, const v1::JobAssignment& assignment, absl::Duration timeout);
 
-#endif  // CORESCAPE_DAEMON_JOB_COMMUNICATOR_H_
+}  // namespace corescape::job
+
+#endif  // CORESCAPE_RUNTIME_JOB_JOB_COMMUNICATOR_H_

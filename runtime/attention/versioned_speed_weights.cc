@@ -1,4 +1,4 @@
-#include "runtime/attention/speed_weights.h"
+#include "runtime/attention/versioned_speed_weights.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,11 +10,11 @@
 
 namespace corescape::attention {
 
-SpeedWeights SpeedWeights::Equal(int32_t servers) {
-  return SpeedWeights{0, std::vector<double>(std::max(servers, 0), 1.0)};
+VersionedSpeedWeights VersionedSpeedWeights::Equal(int32_t servers) {
+  return VersionedSpeedWeights{0, std::vector<double>(std::max(servers, 0), 1.0)};
 }
 
-std::string SpeedWeights::Describe() const {
+std::string VersionedSpeedWeights::Describe() const {
   return absl::StrCat("version ", version, " (",
                       absl::StrJoin(weights, ", ",
                                     [](std::string* out, double w) {
