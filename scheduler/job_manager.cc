@@ -68,6 +68,9 @@ absl::Status JobManager::Load() {
       LOG(WARNING) << "skipping unreadable job record '" << id << "'";
       continue;
     }
+    // Workers no longer fill defaults: a spec stored before a default was
+    // added gets it here, as a submit would give it now.
+    job::ApplyJobDefaults(*record.job.mutable_spec());
     record.recovering_since = clock_->Now();
     uint64_t number = 0;
     if (absl::SimpleAtoi(absl::StripPrefix(id, "job-"), &number)) {
@@ -147,9 +150,9 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request,
   if (request.idempotency_key().size() > 256) {
     return absl::InvalidArgumentError("idempotency_key: longer than 256 bytes");
   }
-  v1::JobSpec spec = request.spec();
-  job::ApplyJobDefaults(spec);
-  if (absl::Status s = job::ValidateJobSpec(spec); !s.ok()) return s;
+  absl::StatusOr<job::ResolvedJobSpec> resolved = job::ResolveJobSpec(request.spec());
+  if (!resolved.ok()) return resolved.status();
+  const v1::JobSpec& spec = resolved->spec();
   if (!spec.checkpoint().directory().empty()) {
     // Refused now rather than failing five recoveries at the workers.
     if (absl::Status s = CheckSomeWorkerHoldsCheckpoints(

@@ -2,12 +2,17 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
 #include <system_error>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "google/protobuf/descriptor.h"
 #include "runtime/job/job_device.h"
 #include "runtime/optim/adam_config.h"
 #include "runtime/optim/optimizer_registry.h"
@@ -32,17 +37,21 @@ bool IsSparse(const std::string& optimizer) {
 
 absl::StatusOr<optim::ScapeConfig> ScapeConfigFromSpec(const v1::OptimizerSpec& opt) {
   const v1::ScapeSpec& scape = opt.scape();
+  const auto unparsed = [](absl::string_view field, const absl::Status& status) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer.scape.", field, ": ", status.message()));
+  };
   optim::ScapeConfig config;
   config.density = scape.density();
   if (!scape.rule().empty()) {
     auto rule = optim::ParseScapeRule(scape.rule());
-    if (!rule.ok()) return rule.status();
+    if (!rule.ok()) return unparsed("rule", rule.status());
     config.rule = *rule;
   }
   config.dense_warmup_steps = scape.dense_warmup_steps();  // as the rule takes it: WarmupSteps()
   if (!scape.mask_statistic().empty()) {
     auto statistic = optim::ParseMaskStatistic(scape.mask_statistic());
-    if (!statistic.ok()) return statistic.status();
+    if (!statistic.ok()) return unparsed("mask_statistic", statistic.status());
     config.statistic = *statistic;
   }
   config.per_tensor_masks = scape.per_tensor_masks();
@@ -51,7 +60,7 @@ absl::StatusOr<optim::ScapeConfig> ScapeConfigFromSpec(const v1::OptimizerSpec& 
   const v1::DensitySchedule& schedule = scape.density_schedule();
   if (schedule.warmup_steps() > 0) {
     auto shape = optim::ParseDensityShape(schedule.shape());
-    if (!shape.ok()) return shape.status();
+    if (!shape.ok()) return unparsed("density_schedule.shape", shape.status());
     config.density_schedule = {schedule.start(), schedule.warmup_steps(), schedule.start_step(),
                                 *shape};
   }
@@ -221,6 +230,65 @@ void ApplyJobDefaults(v1::JobSpec& spec) {
   if (spec.name().empty()) spec.set_name(d.name);
 }
 
+namespace {
+
+// ScapeConfig::Validate's refusal, named by the spec's field: its messages
+// begin with the ScapeConfig field they refuse ("scape: density must be in
+// (0, 1]", "density_schedule.start: must be in (0, 1]"), which a ScapeSpec
+// names alike; a message naming no ScapeSpec field names the section.
+absl::Status AsScapeSpecError(const absl::Status& status) {
+  absl::string_view message = absl::StripPrefix(status.message(), "scape: ");
+  const size_t end = std::min(message.find_first_of(" :"), message.size());
+  const absl::string_view field = message.substr(0, end);
+  const google::protobuf::Descriptor* section = v1::ScapeSpec::descriptor();
+  for (absl::string_view part : absl::StrSplit(field, '.')) {
+    const google::protobuf::FieldDescriptor* named =
+        section == nullptr ? nullptr : section->FindFieldByName(std::string(part));
+    if (named == nullptr) return Invalid("optimizer.scape", message);
+    section = named->message_type();
+  }
+  const absl::string_view why =
+      absl::StripLeadingAsciiWhitespace(absl::StripPrefix(message.substr(end), ":"));
+  return Invalid(absl::StrCat("optimizer.scape.", field), why);
+}
+
+// A sparse optimizer's settings: which optimizer may take which here (the
+// spec's own rules), the values themselves by ScapeConfig::Validate on the
+// one translation (ScapeConfigFromSpec).
+absl::Status ValidateSparseSettings(const v1::OptimizerSpec& opt) {
+  const v1::ScapeSpec& scape = opt.scape();
+  const bool is_scape = opt.name() == optim::OptimizerName(optim::OptimizerKind::kScape);
+  if (!scape.rule().empty() && !UsesMaskEpochs(opt.name())) {
+    return Invalid("optimizer.scape.rule", absl::StrCat("'", opt.name(), "' has no SCAPE rule"));
+  }
+  if (scape.offload_residuals() && !UsesMaskEpochs(opt.name())) {
+    return Invalid("optimizer.scape.offload_residuals",
+                   absl::StrCat("'", opt.name(), "' keeps all its state in host memory"));
+  }
+  if (scape.per_tensor_masks() && !is_scape) {
+    return Invalid("optimizer.scape.per_tensor_masks", "only optimizer scape has per-tensor masks");
+  }
+  auto config = ScapeConfigFromSpec(opt);
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.", config.status().message()));
+  }
+  if (config->rule == optim::ScapeRule::kReference && !is_scape) {
+    return Invalid("optimizer.scape.rule", "reference needs per-tensor masks: optimizer scape");
+  }
+  if (absl::Status s = config->Validate(); !s.ok()) return AsScapeSpecError(s);
+  // Without warm-up steps ScapeConfigFromSpec reads no schedule; its counts
+  // are refused all the same when negative.
+  if (scape.density_schedule().warmup_steps() <= 0) {
+    optim::DensitySchedule counts;
+    counts.warmup_steps = scape.density_schedule().warmup_steps();
+    counts.start_step = scape.density_schedule().start_step();
+    if (absl::Status s = counts.Validate(); !s.ok()) return AsScapeSpecError(s);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.name().size() > 128) return Invalid("name", "longer than 128 characters");
   if (!v1::Device_IsValid(spec.device())) {
@@ -304,59 +372,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   if (opt.warmup_steps() < 0) return Invalid("optimizer.warmup_steps", "must not be negative");
   if (IsSparse(opt.name())) {
-    if (absl::Status s = optim::CheckDensity(opt.scape().density()); !s.ok()) {
-      return Invalid("optimizer.scape.density", s.message());
-    }
-    if (!opt.scape().mask_statistic().empty()) {
-      if (auto statistic = optim::ParseMaskStatistic(opt.scape().mask_statistic());
-          !statistic.ok()) {
-        return Invalid("optimizer.scape.mask_statistic", statistic.status().message());
-      }
-    }
-    if (opt.scape().dense_warmup_steps() < 0) {
-      return Invalid("optimizer.scape.dense_warmup_steps", "must not be negative");
-    }
-    const bool scape = opt.name() == optim::OptimizerName(optim::OptimizerKind::kScape);
-    bool reference = false;
-    if (!opt.scape().rule().empty()) {
-      if (!UsesMaskEpochs(opt.name())) {
-        return Invalid("optimizer.scape.rule", absl::StrCat("'", opt.name(), "' has no SCAPE rule"));
-      }
-      auto rule = optim::ParseScapeRule(opt.scape().rule());
-      if (!rule.ok()) return Invalid("optimizer.scape.rule", rule.status().message());
-      reference = *rule == optim::ScapeRule::kReference;
-      if (reference && !scape) {
-        return Invalid("optimizer.scape.rule", "reference needs per-tensor masks: optimizer scape");
-      }
-    }
-    if (opt.scape().offload_residuals()) {
-      if (!UsesMaskEpochs(opt.name())) {
-        return Invalid("optimizer.scape.offload_residuals",
-                       absl::StrCat("'", opt.name(), "' keeps all its state in host memory"));
-      }
-    }
-    if (opt.scape().per_tensor_masks() && !scape) {
-      return Invalid("optimizer.scape.per_tensor_masks", "only optimizer scape has per-tensor masks");
-    }
-    if (opt.scape().dense_small_tensors() && !(opt.scape().per_tensor_masks() || reference)) {
-      return Invalid("optimizer.scape.dense_small_tensors",
-                     "needs per_tensor_masks (or rule reference)");
-    }
-    const v1::DensitySchedule& schedule = opt.scape().density_schedule();
-    if (schedule.warmup_steps() < 0) {
-      return Invalid("optimizer.scape.density_schedule.warmup_steps", "must not be negative");
-    }
-    if (schedule.start_step() < 0) {
-      return Invalid("optimizer.scape.density_schedule.start_step", "must not be negative");
-    }
-    if (schedule.warmup_steps() > 0) {
-      if (absl::Status s = optim::CheckDensity(schedule.start()); !s.ok()) {
-        return Invalid("optimizer.scape.density_schedule.start", s.message());
-      }
-      if (auto shape = optim::ParseDensityShape(schedule.shape()); !shape.ok()) {
-        return Invalid("optimizer.scape.density_schedule.shape", shape.status().message());
-      }
-    }
+    if (absl::Status s = ValidateSparseSettings(opt); !s.ok()) return s;
   }
 
   if (spec.steps() <= 0) return Invalid("steps", "must be positive");
@@ -416,6 +432,16 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Invalid("attention.tolerance", "must be in [0, 1)");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<ResolvedJobSpec> ResolveJobSpec(v1::JobSpec spec) {
+  ApplyJobDefaults(spec);
+  return CheckResolvedJobSpec(std::move(spec));
+}
+
+absl::StatusOr<ResolvedJobSpec> CheckResolvedJobSpec(v1::JobSpec spec) {
+  if (absl::Status s = ValidateJobSpec(spec); !s.ok()) return s;
+  return ResolvedJobSpec(std::move(spec));
 }
 
 }  // namespace corescape::job

@@ -2,6 +2,7 @@
 #define CORESCAPE_RUNTIME_JOB_JOB_SPEC_H_
 
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -55,6 +56,31 @@ void ApplyJobDefaults(v1::JobSpec& spec);
 // positive"). Checks that data paths exist on this machine's filesystem.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
+// A JobSpec with its defaults applied and its fields checked: what a
+// trainer is built from (TrainerConfigFromSpec). Only ResolveJobSpec and
+// CheckResolvedJobSpec make one, so the defaults are applied once, where a
+// spec is accepted, and never again on the way to a trainer.
+class ResolvedJobSpec {
+ public:
+  const v1::JobSpec& spec() const { return spec_; }
+
+ private:
+  explicit ResolvedJobSpec(v1::JobSpec spec) : spec_(std::move(spec)) {}
+  friend absl::StatusOr<ResolvedJobSpec> ResolveJobSpec(v1::JobSpec spec);
+  friend absl::StatusOr<ResolvedJobSpec> CheckResolvedJobSpec(v1::JobSpec spec);
+
+  v1::JobSpec spec_;
+};
+
+// Where a spec is accepted (the scheduler at submit, `corescape
+// train-local`): ApplyJobDefaults, then ValidateJobSpec.
+absl::StatusOr<ResolvedJobSpec> ResolveJobSpec(v1::JobSpec spec);
+
+// A spec resolved where it was accepted and sent on (a worker's
+// assignment): validated again, so a malformed one is refused naming the
+// field, but not defaulted again.
+absl::StatusOr<ResolvedJobSpec> CheckResolvedJobSpec(v1::JobSpec spec);
+
 // `path` as this machine resolves it: symbolic links followed as far as it
 // exists, `.` and `..` applied, no trailing separator.
 std::string ResolvedPath(const std::string& path);
@@ -79,7 +105,10 @@ absl::Status CheckCheckpointDirectoryUnder(const std::string& directory, const s
 // describes: density, schedule, warm-up, rule, statistic, mask shape. The
 // rest of the formulation (exponents) stays at ScapeConfig's defaults, the
 // best measured (docs/scape.md); the mask epoch's fields come from the
-// scheduler. The worker's trainer and the scheduler's mask epochs read it.
+// scheduler. The worker's trainer, the scheduler's mask epochs and
+// ValidateJobSpec (which runs ScapeConfig::Validate on it) read it. A name
+// it cannot parse is INVALID_ARGUMENT naming the field
+// ("optimizer.scape.rule: ...").
 absl::StatusOr<optim::ScapeConfig> ScapeConfigFromSpec(const v1::OptimizerSpec& spec);
 
 // The model a JobSpec describes: its preset with the spec's non-zero fields

@@ -89,8 +89,10 @@ TEST(ValidateJobSpecTest, SparseBaselinesAreSelectableWithADensity) {
   EXPECT_NE(ValidateJobSpec(unknown).message().find("spec.optimizer.name"), std::string::npos);
   v1::JobSpec dense_topk = ValidSpec("topk-adamw");
   dense_topk.mutable_optimizer()->mutable_scape()->set_density(1.5);
-  EXPECT_NE(ValidateJobSpec(dense_topk).message().find("spec.optimizer.scape.density"),
-            std::string::npos);
+  EXPECT_NE(ValidateJobSpec(dense_topk).message().find(
+                "spec.optimizer.scape.density: must be in (0, 1]"),
+            std::string::npos)
+      << ValidateJobSpec(dense_topk);
 }
 
 TEST(ValidateJobSpecTest, ScapeMaskStatisticAndOffloadAreChecked) {
@@ -164,9 +166,20 @@ TEST(ValidateJobSpecTest, ScapeRuleMaskShapeAndDensityScheduleAreChecked) {
   bad = spec;
   bad.mutable_optimizer()->mutable_scape()->mutable_density_schedule()->set_start_step(-1);
   refused(bad, "density_schedule.start_step");
+  // Without warm-up steps the schedule is not translated; negative counts
+  // are refused all the same.
+  bad = ValidSpec("scape");
+  bad.mutable_optimizer()->mutable_scape()->mutable_density_schedule()->set_start_step(-1);
+  refused(bad, "density_schedule.start_step: must not be negative");
+  bad = ValidSpec("scape");
+  bad.mutable_optimizer()->mutable_scape()->mutable_density_schedule()->set_warmup_steps(-1);
+  refused(bad, "density_schedule.warmup_steps: must not be negative");
+  bad = spec;
+  bad.mutable_optimizer()->mutable_scape()->set_dense_warmup_steps(-1);
+  refused(bad, "dense_warmup_steps");
   bad = spec;
   bad.mutable_optimizer()->mutable_scape()->set_rule("catch-up");
-  refused(bad, "dense_small_tensors");
+  refused(bad, "dense_small_tensors: needs per-tensor masks");
   bad = ValidSpec("scape-global");
   bad.mutable_optimizer()->mutable_scape()->set_per_tensor_masks(true);
   refused(bad, "per_tensor_masks");

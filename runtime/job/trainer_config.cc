@@ -10,9 +10,8 @@
 
 namespace corescape::job {
 
-absl::StatusOr<train::TrainerConfig> TrainerConfigFromSpec(const v1::JobSpec& unresolved) {
-  v1::JobSpec spec = unresolved;
-  ApplyJobDefaults(spec);
+absl::StatusOr<train::TrainerConfig> TrainerConfigFromSpec(const ResolvedJobSpec& resolved) {
+  const v1::JobSpec& spec = resolved.spec();
   auto model = ModelConfigFromSpec(spec.model());
   if (!model.ok()) return model.status();
   train::TrainerConfig config;
@@ -55,7 +54,9 @@ absl::StatusOr<train::TrainerConfig> TrainerConfigFromSpec(const v1::JobSpec& un
 
 absl::StatusOr<train::TrainerConfig> TrainerConfigForAssignment(
     const v1::JobAssignment& assignment, int threads) {
-  auto config = TrainerConfigFromSpec(assignment.spec());
+  auto spec = CheckResolvedJobSpec(assignment.spec());
+  if (!spec.ok()) return spec.status();
+  auto config = TrainerConfigFromSpec(*spec);
   if (!config.ok()) return config.status();
   if (assignment.gradient_accumulation() > 0) {
     config->grad_accum = assignment.gradient_accumulation();

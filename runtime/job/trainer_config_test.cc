@@ -1,5 +1,6 @@
 #include "runtime/job/trainer_config.h"
 
+#include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -9,40 +10,59 @@
 namespace corescape::job {
 namespace {
 
+// A shard file that exists (validation checks the paths; its contents are
+// the trainer's business).
+std::string Shard(const std::string& name) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << "x";
+  return path;
+}
+
 v1::JobSpec Spec(const std::string& optimizer) {
   v1::JobSpec spec;
-  spec.mutable_data()->add_train_shards("/data/fortunes");
+  spec.mutable_data()->add_train_shards(Shard("fortunes"));
   spec.set_steps(40);
   spec.mutable_optimizer()->set_name(optimizer);
   return spec;
 }
 
+// What a submitted spec trains with: resolved where it is accepted, then
+// translated.
+absl::StatusOr<train::TrainerConfig> SubmittedConfig(const v1::JobSpec& spec) {
+  auto resolved = ResolveJobSpec(spec);
+  if (!resolved.ok()) return resolved.status();
+  return TrainerConfigFromSpec(*resolved);
+}
+
+// The scheduler's assignment of `spec`, resolved at submit.
 v1::JobAssignment Assignment(const v1::JobSpec& spec) {
   v1::JobAssignment assignment;
   assignment.set_job_id("job-1");
   assignment.set_generation(3);
   assignment.set_world_size(2);
-  *assignment.mutable_spec() = spec;
+  auto resolved = ResolveJobSpec(spec);
+  EXPECT_TRUE(resolved.ok()) << resolved.status();
+  if (resolved.ok()) *assignment.mutable_spec() = resolved->spec();
   return assignment;
 }
 
 // A job submitted from flags, or from a file without grad_clip, trains
 // clipped at the documented default; an explicit 0 trains unclipped.
 TEST(TrainerConfigTest, GradClipDefaultsToOneAndZeroTurnsItOff) {
-  auto config = TrainerConfigFromSpec(Spec("adamw"));
+  auto config = SubmittedConfig(Spec("adamw"));
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_DOUBLE_EQ(config->optimizer.grad_clip, 1.0);
 
   v1::JobSpec off = Spec("adamw");
   off.mutable_optimizer()->set_grad_clip(0);
-  config = TrainerConfigFromSpec(off);
+  config = SubmittedConfig(off);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_DOUBLE_EQ(config->optimizer.grad_clip, 0.0);
 }
 
 TEST(TrainerConfigTest, SpecFieldsReachTheTrainer) {
   v1::JobSpec spec = Spec("topk-adamw");
-  spec.mutable_data()->add_validation_shards("/data/val");
+  spec.mutable_data()->add_validation_shards(Shard("val"));
   spec.mutable_data()->set_sequence_length(64);
   spec.mutable_data()->set_micro_batch_size(3);
   spec.mutable_data()->set_gradient_accumulation(2);
@@ -54,11 +74,11 @@ TEST(TrainerConfigTest, SpecFieldsReachTheTrainer) {
   spec.mutable_optimizer()->set_weight_decay(0.05);
   spec.mutable_model()->set_n_layers(3);
   spec.set_seed(7);
-  auto config = TrainerConfigFromSpec(spec);
+  auto config = SubmittedConfig(spec);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->model.n_layers, 3);
-  EXPECT_EQ(config->train_data, std::vector<std::string>{"/data/fortunes"});
-  EXPECT_EQ(config->validation_data, std::vector<std::string>{"/data/val"});
+  EXPECT_EQ(config->train_data, std::vector<std::string>{Shard("fortunes")});
+  EXPECT_EQ(config->validation_data, std::vector<std::string>{Shard("val")});
   EXPECT_EQ(config->seq_len, 64);
   EXPECT_EQ(config->micro_batch, 3);
   EXPECT_EQ(config->grad_accum, 2);
@@ -108,6 +128,22 @@ TEST(TrainerConfigTest, ScapeAssignmentNeedsTheSchedulersMaskEpoch) {
   EXPECT_EQ(config->threads, 2);
 }
 
+// The worker checks what the scheduler resolved: a malformed assignment is
+// refused naming the field, never trained or defaulted.
+TEST(TrainerConfigTest, MalformedAssignmentIsRefusedNamingTheField) {
+  v1::JobAssignment assignment = Assignment(Spec("adams"));
+  assignment.mutable_spec()->mutable_optimizer()->set_name("lion");
+  auto refused = TrainerConfigForAssignment(assignment, 0);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("spec.optimizer.name"), std::string::npos)
+      << refused.status();
+  v1::JobAssignment unresolved = Assignment(Spec("adams"));
+  unresolved.mutable_spec()->mutable_data()->clear_sequence_length();
+  refused = TrainerConfigForAssignment(unresolved, 0);
+  EXPECT_NE(refused.status().message().find("spec.data.sequence_length"), std::string::npos)
+      << refused.status();
+}
+
 TEST(TrainerConfigTest, DenseAssignmentNeedsNoMaskEpochAndMasksCarryTheGeneration) {
   auto config = TrainerConfigForAssignment(Assignment(Spec("adams")), 0);
   ASSERT_TRUE(config.ok()) << config.status();
@@ -119,18 +155,18 @@ TEST(TrainerConfigTest, PingPongOnlyForRemoteAttention) {
     v1::JobSpec spec = Spec("adamw");
     spec.mutable_attention()->set_mode(mode);
     spec.mutable_attention()->set_attention_servers(mode == v1::DISAGGREGATED ? 1 : 0);
-    auto config = TrainerConfigFromSpec(spec);
+    auto config = SubmittedConfig(spec);
     ASSERT_TRUE(config.ok()) << config.status();
     EXPECT_EQ(config->ping_pong, mode != v1::COLOCATED) << mode;
   }
 }
 
 TEST(TrainerConfigTest, UnknownNamesAreRefused) {
-  EXPECT_EQ(TrainerConfigFromSpec(Spec("lion")).status().code(),
+  EXPECT_EQ(SubmittedConfig(Spec("lion")).status().code(),
             absl::StatusCode::kInvalidArgument);
   v1::JobSpec spec = Spec("adamw");
   spec.mutable_model()->set_preset("huge");
-  EXPECT_FALSE(TrainerConfigFromSpec(spec).ok());
+  EXPECT_FALSE(SubmittedConfig(spec).ok());
 }
 
 TEST(TrainerConfigTest, ReferenceRuleAndDensityScheduleReachTheOptimizer) {
@@ -142,7 +178,7 @@ TEST(TrainerConfigTest, ReferenceRuleAndDensityScheduleReachTheOptimizer) {
   scape.mutable_density_schedule()->set_warmup_steps(200);
   scape.mutable_density_schedule()->set_start_step(5);
   scape.mutable_density_schedule()->set_shape("geometric");
-  auto config = TrainerConfigFromSpec(spec);
+  auto config = SubmittedConfig(spec);
   ASSERT_TRUE(config.ok()) << config.status();
   const optim::ScapeConfig& c = config->optimizer.scape;
   EXPECT_EQ(c.rule, optim::ScapeRule::kReference);
@@ -160,8 +196,8 @@ TEST(TrainerConfigTest, ReferenceRuleAndDensityScheduleReachTheOptimizer) {
 }
 
 TEST(TrainerConfigTest, DescriptionIsJsonWithTheOptimizersSettings) {
-  auto dense = TrainerConfigFromSpec(Spec("adamw"));
-  auto sparse = TrainerConfigFromSpec(Spec("scape"));
+  auto dense = SubmittedConfig(Spec("adamw"));
+  auto sparse = SubmittedConfig(Spec("scape"));
   ASSERT_TRUE(dense.ok() && sparse.ok());
   const nlohmann::json d = nlohmann::json::parse(DescribeTrainerConfig(*dense));
   const nlohmann::json s = nlohmann::json::parse(DescribeTrainerConfig(*sparse));
@@ -169,7 +205,7 @@ TEST(TrainerConfigTest, DescriptionIsJsonWithTheOptimizersSettings) {
   EXPECT_FALSE(d["optimizer"].contains("scape"));
   EXPECT_FALSE(s["optimizer"].contains("grad_clip"));
   EXPECT_EQ(s["optimizer"]["scape"]["mask_statistic"], "momentum-plus-scaled-residual");
-  auto topk = TrainerConfigFromSpec(Spec("topk-adamw"));
+  auto topk = SubmittedConfig(Spec("topk-adamw"));
   ASSERT_TRUE(topk.ok());
   const nlohmann::json t = nlohmann::json::parse(DescribeTrainerConfig(*topk));
   EXPECT_EQ(t["optimizer"]["scape"]["density"], 0.1);

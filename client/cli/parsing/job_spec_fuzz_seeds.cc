@@ -107,8 +107,7 @@ seed: 7
 }
 
 void ApplyAndValidate(v1::JobSpec spec) {
-  job::ApplyJobDefaults(spec);
-  job::ValidateJobSpec(spec).IgnoreError();
+  job::ResolveJobSpec(std::move(spec)).status().IgnoreError();
 }
 
 }  // namespace corescape::cli
