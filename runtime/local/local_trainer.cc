@@ -3,10 +3,12 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "runtime/device/device_runtime.h"
@@ -14,8 +16,6 @@
 #include "runtime/job/job_spec.h"
 #include "runtime/job/trainer_config.h"
 #include "runtime/model/peak_flops.h"
-#include "runtime/optim/scape_optimizer.h"
-#include "runtime/optim/lr_schedule.h"
 #include "runtime/train/data_parallel_trainer.h"
 
 namespace corescape::local {
@@ -27,41 +27,65 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
 
 }  // namespace
 
-absl::Status LocalTrainConfig::Validate() const {
-  if (auto preset = model::PresetConfig(model); !preset.ok()) return preset.status();
+namespace {
+
+// The job spec's fields ToJobSpec fills from a setting of another name: a
+// refusal of the job names the setting the user wrote.
+constexpr std::pair<absl::string_view, absl::string_view> kSettingOfSpecField[] = {
+    {"model.preset", "model"},
+    {"data.train_shards[0]", "data"},
+    {"data.sequence_length", "seq_len"},
+    {"data.micro_batch_size", "micro_batch"},
+    {"data.gradient_accumulation", "grad_accum"},
+    {"optimizer.name", "optimizer"},
+    {"optimizer.learning_rate", "lr"},
+    {"optimizer.min_learning_rate", "min_lr"},
+    {"optimizer.warmup_steps", "warmup"},
+    {"optimizer.schedule", "schedule"},
+    {"optimizer.weight_decay", "weight_decay"},
+    {"optimizer.beta1", "beta1"},
+    {"optimizer.beta2", "beta2"},
+    {"optimizer.epsilon", "epsilon"},
+    {"optimizer.grad_clip", "grad_clip"},
+    {"optimizer.scape.density", "density"},
+    {"optimizer.scape.rule", "scape_rule"},
+    {"optimizer.scape.offload_residuals", "offload_residuals"},
+    {"eval_interval_steps", "eval_interval"},
+};
+
+// ValidateJobSpec's "spec.<field>: why" as "<setting>: why".
+absl::Status NamedBySetting(const absl::Status& status) {
+  absl::string_view message = status.message();
+  if (!absl::ConsumePrefix(&message, "spec.")) return status;
+  for (const auto& [field, setting] : kSettingOfSpecField) {
+    absl::string_view why = message;
+    if (absl::ConsumePrefix(&why, field) && absl::ConsumePrefix(&why, ": ")) {
+      return absl::Status(status.code(), absl::StrCat(setting, ": ", why));
+    }
+  }
+  return status;
+}
+
+}  // namespace
+
+absl::StatusOr<job::ResolvedJobSpec> LocalTrainConfig::Resolve() const {
+  // What a job spec has no field for: train-local's own settings.
   if (data.empty()) return Invalid("data", "required: a directory from `corescape data prepare`");
-  if (seq_len <= 0) return Invalid("seq_len", "must be positive");
-  if (micro_batch <= 0) return Invalid("micro_batch", "must be positive");
-  if (grad_accum <= 0) return Invalid("grad_accum", "must be positive");
-  if (steps <= 0) return Invalid("steps", "must be positive");
-  if (!(lr > 0 && lr < 10)) return Invalid("lr", "must be in (0, 10)");
-  if (!(min_lr >= 0 && min_lr <= lr)) return Invalid("min_lr", "must be in [0, lr]");
-  if (warmup < 0) return Invalid("warmup", "must not be negative");
-  if (auto kind = optim::LrSchedule::ParseKind(schedule); !kind.ok()) return kind.status();
-  if (!(weight_decay >= 0 && weight_decay < 1)) return Invalid("weight_decay", "must be in [0, 1)");
-  if (!(beta1 >= 0 && beta1 < 1)) return Invalid("beta1", "must be in [0, 1)");
-  if (!(beta2 >= 0 && beta2 < 1)) return Invalid("beta2", "must be in [0, 1)");
-  if (!(epsilon > 0)) return Invalid("epsilon", "must be positive");
-  if (!(grad_clip >= 0)) return Invalid("grad_clip", "must not be negative (0 disables)");
-  if (auto traits = optim::FindOptimizer(optimizer); !traits.ok()) {
-    return Invalid("optimizer", traits.status().message());
+  // A job spec reads 0 as "the default": these settings always have a value,
+  // so 0 is refused rather than replaced.
+  for (const auto& [setting, value] :
+       {std::pair<const char*, double>{"seq_len", seq_len}, {"micro_batch", micro_batch},
+        {"grad_accum", grad_accum}, {"lr", lr}, {"epsilon", epsilon}}) {
+    if (value == 0) return Invalid(setting, "must be positive");
   }
-  if (absl::Status s = optim::CheckDensity(density); !s.ok()) return Invalid("density", s.message());
-  if (!scape_rule.empty()) {
-    if (auto rule = optim::ParseScapeRule(scape_rule); !rule.ok()) {
-      return Invalid("scape_rule", rule.status().message());
-    }
-  }
-  if (offload_residuals) {
-    if (!job::UsesMaskEpochs(optimizer)) {
-      return Invalid("offload_residuals",
-                     absl::StrCat("'", optimizer, "' keeps all its state in host memory"));
-    }
+  if (offload_residuals && !job::UsesMaskEpochs(optimizer)) {
+    // ToJobSpec gives a dense optimizer no sparse settings: refused, not dropped.
+    return Invalid("offload_residuals",
+                   absl::StrCat("'", optimizer, "' keeps all its state in host memory"));
   }
   if (!std::isfinite(peak_tflops) || peak_tflops < 0) {
     return Invalid("peak_tflops", "must be a number >= 0 (0: the GPU's known peak)");
   }
-  if (eval_interval < 0) return Invalid("eval_interval", "must not be negative");
   if (eval_batches < 0) return Invalid("eval_batches", "must not be negative");
   if (threads < 0 || threads > 1024) return Invalid("threads", "must be in [0, 1024]");
   auto parsed_device = device::ParseDevice(device);
@@ -73,13 +97,13 @@ absl::Status LocalTrainConfig::Validate() const {
       return Invalid("precision", "bf16 needs a GPU (device cuda:N); the CPU computes in fp32");
     }
   }
-  auto preset = model::PresetConfig(model);
-  if (seq_len > preset->max_seq_len) {
-    return Invalid("seq_len", absl::StrCat("exceeds the model's max_seq_len ",
-                                           preset->max_seq_len));
-  }
-  return absl::OkStatus();
+  // The rest is a job's: resolved and checked as a submitted one is.
+  auto resolved = job::ResolveJobSpec(ToJobSpec());
+  if (!resolved.ok()) return NamedBySetting(resolved.status());
+  return resolved;
 }
+
+absl::Status LocalTrainConfig::Validate() const { return Resolve().status(); }
 
 absl::StatusOr<LocalTrainConfig> ParseLocalTrainConfig(absl::string_view text,
                                                        const LocalTrainConfig& base,
@@ -193,8 +217,9 @@ model::Precision LocalTrainConfig::TrainingPrecision() const {
 
 absl::StatusOr<LocalTrainSummary> RunLocalTraining(
     const LocalTrainConfig& config, const std::function<void(const StepMetrics&)>& on_step) {
-  if (absl::Status s = config.Validate(); !s.ok()) return s;
-  auto trainer_config = job::TrainerConfigFromSpec(config.ToJobSpec());
+  auto spec = config.Resolve();
+  if (!spec.ok()) return spec.status();
+  auto trainer_config = job::TrainerConfigFromSpec(*spec);
   if (!trainer_config.ok()) return trainer_config.status();
   trainer_config->threads = config.threads;
   trainer_config->device = config.TrainingDevice();

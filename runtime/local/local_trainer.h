@@ -51,9 +51,12 @@ struct LocalTrainConfig {
   double peak_tflops = 0;        // the device's dense peak for MFU; 0: model::DensePeakTflops
   std::string metrics_out;       // CSV of the loss curve, if set
 
-  // INVALID_ARGUMENT naming the field.
-  absl::Status Validate() const;
-  // The one-worker job these settings describe.
+  // The one-worker job these settings describe (ToJobSpec), resolved as
+  // a submitted job is (job::ResolveJobSpec), after the settings a job has
+  // no field for (device, precision, peak_tflops, ...) are checked.
+  // INVALID_ARGUMENT naming the setting.
+  absl::StatusOr<job::ResolvedJobSpec> Resolve() const;
+  absl::Status Validate() const;  // Resolve()'s status
   v1::JobSpec ToJobSpec() const;
   // The device and precision the step runs with (after Validate).
   device::Device TrainingDevice() const;

@@ -82,7 +82,7 @@ TEST(LocalTrainerTest, PeakGivesTheMfu) {
 
 TEST(LocalTrainerTest, BadConfigNamesTheField) {
   LocalTrainConfig config;
-  config.data = "/nonexistent";
+  config.data = PrepareGrammarCorpus();  // resolving the job checks that it exists
   config.micro_batch = 0;
   EXPECT_NE(config.Validate().message().find("micro_batch"), std::string::npos);
   config.micro_batch = 4;
@@ -96,10 +96,16 @@ TEST(LocalTrainerTest, BadConfigNamesTheField) {
   config.model = "huge";
   EXPECT_NE(config.Validate().message().find("model.preset"), std::string::npos);
   config.model = "tiny";
+  const std::string dataset = config.data;
+  config.data = "/nonexistent";
+  EXPECT_NE(config.Validate().message().find("data: no such file: /nonexistent"),
+            std::string::npos)
+      << config.Validate();
   auto summary = RunLocalTraining(config, nullptr);
   EXPECT_FALSE(summary.ok());
   EXPECT_NE(summary.status().message().find("/nonexistent"), std::string::npos)
       << summary.status();
+  config.data = dataset;
 
   auto parsed = ParseLocalTrainConfig(R"({"steps": "many"})", config, "job.json");
   EXPECT_NE(parsed.status().message().find("steps"), std::string::npos);
@@ -129,7 +135,6 @@ TEST(LocalTrainerTest, BadConfigNamesTheField) {
       "job.json");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_TRUE(parsed->ToJobSpec().optimizer().scape().offload_residuals());
-  parsed->data = "/some/dataset";
   EXPECT_TRUE(parsed->Validate().ok()) << parsed->Validate();
   parsed->scape_rule = "catch-up";
   EXPECT_TRUE(parsed->Validate().ok()) << parsed->Validate();
@@ -153,7 +158,7 @@ TEST(LocalTrainerTest, BadConfigNamesTheField) {
 
 TEST(LocalTrainerTest, DeviceAndPrecisionAreValidatedAndNamed) {
   LocalTrainConfig config;
-  config.data = "/nonexistent";
+  config.data = PrepareGrammarCorpus();
   config.device = "gpu";
   EXPECT_NE(config.Validate().message().find("device"), std::string::npos) << config.Validate();
   config.device = "cpu";
