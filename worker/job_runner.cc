@@ -234,7 +234,7 @@ absl::StatusOr<JobRunner::TrainingSetup> JobRunner::SetUpTraining(Run& run,
                                    peak_tflops_ > 0 ? "--peak_tflops" : device_.gpu_model(), ", ",
                                    model::PrecisionName(setup.config.precision), ")")
                     : std::string("unknown: no peak for this device (--peak_tflops gives one)"));
-  auto created_group = group_factory_(assignment);
+  auto created_group = group_factory_(assignment, training_device->device);
   if (!created_group.ok()) return created_group.status();
   setup.group = *std::move(created_group);
   {

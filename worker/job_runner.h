@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "corescape/v1/node.pb.h"
 #include "runtime/attention/remote_core_attention.h"
+#include "runtime/device/device.h"
 #include "daemon/node_agent.h"
 #include "daemon/run_metrics.h"
 #include "daemon/run_supervisor.h"
@@ -30,9 +31,10 @@ using AttentionFactory =
         const v1::JobAssignment& assignment, const train::TrainerConfig& config)>;
 
 // Builds the job's data-parallel group (its communicator) from an
-// assignment: peers, generation, token.
+// assignment (peers, generation, token) and the device the runner resolved
+// it to train on (job::TrainingDeviceFor): a GPU job synchronizes on it.
 using GroupFactory = std::function<absl::StatusOr<std::unique_ptr<train::DataParallelGroup>>(
-    const v1::JobAssignment& assignment)>;
+    const v1::JobAssignment& assignment, const device::Device& training_device)>;
 
 // The worker's side of a training job: on JobAssignment it trains its rank
 // on a thread (resuming from the checkpoint the scheduler names), reports

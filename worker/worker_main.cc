@@ -19,7 +19,6 @@
 #include "worker/core_attention.h"
 #include "worker/device_group.h"
 #include "runtime/job/job_communicator.h"
-#include "runtime/job/job_device.h"
 #include "runtime/job/job_spec.h"
 #include "worker/job_runner.h"
 
@@ -60,7 +59,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<corescape::comm::Transport> transport;
   // What this worker serves (--device), known once describe_resources ran.
   corescape::v1::ServedDevice device;
-  auto make_group = [&](const corescape::v1::JobAssignment& assignment)
+  auto make_group = [&](const corescape::v1::JobAssignment& assignment,
+                        const corescape::device::Device& training_device)
       -> absl::StatusOr<std::unique_ptr<corescape::train::DataParallelGroup>> {
     if (assignment.world_size() == 1) {
       return std::make_unique<corescape::train::SingleProcessGroup>();
@@ -71,11 +71,9 @@ int main(int argc, char** argv) {
     std::unique_ptr<corescape::train::DataParallelGroup> data_plane = *std::move(group);
     // A job training on GPUs synchronizes over NCCL, bootstrapped over the
     // data plane.
-    auto training =
-        corescape::job::TrainingDeviceFor(assignment.job_id(), assignment.spec(), device);
-    if (!training.ok() || !training->device.is_cuda()) return data_plane;
+    if (!training_device.is_cuda()) return data_plane;
     return corescape::worker::ConnectDeviceGroup(std::move(data_plane), assignment,
-                                                 training->device,
+                                                 training_device,
                                                  absl::GetFlag(FLAGS_collective_timeout));
   };
   // Flags are parsed inside RunNodeDaemon, before any hook runs.
