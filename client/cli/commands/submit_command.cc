@@ -15,6 +15,7 @@
 #include "client/cli/common.h"
 #include "client/cli/rendering/job_output.h"
 #include "client/cli/parsing/job_spec_file.h"
+#include "runtime/job/attention_mode.h"
 #include "runtime/job/job_device.h"
 #include "client/cli/commands/watch.h"
 #include "runtime/model/model_config.h"
@@ -205,9 +206,9 @@ Subcommand AddSubmitCommand(CLI::App& parent, GlobalOptions& globals) {
               "Checkpoint directory", "DIR");
   AddOverride(*command, "--checkpoint-interval", o.checkpoint_interval,
               "Checkpoint every N steps", "N");
-  AddOverride(*command, "--attention-mode", o.attention_mode,
-              "colocated, disaggregated or in-place", "MODE")
-      ->check(CLI::IsMember({"colocated", "disaggregated", "in-place"}));
+  AddOverride(*command, "--attention-mode", o.attention_mode, job::AttentionModeNameList(),
+              "MODE")
+      ->check(CLI::IsMember(job::AttentionModeNames()));
   AddOverride(*command, "--attention-servers", o.attention_servers,
               "Attention servers (disaggregated mode)", "N");
   AddOverride(*command, "--seed", o.seed, "Seed of weights and data order",

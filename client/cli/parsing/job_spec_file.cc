@@ -14,6 +14,7 @@
 #include "client/cli/parsing/yaml_subset.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "runtime/job/attention_mode.h"
 #include "runtime/job/job_device.h"
 #include "runtime/optim/optimizer_registry.h"
 
@@ -277,19 +278,12 @@ absl::Status ApplyJobSpecOverrides(const JobSpecOverrides& overrides,
     spec->mutable_checkpoint()->set_interval_steps(*overrides.checkpoint_interval);
   }
   if (overrides.attention_mode) {
-    static const auto* modes = new std::map<std::string, v1::AttentionMode>{
-        {"colocated", v1::COLOCATED},
-        {"disaggregated", v1::DISAGGREGATED},
-        {"in-place", v1::IN_PLACE},
-        {"in_place", v1::IN_PLACE},
-    };
-    auto it = modes->find(*overrides.attention_mode);
-    if (it == modes->end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--attention-mode: unknown mode '", *overrides.attention_mode,
-          "' (one of colocated, disaggregated, in-place)"));
+    absl::StatusOr<v1::AttentionMode> mode = job::ParseAttentionMode(*overrides.attention_mode);
+    if (!mode.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--attention-mode: ", mode.status().message()));
     }
-    spec->mutable_attention()->set_mode(it->second);
+    spec->mutable_attention()->set_mode(*mode);
   }
   if (overrides.attention_servers) {
     spec->mutable_attention()->set_attention_servers(*overrides.attention_servers);
