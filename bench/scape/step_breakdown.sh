@@ -24,4 +24,5 @@ if [ ! -f "$DATA/manifest.json" ]; then
     --output="$DATA" >/dev/null
 fi
 echo "host: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-exec bazel-bin/bench/scape/step_breakdown_bench --data="$DATA" "${args[@]}" "$@"
+exec bazel-bin/bench/scape/step_breakdown_bench --data="$DATA" --model=small --ranks=2 \
+  --micro_batch=4 --seq_len=256 "${args[@]}" "$@"

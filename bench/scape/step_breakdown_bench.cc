@@ -30,18 +30,16 @@
 #include "runtime/optim/optimizer_names.h"
 #include "runtime/optim/scape_optimizer.h"
 #include "runtime/train/data_parallel_trainer.h"
+#include "tools/scape/run_shape_flags.h"
 #include "tools/scape/timed_rank_group.h"
 #include "tools/scape/training_rank.h"
 
-ABSL_FLAG(std::string, data, "", "`corescape data prepare` output directory");
-ABSL_FLAG(std::string, model, "small", "model preset");
-ABSL_FLAG(int32_t, ranks, 2, "data-parallel ranks (threads of this process)");
-ABSL_FLAG(int32_t, micro_batch, 4, "rows per rank per step");
-ABSL_FLAG(int32_t, seq_len, 256, "tokens per row");
+// --data, --model, --ranks (threads of this process), --micro_batch,
+// --seq_len and --rule are tools/scape's (run_shape_flags.h);
+// step_breakdown.sh gives this benchmark's shape.
 ABSL_FLAG(int32_t, steps, 3, "timed steps per method and round");
 ABSL_FLAG(int32_t, rounds, 2, "times every method is run, in turn");
 ABSL_FLAG(std::string, densities, "0.01,0.1", "SCAPE densities (d = 1 - sparsity)");
-ABSL_FLAG(std::string, rule, "catch-up", "SCAPE rule (catch-up, reference, ...)");
 ABSL_FLAG(bool, shared_group, false,
           "the trainer's token counts and losses share the optimizer's group (a CPU job over "
           "UCX), so the mask exchange encodes on the step's thread; else they go over a "
@@ -135,22 +133,17 @@ void PrintRow(const std::string& label, const std::string& step, const StepSampl
 }  // namespace
 
 int RunBenchmark() {
-  if (absl::GetFlag(FLAGS_data).empty()) {
+  scape_tool::DriverConfig base;
+  if (absl::Status s = scape_tool::SetRunShapeFromFlags(base); !s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (base.data.empty()) {
     std::fprintf(stderr, "--data is required (`corescape data prepare` output)\n");
     return 2;
   }
-  auto rule = optim::ParseScapeRule(absl::GetFlag(FLAGS_rule));
-  if (!rule.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(rule.status().message()).c_str());
-    return 2;
-  }
+  const optim::ScapeRule rule = base.scape.rule;
   const int32_t steps = absl::GetFlag(FLAGS_steps);
-  scape_tool::DriverConfig base;
-  base.data = absl::GetFlag(FLAGS_data);
-  base.model = absl::GetFlag(FLAGS_model);
-  base.ranks = absl::GetFlag(FLAGS_ranks);
-  base.micro_batch = absl::GetFlag(FLAGS_micro_batch);
-  base.seq_len = absl::GetFlag(FLAGS_seq_len);
   base.steps = steps + 1;
   base.lr_warmup = 1;
   base.validate = false;
@@ -170,7 +163,6 @@ int RunBenchmark() {
     Method scape{absl::StrFormat("scape-%g", density), base};
     scape.config.method = optim::OptimizerName(optim::OptimizerKind::kScape);
     scape.config.scape.density = density;
-    scape.config.scape.rule = *rule;
     scape.config.scape.statistic = optim::MaskStatistic::kMomentumPlusScaledResidual;
     scape.config.scape.catch_up_exponent = 0.65;
     scape.config.scape.dense_warmup_steps = 1;
@@ -181,7 +173,7 @@ int RunBenchmark() {
               " rule %s, %d timed steps x %d rounds, mask encoded on %s; ms, mean over ranks\n",
               absl::FormatTime("%Y-%m-%d %H:%M UTC", absl::Now(), absl::UTCTimeZone()).c_str(),
               base.model.c_str(), base.ranks, base.micro_batch, base.seq_len,
-              optim::ScapeRuleName(*rule), steps, absl::GetFlag(FLAGS_rounds),
+              optim::ScapeRuleName(rule), steps, absl::GetFlag(FLAGS_rounds),
               absl::GetFlag(FLAGS_shared_group) ? "the step's thread (shared group)"
                                                 : "the exchange's thread (control group)");
   std::printf("%-10s %5s %9s %9s %9s %9s %9s %9s %10s %11s %9s %9s\n", "method", "step", "select",

@@ -5,12 +5,8 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/optim/optimizer_registry.h"
+#include "tools/scape/run_shape_flags.h"
 
-ABSL_FLAG(std::string, data, "", "dataset directory (corescape data prepare)");
-ABSL_FLAG(std::string, model, "tiny", "model preset");
-ABSL_FLAG(int32_t, ranks, 4, "data-parallel ranks (world size)");
-ABSL_FLAG(int32_t, seq_len, 128, "tokens per row");
-ABSL_FLAG(int32_t, micro_batch, 8, "rows per rank per step");
 ABSL_FLAG(int64_t, steps, 400, "optimizer steps");
 ABSL_FLAG(std::string, method,
           corescape::optim::OptimizerName(corescape::optim::OptimizerKind::kScape),
@@ -32,7 +28,6 @@ ABSL_FLAG(double, density_start, 1.0, "density schedule: density before and at -
 ABSL_FLAG(int64_t, density_warmup, 0, "density schedule: steps from --density_start to --density (0: no schedule)");
 ABSL_FLAG(int64_t, density_start_step, 0, "density schedule: the step the density starts to fall");
 ABSL_FLAG(std::string, density_shape, "linear", "density schedule: linear | geometric");
-ABSL_FLAG(std::string, rule, "catch-up", "SCAPE: catch-up | reference");
 ABSL_FLAG(bool, per_tensor_masks, false, "SCAPE: masks per parameter tensor, whole tensors per rank");
 ABSL_FLAG(bool, dense_small_tensors, false, "SCAPE per-tensor masks: norm gains sent whole");
 ABSL_FLAG(std::string, statistic, "momentum-plus-scaled-residual",
@@ -54,9 +49,6 @@ absl::Status Unknown(absl::string_view flag, absl::string_view value) {
 
 absl::Status ParseEnums(optim::ScapeConfig& c) {
   const std::string stat = absl::GetFlag(FLAGS_statistic);
-  auto rule = optim::ParseScapeRule(absl::GetFlag(FLAGS_rule));
-  if (!rule.ok()) return absl::InvalidArgumentError(absl::StrCat("--rule: ", rule.status().message()));
-  c.rule = *rule;
   auto statistic = optim::ParseMaskStatistic(stat);
   if (!statistic.ok()) return Unknown("statistic", stat);
   c.statistic = *statistic;
@@ -67,11 +59,7 @@ absl::Status ParseEnums(optim::ScapeConfig& c) {
 
 absl::StatusOr<DriverConfig> DriverConfigFromFlags() {
   DriverConfig config;
-  config.data = absl::GetFlag(FLAGS_data);
-  config.model = absl::GetFlag(FLAGS_model);
-  config.ranks = absl::GetFlag(FLAGS_ranks);
-  config.seq_len = absl::GetFlag(FLAGS_seq_len);
-  config.micro_batch = absl::GetFlag(FLAGS_micro_batch);
+  if (absl::Status status = SetRunShapeFromFlags(config); !status.ok()) return status;
   config.steps = absl::GetFlag(FLAGS_steps);
   config.method = absl::GetFlag(FLAGS_method);
   config.lr = absl::GetFlag(FLAGS_lr);

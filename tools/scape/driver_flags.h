@@ -8,7 +8,8 @@ namespace corescape::scape_tool {
 
 // The training configuration from the command-line flags shared by
 // corescape-scape-train (P ranks as threads) and corescape-scape-rank (one
-// rank per process): --data, --model, --ranks, --method, --density, ...
+// rank per process): the run's shape (run_shape_flags.h), --method,
+// --density, ...
 // InvalidArgument names a flag with an unknown value.
 absl::StatusOr<DriverConfig> DriverConfigFromFlags();
 
