@@ -11,10 +11,10 @@
 #include "runtime/optim/optimizer_registry.h"
 
 // A JobSpec as everyone reads it: the defaults of its unset fields, its
-// validation and the model it describes. The scheduler applies and checks
-// them when it accepts a job; the CLI, the worker (trainer_config.h) and
-// train-local read the same values from here, so no default or optimizer
-// name is spelled out twice.
+// validation and the model it describes. Where a spec is accepted (the
+// scheduler at submit, train-local) ResolveJobSpec applies and checks them,
+// once; the worker checks what it is sent and translates it
+// (trainer_config.h). No default or optimizer name is spelled out twice.
 namespace corescape::job {
 
 // The defaults ApplyJobDefaults fills (docs/jobs.md lists them). Optimizer

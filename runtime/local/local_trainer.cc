@@ -25,10 +25,6 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
-}  // namespace
-
-namespace {
-
 // The job spec's fields ToJobSpec fills from a setting of another name: a
 // refusal of the job names the setting the user wrote.
 constexpr std::pair<absl::string_view, absl::string_view> kSettingOfSpecField[] = {
