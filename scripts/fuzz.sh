@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target (cc_fuzz_target: the parsers of outside
 # input) with clang, ASan and UBSan, and fuzzes each for N seconds from its
-# seed corpus. Prints one line per target ("//pkg:target PASSED|FAILED ...")
+# seed corpus, one target per core at a time. Prints one line per target ("//pkg:target PASSED|FAILED ...")
 # and exits non-zero if any target crashed; crash inputs are kept under the
 # output directory.
 #   scripts/fuzz.sh [--seconds N] [--out DIR] [TARGET ...]
@@ -48,17 +48,17 @@ if ! CC="$clang" "${bazel_fuzz[@]}" build --config=fuzz --repo_env=CC="$clang" "
 fi
 bin_dir=$("${bazel_fuzz[@]}" info --config=fuzz --repo_env=CC="$clang" bazel-bin 2>/dev/null)
 
-failed=0
-for target in "${targets[@]}"; do
+# Fuzzes one target; prints its result line. Returns non-zero on a failure.
+fuzz_one() {
+  local target=$1 name binary work status runs
   name=${target#//}; name=${name/://}
   binary="$bin_dir/$name"
   work="$out/${name//\//_}"
   rm -rf "$work"; mkdir -p "$work/corpus" "$work/crashes"
   if ! CORESCAPE_FUZZ_WRITE_SEEDS="$work/corpus" timeout 60 "$binary" -runs=0 >"$work/seeds.log" 2>&1 ||
      [[ -z "$(ls "$work/corpus")" ]]; then
-    failed=$((failed + 1))
     echo "$target FAILED (could not write its seed corpus: $work/seeds.log)"
-    continue
+    return 1
   fi
   timeout $((seconds + 120)) "$binary" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$work/crashes/" "$work/corpus" >"$work/log" 2>&1
@@ -66,10 +66,32 @@ for target in "${targets[@]}"; do
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
   if [[ $status -eq 0 ]]; then
     echo "$target PASSED (${runs:-?} runs in ${seconds}s, corpus $(ls "$work/corpus" | wc -l) inputs)"
-  else
-    failed=$((failed + 1))
-    echo "$target FAILED (exit $status; crash inputs in $work/crashes; log $work/log):"
-    grep -m5 -E 'ERROR|SUMMARY|runtime error' "$work/log" | sed 's/^/    /'
+    return 0
   fi
+  echo "$target FAILED (exit $status; crash inputs in $work/crashes; log $work/log):"
+  grep -m5 -E 'ERROR|SUMMARY|runtime error' "$work/log" | sed 's/^/    /'
+  return 1
+}
+
+# One fuzzer per core at a time (each is single-threaded): every target
+# still fuzzes for the full --seconds. Each prints its lines when it ends.
+parallel=$(nproc 2>/dev/null || echo 1)
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+running=0
+index=0
+for target in "${targets[@]}"; do
+  if ((running >= parallel)); then
+    wait -n
+    running=$((running - 1))
+  fi
+  index=$((index + 1))
+  (fuzz_one "$target" > "$results/$index.out"; echo $? > "$results/$index.rc"; cat "$results/$index.out") &
+  running=$((running + 1))
+done
+wait
+failed=0
+for ((i = 1; i <= index; ++i)); do
+  [[ "$(cat "$results/$i.rc" 2>/dev/null)" == 0 ]] || failed=$((failed + 1))
 done
 [[ $failed -eq 0 ]]

@@ -20,6 +20,15 @@ count_failed() {
 
 passed=0
 failed=0
+# Each stage's wall time, printed as it ends and again at the end.
+stage_started=$SECONDS
+timings=()
+stage_done() {
+  local took=$((SECONDS - stage_started))
+  timings+=("$(printf '%-10s %4d s' "$1" "$took")")
+  echo "== $1 took ${took} s"
+  stage_started=$SECONDS
+}
 
 echo "== bazel test //..."
 bazel test //... --test_summary=short --test_output=errors "$@" 2>&1 | tee "$log"
@@ -32,6 +41,7 @@ if [[ $bazel_status -ne 0 && $failed -eq 0 ]]; then
   echo "bazel test exited with status $bazel_status"
   failed=1
 fi
+stage_done tests
 
 # Runs one more stage (a command whose output has "//pkg:target PASSED|FAILED"
 # lines), shows its result lines prefixed with $1, and adds its counts; a
@@ -60,16 +70,20 @@ unit_dirs=(//runtime/... //daemon/... //scheduler/... //worker/... //attention_s
 echo "== bazel test --config=asan (unit tests under ASan + UBSan)"
 run_stage asan: bazel test --config=asan --test_summary=short --test_output=errors \
     --test_tag_filters=-gpu,-exclusive --build_tests_only "$@" -- "${unit_dirs[@]}"
+stage_done asan
 
 # Every libFuzzer target (clang, ASan + UBSan), briefly; a crash fails it.
 echo "== scripts/fuzz.sh --seconds ${CORESCAPE_FUZZ_SECONDS:-20}"
 run_stage fuzz: ./scripts/fuzz.sh --seconds "${CORESCAPE_FUZZ_SECONDS:-20}"
+stage_done fuzz
 
 if [[ -x /usr/local/cuda/bin/nvcc ]]; then
-  echo "== bazel build --config=cuda (nvcc found: GPU code must keep compiling)"
-  if set -o pipefail; bazel build --config=cuda //worker:all //runtime/comm:nccl_communicator \
+  # Over the default build's outputs: only what the CUDA define changes is
+  # compiled again.
+  echo "== bazel build --config=cuda_over_default (nvcc found: GPU code must keep compiling)"
+  if set -o pipefail; bazel build --config=cuda_over_default //worker:all //runtime/comm:nccl_communicator \
        //attention_server:corescape-attention-server //runtime/device:all //runtime/kernels/cuda:all \
-       //runtime/model:all //runtime/train:all //tools/train:all //bench/train_throughput:all \
+       //runtime/model:all //runtime/train:all //runtime/local:all //tools/train:all //bench/train_throughput:all \
        //client:corescape //tests:cuda_cluster_job_test \
        2>&1 | tail -5; then
     passed=$((passed + 1))
@@ -78,7 +92,10 @@ if [[ -x /usr/local/cuda/bin/nvcc ]]; then
     failed=$((failed + 1))
     echo "//:cuda_build FAILED"
   fi
+  stage_done cuda
 fi
+printf '== stage times:\n'
+printf '   %s\n' "${timings[@]}"
 
 echo "${passed} passed, ${failed} failed"
 [[ $failed -eq 0 ]]

@@ -340,12 +340,12 @@ class CudaModelOps final : public ModelOps {
   }
   absl::Status AdamWUpdate(float* theta, float* m, float* v, const float* g,
                            const uint8_t* decays, int64_t n,
-                           const kc::AdamWScalars& scalars) override {
+                           const kernels::host_device::AdamWScalars& scalars) override {
     device::ProfileSpan span(op_profile_.active(), "AdamWUpdate");
     return kc::LaunchAdamW(theta, m, v, g, decays, n, scalars, stream());
   }
   absl::Status AdamSUpdate(float* theta, float* m, const float* g, const uint8_t* decays,
-                           int64_t n, const kc::AdamSScalars& scalars) override {
+                           int64_t n, const kernels::host_device::AdamSScalars& scalars) override {
     device::ProfileSpan span(op_profile_.active(), "AdamSUpdate");
     return kc::LaunchAdamS(theta, m, g, decays, n, scalars, stream());
   }
@@ -377,7 +377,7 @@ class CudaModelOps final : public ModelOps {
                             "cublasSscal");
   }
   absl::Status ScapePayload(float* residual, const float* m, const float* g, int64_t n,
-                            const kc::ScapeReferenceScalars& scalars) override {
+                            const kernels::host_device::ScapeReferenceScalars& scalars) override {
     device::ProfileSpan span(op_profile_.active(), "ScapePayload");
     return kc::LaunchScapePayload(residual, m, g, n, scalars, stream());
   }
@@ -395,13 +395,13 @@ class CudaModelOps final : public ModelOps {
     return kc::LaunchUnpackAtMask(mask, count, values, dense, stream());
   }
   absl::Status ScapeReconstruct(float* values, const int64_t* mask, int64_t count, const float* m,
-                                const kc::ScapeReferenceScalars& scalars) override {
+                                const kernels::host_device::ScapeReferenceScalars& scalars) override {
     device::ProfileSpan span(op_profile_.active(), "ScapeReconstruct");
     return kc::LaunchScapeReconstruct(values, mask, count, m, scalars, stream());
   }
   absl::Status ScapeReferenceApply(float* theta, float* m, const float* g_hat, const int64_t* mask,
                                    int64_t count, const uint8_t* decays, int64_t n,
-                                   const kc::ScapeReferenceScalars& scalars) override {
+                                   const kernels::host_device::ScapeReferenceScalars& scalars) override {
     device::ProfileSpan span(op_profile_.active(), "ScapeReferenceApply");
     const uint32_t* words = nullptr;
     device::DeviceBuffer mask_words;
@@ -419,15 +419,15 @@ class CudaModelOps final : public ModelOps {
     return stream_->Synchronize();
   }
   absl::Status ScapeAccumulate(float* residual, const float* g, int64_t n,
-                               const kc::ScapeCatchUpScalars& scalars) override {
+                               const kernels::host_device::ScapeCatchUpScalars& scalars) override {
     device::ProfileSpan span(op_profile_.active(), "ScapeAccumulate");
     return kc::LaunchScapeAccumulate(residual, g, n, scalars, stream());
   }
   absl::Status ScapeCatchUpApply(float* theta, float* m, float* vbar, const float* values,
                                  const int64_t* mask, const int32_t* windows, int64_t count,
                                  const uint8_t* decays, int64_t n,
-                                 const kc::ScapeCatchUpScalars& scalars,
-                                 const kc::CatchUpPowers& powers) override {
+                                 const kernels::host_device::ScapeCatchUpScalars& scalars,
+                                 const kernels::host_device::CatchUpPowers& powers) override {
     device::ProfileSpan span(op_profile_.active(), "ScapeCatchUpApply");
     return kc::LaunchScapeCatchUpApply(theta, m, vbar, values, mask, windows, count, decays, n,
                                        scalars, powers, stream());
@@ -438,20 +438,20 @@ class CudaModelOps final : public ModelOps {
     return kc::LaunchStampSynced(mask, count, stamp, synced, windows, stream());
   }
   absl::Status ScapeMaskStatistic(const float* m, const float* e, const float* vbar, int64_t n,
-                                  kc::MaskStatistic statistic,
-                                  const kc::MaskStatisticScalars& scalars, float* out) override {
+                                  kernels::host_device::MaskStatistic statistic,
+                                  const kernels::host_device::MaskStatisticScalars& scalars, float* out) override {
     device::ProfileSpan span(op_profile_.active(), "ScapeMaskStatistic");
     return kc::LaunchMaskStatistic(m, e, vbar, n, statistic, scalars, out, stream());
   }
   absl::Status SelectLargestMagnitudes(const float* values,
-                                       absl::Span<const kc::TopKSegment> segments, int64_t begin,
+                                       absl::Span<const kernels::host_device::TopKSegment> segments, int64_t begin,
                                        int64_t* out_indices) override {
     device::ProfileSpan span(op_profile_.active(), "SelectLargestMagnitudes");
     auto bytes = kc::TopKScratchBytes(segments);
     if (!bytes.ok()) return bytes.status();
     CORESCAPE_RETURN_IF_ERROR(EnsureCapacity(*this, topk_scratch_, *bytes));
     return kc::SelectTopKInSegments(values, segments, begin, out_indices, topk_scratch_.data(),
-                                    topk_scratch_.size(), stream(), kc::TopKBy::kMagnitude);
+                                    topk_scratch_.size(), stream(), kernels::host_device::TopKBy::kMagnitude);
   }
   CoreAttentionExecutor& local_attention() override { return attention_; }
   device::OnDemandProfiler& op_profile() override { return op_profile_; }

@@ -219,13 +219,13 @@ class CpuModelOps final : public ModelOps {
   }
   absl::Status AdamWUpdate(float* theta, float* m, float* v, const float* g,
                            const uint8_t* decays, int64_t n,
-                           const kernels::cuda::AdamWScalars& scalars) override {
+                           const kernels::host_device::AdamWScalars& scalars) override {
     return Issue("AdamWUpdate", [=] {
       optim::AdamWElements(theta, m, v, g, decays, n, scalars);
     });
   }
   absl::Status AdamSUpdate(float* theta, float* m, const float* g, const uint8_t* decays,
-                           int64_t n, const kernels::cuda::AdamSScalars& scalars) override {
+                           int64_t n, const kernels::host_device::AdamSScalars& scalars) override {
     return Issue("AdamSUpdate", [=] {
       optim::AdamSElements(theta, m, g, decays, n, scalars);
     });
@@ -247,9 +247,9 @@ class CpuModelOps final : public ModelOps {
     });
   }
   absl::Status ScapePayload(float* residual, const float* m, const float* g, int64_t n,
-                            const kernels::cuda::ScapeReferenceScalars& scalars) override {
+                            const kernels::host_device::ScapeReferenceScalars& scalars) override {
     return Issue("ScapePayload", [=] {
-      for (int64_t j = 0; j < n; ++j) kernels::cuda::ScapePayloadElement(residual[j], m[j], g[j], scalars);
+      for (int64_t j = 0; j < n; ++j) kernels::host_device::ScapePayloadElement(residual[j], m[j], g[j], scalars);
     });
   }
   absl::Status ScapePack(const int64_t* mask, int64_t count, float* residual,
@@ -260,57 +260,57 @@ class CpuModelOps final : public ModelOps {
         std::fill(residual, residual + count, 0.0f);
         return;
       }
-      for (int64_t p = 0; p < count; ++p) kernels::cuda::PackAtMaskElement(p, mask, residual, values);
+      for (int64_t p = 0; p < count; ++p) kernels::host_device::PackAtMaskElement(p, mask, residual, values);
     });
   }
   absl::Status UnpackAtMask(const int64_t* mask, int64_t count, const float* values,
                             float* dense) override {
     return Issue("UnpackAtMask", [=] {
-      for (int64_t p = 0; p < count; ++p) kernels::cuda::UnpackAtMaskElement(p, mask, values, dense);
+      for (int64_t p = 0; p < count; ++p) kernels::host_device::UnpackAtMaskElement(p, mask, values, dense);
     });
   }
   absl::Status ScapeReconstruct(float* values, const int64_t* mask, int64_t count, const float* m,
-                                const kernels::cuda::ScapeReferenceScalars& scalars) override {
+                                const kernels::host_device::ScapeReferenceScalars& scalars) override {
     return Issue("ScapeReconstruct", [=] {
       for (int64_t p = 0; p < count; ++p) {
-        kernels::cuda::ScapeReconstructElement(values[p], m[mask != nullptr ? mask[p] : p], scalars);
+        kernels::host_device::ScapeReconstructElement(values[p], m[mask != nullptr ? mask[p] : p], scalars);
       }
     });
   }
   absl::Status ScapeReferenceApply(float* theta, float* m, const float* g_hat, const int64_t* mask,
                                    int64_t count, const uint8_t* decays, int64_t n,
-                                   const kernels::cuda::ScapeReferenceScalars& scalars) override {
+                                   const kernels::host_device::ScapeReferenceScalars& scalars) override {
     return Issue("ScapeReferenceApply", [=] {
       // Walks the coordinates once: the mask's in order, the rest between.
       int64_t p = 0;
       for (int64_t j = 0; j < n; ++j) {
         if (p < count && (mask == nullptr ? p : mask[p]) == j) {
-          kernels::cuda::ScapeReferenceOnMask(theta[j], m[j], g_hat[p++], decays[j] != 0, scalars);
+          kernels::host_device::ScapeReferenceOnMask(theta[j], m[j], g_hat[p++], decays[j] != 0, scalars);
         } else {
-          kernels::cuda::ScapeReferenceOffMask(theta[j], m[j], decays[j] != 0, scalars);
+          kernels::host_device::ScapeReferenceOffMask(theta[j], m[j], decays[j] != 0, scalars);
         }
       }
     });
   }
   absl::Status ScapeAccumulate(float* residual, const float* g, int64_t n,
-                               const kernels::cuda::ScapeCatchUpScalars& scalars) override {
+                               const kernels::host_device::ScapeCatchUpScalars& scalars) override {
     return Issue("ScapeAccumulate", [=] {
-      for (int64_t j = 0; j < n; ++j) kernels::cuda::ScapeAccumulateElement(residual[j], g[j], scalars);
+      for (int64_t j = 0; j < n; ++j) kernels::host_device::ScapeAccumulateElement(residual[j], g[j], scalars);
     });
   }
   absl::Status ScapeCatchUpApply(float* theta, float* m, float* vbar, const float* values,
                                  const int64_t* mask, const int32_t* windows, int64_t count,
                                  const uint8_t* decays, int64_t n,
-                                 const kernels::cuda::ScapeCatchUpScalars& scalars,
-                                 const kernels::cuda::CatchUpPowers& powers) override {
+                                 const kernels::host_device::ScapeCatchUpScalars& scalars,
+                                 const kernels::host_device::CatchUpPowers& powers) override {
     return Issue("ScapeCatchUpApply", [=] {
       for (int64_t j = 0; j < n; ++j) theta[j] *= decays[j] ? scalars.decay : 1.0f;
       for (int64_t p = 0; p < count; ++p) {
         const int64_t j = mask != nullptr ? mask[p] : p;
         const int64_t k = windows[p];
-        kernels::cuda::ScapeCatchUpOnMask(theta[j], m[j], vbar[j], values[p], k,
-                                          kernels::cuda::CatchUpBeta1Power(k, powers),
-                                          kernels::cuda::CatchUpSteps(k, powers), scalars);
+        kernels::host_device::ScapeCatchUpOnMask(theta[j], m[j], vbar[j], values[p], k,
+                                          kernels::host_device::CatchUpBeta1Power(k, powers),
+                                          kernels::host_device::CatchUpSteps(k, powers), scalars);
       }
     });
   }
@@ -318,36 +318,36 @@ class CpuModelOps final : public ModelOps {
                                 int32_t* windows) override {
     return Issue("ScapeStampSynced", [=] {
       for (int64_t p = 0; p < count; ++p) {
-        kernels::cuda::StampSyncedElement(p, mask, stamp, synced, windows);
+        kernels::host_device::StampSyncedElement(p, mask, stamp, synced, windows);
       }
     });
   }
   absl::Status ScapeMaskStatistic(const float* m, const float* e, const float* vbar, int64_t n,
-                                  kernels::cuda::MaskStatistic statistic,
-                                  const kernels::cuda::MaskStatisticScalars& scalars,
+                                  kernels::host_device::MaskStatistic statistic,
+                                  const kernels::host_device::MaskStatisticScalars& scalars,
                                   float* out) override {
     return Issue("ScapeMaskStatistic", [=] {
-      const bool reads_v = statistic == kernels::cuda::MaskStatistic::kNormalizedResidual;
+      const bool reads_v = statistic == kernels::host_device::MaskStatistic::kNormalizedResidual;
       for (int64_t i = 0; i < n; ++i) {
-        out[i] = kernels::cuda::MaskStatisticElement(statistic, m[i], e[i], reads_v ? vbar[i] : 0.0f,
+        out[i] = kernels::host_device::MaskStatisticElement(statistic, m[i], e[i], reads_v ? vbar[i] : 0.0f,
                                                      scalars);
       }
     });
   }
   absl::Status SelectLargestMagnitudes(const float* values,
-                                       absl::Span<const kernels::cuda::TopKSegment> segments,
+                                       absl::Span<const kernels::host_device::TopKSegment> segments,
                                        int64_t begin, int64_t* out_indices) override {
-    for (const kernels::cuda::TopKSegment& segment : segments) {
+    for (const kernels::host_device::TopKSegment& segment : segments) {
       if (segment.offset < 0 || segment.numel < 0) {
         return absl::InvalidArgumentError(absl::StrCat("top-k: a segment at ", segment.offset,
                                                        " of ", segment.numel, " entries"));
       }
     }
     return Issue("SelectLargestMagnitudes",
-                 [=, segments = std::vector<kernels::cuda::TopKSegment>(segments.begin(), segments.end())] {
+                 [=, segments = std::vector<kernels::host_device::TopKSegment>(segments.begin(), segments.end())] {
                    int64_t* out = out_indices;
                    std::vector<float> magnitudes;
-                   for (const kernels::cuda::TopKSegment& segment : segments) {
+                   for (const kernels::host_device::TopKSegment& segment : segments) {
                      magnitudes.resize(segment.numel);
                      for (int64_t i = 0; i < segment.numel; ++i) {
                        magnitudes[i] = std::fabs(values[segment.offset + i]);

@@ -125,9 +125,9 @@ class ModelOps {
   // run on the host. `decays` holds one 0/1 byte per coordinate.
   virtual absl::Status AdamWUpdate(float* theta, float* m, float* v, const float* g,
                                    const uint8_t* decays, int64_t n,
-                                   const kernels::cuda::AdamWScalars& scalars) = 0;
+                                   const kernels::host_device::AdamWScalars& scalars) = 0;
   virtual absl::Status AdamSUpdate(float* theta, float* m, const float* g, const uint8_t* decays,
-                                   int64_t n, const kernels::cuda::AdamSScalars& scalars) = 0;
+                                   int64_t n, const kernels::host_device::AdamSScalars& scalars) = 0;
   // Scales g[0, n) so its global L2 norm is at most max_norm (<= 0: no
   // scaling) and returns the norm before (optim::ClipGradientNorm). The sum
   // runs in a fixed order: equal buffers give equal bits. Synchronizes.
@@ -144,7 +144,7 @@ class ModelOps {
   // is null for every coordinate in order (a dense step, count = n).
   //   e ← β1·m + (1−β1)·P·g + e over n coordinates.
   virtual absl::Status ScapePayload(float* residual, const float* m, const float* g, int64_t n,
-                                    const kernels::cuda::ScapeReferenceScalars& scalars) = 0;
+                                    const kernels::host_device::ScapeReferenceScalars& scalars) = 0;
   //   values[p] = e[mask[p]], e there ← 0.
   virtual absl::Status ScapePack(const int64_t* mask, int64_t count, float* residual,
                                  float* values) = 0;
@@ -154,25 +154,25 @@ class ModelOps {
   //   values (the ranks' sum at the mask) → ĝ.
   virtual absl::Status ScapeReconstruct(float* values, const int64_t* mask, int64_t count,
                                         const float* m,
-                                        const kernels::cuda::ScapeReferenceScalars& scalars) = 0;
+                                        const kernels::host_device::ScapeReferenceScalars& scalars) = 0;
   //   Bias-corrected AdamS from ĝ on the mask; m ← 0 and decay off it.
   virtual absl::Status ScapeReferenceApply(
       float* theta, float* m, const float* g_hat, const int64_t* mask, int64_t count,
-      const uint8_t* decays, int64_t n, const kernels::cuda::ScapeReferenceScalars& scalars) = 0;
+      const uint8_t* decays, int64_t n, const kernels::host_device::ScapeReferenceScalars& scalars) = 0;
 
   // SCAPE's catch-up rule (the same bodies; `mask` as above):
   //   e ← e + (1−β1)·g (decayed residuals: β1·e + (1−β1)·g) over n.
   virtual absl::Status ScapeAccumulate(float* residual, const float* g, int64_t n,
-                                       const kernels::cuda::ScapeCatchUpScalars& scalars) = 0;
+                                       const kernels::host_device::ScapeCatchUpScalars& scalars) = 0;
   //   θ ← θ·decay over n (decays[j] ≠ 0), then at mask entry p (window
   //   windows[p]) the catch-up from the summed value values[p]. `powers`'
   //   tables are in this backend's memory.
   virtual absl::Status ScapeCatchUpApply(float* theta, float* m, float* vbar, const float* values,
                                          const int64_t* mask, const int32_t* windows,
                                          int64_t count, const uint8_t* decays, int64_t n,
-                                         const kernels::cuda::ScapeCatchUpScalars& scalars,
-                                         const kernels::cuda::CatchUpPowers& powers) = 0;
-  //   The ages kept beside the state (kernels::cuda::StampSyncedElement):
+                                         const kernels::host_device::ScapeCatchUpScalars& scalars,
+                                         const kernels::host_device::CatchUpPowers& powers) = 0;
+  //   The ages kept beside the state (kernels::host_device::StampSyncedElement):
   //   at mask entry p, windows[p] ← stamp − synced[j], then synced[j] ←
   //   stamp. A null `windows` only sets the ages.
   virtual absl::Status ScapeStampSynced(const int64_t* mask, int64_t count, int32_t stamp,
@@ -180,8 +180,8 @@ class ModelOps {
   //   out[i] = the mask statistic of (m[i], e[i], vbar[i]) over n (vbar is
   //   read only by kNormalizedResidual).
   virtual absl::Status ScapeMaskStatistic(const float* m, const float* e, const float* vbar,
-                                          int64_t n, kernels::cuda::MaskStatistic statistic,
-                                          const kernels::cuda::MaskStatisticScalars& scalars,
+                                          int64_t n, kernels::host_device::MaskStatistic statistic,
+                                          const kernels::host_device::MaskStatisticScalars& scalars,
                                           float* out) = 0;
 
   // Each segment's k coordinates of values[offset, offset + numel) with the
@@ -192,7 +192,7 @@ class ModelOps {
   // each k is clamped to [0, numel]. Every segment in one selection (on a
   // GPU, one sequence of launches).
   virtual absl::Status SelectLargestMagnitudes(
-      const float* values, absl::Span<const kernels::cuda::TopKSegment> segments, int64_t begin,
+      const float* values, absl::Span<const kernels::host_device::TopKSegment> segments, int64_t begin,
       int64_t* out_indices) = 0;
 
   // The colocated core-attention executor for this backend's memory.

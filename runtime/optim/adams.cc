@@ -20,9 +20,9 @@ absl::Status AdamS::Step(float* params, const float* grads, int64_t size, double
 }
 
 void AdamSElements(float* params, float* m, const float* grads, const uint8_t* decays, int64_t n,
-                   const kernels::cuda::AdamSScalars& scalars) {
+                   const kernels::host_device::AdamSScalars& scalars) {
   for (int64_t i = 0; i < n; ++i) {
-    kernels::cuda::AdamSElement(params[i], m[i], grads[i], decays[i] != 0, scalars);
+    kernels::host_device::AdamSElement(params[i], m[i], grads[i], decays[i] != 0, scalars);
   }
 }
 

@@ -29,7 +29,7 @@ inline void AdamSUpdate(float& theta, float& m, float g, float beta1, float beta
 // AdamSUpdate over n coordinates with one step's scalars
 // (optim::AdamSScalarsAt): the body a GPU launch runs, on the host.
 void AdamSElements(float* params, float* m, const float* grads, const uint8_t* decays, int64_t n,
-                   const kernels::cuda::AdamSScalars& scalars);
+                   const kernels::host_device::AdamSScalars& scalars);
 
 // Dense AdamS over one flat parameter buffer. `decay_mask[i]` selects the
 // entries that decay (matrices, not norm gains), as in AdamW.

@@ -25,9 +25,9 @@ absl::Status AdamW::Step(float* params, const float* grads, int64_t size, double
 }
 
 void AdamWElements(float* params, float* m, float* v, const float* grads, const uint8_t* decays,
-                   int64_t n, const kernels::cuda::AdamWScalars& scalars) {
+                   int64_t n, const kernels::host_device::AdamWScalars& scalars) {
   for (int64_t i = 0; i < n; ++i) {
-    kernels::cuda::AdamWElement(params[i], m[i], v[i], grads[i], decays[i] != 0, scalars);
+    kernels::host_device::AdamWElement(params[i], m[i], v[i], grads[i], decays[i] != 0, scalars);
   }
 }
 
@@ -35,7 +35,7 @@ double ClipGradientNorm(float* grads, int64_t size, double max_norm) {
   double sum_squares = 0.0;
   for (int64_t i = 0; i < size; ++i) sum_squares += double{grads[i]} * grads[i];
   const double norm = std::sqrt(sum_squares);
-  const float scale = kernels::cuda::ClipScale(norm, max_norm);
+  const float scale = kernels::host_device::ClipScale(norm, max_norm);
   if (scale != 1.0f) {
     for (int64_t i = 0; i < size; ++i) grads[i] *= scale;
   }

@@ -38,7 +38,7 @@ class AdamW {
 // The update over n coordinates with one step's scalars
 // (optim::AdamWScalarsAt): the body a GPU launch runs, on the host.
 void AdamWElements(float* params, float* m, float* v, const float* grads, const uint8_t* decays,
-                   int64_t n, const kernels::cuda::AdamWScalars& scalars);
+                   int64_t n, const kernels::host_device::AdamWScalars& scalars);
 
 // Scales grads so their global L2 norm is at most max_norm (no-op when
 // max_norm <= 0). Returns the norm before clipping.

@@ -36,7 +36,7 @@ namespace {
 template <typename Coordinate>
 void FillMaskStatisticRange(MaskStatistic statistic, const float* m, const float* e,
                             const float* vbar, int64_t begin, int64_t end,
-                            const kernels::cuda::MaskStatisticScalars& scalars, float* out,
+                            const kernels::host_device::MaskStatisticScalars& scalars, float* out,
                             Coordinate coordinate) {
   // One loop per statistic (a constant in each), so each vectorizes and
   // reads only what its statistic needs.
@@ -47,7 +47,7 @@ void FillMaskStatisticRange(MaskStatistic statistic, const float* m, const float
     constexpr bool kReadsV = kStatistic == MaskStatistic::kNormalizedResidual;
     for (int64_t i = begin; i < end; ++i) {
       const int64_t j = coordinate(i);
-      out[i] = kernels::cuda::MaskStatisticElement(kStatistic, kReadsM ? m[j] : 0.0f, e[j],
+      out[i] = kernels::host_device::MaskStatisticElement(kStatistic, kReadsM ? m[j] : 0.0f, e[j],
                                                    kReadsV ? vbar[j] : 0.0f, scalars);
     }
   };
@@ -68,7 +68,7 @@ void FillMaskStatisticRange(MaskStatistic statistic, const float* m, const float
 template <typename Coordinate>
 void FillMaskStatisticOn(ThreadPool* pool, MaskStatistic statistic, const float* m,
                          const float* e, const float* vbar, int64_t n,
-                         const kernels::cuda::MaskStatisticScalars& scalars, float* out,
+                         const kernels::host_device::MaskStatisticScalars& scalars, float* out,
                          Coordinate coordinate) {
   ParallelForOn(
       n <= kMaskStatisticChunk ? nullptr : pool, n,
@@ -81,14 +81,14 @@ void FillMaskStatisticOn(ThreadPool* pool, MaskStatistic statistic, const float*
 }  // namespace
 
 void FillMaskStatistic(MaskStatistic statistic, const float* m, const float* e, const float* vbar,
-                       int64_t n, const kernels::cuda::MaskStatisticScalars& scalars, float* out,
+                       int64_t n, const kernels::host_device::MaskStatisticScalars& scalars, float* out,
                        ThreadPool* pool) {
   FillMaskStatisticOn(pool, statistic, m, e, vbar, n, scalars, out, [](int64_t i) { return i; });
 }
 
 void FillMaskStatisticAt(MaskStatistic statistic, const float* m, const float* e,
                          const float* vbar, absl::Span<const int64_t> coordinates,
-                         const kernels::cuda::MaskStatisticScalars& scalars, float* out,
+                         const kernels::host_device::MaskStatisticScalars& scalars, float* out,
                          ThreadPool* pool) {
   const int64_t* at = coordinates.data();
   FillMaskStatisticOn(pool, statistic, m, e, vbar, static_cast<int64_t>(coordinates.size()),

@@ -13,7 +13,7 @@ namespace corescape::optim {
 
 // The first-moment statistic rank r ranks its range by (defined beside its
 // per-coordinate body, which the host and the device both run).
-using MaskStatistic = kernels::cuda::MaskStatistic;
+using MaskStatistic = kernels::host_device::MaskStatistic;
 
 // The statistics' names in job specs and flags ("momentum-plus-scaled-residual",
 // "momentum-plus-residual", "residual", "momentum", "normalized-residual").
@@ -29,12 +29,12 @@ inline constexpr int64_t kMaskStatisticChunk = 1 << 16;
 // where it is not read). With a pool, in chunks on its threads (the same
 // values).
 void FillMaskStatistic(MaskStatistic statistic, const float* m, const float* e, const float* vbar,
-                       int64_t n, const kernels::cuda::MaskStatisticScalars& scalars, float* out,
+                       int64_t n, const kernels::host_device::MaskStatisticScalars& scalars, float* out,
                        ThreadPool* pool = nullptr);
 // The same at the given coordinates: out[i] is coordinates[i]'s.
 void FillMaskStatisticAt(MaskStatistic statistic, const float* m, const float* e,
                          const float* vbar, absl::Span<const int64_t> coordinates,
-                         const kernels::cuda::MaskStatisticScalars& scalars, float* out,
+                         const kernels::host_device::MaskStatisticScalars& scalars, float* out,
                          ThreadPool* pool = nullptr);
 
 }  // namespace corescape::optim

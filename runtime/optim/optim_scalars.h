@@ -14,7 +14,7 @@
 namespace corescape::optim {
 
 // `step` counts from 1 (the step being taken).
-inline kernels::cuda::AdamWScalars AdamWScalarsAt(const AdamConfig& c, int64_t step, double lr) {
+inline kernels::host_device::AdamWScalars AdamWScalarsAt(const AdamConfig& c, int64_t step, double lr) {
   const double bias1 = 1.0 - std::pow(c.beta1, static_cast<double>(step));
   const double bias2_sqrt = std::sqrt(1.0 - std::pow(c.beta2, static_cast<double>(step)));
   return {static_cast<float>(c.beta1),          static_cast<float>(c.beta2),
@@ -22,16 +22,16 @@ inline kernels::cuda::AdamWScalars AdamWScalarsAt(const AdamConfig& c, int64_t s
           static_cast<float>(1.0 - lr * c.weight_decay), static_cast<float>(1.0 / bias2_sqrt)};
 }
 
-inline kernels::cuda::AdamSScalars AdamSScalarsAt(const AdamConfig& c, double lr) {
+inline kernels::host_device::AdamSScalars AdamSScalarsAt(const AdamConfig& c, double lr) {
   return {static_cast<float>(c.beta1), static_cast<float>(c.beta2), static_cast<float>(c.epsilon),
           static_cast<float>(lr), static_cast<float>(1.0 - lr * c.weight_decay)};
 }
 
 // SCAPE's reference rule; `step` counts from 1 (the step being taken); P ranks.
-inline kernels::cuda::ScapeReferenceScalars ScapeReferenceScalarsAt(const AdamConfig& c,
+inline kernels::host_device::ScapeReferenceScalars ScapeReferenceScalarsAt(const AdamConfig& c,
                                                                     int64_t step, double lr,
                                                                     int world_size) {
-  kernels::cuda::ScapeReferenceScalars s;
+  kernels::host_device::ScapeReferenceScalars s;
   s.beta1 = static_cast<float>(c.beta1);
   s.beta2 = static_cast<float>(c.beta2);
   s.eps = static_cast<float>(c.epsilon);
@@ -47,10 +47,10 @@ inline kernels::cuda::ScapeReferenceScalars ScapeReferenceScalarsAt(const AdamCo
 
 // SCAPE's catch-up rule for the step being taken (first_step: t = 0), with
 // ρ the smoothed normalizer's.
-inline kernels::cuda::ScapeCatchUpScalars ScapeCatchUpScalarsAt(const AdamConfig& c, double lr,
+inline kernels::host_device::ScapeCatchUpScalars ScapeCatchUpScalarsAt(const AdamConfig& c, double lr,
                                                                 double normalizer_beta,
                                                                 bool first_step) {
-  kernels::cuda::ScapeCatchUpScalars s;
+  kernels::host_device::ScapeCatchUpScalars s;
   s.beta1 = static_cast<float>(c.beta1);
   s.beta2 = static_cast<float>(c.beta2);
   s.eps = static_cast<float>(c.epsilon);
@@ -62,7 +62,7 @@ inline kernels::cuda::ScapeCatchUpScalars ScapeCatchUpScalarsAt(const AdamConfig
   return s;
 }
 
-inline kernels::cuda::MaskStatisticScalars MaskStatisticScalarsOf(const AdamConfig& c,
+inline kernels::host_device::MaskStatisticScalars MaskStatisticScalarsOf(const AdamConfig& c,
                                                                   int world_size) {
   return {static_cast<float>(c.beta1), static_cast<float>(c.epsilon),
           static_cast<float>(world_size)};
@@ -75,7 +75,7 @@ struct CatchUpPowerTables {
   std::vector<float> b1_to_k, k_to_alpha;
   int64_t size() const { return static_cast<int64_t>(b1_to_k.size()); }
   // The tables as the bodies read them, from host memory.
-  kernels::cuda::CatchUpPowers OnHost() const {
+  kernels::host_device::CatchUpPowers OnHost() const {
     return {b1_to_k.data(), k_to_alpha.data(), size(), beta1, exponent};
   }
 };

@@ -38,7 +38,7 @@ void CatchUpRule::Accumulate(absl::Span<float> residual, const float* grads, con
   ParallelForOn(
       pool, static_cast<int64_t>(residual.size()),
       [&](int64_t from, int64_t to) {
-        for (int64_t j = from; j < to; ++j) kernels::cuda::ScapeAccumulateElement(e[j], grads[j], s);
+        for (int64_t j = from; j < to; ++j) kernels::host_device::ScapeAccumulateElement(e[j], grads[j], s);
       },
       kUpdateChunk);
 }
@@ -47,15 +47,15 @@ void CatchUpRule::Apply(float* params, absl::Span<float> m, absl::Span<float> vb
                         const float* values, const std::vector<int64_t>& mask, bool dense,
                         absl::Span<const int32_t> windows, const uint8_t* decays,
                         const Scalars& s, const CatchUpPowerTables& powers, ThreadPool* pool) {
-  const kernels::cuda::CatchUpPowers tables = powers.OnHost();
+  const kernels::host_device::CatchUpPowers tables = powers.OnHost();
   WalkMaskOn(
       pool, static_cast<int64_t>(m.size()), mask, dense,
       [&](int64_t j, int64_t p) {
         const int64_t k = windows[p];
         params[j] *= decays[j] ? s.decay : 1.0f;
-        kernels::cuda::ScapeCatchUpOnMask(params[j], m[j], vbar[j], values[p], k,
-                                          kernels::cuda::CatchUpBeta1Power(k, tables),
-                                          kernels::cuda::CatchUpSteps(k, tables), s);
+        kernels::host_device::ScapeCatchUpOnMask(params[j], m[j], vbar[j], values[p], k,
+                                          kernels::host_device::CatchUpBeta1Power(k, tables),
+                                          kernels::host_device::CatchUpSteps(k, tables), s);
       },
       [&](int64_t begin, int64_t end) {
         for (int64_t j = begin; j < end; ++j) params[j] *= decays[j] ? s.decay : 1.0f;

@@ -27,7 +27,7 @@ namespace corescape::optim {
 // ScapeAccumulateElement, ScapeCatchUpOnMask), bit for bit.
 class CatchUpRule {
  public:
-  using Scalars = kernels::cuda::ScapeCatchUpScalars;
+  using Scalars = kernels::host_device::ScapeCatchUpScalars;
 
   explicit CatchUpRule(const ScapeConfig& config);
 

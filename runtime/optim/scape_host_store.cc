@@ -9,7 +9,7 @@
 namespace corescape::optim {
 
 absl::Status HostScapeStore::Payload(const float* grads,
-                                     const kernels::cuda::ScapeReferenceScalars& s, int64_t begin,
+                                     const kernels::host_device::ScapeReferenceScalars& s, int64_t begin,
                                      int64_t end, std::vector<float>& statistic) {
   ReferenceRule::Payload(absl::MakeSpan(residual_), m_.data(), grads, s, pool_);
   statistic.resize(end - begin);
@@ -34,28 +34,28 @@ absl::StatusOr<float*> HostScapeStore::Pack(const std::vector<int64_t>& mask, bo
     std::fill(residual_.begin(), residual_.end(), 0.0f);
   } else {
     for (int64_t p = 0; p < synced; ++p) {
-      kernels::cuda::PackAtMaskElement(p, mask.data(), residual_.data(), values_.data());
+      kernels::host_device::PackAtMaskElement(p, mask.data(), residual_.data(), values_.data());
     }
   }
   return values_.data();
 }
 
 absl::StatusOr<double> HostScapeStore::Apply(float* params, int64_t /*step*/,
-                                             const kernels::cuda::ScapeReferenceScalars& s,
+                                             const kernels::host_device::ScapeReferenceScalars& s,
                                              double grad_clip) {
   return ReferenceRule::Apply(params, absl::MakeSpan(m_), absl::MakeSpan(values_), *mask_, dense_,
                               decay_mask_.data(), s, grad_clip, pool_);
 }
 
 absl::Status HostScapeStore::Accumulate(const float* grads,
-                                        const kernels::cuda::ScapeCatchUpScalars& scalars) {
+                                        const kernels::host_device::ScapeCatchUpScalars& scalars) {
   CatchUpRule::Accumulate(absl::MakeSpan(residual_), grads, scalars, pool_);
   return absl::OkStatus();
 }
 
 absl::Status HostScapeStore::CatchUpApply(float* params, int64_t /*step*/,
                                           absl::Span<const int32_t> windows,
-                                          const kernels::cuda::ScapeCatchUpScalars& scalars,
+                                          const kernels::host_device::ScapeCatchUpScalars& scalars,
                                           const CatchUpPowerTables& powers) {
   if (windows.size() != values_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("scape: ", windows.size(),

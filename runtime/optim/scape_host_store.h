@@ -20,17 +20,17 @@ class HostScapeStore final : public ScapeStateStore {
 
   bool host_addressable() const override { return true; }
   void UseThreadPool(ThreadPool* pool) override { pool_ = pool; }
-  absl::Status Payload(const float* grads, const kernels::cuda::ScapeReferenceScalars& s,
+  absl::Status Payload(const float* grads, const kernels::host_device::ScapeReferenceScalars& s,
                        int64_t begin, int64_t end, std::vector<float>& statistic) override;
   absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense,
                               MaskSource source) override;
   absl::StatusOr<double> Apply(float* params, int64_t step,
-                               const kernels::cuda::ScapeReferenceScalars& s,
+                               const kernels::host_device::ScapeReferenceScalars& s,
                                double grad_clip) override;
   absl::Status Accumulate(const float* grads,
-                          const kernels::cuda::ScapeCatchUpScalars& scalars) override;
+                          const kernels::host_device::ScapeCatchUpScalars& scalars) override;
   absl::Status CatchUpApply(float* params, int64_t step, absl::Span<const int32_t> windows,
-                            const kernels::cuda::ScapeCatchUpScalars& scalars,
+                            const kernels::host_device::ScapeCatchUpScalars& scalars,
                             const CatchUpPowerTables& powers) override;
   absl::StatusOr<float*> Residual() override { return residual_.data(); }
   absl::Status ScaleResidual(float scale) override;

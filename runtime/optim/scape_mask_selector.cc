@@ -14,7 +14,7 @@ MaskStatistic ScapeMaskSelector::RankedStatistic() const {
   return config_.rule == ScapeRule::kReference ? MaskStatistic::kResidual : config_.statistic;
 }
 
-kernels::cuda::MaskStatisticScalars ScapeMaskSelector::StatisticScalars() const {
+kernels::host_device::MaskStatisticScalars ScapeMaskSelector::StatisticScalars() const {
   return MaskStatisticScalarsOf(config_.adams, world_size_);
 }
 

@@ -66,7 +66,7 @@ class ScapeMaskSelector {
   // What the store ranks by (the reference rule: |e| = |c^r|), and its
   // per-step scalars.
   MaskStatistic RankedStatistic() const;
-  kernels::cuda::MaskStatisticScalars StatisticScalars() const;
+  kernels::host_device::MaskStatisticScalars StatisticScalars() const;
   // The statistic of coordinates [from, to) into out[0, to − from).
   void FillStatistic(int64_t from, int64_t to, float* out, ThreadPool* pool) const;
   // The statistic over the range (the reference rule: its |c^r|).

@@ -16,7 +16,7 @@ void ReferenceRule::Payload(absl::Span<float> residual, const float* m, const fl
   ParallelForOn(
       pool, static_cast<int64_t>(residual.size()),
       [&](int64_t from, int64_t to) {
-        for (int64_t j = from; j < to; ++j) kernels::cuda::ScapePayloadElement(e[j], m[j], grads[j], s);
+        for (int64_t j = from; j < to; ++j) kernels::host_device::ScapePayloadElement(e[j], m[j], grads[j], s);
       },
       kUpdateChunk);
 }
@@ -31,7 +31,7 @@ double ReferenceRule::Apply(float* params, absl::Span<float> m, absl::Span<float
       pool, synced,
       [&](int64_t from, int64_t to) {
         for (int64_t p = from; p < to; ++p) {
-          kernels::cuda::ScapeReconstructElement(values[p], m[dense ? p : mask[p]], s);
+          kernels::host_device::ScapeReconstructElement(values[p], m[dense ? p : mask[p]], s);
         }
       },
       kUpdateChunk);
@@ -41,11 +41,11 @@ double ReferenceRule::Apply(float* params, absl::Span<float> m, absl::Span<float
   WalkMaskOn(
       pool, static_cast<int64_t>(m.size()), mask, dense,
       [&](int64_t j, int64_t p) {
-        kernels::cuda::ScapeReferenceOnMask(params[j], m[j], values[p], decays[j] != 0, s);
+        kernels::host_device::ScapeReferenceOnMask(params[j], m[j], values[p], decays[j] != 0, s);
       },
       [&](int64_t begin, int64_t end) {
         for (int64_t j = begin; j < end; ++j) {
-          kernels::cuda::ScapeReferenceOffMask(params[j], m[j], decays[j] != 0, s);
+          kernels::host_device::ScapeReferenceOffMask(params[j], m[j], decays[j] != 0, s);
         }
       });
   return norm;

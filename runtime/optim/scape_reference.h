@@ -26,7 +26,7 @@ namespace corescape::optim {
 // same per-coordinate bodies (kernels/cuda/optim_updates.h), bit for bit.
 class ReferenceRule {
  public:
-  using Scalars = kernels::cuda::ScapeReferenceScalars;
+  using Scalars = kernels::host_device::ScapeReferenceScalars;
 
   ReferenceRule(const ScapeConfig& config, int world_size)
       : adams_(config.adams), world_size_(world_size) {}

@@ -35,7 +35,7 @@ class ScapeStateStore {
   // coordinate, then statistic ← |e| over [begin, end) (host; what the next
   // mask is chosen from).
   virtual absl::Status Payload(const float* grads,
-                               const kernels::cuda::ScapeReferenceScalars& scalars, int64_t begin,
+                               const kernels::host_device::ScapeReferenceScalars& scalars, int64_t begin,
                                int64_t end, std::vector<float>& statistic) = 0;
   // Whether the store ranks its state where it keeps it (SelectByStatistic).
   // The reference rule's Payload then leaves `statistic` empty and the
@@ -46,13 +46,13 @@ class ScapeStateStore {
   virtual void UseThreadPool(ThreadPool* pool) {}
   // One tensor of a selection: the k coordinates of [offset, offset + numel)
   // with the largest statistic.
-  using TopKSegment = kernels::cuda::TopKSegment;
+  using TopKSegment = kernels::host_device::TopKSegment;
   // Each segment's top k by `statistic` (optim::SelectTopK's set: ties to
   // the lower coordinate), ascending, the segments' one after another
   // (host).
   virtual absl::StatusOr<std::vector<int64_t>> SelectByStatistic(
       absl::Span<const TopKSegment> segments, MaskStatistic statistic,
-      const kernels::cuda::MaskStatisticScalars& scalars) {
+      const kernels::host_device::MaskStatisticScalars& scalars) {
     return absl::UnimplementedError("this SCAPE state store ranks nothing (selects() is false)");
   }
   // Copies a received mask's indices (and the catch-up rule's windows; else
@@ -73,7 +73,7 @@ class ScapeStateStore {
   // order they were held, at most two waiting. Returns its entry count.
   virtual absl::StatusOr<int64_t> HoldSelection(absl::Span<const TopKSegment> segments,
                                                 MaskStatistic statistic,
-                                                const kernels::cuda::MaskStatisticScalars& scalars) {
+                                                const kernels::host_device::MaskStatisticScalars& scalars) {
     return absl::UnimplementedError("this SCAPE state store holds no masks");
   }
   // The indices, on the host, of the last Pack's mask (`held` false) or of
@@ -105,17 +105,17 @@ class ScapeStateStore {
   // (<= 0: not clipped), then bias-corrected AdamS on the mask, m ← 0 and
   // decay off it. Returns ‖ĝ‖ before clipping.
   virtual absl::StatusOr<double> Apply(float* params, int64_t step,
-                                       const kernels::cuda::ScapeReferenceScalars& scalars,
+                                       const kernels::host_device::ScapeReferenceScalars& scalars,
                                        double grad_clip) = 0;
   // The catch-up rule: e ← e + (1−β1)·g.
   virtual absl::Status Accumulate(const float* grads,
-                                  const kernels::cuda::ScapeCatchUpScalars& scalars) = 0;
+                                  const kernels::host_device::ScapeCatchUpScalars& scalars) = 0;
   // The catch-up update at step `step` from the summed values at the last
   // Pack's mask: θ decays everywhere, then the mask's p-th coordinate, last
   // synchronized windows[p] steps ago, catches up. `windows` are on the
   // host, empty where the store keeps the ages. `powers` are host tables.
   virtual absl::Status CatchUpApply(float* params, int64_t step, absl::Span<const int32_t> windows,
-                                    const kernels::cuda::ScapeCatchUpScalars& scalars,
+                                    const kernels::host_device::ScapeCatchUpScalars& scalars,
                                     const CatchUpPowerTables& powers) = 0;
   // The residual, ready for an all-reduce; then e ← e·scale.
   virtual absl::StatusOr<float*> Residual() = 0;

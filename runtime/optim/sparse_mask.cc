@@ -171,7 +171,7 @@ namespace {
 // A key whose unsigned order is the statistic's order with NaN as −∞ and
 // −0 equal to +0: the device top-k's (kernels/cuda/topk.h).
 inline uint32_t OrderKey(float value) {
-  return kernels::cuda::TopKOrderKey(value, kernels::cuda::TopKBy::kValue);
+  return kernels::host_device::TopKOrderKey(value, kernels::host_device::TopKBy::kValue);
 }
 
 // Below this many entries a comparison selection beats two 64 Ki-bucket

@@ -85,7 +85,7 @@ DeviceScapeStore::~DeviceScapeStore() {
 }
 
 absl::Status DeviceScapeStore::Payload(const float* grads,
-                                       const kernels::cuda::ScapeReferenceScalars& scalars,
+                                       const kernels::host_device::ScapeReferenceScalars& scalars,
                                        int64_t begin, int64_t end, std::vector<float>& statistic) {
   if (catch_up()) {
     return absl::FailedPreconditionError("scape device state: holds the catch-up rule's state");
@@ -141,7 +141,7 @@ absl::StatusOr<int64_t> DeviceScapeStore::CheckSelection(absl::Span<const TopKSe
 
 absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectByStatistic(
     absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
-    const kernels::cuda::MaskStatisticScalars& scalars) {
+    const kernels::host_device::MaskStatisticScalars& scalars) {
   auto checked = CheckSelection(segments, statistic);
   if (!checked.ok()) return checked.status();
   if (offloaded()) return SelectOnHost(segments, statistic, scalars);
@@ -154,7 +154,7 @@ absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectByStatistic(
 
 absl::StatusOr<int64_t> DeviceScapeStore::HoldSelection(
     absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
-    const kernels::cuda::MaskStatisticScalars& scalars) {
+    const kernels::host_device::MaskStatisticScalars& scalars) {
   if (!holds_masks()) {
     return absl::FailedPreconditionError(
         "scape device state: an offloaded residual's selection is made on the host");
@@ -188,7 +188,7 @@ absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::ReadMask(bool held) {
 
 absl::Status DeviceScapeStore::SelectOnDevice(absl::Span<const TopKSegment> segments,
                                               optim::MaskStatistic statistic,
-                                              const kernels::cuda::MaskStatisticScalars& scalars,
+                                              const kernels::host_device::MaskStatisticScalars& scalars,
                                               int64_t total) {
   CORESCAPE_RETURN_IF_ERROR(
       model::EnsureCapacity(*ops_, selected_, static_cast<size_t>(total) * sizeof(int64_t)));
@@ -221,7 +221,7 @@ absl::Status DeviceScapeStore::SelectOnDevice(absl::Span<const TopKSegment> segm
 
 absl::StatusOr<std::vector<int64_t>> DeviceScapeStore::SelectOnHost(
     absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
-    const kernels::cuda::MaskStatisticScalars& scalars) {
+    const kernels::host_device::MaskStatisticScalars& scalars) {
   const bool reads_m = statistic != optim::MaskStatistic::kResidual &&
                        statistic != optim::MaskStatistic::kNormalizedResidual;
   const bool reads_v = statistic == optim::MaskStatistic::kNormalizedResidual;
@@ -269,7 +269,7 @@ absl::Status DeviceScapeStore::PackOnHost(const std::vector<int64_t>& mask, bool
                                                    mask.front(), ", ", mask.back(), "] of ", size_));
   }
   float* packed = host_values_.as<float>();
-  for (int64_t p = 0; p < count_; ++p) kernels::cuda::PackAtMaskElement(p, mask.data(), e, packed);
+  for (int64_t p = 0; p < count_; ++p) kernels::host_device::PackAtMaskElement(p, mask.data(), e, packed);
   return ops_->Upload(values_.data(), packed, bytes);
 }
 
@@ -406,7 +406,7 @@ absl::Status DeviceScapeStore::StampAges(int64_t step, bool windows) {
 }
 
 absl::StatusOr<double> DeviceScapeStore::Apply(float* params, int64_t step,
-                                               const kernels::cuda::ScapeReferenceScalars& scalars,
+                                               const kernels::host_device::ScapeReferenceScalars& scalars,
                                                double grad_clip) {
   if (catch_up()) {
     return absl::FailedPreconditionError("scape device state: holds the catch-up rule's state");
@@ -424,7 +424,7 @@ absl::StatusOr<double> DeviceScapeStore::Apply(float* params, int64_t step,
 }
 
 absl::Status DeviceScapeStore::Accumulate(const float* grads,
-                                          const kernels::cuda::ScapeCatchUpScalars& scalars) {
+                                          const kernels::host_device::ScapeCatchUpScalars& scalars) {
   if (!catch_up()) {
     return absl::FailedPreconditionError("scape device state: holds the reference rule's state");
   }
@@ -438,7 +438,7 @@ absl::Status DeviceScapeStore::Accumulate(const float* grads,
 
 absl::Status DeviceScapeStore::CatchUpApply(float* params, int64_t step,
                                             absl::Span<const int32_t> windows,
-                                            const kernels::cuda::ScapeCatchUpScalars& scalars,
+                                            const kernels::host_device::ScapeCatchUpScalars& scalars,
                                             const optim::CatchUpPowerTables& powers) {
   if (!catch_up()) {
     return absl::FailedPreconditionError("scape device state: holds the reference rule's state");
@@ -477,7 +477,7 @@ absl::Status DeviceScapeStore::CatchUpApply(float* params, int64_t step,
         windows_.data(), from_staging ? staged_windows_[staged_slot_].as<int32_t>() : windows.data(),
         window_bytes));
   }
-  const kernels::cuda::CatchUpPowers device_powers{powers_.as<float>(), powers_.as<float>() + cached,
+  const kernels::host_device::CatchUpPowers device_powers{powers_.as<float>(), powers_.as<float>() + cached,
                                                    cached, powers.beta1, powers.exponent};
   return ops_->ScapeCatchUpApply(params, m_.as<float>(), vbar_.as<float>(), values_.as<float>(),
                                  dense_ ? nullptr : mask_.as<int64_t>(), windows_.as<int32_t>(),

@@ -59,7 +59,7 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   ~DeviceScapeStore() override;
 
   bool host_addressable() const override { return ops_->host_addressable(); }
-  absl::Status Payload(const float* grads, const kernels::cuda::ScapeReferenceScalars& scalars,
+  absl::Status Payload(const float* grads, const kernels::host_device::ScapeReferenceScalars& scalars,
                        int64_t begin, int64_t end, std::vector<float>& statistic) override;
   // With the residual on the device the top-k runs there too; the
   // catch-up rule's offloaded residual is ranked on the host by the store.
@@ -68,12 +68,12 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   void UseThreadPool(ThreadPool* pool) override { pool_ = pool; }
   absl::StatusOr<std::vector<int64_t>> SelectByStatistic(
       absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
-      const kernels::cuda::MaskStatisticScalars& scalars) override;
+      const kernels::host_device::MaskStatisticScalars& scalars) override;
   // Held on the device beside the state it is chosen from (kDevice).
   bool holds_masks() const override { return !offloaded(); }
   absl::StatusOr<int64_t> HoldSelection(
       absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
-      const kernels::cuda::MaskStatisticScalars& scalars) override;
+      const kernels::host_device::MaskStatisticScalars& scalars) override;
   absl::StatusOr<std::vector<int64_t>> ReadMask(bool held) override;
   void DropHeldMasks() override { held_waiting_ = 0; }
   // Into pinned memory (two slots in turn), room for what the last Pack
@@ -89,12 +89,12 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   // them to the optimizer's host memory.
   bool keeps_ages() const override { return !offloaded(); }
   absl::StatusOr<double> Apply(float* params, int64_t step,
-                               const kernels::cuda::ScapeReferenceScalars& scalars,
+                               const kernels::host_device::ScapeReferenceScalars& scalars,
                                double grad_clip) override;
   absl::Status Accumulate(const float* grads,
-                          const kernels::cuda::ScapeCatchUpScalars& scalars) override;
+                          const kernels::host_device::ScapeCatchUpScalars& scalars) override;
   absl::Status CatchUpApply(float* params, int64_t step, absl::Span<const int32_t> windows,
-                            const kernels::cuda::ScapeCatchUpScalars& scalars,
+                            const kernels::host_device::ScapeCatchUpScalars& scalars,
                             const optim::CatchUpPowerTables& powers) override;
   // Packs whose mask came from the staging (of them, those whose indices
   // were already on the device) and from a held selection (tests).
@@ -123,7 +123,7 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   // entries: CheckSelection's), on the device.
   absl::Status SelectOnDevice(absl::Span<const TopKSegment> segments,
                               optim::MaskStatistic statistic,
-                              const kernels::cuda::MaskStatisticScalars& scalars, int64_t total);
+                              const kernels::host_device::MaskStatisticScalars& scalars, int64_t total);
   // The checks SelectByStatistic and HoldSelection make first; the
   // selection's entries.
   absl::StatusOr<int64_t> CheckSelection(absl::Span<const TopKSegment> segments,
@@ -145,7 +145,7 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   // by optim::SelectTopK.
   absl::StatusOr<std::vector<int64_t>> SelectOnHost(
       absl::Span<const TopKSegment> segments, optim::MaskStatistic statistic,
-      const kernels::cuda::MaskStatisticScalars& scalars);
+      const kernels::host_device::MaskStatisticScalars& scalars);
 
   model::ModelOps* ops_;
   int64_t size_;
@@ -168,7 +168,7 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   // once: they depend on the configuration only); a segment's statistic.
   device::DeviceBuffer vbar_, windows_, powers_, statistic_;
   // keeps_ages(): int32 per coordinate, 1 + its last synchronized step (0:
-  // never; kernels::cuda::StampSyncedElement).
+  // never; kernels::host_device::StampSyncedElement).
   device::DeviceBuffer synced_;
   int64_t powers_size_ = -1;
   device::PinnedHostBuffer host_residual_, host_values_;

@@ -390,7 +390,7 @@ TEST_F(DeviceScapeStoreTest, HeldSelectionsArePackedInTheOrderHeld) {
   std::vector<float> m(kSize, 0.0f), vbar;
   std::vector<int64_t> last_sync(kSize, -1);
   ASSERT_TRUE(store.Write(m, residual, vbar, last_sync).ok());
-  const kernels::cuda::MaskStatisticScalars scalars{0.9f, 1e-8f, 1.0f};
+  const kernels::host_device::MaskStatisticScalars scalars{0.9f, 1e-8f, 1.0f};
   const optim::MaskStatistic by = optim::MaskStatistic::kResidual;
   const DeviceScapeStore::TopKSegment first[] = {{0, 2000, 50}, {2000, 100, 100}};
   const DeviceScapeStore::TopKSegment second[] = {{2100, 3900, 70}};

@@ -85,7 +85,7 @@ absl::Status DeviceTopKAdamW::SparseStep(float* params, float* grads, int64_t k,
       model::EnsureCapacity(*ops_, picked_, static_cast<size_t>(k) * sizeof(int64_t)));
   CORESCAPE_RETURN_IF_ERROR(
       model::EnsureCapacity(*ops_, picked_values_, static_cast<size_t>(k) * sizeof(float)));
-  const kernels::cuda::TopKSegment whole{0, size_, k};
+  const kernels::host_device::TopKSegment whole{0, size_, k};
   CORESCAPE_RETURN_IF_ERROR(ops_->SelectLargestMagnitudes(
       residual_.as<float>(), absl::MakeConstSpan(&whole, 1), 0, picked_.as<int64_t>()));
   lap(last_step_.phases.select);

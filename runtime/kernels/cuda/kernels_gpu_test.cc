@@ -32,6 +32,10 @@
 #include "runtime/optim/sparse_mask.h"
 
 namespace corescape::kernels::cuda {
+
+using host_device::TopKBy;
+using host_device::TopKSegment;
+
 namespace {
 
 using KernelsGpuTest = GpuTest;

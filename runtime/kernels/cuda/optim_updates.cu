@@ -4,6 +4,30 @@
 #include "runtime/kernels/cuda/optim_updates_cuda.h"
 
 namespace corescape::kernels::cuda {
+
+using host_device::AdamSElement;
+using host_device::AdamSScalars;
+using host_device::AdamWElement;
+using host_device::AdamWScalars;
+using host_device::CatchUpBeta1Power;
+using host_device::CatchUpPowers;
+using host_device::CatchUpSteps;
+using host_device::ClipScale;
+using host_device::MaskStatistic;
+using host_device::MaskStatisticElement;
+using host_device::MaskStatisticScalars;
+using host_device::PackAtMaskElement;
+using host_device::ScapeAccumulateElement;
+using host_device::ScapeCatchUpOnMask;
+using host_device::ScapeCatchUpScalars;
+using host_device::ScapePayloadElement;
+using host_device::ScapeReconstructElement;
+using host_device::ScapeReferenceOffMask;
+using host_device::ScapeReferenceOnMask;
+using host_device::ScapeReferenceScalars;
+using host_device::StampSyncedElement;
+using host_device::UnpackAtMaskElement;
+
 namespace {
 
 __global__ void AdamWKernel(float* theta, float* m, float* v, const float* g, const uint8_t* decays,

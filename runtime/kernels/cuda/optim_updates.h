@@ -6,12 +6,13 @@
 // mask statistic), in the same float operations and the same order, so a
 // launch built from them (with --fmad=false) gives the CPU optimizer's bits.
 // runtime/optim runs them in its host loops (or mirrors them, and
-// optim_updates_test holds the two together).
+// optim_updates_test holds the two together): host code as much as device
+// code, so they live in kernels::host_device, not kernels::cuda.
 // The per-step scalars come from runtime/optim/optim_scalars.h (host, in
 // double, as there).
 #include "runtime/kernels/cuda/host_device.h"
 
-namespace corescape::kernels::cuda {
+namespace corescape::kernels::host_device {
 
 // ---- AdamW (runtime/optim/adamw.cc, AdamW::Step) ----
 struct AdamWScalars {
@@ -204,6 +205,6 @@ CORESCAPE_HOST_DEVICE float ClipScale(double norm, double max_norm) {
   return max_norm > 0.0 && norm > max_norm ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.0f;
 }
 
-}  // namespace corescape::kernels::cuda
+}  // namespace corescape::kernels::host_device
 
 #endif  // CORESCAPE_RUNTIME_KERNELS_CUDA_OPTIM_UPDATES_H_

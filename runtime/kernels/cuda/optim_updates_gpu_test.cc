@@ -17,6 +17,16 @@
 #include "runtime/optim/optim_scalars.h"
 
 namespace corescape::kernels::cuda {
+
+using host_device::ClipScale;
+using host_device::PackAtMaskElement;
+using host_device::ScapePayloadElement;
+using host_device::ScapeReconstructElement;
+using host_device::ScapeReferenceOffMask;
+using host_device::ScapeReferenceOnMask;
+using host_device::ScapeReferenceScalars;
+using host_device::StampSyncedElement;
+
 namespace {
 
 using optim::AdamSScalarsAt;

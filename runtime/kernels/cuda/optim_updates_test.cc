@@ -15,6 +15,29 @@
 #include "runtime/optim/scape_optimizer.h"
 
 namespace corescape::kernels::cuda {
+
+using host_device::AdamSElement;
+using host_device::AdamSScalars;
+using host_device::AdamWElement;
+using host_device::AdamWScalars;
+using host_device::CatchUpBeta1Power;
+using host_device::CatchUpSteps;
+using host_device::ClipScale;
+using host_device::MaskStatistic;
+using host_device::MaskStatisticElement;
+using host_device::MaskStatisticScalars;
+using host_device::PackAtMaskElement;
+using host_device::ScapeAccumulateElement;
+using host_device::ScapeCatchUpOnMask;
+using host_device::ScapeCatchUpScalars;
+using host_device::ScapePayloadElement;
+using host_device::ScapeReconstructElement;
+using host_device::ScapeReferenceOffMask;
+using host_device::ScapeReferenceOnMask;
+using host_device::ScapeReferenceScalars;
+using host_device::StampSyncedElement;
+using host_device::UnpackAtMaskElement;
+
 namespace {
 
 using optim::AdamSScalarsAt;

@@ -12,6 +12,21 @@
 #include "runtime/kernels/cuda/topk_cuda.h"
 
 namespace corescape::kernels::cuda {
+
+using host_device::PlanTopKSegments;
+using host_device::TopKBy;
+using host_device::TopKChooseBin;
+using host_device::TopKDigit;
+using host_device::TopKOrderKey;
+using host_device::TopKPrefixMatches;
+using host_device::TopKRadixState;
+using host_device::TopKSegment;
+using host_device::TopKSegmentOfTile;
+using host_device::TopKSegmentPlan;
+using host_device::TopKTaken;
+using host_device::kTopKRadixBins;
+using host_device::kTopKRadixPasses;
+
 namespace {
 
 // The ordered take pass: a block of kThreads threads per tile, each thread

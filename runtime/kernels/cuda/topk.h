@@ -4,12 +4,13 @@
 // The key the top-k ranks by, the same on the device and the host
 // (optim::SelectTopK, runtime/optim/sparse_mask.h): NaN counts as −∞ and −0
 // as +0 (a float comparison says they are equal; their bits would not);
-// ties go to the lower index.
+// ties go to the lower index. Host code as much as device code
+// (kernels::host_device).
 #include <cstdint>
 
 #include "runtime/kernels/cuda/host_device.h"
 
-namespace corescape::kernels::cuda {
+namespace corescape::kernels::host_device {
 
 CORESCAPE_HOST_DEVICE float TopKKey(float statistic) {
   if (statistic != statistic) return -INFINITY;
@@ -147,6 +148,6 @@ inline void PlanTopKSegments(const TopKSegment* segments, int count, int64_t til
   }
 }
 
-}  // namespace corescape::kernels::cuda
+}  // namespace corescape::kernels::host_device
 
 #endif  // CORESCAPE_RUNTIME_KERNELS_CUDA_TOPK_H_

@@ -14,7 +14,7 @@ namespace corescape::kernels::cuda {
 
 // Device scratch SelectTopKInSegments needs for `segments`, and
 // SelectTopKOnDevice for a range of n coordinates.
-absl::StatusOr<size_t> TopKScratchBytes(absl::Span<const TopKSegment> segments);
+absl::StatusOr<size_t> TopKScratchBytes(absl::Span<const host_device::TopKSegment> segments);
 absl::StatusOr<size_t> TopKScratchBytes(int64_t n);
 
 // Each segment's k coordinates of statistic[offset, offset + numel) with the
@@ -25,18 +25,18 @@ absl::StatusOr<size_t> TopKScratchBytes(int64_t n);
 // counts, their scans and one ordered take pass; no sort), every segment in
 // the same launches. `scratch` holds TopKScratchBytes(segments) bytes (a
 // few bytes per 2048 entries, 2 KiB per segment). Each k is clamped to
-// [0, numel]; a segment is at most 2^31 − 1 long. With TopKBy::kMagnitude
+// [0, numel]; a segment is at most 2^31 − 1 long. With host_device::TopKBy::kMagnitude
 // the statistic is |statistic[i]|. The segments are copied to the device
 // before the call returns.
-absl::Status SelectTopKInSegments(const float* statistic, absl::Span<const TopKSegment> segments,
+absl::Status SelectTopKInSegments(const float* statistic, absl::Span<const host_device::TopKSegment> segments,
                                   int64_t begin, int64_t* out_indices, void* scratch,
                                   size_t scratch_bytes, cudaStream_t stream,
-                                  TopKBy by = TopKBy::kValue);
+                                  host_device::TopKBy by = host_device::TopKBy::kValue);
 
 // One segment: the k coordinates of [begin, begin + n).
 absl::Status SelectTopKOnDevice(const float* statistic, int64_t n, int64_t begin, int64_t k,
                                 int64_t* out_indices, void* scratch, size_t scratch_bytes,
-                                cudaStream_t stream, TopKBy by = TopKBy::kValue);
+                                cudaStream_t stream, host_device::TopKBy by = host_device::TopKBy::kValue);
 
 }  // namespace corescape::kernels::cuda
 

@@ -13,10 +13,10 @@ namespace corescape::kernels::cuda {
 // Each segment's optim::SelectTopK over its part of `statistic`, as
 // begin + offset + i, one segment after another.
 inline std::vector<int64_t> SelectTopKPerSegment(const std::vector<float>& statistic,
-                                                 const std::vector<TopKSegment>& segments,
+                                                 const std::vector<host_device::TopKSegment>& segments,
                                                  int64_t begin) {
   std::vector<int64_t> selected;
-  for (const TopKSegment& segment : segments) {
+  for (const host_device::TopKSegment& segment : segments) {
     const std::vector<float> part(statistic.begin() + segment.offset,
                                   statistic.begin() + segment.offset + segment.numel);
     const std::vector<int64_t> top = optim::SelectTopK(part, begin + segment.offset, segment.k);
