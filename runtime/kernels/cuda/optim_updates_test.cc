@@ -14,32 +14,11 @@
 #include "runtime/optim/optim_scalars.h"
 #include "runtime/optim/scape_optimizer.h"
 
-namespace corescape::kernels::cuda {
-
-using host_device::AdamSElement;
-using host_device::AdamSScalars;
-using host_device::AdamWElement;
-using host_device::AdamWScalars;
-using host_device::CatchUpBeta1Power;
-using host_device::CatchUpSteps;
-using host_device::ClipScale;
-using host_device::MaskStatistic;
-using host_device::MaskStatisticElement;
-using host_device::MaskStatisticScalars;
-using host_device::PackAtMaskElement;
-using host_device::ScapeAccumulateElement;
-using host_device::ScapeCatchUpOnMask;
-using host_device::ScapeCatchUpScalars;
-using host_device::ScapePayloadElement;
-using host_device::ScapeReconstructElement;
-using host_device::ScapeReferenceOffMask;
-using host_device::ScapeReferenceOnMask;
-using host_device::ScapeReferenceScalars;
-using host_device::StampSyncedElement;
-using host_device::UnpackAtMaskElement;
-
+namespace corescape::kernels::host_device {
 namespace {
 
+using cuda::RandomFloats;
+using cuda::SameBits;
 using optim::AdamSScalarsAt;
 using optim::AdamWScalarsAt;
 using optim::CatchUpPowerTables;
@@ -308,4 +287,4 @@ TEST(ScapeAccumulateElement, AddsTheIncrement) {
 }
 
 }  // namespace
-}  // namespace corescape::kernels::cuda
+}  // namespace corescape::kernels::host_device

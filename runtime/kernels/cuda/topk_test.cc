@@ -15,24 +15,10 @@
 #include "runtime/kernels/cuda/topk_test_util.h"
 #include "runtime/optim/sparse_mask.h"
 
-namespace corescape::kernels::cuda {
-
-using host_device::PlanTopKSegments;
-using host_device::TopKBy;
-using host_device::TopKChooseBin;
-using host_device::TopKDigit;
-using host_device::TopKKey;
-using host_device::TopKOrderKey;
-using host_device::TopKPrefixMatches;
-using host_device::TopKRadixState;
-using host_device::TopKSegment;
-using host_device::TopKSegmentOfTile;
-using host_device::TopKSegmentPlan;
-using host_device::TopKTaken;
-using host_device::kTopKRadixBins;
-using host_device::kTopKRadixPasses;
-
+namespace corescape::kernels::host_device {
 namespace {
+
+using cuda::SelectTopKPerSegment;
 
 // The device top-k's launches run on the host with the same bodies: the
 // segments planned into tiles of `tile` entries; per segment, four radix
@@ -238,4 +224,4 @@ TEST(TopKKey, MapsNaNToMinusInfinityAndMinusZeroToZero) {
 }
 
 }  // namespace
-}  // namespace corescape::kernels::cuda
+}  // namespace corescape::kernels::host_device
