@@ -376,8 +376,27 @@ class JobsEndToEndTest(JobClusterTestCase):
         self.assertIn("waiting for 2", job.state_reason)
 
     def test_invalid_specs_name_the_field(self):
+        # A registered worker reports its data root (TMP): datasets outside
+        # it are refused at submit.
+        self.start_worker()
         for mutate, field in [
             (lambda s: setattr(s, "steps", 0), "spec.steps"),
+            (lambda s: setattr(s.model, "rope_theta", float("nan")),
+             "spec.model.rope_theta: must be finite and > 1, got nan"),
+            (lambda s: setattr(s.model, "norm_eps", -1),
+             "spec.model.norm_eps: must be in (0, 1), got -1"),
+            (lambda s: setattr(s, "name", "job\n\x1b[31mFAKE\u202e"),
+             "spec.name: holds a control"),
+            (lambda s: s.data.train_shards.__setitem__(0, "/etc/shadow"),
+             "spec.data.train_shards[0]: /etc/shadow is outside the data root of every registered"),
+            (lambda s: s.data.train_shards.__setitem__(0, "/dev/zero"),
+             "spec.data.train_shards[0]"),
+            (lambda s: s.data.train_shards.__setitem__(0, "/proc/self/mem"),
+             "spec.data.train_shards[0]"),
+            (lambda s: s.data.train_shards.__setitem__(0, "../../etc/passwd"),
+             "spec.data.train_shards[0]"),
+            (lambda s: s.data.train_shards.extend(["/d"] * 100000),
+             "spec.data.train_shards: 100001 datasets, more than a job may name (256)"),
             (lambda s: setattr(s.model, "preset", "huge"), "spec.model.preset"),
             (lambda s: setattr(s.model, "n_kv_heads", 3), "n_kv_heads"),
             (lambda s: setattr(s.data, "sequence_length", 10**6), "spec.data.sequence_length"),
