@@ -95,10 +95,10 @@ std::string ResolvedPath(const std::string& path);
 // Whether resolved `directory` is resolved `root` or lies inside it (false
 // unless both are absolute), compared component by component after `.` and
 // `..`, without touching the filesystem: the one containment rule for
-// checkpoints. The worker applies it at assignment
-// (CheckCheckpointDirectoryUnder); the scheduler at submit and placement,
-// against the roots workers report when they register
-// (Resources.checkpoint_root, resolved on their host).
+// checkpoints and datasets. The worker applies it at assignment
+// (CheckCheckpointDirectoryUnder, CheckDatasetsUnder); the scheduler at
+// submit and placement, against the roots workers report when they register
+// (Resources.checkpoint_root and data_root, resolved on their host).
 bool ResolvedPathWithin(const std::string& directory, const std::string& root);
 
 // Whether checkpoint directory `directory` (absolute, as ValidateJobSpec
