@@ -119,13 +119,16 @@ int main(int argc, char** argv) {
   corescape::InitDaemon(argc, argv,
                         "corescape-scheduler --listen=HOST:PORT --state_dir=DIR");
   corescape::scheduler::SchedulerConfig config = ConfigFromFlags();
-  auto metrics = corescape::metrics::MetricsEndpoint::StartFromFlags("scheduler");
+  auto metrics = corescape::metrics::MetricsEndpoint::StartFromFlags("scheduler", config.http_tls);
   if (!metrics.ok()) {
     LOG(ERROR) << "cannot start: " << metrics.status();
     return 1;
   }
   auto server = corescape::scheduler::SchedulerServer::Start(
       config, corescape::RealClock::Get(), *std::move(metrics));
+  auto http_tls = corescape::security::HttpTlsFromFlags(config.security);
+  if (!http_tls.ok()) corescape::ExitWithFlagError(std::string(http_tls.status().message()));
+  config.http_tls = *std::move(http_tls);
   if (!server.ok()) {
     LOG(ERROR) << "cannot start: " << server.status();
     return 1;
@@ -135,7 +138,7 @@ int main(int argc, char** argv) {
             << config.security.Describe();
   // Before --port_file: whoever waits for that one finds this one written.
   if (const std::string page = (*server)->status_page_address(); !page.empty()) {
-    LOG(INFO) << "status page on http://" << page << "/";
+    LOG(INFO) << "status page on " << (*server)->status_page_url();
     if (const std::string port_file = absl::GetFlag(FLAGS_http_port_file);
         !port_file.empty()) {
       if (absl::Status s = corescape::WriteFileAtomically(port_file, page + "\n"); !s.ok()) {

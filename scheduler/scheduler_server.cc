@@ -126,7 +126,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     auto page = StatusPage::Start(
         config.http_listen,
         StatusPageHandler(server->operator_service_.get(), server->job_service_.get(),
-                          server->jobs_.get()));
+                          server->jobs_.get()),
+        config.http_tls);
     if (!page.ok()) return page.status();
     server->status_page_ = *std::move(page);
   }

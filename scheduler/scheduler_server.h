@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "corescape/v1/job.grpc.pb.h"
@@ -38,6 +39,8 @@ struct SchedulerConfig {
   // HOST:PORT of the read-only status page (port 0: pick one); empty: none.
   std::string http_listen;
   // Concurrent streams past which new ones get RESOURCE_EXHAUSTED: node
+  // HTTPS with client certificates for the status page; plain HTTP without.
+  std::optional<HttpTls> http_tls;
   // Sessions, and WatchEvents + WatchJob together.
   int max_sessions = 4096;
   int max_watch_streams = 1024;
@@ -72,6 +75,12 @@ class SchedulerServer {
   // Stops accepting RPCs, lets in-flight ones finish for up to `grace`.
   void Shutdown(absl::Duration grace = absl::Seconds(2));
 
+  // The status page's URL ("https://HOST:PORT/"); empty without one.
+  std::string status_page_url() const {
+    return status_page_ == nullptr ? ""
+                                   : absl::StrCat(status_page_->scheme(), "://",
+                                                  status_page_->bound_address(), "/");
+  }
  private:
   SchedulerServer() = default;
   // Lease expiry and job reconciliation, periodically; retention now and then.
