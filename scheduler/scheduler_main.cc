@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "absl/flags/flag.h"
 #include "corescape_version.h"
@@ -37,6 +38,15 @@ ABSL_FLAG(int, max_sessions, 4096,
           "Concurrent node Session streams; more are refused with RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, max_watch_streams, 1024,
           "Concurrent WatchEvents and WatchJob streams; more are refused with "
+          "RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_watch_streams_per_identity, 64,
+          "Concurrent WatchEvents and WatchJob streams one caller identity (its certificate; "
+          "without TLS, its address) may hold; more are refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_pending_jobs_per_identity, 100,
+          "PENDING jobs one submitter identity may have; more submissions are refused with "
+          "RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_submits_per_minute_per_identity, 60,
+          "Job submissions one caller identity may make in any minute; more are refused with "
           "RESOURCE_EXHAUSTED");
 ABSL_FLAG(absl::Duration, retention, absl::Hours(24 * 7),
           "How long ended jobs keep their events and idempotency keys, and DEAD or "
@@ -87,6 +97,22 @@ corescape::scheduler::SchedulerConfig ConfigFromFlags() {
   if (config.max_watch_streams < 1 || config.max_watch_streams > 1000000) {
     corescape::ExitWithFlagError("--max_watch_streams: must be in [1, 1000000]");
   }
+  for (auto [flag, value, target] : {
+           std::tuple("--max_watch_streams_per_identity",
+                      absl::GetFlag(FLAGS_max_watch_streams_per_identity),
+                      &config.identity_quotas.max_watch_streams),
+           std::tuple("--max_pending_jobs_per_identity",
+                      absl::GetFlag(FLAGS_max_pending_jobs_per_identity),
+                      &config.identity_quotas.max_pending_jobs),
+           std::tuple("--max_submits_per_minute_per_identity",
+                      absl::GetFlag(FLAGS_max_submits_per_minute_per_identity),
+                      &config.identity_quotas.max_submits_per_minute),
+       }) {
+    if (value < 1 || value > 1000000) {
+      corescape::ExitWithFlagError(absl::StrCat(flag, ": must be in [1, 1000000]"));
+    }
+    *target = value;
+  }
   config.retention = absl::GetFlag(FLAGS_retention);
   if (config.retention < absl::Seconds(1)) {
     corescape::ExitWithFlagError("--retention: must be at least 1s");
@@ -100,6 +126,9 @@ corescape::scheduler::SchedulerConfig ConfigFromFlags() {
     corescape::ExitWithFlagError(std::string(health_listen.status().message()));
   }
   config.health_listen = *std::move(health_listen);
+  auto http_tls = corescape::security::HttpTlsFromFlags(config.security);
+  if (!http_tls.ok()) corescape::ExitWithFlagError(std::string(http_tls.status().message()));
+  config.http_tls = *std::move(http_tls);
   config.version = kVersion;
   return config;
 }
@@ -126,9 +155,6 @@ int main(int argc, char** argv) {
   }
   auto server = corescape::scheduler::SchedulerServer::Start(
       config, corescape::RealClock::Get(), *std::move(metrics));
-  auto http_tls = corescape::security::HttpTlsFromFlags(config.security);
-  if (!http_tls.ok()) corescape::ExitWithFlagError(std::string(http_tls.status().message()));
-  config.http_tls = *std::move(http_tls);
   if (!server.ok()) {
     LOG(ERROR) << "cannot start: " << server.status();
     return 1;

@@ -77,6 +77,9 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->node_service_->LimitSessions(server->session_slots_.get());
   server->operator_service_->LimitWatches(server->watch_slots_.get());
   server->job_service_->LimitWatches(server->watch_slots_.get());
+  server->identity_quotas_ = std::make_unique<IdentityQuotas>(config.identity_quotas, clock);
+  server->operator_service_->LimitPerIdentity(server->identity_quotas_.get());
+  server->job_service_->LimitPerIdentity(server->identity_quotas_.get());
   server->retention_ = config.retention;
   if (metrics != nullptr) {
     server->metrics_endpoint_ = std::move(metrics);

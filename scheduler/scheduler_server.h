@@ -2,6 +2,7 @@
 #define CORESCAPE_SCHEDULER_SCHEDULER_SERVER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -19,6 +20,7 @@
 #include "scheduler/attention_planning.h"
 #include "scheduler/authorization.h"
 #include "scheduler/event_log.h"
+#include "scheduler/identity_quotas.h"
 #include "scheduler/job_manager.h"
 #include "scheduler/job_service.h"
 #include "scheduler/node_registry.h"
@@ -38,12 +40,15 @@ struct SchedulerConfig {
   std::string version;
   // HOST:PORT of the read-only status page (port 0: pick one); empty: none.
   std::string http_listen;
-  // Concurrent streams past which new ones get RESOURCE_EXHAUSTED: node
   // HTTPS with client certificates for the status page; plain HTTP without.
   std::optional<HttpTls> http_tls;
+  // Concurrent streams past which new ones get RESOURCE_EXHAUSTED: node
   // Sessions, and WatchEvents + WatchJob together.
   int max_sessions = 4096;
   int max_watch_streams = 1024;
+  // What one caller identity may hold of those streams, have PENDING and
+  // submit per minute.
+  IdentityQuotaLimits identity_quotas;
   // Ended jobs' events and keys, and departed nodes, are pruned after this.
   absl::Duration retention = absl::Hours(24 * 7);
   // Mutual TLS (and every RPC authorized by the caller's certificate), or
@@ -71,16 +76,16 @@ class SchedulerServer {
   std::string status_page_address() const {
     return status_page_ == nullptr ? "" : status_page_->bound_address();
   }
-
-  // Stops accepting RPCs, lets in-flight ones finish for up to `grace`.
-  void Shutdown(absl::Duration grace = absl::Seconds(2));
-
   // The status page's URL ("https://HOST:PORT/"); empty without one.
   std::string status_page_url() const {
     return status_page_ == nullptr ? ""
                                    : absl::StrCat(status_page_->scheme(), "://",
                                                   status_page_->bound_address(), "/");
   }
+
+  // Stops accepting RPCs, lets in-flight ones finish for up to `grace`.
+  void Shutdown(absl::Duration grace = absl::Seconds(2));
+
  private:
   SchedulerServer() = default;
   // Lease expiry and job reconciliation, periodically; retention now and then.
@@ -104,6 +109,7 @@ class SchedulerServer {
   absl::Time last_prune_ = absl::InfinitePast();
   std::unique_ptr<StreamSlots> session_slots_;
   std::unique_ptr<StreamSlots> watch_slots_;
+  std::unique_ptr<IdentityQuotas> identity_quotas_;
   absl::Notification stop_reaper_;
   std::thread reaper_;
   bool shut_down_ = false;
