@@ -251,7 +251,7 @@ class HttpServer::Impl {
   void HandlerThread();
   void Accept();
   void Close(uint64_t id);
-  // Progress on `id` after poll said it is ready; returns false once closed.
+  // Progress on `id` after poll said it is ready (it may close it).
   void Advance(uint64_t id, Connection& connection);
   void Read(uint64_t id, Connection& connection);
   void Write(uint64_t id, Connection& connection);
