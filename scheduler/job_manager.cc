@@ -332,6 +332,15 @@ int JobManager::CountInState(v1::JobState state) const {
   return count;
 }
 
+int JobManager::CountPendingSubmittedBy(const std::string& submitted_by) const {
+  absl::MutexLock lock(&mu_);
+  int count = 0;
+  for (const auto& [id, record] : jobs_) {
+    count += record.job.state() == v1::PENDING && record.job.submitted_by() == submitted_by;
+  }
+  return count;
+}
+
 std::map<std::string, std::string> JobManager::RunningJobsByNode() const {
   absl::MutexLock lock(&mu_);
   std::map<std::string, std::string> jobs_by_node;

@@ -85,6 +85,8 @@ class JobManager : public NodeReportSink {
                     const v1::JobFailureReport& report) override;
 
   int CountInState(v1::JobState state) const;
+  // Jobs PENDING that `submitted_by` submitted.
+  int CountPendingSubmittedBy(const std::string& submitted_by) const;
   // The RUNNING job each of its nodes (workers and attention servers) works
   // for, by node name: what ListNodes shows as current_job_id.
   std::map<std::string, std::string> RunningJobsByNode() const;
