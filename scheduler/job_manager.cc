@@ -153,10 +153,10 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request,
   absl::StatusOr<job::ResolvedJobSpec> resolved = job::ResolveJobSpec(request.spec());
   if (!resolved.ok()) return resolved.status();
   const v1::JobSpec& spec = resolved->spec();
-  // Refused now rather than failing five recoveries at the workers.
+  // Paths no worker would take are refused now rather than failing five
+  // recoveries at the workers.
   if (absl::Status s = CheckSomeWorkerHoldsDatasets(spec, registry_->List()); !s.ok()) return s;
   if (!spec.checkpoint().directory().empty()) {
-    // Refused now rather than failing five recoveries at the workers.
     if (absl::Status s = CheckSomeWorkerHoldsCheckpoints(
             spec, job::ResolvedPath(spec.checkpoint().directory()), registry_->List());
         !s.ok()) {
