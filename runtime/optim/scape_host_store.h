@@ -18,7 +18,6 @@ class HostScapeStore final : public ScapeStateStore {
                  std::vector<float>* values, const std::vector<uint8_t>* decay_mask)
       : m_(*m), residual_(*residual), vbar_(*vbar), values_(*values), decay_mask_(*decay_mask) {}
 
-  bool host_addressable() const override { return true; }
   void UseThreadPool(ThreadPool* pool) override { pool_ = pool; }
   absl::Status Payload(const float* grads, const kernels::host_device::ScapeReferenceScalars& s,
                        int64_t begin, int64_t end, std::vector<float>& statistic) override;
@@ -34,6 +33,9 @@ class HostScapeStore final : public ScapeStateStore {
                             const CatchUpPowerTables& powers) override;
   absl::StatusOr<float*> Residual() override { return residual_.data(); }
   absl::Status ScaleResidual(float scale) override;
+  absl::Status SumOverRanks(RankGroup& group, float* data, int64_t count) override {
+    return group.AllReduceSum(data, count);
+  }
   // The state is the optimizer's own vectors: nothing to copy either way.
   absl::Status Read(std::vector<float>&, std::vector<float>&, std::vector<float>&,
                     std::vector<int64_t>&) override {

@@ -377,11 +377,7 @@ absl::Status ScapeOptimizer::SynchronizeAndUpdate(StepState& step, float* params
     }
   }
   // (A selection in flight is waited for when `step` goes, on any return.)
-  if (absl::Status s =
-          group_->AllReduceSumIn(*values, synced, state_store_->host_addressable());
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = state_store_->SumOverRanks(*group_, *values, synced); !s.ok()) return s;
   step.clock.Lap(step.clock.phases.all_reduce_wait);
   absl::Status updated = config_.rule == ScapeRule::kReference
                              ? ApplyReference(params, reference_.ScalarsAt(t, step.lr), dense)
@@ -396,9 +392,7 @@ absl::Status ScapeOptimizer::SyncResiduals(StepState& step) {
   if (step.dense || !config_.ResidualSyncAfter(step.t)) return absl::OkStatus();
   auto residual = state_store_->Residual();
   if (!residual.ok()) return residual.status();
-  if (absl::Status s =
-          group_->AllReduceSumIn(*residual, BufferSize(), state_store_->host_addressable());
-      !s.ok()) {
+  if (absl::Status s = state_store_->SumOverRanks(*group_, *residual, BufferSize()); !s.ok()) {
     return s;
   }
   step.clock.Lap(step.clock.phases.all_reduce_wait);

@@ -12,6 +12,7 @@
 #include "runtime/kernels/cuda/topk.h"
 #include "runtime/optim/mask_statistic.h"
 #include "runtime/optim/optim_scalars.h"
+#include "runtime/optim/rank_group.h"
 
 namespace corescape::optim {
 
@@ -28,9 +29,6 @@ namespace corescape::optim {
 class ScapeStateStore {
  public:
   virtual ~ScapeStateStore() = default;
-  // Whether the store's buffers (and so Step's params and grads) are host
-  // memory.
-  virtual bool host_addressable() const = 0;
   // The reference rule: e ← c = β1·m + (1−β1)·P·g + e over every
   // coordinate, then statistic ← |e| over [begin, end) (host; what the next
   // mask is chosen from).
@@ -119,6 +117,10 @@ class ScapeStateStore {
                                     const CatchUpPowerTables& powers) = 0;
   // The residual, ready for an all-reduce; then e ← e·scale.
   virtual absl::StatusOr<float*> Residual() = 0;
+  // Sums `count` floats of one of the store's buffers (Pack's values,
+  // Residual()) over the group's ranks, in place, in the memory the store
+  // keeps them in.
+  virtual absl::Status SumOverRanks(RankGroup& group, float* data, int64_t count) = 0;
   virtual absl::Status ScaleResidual(float scale) = 0;
   // Host copies of m, e, v̄ and the ages (each coordinate's last
   // synchronized step, −1: never) — the host store: they are already; a

@@ -58,7 +58,6 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   // Waits for a staged upload still in flight into the store's memory.
   ~DeviceScapeStore() override;
 
-  bool host_addressable() const override { return ops_->host_addressable(); }
   absl::Status Payload(const float* grads, const kernels::host_device::ScapeReferenceScalars& scalars,
                        int64_t begin, int64_t end, std::vector<float>& statistic) override;
   // With the residual on the device the top-k runs there too; the
@@ -103,6 +102,10 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   int64_t held_packs() const { return held_packs_; }
   absl::StatusOr<float*> Residual() override;
   absl::Status ScaleResidual(float scale) override;
+  // In the backend's memory: the host's (the CPU backend) or its GPU's.
+  absl::Status SumOverRanks(optim::RankGroup& group, float* data, int64_t count) override {
+    return group.AllReduceSumIn(data, count, ops_->host_addressable());
+  }
   absl::Status Read(std::vector<float>& m, std::vector<float>& e, std::vector<float>& vbar,
                     std::vector<int64_t>& last_sync) override;
   absl::Status Write(const std::vector<float>& m, const std::vector<float>& e,
