@@ -113,12 +113,12 @@ class ScapeStateStore {
   virtual absl::Status CatchUpApply(float* params, int64_t step,
                                     const kernels::host_device::ScapeCatchUpScalars& scalars,
                                     const CatchUpPowerTables& powers) = 0;
-  // The residual, ready for an all-reduce; then e ← e·scale.
-  virtual absl::StatusOr<float*> Residual() = 0;
   // Sums `count` floats of one of the store's buffers (Pack's values,
   // Residual()) over the group's ranks, in place, in the memory the store
   // keeps them in.
   virtual absl::Status SumOverRanks(RankGroup& group, float* data, int64_t count) = 0;
+  // The residual, ready for SumOverRanks; then e ← e·scale.
+  virtual absl::StatusOr<float*> Residual() = 0;
   virtual absl::Status ScaleResidual(float scale) = 0;
   // Writes the ages the last update owes now: no exchange's thread follows
   // to write them (nothing to do where they are set beside the update).
