@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/base/host_port.h"
+#include "runtime/comm/handshake_stream.h"
 #include "runtime/comm/hello_message.h"
 #include "runtime/comm/transport.h"
 
@@ -33,6 +34,9 @@ std::string SockaddrToString(const sockaddr_storage& addr);  // "1.2.3.4:5" / "[
 // tag and the link token, little-endian.
 inline constexpr unsigned kDataMessageAmId = 1;
 inline constexpr size_t kDataHeaderBytes = 16;
+// The dialer's first active message on its UCP endpoint: the bind token of
+// its handshake connection as the header, no data (handshake_stream.h).
+inline constexpr unsigned kBindMessageAmId = 2;
 
 // A data message from an adopted (or still-being-checked) endpoint that no
 // receive has taken yet.
@@ -59,9 +63,29 @@ struct Transport::EndpointState {
     EndpointId id;
   };
 
+  // A data message sent before the link was ready (bound): sent once it is.
+  struct HeldSend {
+    std::shared_ptr<MessageRequest> request;
+    uint64_t tag = 0;
+    const void* data = nullptr;
+    int64_t bytes = 0;
+  };
+
   EndpointId id = 0;
   std::string peer_address;
+  // The dialer's own endpoint, or on the acceptor the endpoint UCX created
+  // for the dialer's (learned from its bind message); null until then.
   ucp_ep_h ep = nullptr;
+  // The handshake connection (handshake_stream.h): open for the link's life.
+  int socket = -1;
+  bool socket_connected = false;  // the dialer's non-blocking connect finished
+  HandshakeInbox inbox;
+  std::string outbox;             // bytes not yet written to `socket`
+  bool close_when_written = false;
+  // Both sides may send data messages: the acceptor has bound `ep`.
+  bool ready = false;
+  std::string bind_token;  // acceptor: the token its ready frame handed out
+  std::vector<HeldSend> held_sends;
   Role role = Role::kOwned;
   bool failed = false;         // UCX reported an error
   bool closing = false;        // Close() called: no new sends
@@ -78,12 +102,11 @@ struct Transport::EndpointState {
   ErrorArg error_arg{nullptr, 0};  // stable address handed to UCX
 };
 
-// A UCX operation other than a tagged message (stream hello, flush, close):
+// A UCX operation other than a data message (flush, close):
 // `done` runs on the progress thread, outside UCX callbacks.
 struct Transport::PendingUcxOp {
   Transport* transport = nullptr;
   std::function<void(ucs_status_t status, size_t length)> done;
-  HelloMessage::Bytes buffer{};  // stream sends and receives
   size_t length = 0;
   bool completed = false;  // UCX's callback has run (possibly inside the post)
 };

@@ -129,7 +129,7 @@ void Transport::NoteDrop(DropReason reason, absl::FunctionRef<std::string()> det
 void Transport::DoSend(const std::shared_ptr<MessageRequest>& request, EndpointId to,
                        uint64_t tag, const void* data, int64_t bytes) {
   EndpointState* endpoint = FindEndpoint(to);
-  if (endpoint == nullptr || endpoint->ep == nullptr || endpoint->closing || endpoint->failed) {
+  if (endpoint == nullptr || endpoint->closing || endpoint->failed) {
     FinishRequest(request.get(),
                   absl::UnavailableError(absl::StrCat("endpoint ", to, " is ",
                                                       endpoint == nullptr ? "closed" : "failed")),
@@ -142,6 +142,11 @@ void Transport::DoSend(const std::shared_ptr<MessageRequest>& request, EndpointI
                       "endpoint ", to, " to ", endpoint->peer_address,
                       " has not completed the handshake")),
                   0);
+    return;
+  }
+  if (!endpoint->ready) {
+    // Adopted, but the dialer's UCP endpoint is not bound yet: sent once it is.
+    endpoint->held_sends.push_back({request, tag, data, bytes});
     return;
   }
   wire::PutU64(request->wire_header_, tag);
