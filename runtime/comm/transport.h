@@ -191,6 +191,9 @@ class Transport {
   // advertise_host:bound_port, what peers connect to (RegisterRequest.data_address).
   std::string address() const { return address_; }
   const TransportOptions& options() const { return options_; }
+  // This process's UCP worker address, which only a dialer that proved a
+  // communicator's secret is handed (tests play a stranger who learned it).
+  const std::string& worker_address() const { return worker_address_; }
 
   // Bounds on messages held before their receive is posted. Rendezvous
   // messages count against the number only (their data stays with the
