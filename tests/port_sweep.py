@@ -40,6 +40,8 @@ def _decode_address(hex_address, ipv6):
         # Four 32-bit words, each in host (little-endian) order.
         raw = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
         host = socket.inet_ntop(socket.AF_INET6, raw)
+        if host.startswith("::ffff:") and "." in host:
+            host = host[len("::ffff:"):]  # an IPv4 address on an IPv6 socket
     else:
         host = socket.inet_ntop(socket.AF_INET, raw[::-1])
     return host, int(port_hex, 16)
