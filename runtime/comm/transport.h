@@ -200,10 +200,6 @@ class Transport {
   // sender until received); eager ones against both.
   static constexpr size_t kMaxUnexpectedMessages = 16384;
   static constexpr size_t kMaxUnexpectedBytes = size_t{256} << 20;
-  // Per endpoint whose handshake is still being checked (the dialer may send
-  // data right after its confirmation; those messages wait for the verdict).
-  static constexpr size_t kMaxQuarantinedMessages = 256;
-  static constexpr size_t kMaxQuarantinedBytes = size_t{4} << 20;
   // Accepted connections that have not completed a handshake (no hello yet,
   // parked, or awaiting the dialer's proof); more are closed on arrival.
   static constexpr size_t kMaxUnprovenConnections = 64;
@@ -365,9 +361,6 @@ class Transport {
   void Complete(const std::shared_ptr<MessageRequest>& request, ArrivedMessage& message,
                 const void* data);
   void Release(ArrivedMessage& message);
-  // Held messages of an endpoint whose handshake just ended: delivered if
-  // it was adopted, dropped otherwise.
-  void SettleQuarantine(EndpointState* endpoint);
   void ReleaseAllHeld();
   // Receives (into nothing) and counts the tagged messages UCX holds; a
   // bounded number per call. Needs the UCX lock.

@@ -116,7 +116,6 @@ Transport::EndpointState* Transport::FindEndpoint(EndpointId id) {
 
 void Transport::EraseEndpoint(EndpointId id) {
   if (EndpointState* endpoint = FindEndpoint(id); endpoint != nullptr) {
-    for (ArrivedMessage& m : endpoint->quarantine) Release(m);
     if (endpoint->ep != nullptr) endpoint_by_ep_.erase(endpoint->ep);
     CloseSocket(endpoint);
   }
@@ -829,7 +828,6 @@ void Transport::ForceClose(EndpointId id) {
   endpoint->close_started = true;
   endpoint->on_error = nullptr;
   std::erase_if(parked_, [id](const ParkedHello& p) { return p.id == id; });
-  SettleQuarantine(endpoint);  // closing: drops what it held
   CloseSocket(endpoint);
   if (!endpoint->bind_token.empty()) pending_binds_.erase(endpoint->bind_token);
   std::vector<EndpointState::HeldSend> held = std::move(endpoint->held_sends);

@@ -96,9 +96,6 @@ struct Transport::EndpointState {
   std::pair<std::string, uint64_t> handler_key;
   // Set by the communicator that adopted the endpoint: what it may carry.
   std::optional<EndpointAuthorization> authorization;
-  // kAwaitingConfirm: data that arrived before the handshake's verdict.
-  std::vector<ArrivedMessage> quarantine;
-  size_t quarantined_bytes = 0;
   ErrorArg error_arg{nullptr, 0};  // stable address handed to UCX
 };
 
