@@ -98,7 +98,7 @@ def _connect(address, timeout=2.0):
     return s
 
 
-def _send_and_close(address, payload, linger=0.05):
+def _send_and_close(address, payload, linger=0.01):
     try:
         s = _connect(address)
     except OSError:

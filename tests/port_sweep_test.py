@@ -10,7 +10,7 @@ recovery; every daemon is the process it was; each is back to idle within
 a few seconds and holds no socket in CLOSE-WAIT; and every listener is on
 the loopback address the daemons were given."""
 
-import os
+import time
 import unittest
 
 import cluster_harness as harness
@@ -67,9 +67,11 @@ class PortSweepTest(JobClusterTestCase):
         # The node daemons' data planes: the handshake listener and UCX's TCP interface.
         for name in ("worker-0", "worker-1", "attn-0"):
             self.assertGreaterEqual(len(ports[name]), 3, f"{name}: {ports[name]}")
+        started = time.monotonic()
         port_sweep.sweep([address for listening in ports.values() for address in listening])
         swept_at = self.jobs.job(job_id).progress.step
-        print(f"the sweep ended at step {swept_at} of {STEPS}", flush=True)
+        print(f"the sweep took {time.monotonic() - started:.1f}s and ended at step {swept_at} "
+              f"of {STEPS}", flush=True)
 
         job = self.jobs.wait_state(job_id, FINAL, timeout=120)
         self.assertEqual(job.state, job_pb2.SUCCEEDED, job.state_reason)
