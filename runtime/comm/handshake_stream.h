@@ -17,13 +17,15 @@ namespace corescape::comm {
 // this code (bounded, fixed sizes, fuzzed) and never UCX.
 //   dialer   -> acceptor  HelloMessage kHello                 (kHelloBytes)
 //   acceptor -> dialer    HelloMessage kAccept or kReject     (kHelloBytes)
-//   dialer   -> acceptor  HelloMessage kConfirm or kReject    (kHelloBytes)
-//   acceptor -> dialer    ready frame: bind token, the acceptor's UCP worker
-//                         address (only after a valid kConfirm)
-//   dialer: creates its UCP endpoint from that address, sends the bind token
-//           as its first active message on it
-//   acceptor -> dialer    kBoundByte once the token arrived: from then on
-//                         both sides send data messages
+//   dialer   -> acceptor  HelloMessage kConfirm or kReject    (kHelloBytes),
+//                         with a kConfirm its ready frame
+//   acceptor -> dialer    its ready frame (only after a valid kConfirm)
+// A ready frame carries the sender's UCP worker address and a bind token.
+// Each side creates its own UCP endpoint from the other's address and sends
+// the other's token as its first active message on it; whoever receives
+// its own token answers kBoundByte (it now knows which UCP endpoint the
+// peer's messages arrive on), and each side sends data messages once its
+// kBoundByte came.
 // Afterwards the connection carries nothing; it stays open for the life of
 // the link and its end (EOF, reset) is how each side learns the other went
 // away. Any byte where none is expected ends it.

@@ -1,7 +1,8 @@
 // Fuzzes what a data-plane handshake connection parses of its peer's bytes,
 // the first bytes a stranger can send to a listening transport: the
-// acceptor's side (hello, confirmation, then silence) and the dialer's
-// (answer, ready frame, bound byte, then silence), fed in reads of the size
+// acceptor's side (hello, confirmation, ready frame, bound byte, then
+// silence) and the dialer's (answer, ready frame, bound byte, then silence),
+// fed in reads of the size
 // the transport makes. Input: one byte choosing the side (low bit) and the
 // largest read (the rest + 1), then the peer's bytes.
 #include <algorithm>
@@ -55,45 +56,41 @@ bool ParseFuzzInput(absl::string_view input) {
   const size_t max_read = (static_cast<unsigned char>(input[0]) >> 1) + 1;
   input.remove_prefix(1);
   HandshakeInbox inbox;
+  inbox.Expect(HandshakeInbox::Item::kHello);
+  if (!Collect(inbox, input, max_read)) return false;
+  auto first = inbox.TakeHello();
+  if (!first.ok()) return false;
   if (acceptor) {
-    inbox.Expect(HandshakeInbox::Item::kHello);
-    if (!Collect(inbox, input, max_read)) return false;
-    auto hello = inbox.TakeHello();
-    if (!hello.ok() || hello->type != comm::HelloType::kHello) return false;
+    if (first->type != comm::HelloType::kHello) return false;
     inbox.Expect(HandshakeInbox::Item::kHello);
     if (!Collect(inbox, input, max_read)) return false;
     if (!inbox.TakeHello().ok()) return false;
-  } else {
-    inbox.Expect(HandshakeInbox::Item::kHello);
-    if (!Collect(inbox, input, max_read)) return false;
-    if (!inbox.TakeHello().ok()) return false;
-    inbox.Expect(HandshakeInbox::Item::kReadyFrame);
-    if (!Collect(inbox, input, max_read)) return false;
-    auto frame = inbox.TakeReadyFrame();
-    if (!frame.ok() || frame->bind_token.size() != comm::kBindTokenBytes ||
-        frame->worker_address.empty() ||
-        frame->worker_address.size() > comm::kMaxWorkerAddressBytes) {
-      return false;
-    }
-    inbox.Expect(HandshakeInbox::Item::kBoundByte);
-    if (!Collect(inbox, input, max_read)) return false;
-    if (!inbox.TakeBoundByte().ok()) return false;
   }
+  inbox.Expect(HandshakeInbox::Item::kReadyFrame);
+  if (!Collect(inbox, input, max_read)) return false;
+  auto frame = inbox.TakeReadyFrame();
+  if (!frame.ok() || frame->bind_token.size() != comm::kBindTokenBytes ||
+      frame->worker_address.empty() ||
+      frame->worker_address.size() > comm::kMaxWorkerAddressBytes) {
+    return false;
+  }
+  inbox.Expect(HandshakeInbox::Item::kBoundByte);
+  if (!Collect(inbox, input, max_read)) return false;
+  if (!inbox.TakeBoundByte().ok()) return false;
   // Afterwards the connection carries nothing: any byte is refused.
   return inbox.Append(input).ok() && input.empty();
 }
 
 std::vector<std::string> FuzzSeeds() {
   std::vector<std::string> seeds;
-  for (char chooser : {'\x00', '\xfe', '\x40'}) {  // reads of 1, 128, 33 bytes
-    seeds.push_back(std::string(1, chooser) + HelloBytes(comm::HelloType::kHello) +
-                    HelloBytes(comm::HelloType::kConfirm));
-    seeds.push_back(std::string(1, chooser) + HelloBytes(comm::HelloType::kHello) +
-                    HelloBytes(comm::HelloType::kReject));
-  }
   auto ready = comm::EncodeReadyFrame({.bind_token = std::string(comm::kBindTokenBytes, '\x11'),
                                        .worker_address = std::string(186, '\x42')});
   if (ready.ok()) {
+    for (char chooser : {'\x00', '\xfe', '\x40'}) {  // reads of 1, 128, 33 bytes
+      seeds.push_back(std::string(1, chooser) + HelloBytes(comm::HelloType::kHello) +
+                      HelloBytes(comm::HelloType::kConfirm) + *ready +
+                      std::string(1, comm::kBoundByte));
+    }
     for (char chooser : {'\x01', '\xff', '\x41'}) {
       seeds.push_back(std::string(1, chooser) + HelloBytes(comm::HelloType::kAccept) + *ready +
                       std::string(1, comm::kBoundByte));

@@ -116,7 +116,10 @@ Transport::EndpointState* Transport::FindEndpoint(EndpointId id) {
 
 void Transport::EraseEndpoint(EndpointId id) {
   if (EndpointState* endpoint = FindEndpoint(id); endpoint != nullptr) {
-    if (endpoint->ep != nullptr) endpoint_by_ep_.erase(endpoint->ep);
+    for (ucp_ep_h ep : {endpoint->ep, endpoint->reply_ep}) {
+      auto it = ep == nullptr ? endpoint_by_ep_.end() : endpoint_by_ep_.find(ep);
+      if (it != endpoint_by_ep_.end() && it->second == id) endpoint_by_ep_.erase(it);
+    }
     CloseSocket(endpoint);
   }
   endpoints_.erase(id);
@@ -468,8 +471,10 @@ void Transport::OnReadyFrame(EndpointId id, absl::StatusOr<ReadyFrame> frame) {
     HandleEndpointError(id, frame.status());
     return;
   }
-  // The acceptor sends its address only after our proof verified, and we
-  // asked for it only after its own did (the communicator confirmed).
+  // Each side sends its address only after the proofs: the acceptor once
+  // our confirmation verified, we with that confirmation (sent only after
+  // the acceptor's proof verified); the acceptor reads ours only after it
+  // adopted the connection.
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER |
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
@@ -488,15 +493,16 @@ void Transport::OnReadyFrame(EndpointId id, absl::StatusOr<ReadyFrame> frame) {
     // Which UCX transports carry this endpoint's lanes (diagnostics).
     ucp_ep_print_info(e->ep, stderr);
   }
-  // The bind token, first on the endpoint: the acceptor learns which
+  // The peer's bind token, first on the endpoint: the peer learns which
   // handshake connection the endpoint belongs to, and says so.
   ucp_request_param_t param{};
   PendingUcxOp* op = NewUcxOp([](ucs_status_t, size_t) {}, param);
   param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = UCP_AM_SEND_FLAG_REPLY;
-  e->bind_token = frame->bind_token;
-  TrackUcxOp(ucp_am_send_nbx(e->ep, kBindMessageAmId, e->bind_token.data(),
-                             e->bind_token.size(), nullptr, 0, &param),
+  auto token = std::make_shared<std::string>(frame->bind_token);
+  op->done = [token](ucs_status_t, size_t) {};  // keeps the header until sent
+  TrackUcxOp(ucp_am_send_nbx(e->ep, kBindMessageAmId, token->data(), token->size(), nullptr, 0,
+                             &param),
              op);
   e->inbox.Expect(HandshakeInbox::Item::kBoundByte);
 }
@@ -549,20 +555,16 @@ ucs_status_t Transport::OnBindMessage(void* arg, const void* header, size_t head
 void Transport::HandleBind(const std::string& token, ucp_ep_h reply_ep) {
   auto it = pending_binds_.find(token);
   EndpointState* endpoint = it == pending_binds_.end() ? nullptr : FindEndpoint(it->second);
-  if (endpoint == nullptr || endpoint->closing || endpoint->ep != nullptr ||
-      endpoint_by_ep_.contains(reply_ep)) {
+  auto mapped = endpoint_by_ep_.find(reply_ep);
+  if (endpoint == nullptr || endpoint->closing || endpoint->reply_ep != nullptr ||
+      (mapped != endpoint_by_ep_.end() && mapped->second != it->second)) {
     NoteDrop(DropReason::kUnauthenticated, [] { return std::string("a bind message with an unknown token"); });
     return;
   }
   pending_binds_.erase(it);
-  endpoint->ep = reply_ep;
+  endpoint->reply_ep = reply_ep;
   endpoint_by_ep_[reply_ep] = endpoint->id;
   endpoint->outbox.push_back(kBoundByte);
-  // Sends go out from the next round (not from inside UCX's callback).
-  const EndpointId id = endpoint->id;
-  Enqueue([this, id] {
-    if (EndpointState* e = FindEndpoint(id); e != nullptr && !e->closing) MarkReady(e);
-  });
   WriteSocket(endpoint);
 }
 
@@ -653,9 +655,10 @@ void Transport::OnConfirmReceived(EndpointId id, absl::StatusOr<HelloMessage> co
     endpoint = FindEndpoint(id);
     if (endpoint == nullptr) return;
     endpoint->role = EndpointState::Role::kOwned;
+    endpoint->inbox.Expect(HandshakeInbox::Item::kReadyFrame);  // the dialer's
     SendReadyFrame(endpoint);
-    // The link is ready once the dialer's endpoint is bound; until then it
-    // may fail only through the handshake connection.
+    // The link is ready once both endpoints are bound; until then it may
+    // fail only through the handshake connection.
     timers_.emplace(absl::Now() + options_.timeout, [this, id] {
       EndpointState* e = FindEndpoint(id);
       if (e != nullptr && !e->ready && !e->closing) {
@@ -676,6 +679,9 @@ void Transport::SendHandshake(EndpointId id, const HelloMessage& message) {
     if (endpoint == nullptr || endpoint->closing) return;
     // A failure here surfaces as an endpoint error to the owner.
     QueueHandshake(endpoint, message);
+    // With our proof, our worker address (the acceptor reads it only if
+    // the proof verifies).
+    if (message.type == HelloType::kConfirm) SendReadyFrame(endpoint);
   });
 }
 

@@ -73,18 +73,25 @@ struct Transport::EndpointState {
 
   EndpointId id = 0;
   std::string peer_address;
-  // The dialer's own endpoint, or on the acceptor the endpoint UCX created
-  // for the dialer's (learned from its bind message); null until then.
+  // This side's own UCP endpoint to the peer (made from the worker address
+  // the peer sent after the proofs): everything sent goes on it. Null
+  // until then.
   ucp_ep_h ep = nullptr;
+  // The UCP endpoint the peer's messages arrive on (UCX's counterpart of the
+  // peer's own endpoint, named by the peer's bind message). UCX owns it and
+  // may destroy it when the peer fails: it only identifies arrivals, nothing
+  // is sent on it.
+  ucp_ep_h reply_ep = nullptr;
   // The handshake connection (handshake_stream.h): open for the link's life.
   int socket = -1;
   bool socket_connected = false;  // the dialer's non-blocking connect finished
   HandshakeInbox inbox;
   std::string outbox;             // bytes not yet written to `socket`
   bool close_when_written = false;
-  // Both sides may send data messages: the acceptor has bound `ep`.
+  // This side may send data messages: the peer has bound `ep` (said so
+  // with kBoundByte).
   bool ready = false;
-  std::string bind_token;  // acceptor: the token its ready frame handed out
+  std::string bind_token;  // what our ready frame asked the peer to send back
   std::vector<HeldSend> held_sends;
   Role role = Role::kOwned;
   bool failed = false;         // UCX reported an error
