@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -65,6 +66,7 @@ struct NodeFlags {
   int32_t data_port = 0;
   security::TransportSecurity security = security::TransportSecurity::Insecure();
   std::string health_listen;  // plaintext health port, or ""
+  std::optional<HttpTls> http_tls;  // the metrics endpoint over HTTPS, or plain HTTP
 };
 
 NodeFlags ValidatedFlags(v1::NodeRole role) {
@@ -114,6 +116,9 @@ NodeFlags ValidatedFlags(v1::NodeRole role) {
   auto health_listen = security::HealthListenFromFlags();
   if (!health_listen.ok()) ExitWithFlagError(std::string(health_listen.status().message()));
   flags.health_listen = *std::move(health_listen);
+  auto http_tls = security::HttpTlsFromFlags(flags.security);
+  if (!http_tls.ok()) ExitWithFlagError(std::string(http_tls.status().message()));
+  flags.http_tls = *std::move(http_tls);
   return flags;
 }
 
@@ -142,7 +147,7 @@ int RunNodeDaemon(v1::NodeRole role, int argc, char** argv, NodeDaemonHooks hook
     }
   }
   // Before --port_file is written: whoever waits for it finds this one's too.
-  auto metrics = metrics::MetricsEndpoint::StartFromFlags(RoleSuffix(role));
+  auto metrics = metrics::MetricsEndpoint::StartFromFlags(RoleSuffix(role), flags.http_tls);
   if (!metrics.ok()) {
     LOG(ERROR) << metrics.status();
     return 1;

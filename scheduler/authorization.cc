@@ -68,6 +68,24 @@ absl::StatusOr<Identity> Authorizer::AllowRoles(const grpc::ServerContext& conte
                                                   " role; the caller is ", Describe(*caller)));
 }
 
+std::string Authorizer::QuotaIdentity(const grpc::ServerContext& context) const {
+  if (enforce_) {
+    if (auto caller = Caller(context); caller.ok()) {
+      return absl::StrCat(security::RoleName(caller->role), " '", caller->name, "'");
+    }
+  }
+  // No call: the scheduler's own status page reading in-process. (c_call()
+  // only reads, but gRPC declares it non-const.)
+  if (const_cast<grpc::ServerContext&>(context).c_call() == nullptr) {
+    return "the scheduler itself";
+  }
+  // "ipv4:10.0.0.5:41234" or "ipv6:[::1]:41234": the address without the port.
+  std::string peer = context.peer();
+  if (const size_t colon = peer.rfind(':'); colon != std::string::npos) peer.resize(colon);
+  if (const size_t scheme = peer.find(':'); scheme != std::string::npos) peer.erase(0, scheme + 1);
+  return absl::StrCat("peer ", peer);
+}
+
 absl::Status Authorizer::AllowCancel(const grpc::ServerContext& context,
                                      absl::string_view job_submitter) const {
   if (!enforce_) return absl::OkStatus();

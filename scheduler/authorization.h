@@ -48,6 +48,11 @@ class Authorizer {
     return AllowRoles(context, {security::Role::kOperator}, action).status();
   }
 
+  // Whom the per-identity quotas (identity_quotas.h) count a call against:
+  // "submitter 'alice'" from the caller's certificate; without one (a
+  // plaintext scheduler) the caller's address, "peer 10.0.0.5".
+  std::string QuotaIdentity(const grpc::ServerContext& context) const;
+
   // Cancelling `job_submitter`'s job: an operator, or the submitter itself.
   absl::Status AllowCancel(const grpc::ServerContext& context,
                            absl::string_view job_submitter) const;

@@ -153,8 +153,10 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::SubmitJobRequest& request,
   absl::StatusOr<job::ResolvedJobSpec> resolved = job::ResolveJobSpec(request.spec());
   if (!resolved.ok()) return resolved.status();
   const v1::JobSpec& spec = resolved->spec();
+  // Paths no worker would take are refused now rather than failing five
+  // recoveries at the workers.
+  if (absl::Status s = CheckSomeWorkerHoldsDatasets(spec, registry_->List()); !s.ok()) return s;
   if (!spec.checkpoint().directory().empty()) {
-    // Refused now rather than failing five recoveries at the workers.
     if (absl::Status s = CheckSomeWorkerHoldsCheckpoints(
             spec, job::ResolvedPath(spec.checkpoint().directory()), registry_->List());
         !s.ok()) {
@@ -330,6 +332,15 @@ int JobManager::CountInState(v1::JobState state) const {
   return count;
 }
 
+int JobManager::CountPendingSubmittedBy(const std::string& submitted_by) const {
+  absl::MutexLock lock(&mu_);
+  int count = 0;
+  for (const auto& [id, record] : jobs_) {
+    count += record.job.state() == v1::PENDING && record.job.submitted_by() == submitted_by;
+  }
+  return count;
+}
+
 std::map<std::string, std::string> JobManager::RunningJobsByNode() const {
   absl::MutexLock lock(&mu_);
   std::map<std::string, std::string> jobs_by_node;
@@ -449,6 +460,10 @@ void JobManager::Assign(JobRecord& record, const AssignJob& placement) {
   if (!Transition(record, std::move(job), v1::RUNNING, reason)) return;
   record.reported_failed_nodes.clear();
   record.unrecorded_report.reset();
+  record.awaiting_restore_of.reset();
+  if (record.job.progress().checkpoint_step() >= 0) {
+    record.awaiting_restore_of = record.job.progress().checkpoint_step();
+  }
   // Workers: rank r of W (the data-parallel group). Attention servers: rank
   // W + s of W + S (the job's attention communicator: workers first).
   std::vector<v1::JobAssignment> assignments = ParticipantAssignments(
@@ -644,6 +659,9 @@ void JobManager::OnStepReport(const std::string& node, uint64_t incarnation,
     return;  // stale: an old generation or a fenced process
   }
   if (report.rank() != 0) return;  // ranks step in lock-step; rank 0 speaks for the job
+  if (record->awaiting_restore_of && report.has_restored_checkpoint_step()) {
+    RecordRestore(*record, report);
+  }
   v1::JobProgress& progress = *job.mutable_progress();
   const bool new_checkpoint = report.checkpoint_step() > progress.checkpoint_step();
   progress.set_step(report.step());
@@ -677,6 +695,28 @@ void JobManager::OnStepReport(const std::string& node, uint64_t incarnation,
       record->unrecorded_report = UnrecordedReport{job.generation(), true, reason};
     }
   }
+}
+
+void JobManager::RecordRestore(JobRecord& record, const v1::StepReport& report) {
+  const int64_t asked = *record.awaiting_restore_of;
+  record.awaiting_restore_of.reset();
+  const int64_t restored = report.restored_checkpoint_step();
+  v1::Job& job = record.job;
+  std::string message =
+      restored >= 0 ? absl::StrCat("restored checkpoint step ", restored)
+                    : std::string("restarted from the start: no checkpoint verified");
+  if (restored < asked) {
+    absl::StrAppend(&message, restored >= 0 ? ", not " : " (", "step ", asked,
+                    restored >= 0 ? ": newer checkpoints failed verification" : ")");
+    // The next recovery resumes from what exists, not from what failed.
+    job.mutable_progress()->set_checkpoint_step(restored);
+    Persist(job).IgnoreError();
+  }
+  v1::JobEvent event;
+  event.set_message(message);
+  AppendEvent(record, std::move(event));
+  events_->Append(v1::ClusterEvent::JOB_CHECKPOINT_RESTORED, job.assigned_nodes(0),
+                  job.job_id(), message);
 }
 
 void JobManager::CountStepTime(JobRecord& record, const v1::StepReport& report, absl::Time now) {

@@ -85,6 +85,8 @@ class JobManager : public NodeReportSink {
                     const v1::JobFailureReport& report) override;
 
   int CountInState(v1::JobState state) const;
+  // Jobs PENDING that `submitted_by` submitted.
+  int CountPendingSubmittedBy(const std::string& submitted_by) const;
   // The RUNNING job each of its nodes (workers and attention servers) works
   // for, by node name: what ListNodes shows as current_job_id.
   std::map<std::string, std::string> RunningJobsByNode() const;
@@ -119,6 +121,10 @@ class JobManager : public NodeReportSink {
     absl::Time last_report_at = absl::InfinitePast();
     uint64_t last_report_generation = 0;
     int64_t last_report_step = 0;
+    // The checkpoint step the current generation was told to resume from,
+    // until rank 0 says which one it restored (memory only: after a
+    // restart nobody waits for it).
+    std::optional<int64_t> awaiting_restore_of;
     // A member's success or failure report the store refused to record:
     // its sender will not repeat it, so Reconcile retries the transition.
     std::optional<UnrecordedReport> unrecorded_report;
@@ -141,6 +147,11 @@ class JobManager : public NodeReportSink {
   void StampEvent(const JobRecord& record, v1::JobEvent& event) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendEvent(JobRecord& record, v1::JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rank 0's first report of a generation that resumed from a checkpoint:
+  // an event naming the step it restored (older than asked when newer
+  // checkpoints failed verification, which the job's progress then says).
+  void RecordRestore(JobRecord& record, const v1::StepReport& report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `updated` to the store, then makes it the record's job; false,
   // with the record unchanged, if the store refused.
   bool Commit(JobRecord& record, v1::Job updated) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -53,9 +53,10 @@ class JobManagerTest : public ::testing::Test {
   }
 
   uint64_t AddWorker(const std::string& name, v1::NodeRole role = v1::WORKER,
-                     const std::string& checkpoint_root = "") {
+                     const std::string& checkpoint_root = "", const std::string& data_root = "") {
     v1::RegisterRequest request;
     request.mutable_resources()->set_checkpoint_root(checkpoint_root);
+    request.mutable_resources()->set_data_root(data_root);
     request.set_name(name);
     request.set_role(role);
     request.set_host("h-" + name);
@@ -269,7 +270,7 @@ TEST_F(JobManagerTest, DeadWorkerTriggersRecoveryFromCheckpointWithNewGeneration
   jobs_->Reconcile();
   v1::Job recovering = *jobs_->Get(job->job_id());
   EXPECT_EQ(recovering.state(), v1::RECOVERING);
-  EXPECT_NE(recovering.state_reason().find("checkpoint step 2"), std::string::npos);
+  EXPECT_NE(recovering.state_reason().find("checkpoint that verifies, up to step 2"), std::string::npos);
   auto stop = Commands(rank0, inc0);
   ASSERT_FALSE(stop.empty());
   EXPECT_TRUE(stop[0].has_stop_job());
@@ -478,6 +479,29 @@ TEST_F(JobManagerTest, ThroughputIgnoresAGarbledStepTime) {
   EXPECT_DOUBLE_EQ(progress.steps_seconds(), 2.0);
 }
 
+// Submit refuses datasets outside every registered worker's data root, in
+// the same words for a path that exists and one that does not.
+TEST_F(JobManagerTest, DatasetsMustLieInAWorkersDataRoot) {
+  const std::string data_root = dir_ + "/data";
+  AddWorker("w0", v1::WORKER, "", data_root);
+  for (const std::string& elsewhere : {std::string("/etc/shadow"),
+                                       std::string("/etc/corescape-no-such-file"),
+                                       std::string("/dev/zero"), std::string("/proc/self/mem")}) {
+    v1::SubmitJobRequest outside = Spec(1);
+    outside.mutable_spec()->mutable_data()->set_train_shards(0, elsewhere);
+    auto refused = jobs_->Submit(outside);
+    ASSERT_FALSE(refused.ok()) << elsewhere;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(refused.status().message(),
+              absl::StrCat("spec.data.train_shards[0]: ", elsewhere,
+                           " is outside the data root of every registered worker (", data_root,
+                           "); choose a dataset under one, or start a worker with --data_root "
+                           "holding it"));
+  }
+  EXPECT_TRUE(jobs_->List({}, 0).empty());
+  EXPECT_TRUE(jobs_->Submit(Spec(1)).ok());
+}
+
 // Submit refuses a checkpoint directory no registered worker's root holds,
 // naming it and the roots; placement puts a job only on workers whose root
 // holds it, and a job held back by that waits saying so.
@@ -543,6 +567,86 @@ TEST_F(JobManagerTest, ElasticJobShrinksAndRaisesAccumulation) {
   EXPECT_EQ(shrunk.state(), v1::RUNNING);
   EXPECT_EQ(shrunk.assigned_nodes_size(), 1);
   EXPECT_EQ(shrunk.gradient_accumulation(), 2);
+}
+
+// After a recovery the job's events name the checkpoint the workers
+// restored: an older one when the newest failed verification (once "500"
+// was claimed while 400 was restored), and the next recovery asks for that.
+TEST_F(JobManagerTest, RestoreEventNamesTheCheckpointActuallyRestored) {
+  const uint64_t w0 = AddWorker("w0");
+  auto job = jobs_->Submit(Spec(1));
+  ASSERT_TRUE(job.ok()) << job.status();
+  jobs_->Reconcile();
+  Commands("w0", w0);
+  v1::Job running = *jobs_->Get(job->job_id());
+  Report("w0", w0, running, 0, 4, /*checkpoint=*/4);
+  Report("w0", w0, running, 0, 6, /*checkpoint=*/6);
+  jobs_->OnJobFailure("w0", w0, FailureReport(job->job_id(), 0, "out of memory"));
+  v1::Job recovering = *jobs_->Get(job->job_id());
+  ASSERT_EQ(recovering.state(), v1::RECOVERING);
+  EXPECT_NE(recovering.state_reason().find(
+                "restarting from the newest checkpoint that verifies, up to step 6"),
+            std::string::npos)
+      << recovering.state_reason();
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(registry_->Renew("w0", w0).ok());
+  jobs_->Reconcile();
+  auto assignment = Commands("w0", w0);
+  ASSERT_FALSE(assignment.empty());
+  ASSERT_TRUE(assignment.back().has_assign());
+  EXPECT_EQ(assignment.back().assign().resume_from_step(), 6);
+  v1::Job second = *jobs_->Get(job->job_id());
+  ASSERT_EQ(second.generation(), 2u);
+
+  // Step 6 failed its checksum on the worker: it restored step 4.
+  v1::StepReport first = StepReportOf(second, 0, 5, /*checkpoint=*/4);
+  first.set_restored_checkpoint_step(4);
+  jobs_->OnStepReport("w0", w0, first);
+  auto events = jobs_->EventsAfter(job->job_id(), 0);
+  ASSERT_TRUE(events.ok());
+  std::vector<std::string> messages;
+  for (const v1::JobEvent& event : *events) {
+    if (event.body_case() == v1::JobEvent::BODY_NOT_SET) messages.push_back(event.message());
+  }
+  EXPECT_EQ(messages, std::vector<std::string>{
+                          "restored checkpoint step 4, not step 6: newer checkpoints failed "
+                          "verification"});
+  EXPECT_EQ(jobs_->Get(job->job_id())->progress().checkpoint_step(), 4);
+  // Later reports of the generation add no restore event.
+  v1::StepReport later = StepReportOf(second, 0, 6, /*checkpoint=*/4);
+  later.set_restored_checkpoint_step(4);
+  jobs_->OnStepReport("w0", w0, later);
+  int restore_events = 0;
+  const auto after_later = jobs_->EventsAfter(job->job_id(), 0);
+  ASSERT_TRUE(after_later.ok());
+  for (const v1::JobEvent& event : *after_later) {
+    restore_events += event.body_case() == v1::JobEvent::BODY_NOT_SET;
+  }
+  EXPECT_EQ(restore_events, 1);
+
+  // The next recovery asks for what exists; a restore as asked says so.
+  jobs_->OnJobFailure("w0", w0, [&] {
+    v1::JobFailureReport failure = FailureReport(job->job_id(), 0, "out of memory");
+    failure.set_generation(2);
+    return failure;
+  }());
+  EXPECT_NE(jobs_->Get(job->job_id())->state_reason().find("up to step 4"), std::string::npos)
+      << jobs_->Get(job->job_id())->state_reason();
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(registry_->Renew("w0", w0).ok());
+  jobs_->Reconcile();
+  v1::Job third = *jobs_->Get(job->job_id());
+  ASSERT_EQ(third.generation(), 3u);
+  v1::StepReport as_asked = StepReportOf(third, 0, 5, /*checkpoint=*/4);
+  as_asked.set_restored_checkpoint_step(4);
+  jobs_->OnStepReport("w0", w0, as_asked);
+  std::string last_restore;
+  const auto after_third = jobs_->EventsAfter(job->job_id(), 0);
+  ASSERT_TRUE(after_third.ok());
+  for (const v1::JobEvent& event : *after_third) {
+    if (event.body_case() == v1::JobEvent::BODY_NOT_SET) last_restore = event.message();
+  }
+  EXPECT_EQ(last_restore, "restored checkpoint step 4");
 }
 
 TEST_F(JobManagerTest, CancelStopsNodesAndIsFinal) {
@@ -693,8 +797,14 @@ TEST_F(JobManagerTest, InvalidSpecsNameTheField) {
   r.mutable_spec()->mutable_data()->set_micro_batch_size(-1);
   expect_field(r, "spec.data.micro_batch_size");
   r = Spec(1);
-  r.mutable_spec()->mutable_data()->set_train_shards(0, "/no/such/file");
+  r.mutable_spec()->mutable_data()->set_train_shards(0, "../../etc/passwd");
   expect_field(r, "spec.data.train_shards[0]");
+  r = Spec(1);
+  r.mutable_spec()->set_name("job\x1b[2J");
+  expect_field(r, "spec.name");
+  r = Spec(1);
+  r.mutable_spec()->mutable_model()->set_rope_theta(NAN);
+  expect_field(r, "spec.model.rope_theta");
   r = Spec(5000);
   expect_field(r, "spec.placement.workers");
   r = Spec(1);
@@ -986,8 +1096,8 @@ TEST_F(JobManagerTest, LostAttentionServersAreReplacedThenLastLossRecovers) {
   EXPECT_EQ(recovering.state(), v1::RECOVERING);
   EXPECT_EQ(recovering.recoveries(), 2);
   EXPECT_NE(recovering.state_reason().find("attention server 0 (b0) is DEREGISTERED; no "
-                                           "attention server left; restarting from checkpoint "
-                                           "step 2"),
+                                           "attention server left; restarting from the newest "
+                                           "checkpoint that verifies, up to step 2"),
             std::string::npos)
       << recovering.state_reason();
   auto stop = Commands("w0", w0);

@@ -24,6 +24,16 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
   auto caller = authorizer_.AllowRoles(
       *context, {security::Role::kSubmitter, security::Role::kOperator}, "submitting a job");
   if (!caller.ok()) return ToGrpcStatus(caller.status());
+  absl::MutexLock lock(&submit_mu_);
+  if (quotas_ != nullptr) {
+    const std::string identity = authorizer_.QuotaIdentity(*context);
+    if (absl::Status s = quotas_->CheckPendingJobs(
+            identity, jobs_->CountPendingSubmittedBy(caller->name));
+        !s.ok()) {
+      return ToGrpcStatus(s);
+    }
+    if (absl::Status s = quotas_->AdmitSubmit(identity); !s.ok()) return ToGrpcStatus(s);
+  }
   auto job = jobs_->Submit(*request, caller->name);
   if (!job.ok()) return ToGrpcStatus(job.status());
   *response->mutable_job() = *std::move(job);
@@ -75,6 +85,9 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
                                       grpc::ServerWriter<v1::JobEvent>* writer) {
   if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
   if (absl::Status s = ValidateJobId(request->job_id()); !s.ok()) return ToGrpcStatus(s);
+  auto identity_slot =
+      IdentityQuotas::AcquireWatchStreamFrom(quotas_, authorizer_.QuotaIdentity(*context));
+  if (!identity_slot.ok()) return ToGrpcStatus(identity_slot.status());
   auto slot = StreamSlots::AcquireFrom(watch_slots_);
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   uint64_t after = request->after_sequence();

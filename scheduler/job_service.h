@@ -5,7 +5,9 @@
 
 #include "corescape/v1/job.grpc.pb.h"
 #include "runtime/base/stream_slots.h"
+#include "absl/synchronization/mutex.h"
 #include "scheduler/authorization.h"
+#include "scheduler/identity_quotas.h"
 #include "scheduler/job_manager.h"
 
 namespace corescape::scheduler {
@@ -32,10 +34,17 @@ class JobServiceImpl final : public v1::JobService::Service {
   void BeginShutdown() { shutting_down_ = true; }
   // Caps concurrent WatchJob streams (null: no cap). Set before serving.
   void LimitWatches(StreamSlots* slots) { watch_slots_ = slots; }
+  // Caps each caller's WatchJob streams, pending jobs and submissions per
+  // minute (null: no caps). Set before serving.
+  void LimitPerIdentity(IdentityQuotas* quotas) { quotas_ = quotas; }
 
  private:
   JobManager* jobs_;
   StreamSlots* watch_slots_ = nullptr;
+  IdentityQuotas* quotas_ = nullptr;
+  // Held from counting a caller's pending jobs to recording its new one, so
+  // concurrent submissions cannot all pass the count.
+  absl::Mutex submit_mu_;
   const Authorizer& authorizer_;
   std::atomic<bool> shutting_down_{false};
 };

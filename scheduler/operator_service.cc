@@ -79,6 +79,9 @@ grpc::Status OperatorServiceImpl::WatchEvents(
     grpc::ServerContext* context, const v1::WatchEventsRequest* request,
     grpc::ServerWriter<v1::ClusterEvent>* writer) {
   if (absl::Status s = authorizer_.RequireCertificate(*context); !s.ok()) return ToGrpcStatus(s);
+  auto identity_slot =
+      IdentityQuotas::AcquireWatchStreamFrom(quotas_, authorizer_.QuotaIdentity(*context));
+  if (!identity_slot.ok()) return ToGrpcStatus(identity_slot.status());
   auto slot = StreamSlots::AcquireFrom(watch_slots_);
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   uint64_t after = request->after_sequence();

@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "corescape/v1/operator.grpc.pb.h"
 #include "runtime/base/stream_slots.h"
+#include "scheduler/identity_quotas.h"
 #include "scheduler/attention_planning.h"
 #include "scheduler/authorization.h"
 #include "scheduler/event_log.h"
@@ -52,10 +53,14 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
 
   // Caps concurrent WatchEvents streams (null: no cap). Set before serving.
   void LimitWatches(StreamSlots* slots) { watch_slots_ = slots; }
+  // Caps each caller's WatchEvents streams, with its WatchJob streams (null:
+  // no cap). Set before serving.
+  void LimitPerIdentity(IdentityQuotas* quotas) { quotas_ = quotas; }
 
  private:
   NodeRegistry* registry_;
   StreamSlots* watch_slots_ = nullptr;
+  IdentityQuotas* quotas_ = nullptr;
   EventLog* events_;
   JobManager* jobs_;
   AttentionPlanning* attention_planning_;

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -185,20 +186,28 @@ std::string CudaWaitingReason(const v1::JobSpec& spec, int wanted, size_t free_g
   return reason;
 }
 
-// The distinct checkpoint roots `workers` reported, a few of them: for
-// reasons and refusals a person reads.
-std::string CheckpointRootsText(const std::vector<v1::NodeInfo>& workers) {
+// The distinct roots `workers` reported (`root_of` picks which), a few of
+// them: for reasons and refusals a person reads.
+std::string RootsText(const std::vector<v1::NodeInfo>& workers,
+                      const std::string& (v1::Resources::*root_of)() const) {
   constexpr size_t kShown = 4;
   std::set<std::string> roots;
   for (const v1::NodeInfo& worker : workers) {
-    if (!worker.resources().checkpoint_root().empty()) {
-      roots.insert(worker.resources().checkpoint_root());
-    }
+    const std::string& root = (worker.resources().*root_of)();
+    if (!root.empty()) roots.insert(root);
   }
   std::vector<std::string> shown(roots.begin(), roots.end());
   if (shown.size() <= kShown) return absl::StrJoin(shown, ", ");
   shown.resize(kShown);
   return absl::StrCat(absl::StrJoin(shown, ", "), " and ", roots.size() - kShown, " more");
+}
+
+std::string CheckpointRootsText(const std::vector<v1::NodeInfo>& workers) {
+  return RootsText(workers, &v1::Resources::checkpoint_root);
+}
+
+std::string DataRootsText(const std::vector<v1::NodeInfo>& workers) {
+  return RootsText(workers, &v1::Resources::data_root);
 }
 
 // Step 3 for one waiting job over the free nodes: its assignment, or why it
@@ -222,10 +231,15 @@ std::optional<PlacementDecision> PlaceWaitingJob(const JobInPass& pass,
                                    servers_wanted, free_servers.size()));
   }
   const std::vector<v1::NodeInfo> free = WorkersForDevice(spec, free_workers);
-  std::vector<v1::NodeInfo> holding, outside_root;
+  std::vector<v1::NodeInfo> holding, outside_root, outside_data_root;
   for (const v1::NodeInfo& worker : free) {
-    (HoldsCheckpointDirectory(worker, pass.in->checkpoint_directory) ? holding : outside_root)
-        .push_back(worker);
+    if (!HoldsCheckpointDirectory(worker, pass.in->checkpoint_directory)) {
+      outside_root.push_back(worker);
+    } else if (!HoldsDatasets(worker, spec.data())) {
+      outside_data_root.push_back(worker);
+    } else {
+      holding.push_back(worker);
+    }
   }
   const std::vector<v1::NodeInfo> placeable = PlaceableWorkers(*pass.in, holding);
   AssignJob assign;
@@ -266,6 +280,11 @@ std::optional<PlacementDecision> PlaceWaitingJob(const JobInPass& pass,
       absl::StrAppend(&reason, "; checkpoint.directory ", spec.checkpoint().directory(),
                       " is outside the checkpoint root of ", outside_root.size(), " of them (",
                       CheckpointRootsText(outside_root), "; corescape-worker --checkpoint_root)");
+    }
+    if (!outside_data_root.empty()) {
+      absl::StrAppend(&reason, "; its datasets are outside the data root of ",
+                      outside_data_root.size(), " of them (", DataRootsText(outside_data_root),
+                      "; corescape-worker --data_root)");
     }
     if (placeable.size() < holding.size()) {
       absl::StrAppend(&reason, "; ", holding.size() - placeable.size(),
@@ -408,15 +427,68 @@ Recovery RecoveryOf(const v1::Job& job, const std::string& cause, int max_recove
     return {v1::FAILED, absl::StrCat(cause, "; gave up after ", job.recoveries(), " recoveries")};
   }
   const int64_t checkpoint = job.progress().checkpoint_step();
+  // Which checkpoint is restored is known only once the workers verified it
+  // (an event then names it): this says what is asked for.
   return {v1::RECOVERING,
           absl::StrCat(cause, "; restarting from ",
-                       checkpoint >= 0 ? absl::StrCat("checkpoint step ", checkpoint)
-                                       : std::string("the start (no checkpoint yet)"))};
+                       checkpoint >= 0
+                           ? absl::StrCat("the newest checkpoint that verifies, up to step ",
+                                          checkpoint)
+                           : std::string("the start (no checkpoint yet)"))};
 }
 
 bool HoldsCheckpointDirectory(const v1::NodeInfo& worker, const std::string& directory) {
   const std::string& root = worker.resources().checkpoint_root();
   return directory.empty() || root.empty() || job::ResolvedPathWithin(directory, root);
+}
+
+namespace {
+
+bool HoldsDataset(const v1::NodeInfo& worker, const std::string& dataset) {
+  const std::string& root = worker.resources().data_root();
+  return root.empty() || job::ResolvedPathWithin(dataset, root);
+}
+
+}  // namespace
+
+bool HoldsDatasets(const v1::NodeInfo& worker, const v1::DataSpec& data) {
+  for (const auto* paths : {&data.train_shards(), &data.validation_shards()}) {
+    for (const std::string& path : *paths) {
+      if (!HoldsDataset(worker, path)) return false;
+    }
+  }
+  return true;
+}
+
+absl::Status CheckSomeWorkerHoldsDatasets(const v1::JobSpec& spec,
+                                          const std::vector<v1::NodeInfo>& registry) {
+  std::vector<v1::NodeInfo> workers;
+  for (const v1::NodeInfo& node : registry) {
+    if (node.role() != v1::WORKER) continue;
+    if (HoldsDatasets(node, spec.data())) return absl::OkStatus();
+    workers.push_back(node);
+  }
+  if (workers.empty()) return absl::OkStatus();
+  const std::string remedy = absl::StrCat(
+      " (", DataRootsText(workers),
+      "); choose a dataset under one, or start a worker with --data_root holding it");
+  // Compared as written (absolute, no `..`: ValidateJobSpec), never looked up
+  // here: the refusal is the same whether the path exists anywhere or not.
+  for (const auto& [field, paths] :
+       {std::pair{"data.train_shards", &spec.data().train_shards()},
+        std::pair{"data.validation_shards", &spec.data().validation_shards()}}) {
+    for (int i = 0; i < paths->size(); ++i) {
+      const std::string& path = (*paths)[i];
+      if (std::none_of(workers.begin(), workers.end(),
+                       [&](const v1::NodeInfo& w) { return HoldsDataset(w, path); })) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "spec.", field, "[", i, "]: ", path,
+            " is outside the data root of every registered worker", remedy));
+      }
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "spec.data: no registered worker's data root holds all of the job's datasets", remedy));
 }
 
 absl::Status CheckSomeWorkerHoldsCheckpoints(const v1::JobSpec& spec, const std::string& directory,

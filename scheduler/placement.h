@@ -36,7 +36,9 @@
 //     only workers serving a CUDA GPU (Resources.device; one GPU per worker
 //     daemon); a CPU job takes workers serving none first, then GPU ones.
 //     A job with a checkpoint directory takes only workers whose
-//     checkpoint root (Resources.checkpoint_root) holds it.
+//     checkpoint root (Resources.checkpoint_root) holds it, and every job
+//     only workers whose data root (Resources.data_root) holds all its
+//     datasets.
 //     After a failure report the
 //     failed generation's workers that have not heartbeated since the
 //     report are not placeable for that job: one of them may be the dead
@@ -48,7 +50,7 @@
 //     accumulation, with accumulation raised to keep the global batch. A
 //     PENDING job that cannot start gets the reason, when it changed; a
 //     CUDA job's says how many registered workers serve a GPU at all, and
-//     one held back by checkpoint roots names its directory and the roots.
+//     one held back by checkpoint or data roots names the roots.
 //
 // The decisions come in the order to apply them: step 1's, then step 2's
 // (job-id order), then step 3's (queue order). Each assumes the ones before
@@ -154,6 +156,23 @@ bool HoldsCheckpointDirectory(const v1::NodeInfo& worker, const std::string& dir
 // accepted; its PENDING reason says what it waits for.
 absl::Status CheckSomeWorkerHoldsCheckpoints(const v1::JobSpec& spec, const std::string& directory,
                                              const std::vector<v1::NodeInfo>& registry);
+
+// Whether `worker` may read all the datasets `data` names (absolute, no
+// `..`: ValidateJobSpec): its reported data root holds each, compared as
+// written (job::ResolvedPathWithin; the worker resolves them again on its
+// host), or it reported none (an older worker, which still refuses at
+// assignment).
+bool HoldsDatasets(const v1::NodeInfo& worker, const v1::DataSpec& data);
+
+// At submit: INVALID_ARGUMENT naming the first dataset (spec.data.
+// train_shards[i] or validation_shards[i]) outside the data root of every
+// registered worker, and the roots, or saying that no one root holds them
+// all. The scheduler reads no filesystem for it: a path outside the roots is
+// refused in the same words whether it exists or not. With no worker
+// registered yet the job is accepted; its PENDING reason says what it waits
+// for.
+absl::Status CheckSomeWorkerHoldsDatasets(const v1::JobSpec& spec,
+                                          const std::vector<v1::NodeInfo>& registry);
 
 std::vector<PlacementDecision> PlaceJobs(const PlacementSnapshot& snapshot,
                                          const PlacementOptions& options);

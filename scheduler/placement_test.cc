@@ -54,6 +54,14 @@ v1::NodeInfo RootedWorker(const std::string& name, const std::string& root,
   return node;
 }
 
+// A worker that reported its --data_root.
+v1::NodeInfo DataWorker(const std::string& name, const std::string& data_root,
+                        v1::NodeState state = v1::ALIVE) {
+  v1::NodeInfo node = Worker(name, state);
+  node.mutable_resources()->set_data_root(data_root);
+  return node;
+}
+
 v1::NodeInfo Server(const std::string& name, v1::NodeState state = v1::ALIVE,
                     uint64_t incarnation = 1) {
   return Node(name, v1::ATTENTION_SERVER, state, incarnation);
@@ -95,6 +103,10 @@ class JobBuilder {
   JobBuilder& CheckpointsIn(const std::string& directory) {
     job_.job.mutable_spec()->mutable_checkpoint()->set_directory(directory);
     job_.checkpoint_directory = directory;
+    return *this;
+  }
+  JobBuilder& TrainsOn(const std::string& dataset) {
+    job_.job.mutable_spec()->mutable_data()->add_train_shards(dataset);
     return *this;
   }
   JobBuilder& Elastic(int min_workers, int accumulation = 1) {
@@ -256,7 +268,8 @@ std::vector<Case> Cases() {
       {"DeadWorkerRecoversOntoASpare",
        {Worker("w0"), Worker("w1", v1::DEAD), Worker("w2")},
        {JobBuilder("job-1", 2).Running({"w0", "w1"}).Checkpoint(2)},
-       {"recover job-1 RECOVERING: rank 1 (w1) is DEAD; restarting from checkpoint step 2",
+       {"recover job-1 RECOVERING: rank 1 (w1) is DEAD; restarting from the newest checkpoint "
+        "that verifies, up to step 2",
         "assign job-1 w0,w2 accumulation 1"}},
       {"DeregisteredWorkerWithoutCheckpointRestartsFromTheStart",
        {Worker("w0", v1::DEREGISTERED), Worker("w1")},
@@ -409,7 +422,7 @@ std::vector<Case> Cases() {
        {JobBuilder("job-1", 1).Disaggregated(1).Running({"w0"}, {"a0"}).Checkpoint(2),
         JobBuilder("job-2", 2, 1)},
        {"recover job-1 RECOVERING: attention server 0 (a0) is DEREGISTERED; no attention server "
-        "left; restarting from checkpoint step 2",
+        "left; restarting from the newest checkpoint that verifies, up to step 2",
         "assign job-2 w0,w1 accumulation 1"}},
       {"LastServerLostPastTheBudgetFails",
        {Worker("w0"), Server("a0", v1::DEAD)},
@@ -496,6 +509,18 @@ std::vector<Case> Cases() {
        {RootedWorker("w0", "/data/a"), RootedWorker("w1", "/data/b")},
        {JobBuilder("job-1", 1).CheckpointsIn("/data/b").Recovering(kNow)},
        {"assign job-1 w1 accumulation 1"}},
+      {"JobTakesTheWorkerWhoseDataRootHoldsItsDatasets",
+       {DataWorker("w0", "/data/a"), DataWorker("w1", "/data/b"), Worker("w2")},
+       {JobBuilder("job-1", 2).TrainsOn("/data/b/fortunes")},
+       {"assign job-1 w1,w2 accumulation 1"}},
+      {"JobWaitsNamingTheDataRoots",
+       {DataWorker("w0", "/data/a"), DataWorker("w1", "/data/b")},
+       {JobBuilder("job-1", 1).TrainsOn("/etc/shadow"),
+        JobBuilder("job-2", 1, 1).TrainsOn("/data/ab/fortunes")},
+       {"wait job-1: waiting for 1 healthy free workers (2 free now); its datasets are "
+        "outside the data root of 2 of them (/data/a, /data/b; corescape-worker --data_root)",
+        "wait job-2: waiting for 1 healthy free workers (2 free now); its datasets are "
+        "outside the data root of 2 of them (/data/a, /data/b; corescape-worker --data_root)"}},
       {"DeadWorkerRecoversEvenWithServersLost",
        {Worker("w0", v1::DEAD), Worker("w1"), Server("a0", v1::DEAD), Server("a1")},
        {JobBuilder("job-1", 1).Disaggregated(1).Running({"w0"}, {"a0"})},
@@ -545,6 +570,41 @@ TEST(CheckSomeWorkerHoldsCheckpointsTest, RefusesADirectoryOutsideEveryRoot) {
   std::vector<v1::NodeInfo> with_unknown = registry;
   with_unknown.push_back(Worker("w3"));
   EXPECT_TRUE(CheckSomeWorkerHoldsCheckpoints(spec, "/elsewhere/ckpt", with_unknown).ok());
+}
+
+// Submit: datasets outside every registered worker's data root are refused,
+// compared as written, in words that do not depend on what exists.
+TEST(CheckSomeWorkerHoldsDatasetsTest, RefusesADatasetOutsideEveryRoot) {
+  v1::JobSpec spec;
+  spec.mutable_data()->add_train_shards("/srv/data/fortunes");
+  spec.mutable_data()->add_validation_shards("/srv/data/fortunes");
+  EXPECT_TRUE(CheckSomeWorkerHoldsDatasets(spec, {}).ok());
+  EXPECT_TRUE(CheckSomeWorkerHoldsDatasets(spec, {Server("a0")}).ok());
+  const std::vector<v1::NodeInfo> registry = {DataWorker("w0", "/srv/data"),
+                                              DataWorker("w1", "/data/b", v1::DEAD),
+                                              Server("a0")};
+  EXPECT_TRUE(CheckSomeWorkerHoldsDatasets(spec, registry).ok());
+  for (const char* elsewhere :
+       {"/etc/shadow", "/etc/no-such-file", "/dev/zero", "/proc/self/mem", "/srv/database"}) {
+    spec.mutable_data()->set_validation_shards(0, elsewhere);
+    const absl::Status refused = CheckSomeWorkerHoldsDatasets(spec, registry);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(refused.message(),
+              absl::StrCat("spec.data.validation_shards[0]: ", elsewhere,
+                           " is outside the data root of every registered worker (/data/b, "
+                           "/srv/data); choose a dataset under one, or start a worker with "
+                           "--data_root holding it"));
+  }
+  // Each dataset under some root, but no one root holding both.
+  spec.mutable_data()->set_validation_shards(0, "/data/b/validation");
+  EXPECT_EQ(CheckSomeWorkerHoldsDatasets(spec, registry).message(),
+            "spec.data: no registered worker's data root holds all of the job's datasets "
+            "(/data/b, /srv/data); choose a dataset under one, or start a worker with "
+            "--data_root holding it");
+  // A worker that reported no root may hold anything.
+  std::vector<v1::NodeInfo> with_unknown = registry;
+  with_unknown.push_back(Worker("w3"));
+  EXPECT_TRUE(CheckSomeWorkerHoldsDatasets(spec, with_unknown).ok());
 }
 
 // Random clusters and queues: whatever PlaceJobs decides, no node ends up

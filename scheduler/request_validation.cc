@@ -1,5 +1,7 @@
 #include "scheduler/request_validation.h"
 
+#include <utility>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/base/host_port.h"
@@ -112,13 +114,11 @@ absl::Status ValidateResources(const v1::Resources& resources) {
       return s;
     }
   }
-  const std::string& root = resources.checkpoint_root();
-  if (absl::Status s = ValidateFreeText("resources.checkpoint_root", root, kMaxPathBytes);
-      !s.ok()) {
-    return s;
-  }
-  if (!root.empty() && root.front() != '/') {
-    return Invalid("resources.checkpoint_root", "must be an absolute path");
+  for (const auto& [field, root] :
+       {std::pair{"resources.checkpoint_root", &resources.checkpoint_root()},
+        std::pair{"resources.data_root", &resources.data_root()}}) {
+    if (absl::Status s = ValidateFreeText(field, *root, kMaxPathBytes); !s.ok()) return s;
+    if (!root->empty() && root->front() != '/') return Invalid(field, "must be an absolute path");
   }
   return ValidateServedDevice(resources);
 }

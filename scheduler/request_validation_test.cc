@@ -102,6 +102,18 @@ TEST(RequestValidationTest, CheckpointRootIsAnAbsoluteBoundedPath) {
   }
 }
 
+TEST(RequestValidationTest, DataRootIsAnAbsoluteBoundedPath) {
+  v1::RegisterRequest request = ValidRequest();
+  request.mutable_resources()->set_data_root("/srv/corescape/data");
+  EXPECT_TRUE(ValidateRegisterRequest(request).ok());
+  for (const std::string& bad :
+       {std::string("relative/root"), std::string("/a\nb"), std::string("/a\0b", 4),
+        "/" + std::string(kMaxPathBytes, 'x')}) {
+    request.mutable_resources()->set_data_root(bad);
+    ExpectRejected(request, "resources.data_root");
+  }
+}
+
 TEST(RequestValidationTest, ServedDeviceIsBounded) {
   auto request = ValidRequest();
   v1::ServedDevice& device = *request.mutable_resources()->mutable_device();

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "absl/flags/flag.h"
 #include "corescape_version.h"
@@ -37,6 +38,15 @@ ABSL_FLAG(int, max_sessions, 4096,
           "Concurrent node Session streams; more are refused with RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, max_watch_streams, 1024,
           "Concurrent WatchEvents and WatchJob streams; more are refused with "
+          "RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_watch_streams_per_identity, 64,
+          "Concurrent WatchEvents and WatchJob streams one caller identity (its certificate; "
+          "without TLS, its address) may hold; more are refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_pending_jobs_per_identity, 100,
+          "PENDING jobs one submitter identity may have; more submissions are refused with "
+          "RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_submits_per_minute_per_identity, 60,
+          "Job submissions one caller identity may make in any minute; more are refused with "
           "RESOURCE_EXHAUSTED");
 ABSL_FLAG(absl::Duration, retention, absl::Hours(24 * 7),
           "How long ended jobs keep their events and idempotency keys, and DEAD or "
@@ -87,6 +97,22 @@ corescape::scheduler::SchedulerConfig ConfigFromFlags() {
   if (config.max_watch_streams < 1 || config.max_watch_streams > 1000000) {
     corescape::ExitWithFlagError("--max_watch_streams: must be in [1, 1000000]");
   }
+  for (auto [flag, value, target] : {
+           std::tuple("--max_watch_streams_per_identity",
+                      absl::GetFlag(FLAGS_max_watch_streams_per_identity),
+                      &config.identity_quotas.max_watch_streams),
+           std::tuple("--max_pending_jobs_per_identity",
+                      absl::GetFlag(FLAGS_max_pending_jobs_per_identity),
+                      &config.identity_quotas.max_pending_jobs),
+           std::tuple("--max_submits_per_minute_per_identity",
+                      absl::GetFlag(FLAGS_max_submits_per_minute_per_identity),
+                      &config.identity_quotas.max_submits_per_minute),
+       }) {
+    if (value < 1 || value > 1000000) {
+      corescape::ExitWithFlagError(absl::StrCat(flag, ": must be in [1, 1000000]"));
+    }
+    *target = value;
+  }
   config.retention = absl::GetFlag(FLAGS_retention);
   if (config.retention < absl::Seconds(1)) {
     corescape::ExitWithFlagError("--retention: must be at least 1s");
@@ -100,6 +126,9 @@ corescape::scheduler::SchedulerConfig ConfigFromFlags() {
     corescape::ExitWithFlagError(std::string(health_listen.status().message()));
   }
   config.health_listen = *std::move(health_listen);
+  auto http_tls = corescape::security::HttpTlsFromFlags(config.security);
+  if (!http_tls.ok()) corescape::ExitWithFlagError(std::string(http_tls.status().message()));
+  config.http_tls = *std::move(http_tls);
   config.version = kVersion;
   return config;
 }
@@ -119,7 +148,7 @@ int main(int argc, char** argv) {
   corescape::InitDaemon(argc, argv,
                         "corescape-scheduler --listen=HOST:PORT --state_dir=DIR");
   corescape::scheduler::SchedulerConfig config = ConfigFromFlags();
-  auto metrics = corescape::metrics::MetricsEndpoint::StartFromFlags("scheduler");
+  auto metrics = corescape::metrics::MetricsEndpoint::StartFromFlags("scheduler", config.http_tls);
   if (!metrics.ok()) {
     LOG(ERROR) << "cannot start: " << metrics.status();
     return 1;
@@ -135,7 +164,7 @@ int main(int argc, char** argv) {
             << config.security.Describe();
   // Before --port_file: whoever waits for that one finds this one written.
   if (const std::string page = (*server)->status_page_address(); !page.empty()) {
-    LOG(INFO) << "status page on http://" << page << "/";
+    LOG(INFO) << "status page on " << (*server)->status_page_url();
     if (const std::string port_file = absl::GetFlag(FLAGS_http_port_file);
         !port_file.empty()) {
       if (absl::Status s = corescape::WriteFileAtomically(port_file, page + "\n"); !s.ok()) {

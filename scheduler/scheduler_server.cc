@@ -77,6 +77,9 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->node_service_->LimitSessions(server->session_slots_.get());
   server->operator_service_->LimitWatches(server->watch_slots_.get());
   server->job_service_->LimitWatches(server->watch_slots_.get());
+  server->identity_quotas_ = std::make_unique<IdentityQuotas>(config.identity_quotas, clock);
+  server->operator_service_->LimitPerIdentity(server->identity_quotas_.get());
+  server->job_service_->LimitPerIdentity(server->identity_quotas_.get());
   server->retention_ = config.retention;
   if (metrics != nullptr) {
     server->metrics_endpoint_ = std::move(metrics);
@@ -126,7 +129,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     auto page = StatusPage::Start(
         config.http_listen,
         StatusPageHandler(server->operator_service_.get(), server->job_service_.get(),
-                          server->jobs_.get()));
+                          server->jobs_.get()),
+        config.http_tls);
     if (!page.ok()) return page.status();
     server->status_page_ = *std::move(page);
   }

@@ -2,11 +2,13 @@
 #define CORESCAPE_SCHEDULER_SCHEDULER_SERVER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "corescape/v1/job.grpc.pb.h"
@@ -18,6 +20,7 @@
 #include "scheduler/attention_planning.h"
 #include "scheduler/authorization.h"
 #include "scheduler/event_log.h"
+#include "scheduler/identity_quotas.h"
 #include "scheduler/job_manager.h"
 #include "scheduler/job_service.h"
 #include "scheduler/node_registry.h"
@@ -37,10 +40,15 @@ struct SchedulerConfig {
   std::string version;
   // HOST:PORT of the read-only status page (port 0: pick one); empty: none.
   std::string http_listen;
+  // HTTPS with client certificates for the status page; plain HTTP without.
+  std::optional<HttpTls> http_tls;
   // Concurrent streams past which new ones get RESOURCE_EXHAUSTED: node
   // Sessions, and WatchEvents + WatchJob together.
   int max_sessions = 4096;
   int max_watch_streams = 1024;
+  // What one caller identity may hold of those streams, have PENDING and
+  // submit per minute.
+  IdentityQuotaLimits identity_quotas;
   // Ended jobs' events and keys, and departed nodes, are pruned after this.
   absl::Duration retention = absl::Hours(24 * 7);
   // Mutual TLS (and every RPC authorized by the caller's certificate), or
@@ -67,6 +75,12 @@ class SchedulerServer {
   // The status page's bound address; empty without one.
   std::string status_page_address() const {
     return status_page_ == nullptr ? "" : status_page_->bound_address();
+  }
+  // The status page's URL ("https://HOST:PORT/"); empty without one.
+  std::string status_page_url() const {
+    return status_page_ == nullptr ? ""
+                                   : absl::StrCat(status_page_->scheme(), "://",
+                                                  status_page_->bound_address(), "/");
   }
 
   // Stops accepting RPCs, lets in-flight ones finish for up to `grace`.
@@ -95,6 +109,7 @@ class SchedulerServer {
   absl::Time last_prune_ = absl::InfinitePast();
   std::unique_ptr<StreamSlots> session_slots_;
   std::unique_ptr<StreamSlots> watch_slots_;
+  std::unique_ptr<IdentityQuotas> identity_quotas_;
   absl::Notification stop_reaper_;
   std::thread reaper_;
   bool shut_down_ = false;

@@ -235,13 +235,14 @@ HttpResponse StatusPageHandler::AttentionPlan(const Params& params) const {
 }
 
 absl::StatusOr<std::unique_ptr<StatusPage>> StatusPage::Start(const std::string& listen,
-                                                              StatusPageHandler handler) {
+                                                              StatusPageHandler handler,
+                                                              std::optional<HttpTls> tls) {
   std::unique_ptr<StatusPage> page(new StatusPage(std::move(handler)));
   auto http = HttpServer::Start(listen, [routes = &page->handler_](const HttpRequest& request) {
     HttpResponse answer = routes->Handle(request.method, request.path, request.params);
     if (answer.status == 405) answer.headers.push_back({"Allow", "GET, HEAD"});
     return answer;
-  });
+  }, std::move(tls));
   if (!http.ok()) {
     return absl::Status(http.status().code(),
                         absl::StrCat("status page: ", http.status().message()));

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -53,11 +54,15 @@ class StatusPageHandler {
 // The handler served over HTTP (runtime/base/http_server) on its own threads.
 class StatusPage {
  public:
-  // `listen` is HOST:PORT; port 0 picks a free one.
-  static absl::StatusOr<std::unique_ptr<StatusPage>> Start(const std::string& listen,
-                                                           StatusPageHandler handler);
+  // `listen` is HOST:PORT; port 0 picks a free one. HTTPS with client
+  // certificates given `tls`.
+  static absl::StatusOr<std::unique_ptr<StatusPage>> Start(
+      const std::string& listen, StatusPageHandler handler,
+      std::optional<HttpTls> tls = std::nullopt);
 
   const std::string& bound_address() const { return http_->bound_address(); }
+  // "http" or "https".
+  const char* scheme() const { return http_->scheme(); }
 
  private:
   explicit StatusPage(StatusPageHandler handler) : handler_(std::move(handler)) {}

@@ -174,6 +174,9 @@ class Cluster:
         if binary == WORKER and not any(a.startswith("--checkpoint_root") for a in extra_args):
             # The tests' checkpoint directories live in the work directory.
             extra_args = (*extra_args, f"--checkpoint_root={self.workdir}")
+        if binary == WORKER and not any(a.startswith("--data_root") for a in extra_args):
+            # The tests prepare their datasets under the test's temporary directory.
+            extra_args = (*extra_args, f"--data_root={TMP}")
         daemon = Daemon(name, [
             binary, f"--scheduler={self.scheduler_address}", f"--name={name}",
             "--listen=127.0.0.1:0", "--advertise_host=127.0.0.1", *self.security_flags(name),

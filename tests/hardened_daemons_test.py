@@ -130,7 +130,7 @@ class HardenedDaemonsTest(unittest.TestCase):
                      "--advertise_host=127.0.0.1", f"--tls_dir={self.tls_dir}"]
         for name in ("worker-0", "worker-1"):
             self.start(name, "corescape-worker.service", "corescape-worker",
-                       [*node_args, f"--name={name}"])
+                       [*node_args, f"--name={name}", f"--data_root={self.work}"])
         self.start("attn-0", "corescape-attention-server.service",
                    "corescape-attention-server", [*node_args, "--name=attn-0"])
 

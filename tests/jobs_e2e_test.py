@@ -289,6 +289,39 @@ class JobsEndToEndTest(JobClusterTestCase):
         self.assertAlmostEqual(job.progress.loss, reference_job.progress.loss,
                                delta=1e-4 * reference_job.progress.loss)
 
+    def test_restore_event_names_the_older_checkpoint_when_the_newest_fails_its_checksum(self):
+        self.start_worker()
+        checkpoints = os.path.join(self.cluster.workdir, "ckpt")
+        s = spec("fallback", steps=400, checkpoint_dir=checkpoints, checkpoint_interval=10)
+        job_id = self.jobs.run(s)
+        harness.wait_for(lambda: self.jobs.job(job_id).progress.checkpoint_step >= 20, 120,
+                         "a checkpoint at step 20", interval=0.02)
+        self.cluster.nodes["worker-0"].kill(signal.SIGKILL)
+        recovering = self.jobs.wait_state(job_id, (job_pb2.RECOVERING,), timeout=15)
+        newest = recovering.progress.checkpoint_step
+        self.assertIn(f"restarting from the newest checkpoint that verifies, up to step {newest}",
+                      recovering.state_reason)
+        # The checkpoint the scheduler would resume from fails its checksum.
+        directory = os.path.join(checkpoints, job_id)
+        steps = sorted(int(name[len("step-"):]) for name in os.listdir(directory)
+                       if name.startswith("step-") and name[len("step-"):].isdigit())
+        older = max(step for step in steps if step < newest)
+        params = os.path.join(directory, f"step-{newest:012d}", "params")
+        with open(params, "r+b") as f:
+            f.seek(os.path.getsize(params) // 2)
+            f.write(b"\xde\xad\xbe\xef")
+        self.start_worker()
+        expected = (f"restored checkpoint step {older}, not step {newest}: newer checkpoints "
+                    "failed verification")
+        for event in self.jobs.watch(job_pb2.WatchJobRequest(job_id=job_id), timeout=120):
+            if event.WhichOneof("body") is None and event.message.startswith("restored"):
+                self.assertEqual(event.message, expected)
+                break
+        else:
+            self.fail("no restore event")
+        self.assertEqual(self.jobs.job(job_id).state, job_pb2.RUNNING)
+        self.jobs.cancel(job_pb2.CancelJobRequest(job_id=job_id, reason="test done"), timeout=5)
+
     def test_scheduler_restart_mid_job(self):
         self.start_worker()
         job_id = self.jobs.run(spec("survives", steps=300))
@@ -376,8 +409,27 @@ class JobsEndToEndTest(JobClusterTestCase):
         self.assertIn("waiting for 2", job.state_reason)
 
     def test_invalid_specs_name_the_field(self):
+        # A registered worker reports its data root (TMP): datasets outside
+        # it are refused at submit.
+        self.start_worker()
         for mutate, field in [
             (lambda s: setattr(s, "steps", 0), "spec.steps"),
+            (lambda s: setattr(s.model, "rope_theta", float("nan")),
+             "spec.model.rope_theta: must be finite and > 1, got nan"),
+            (lambda s: setattr(s.model, "norm_eps", -1),
+             "spec.model.norm_eps: must be in (0, 1), got -1"),
+            (lambda s: setattr(s, "name", "job\n\x1b[31mFAKE\u202e"),
+             "spec.name: holds a control"),
+            (lambda s: s.data.train_shards.__setitem__(0, "/etc/shadow"),
+             "spec.data.train_shards[0]: /etc/shadow is outside the data root of every registered"),
+            (lambda s: s.data.train_shards.__setitem__(0, "/dev/zero"),
+             "spec.data.train_shards[0]"),
+            (lambda s: s.data.train_shards.__setitem__(0, "/proc/self/mem"),
+             "spec.data.train_shards[0]"),
+            (lambda s: s.data.train_shards.__setitem__(0, "../../etc/passwd"),
+             "spec.data.train_shards[0]"),
+            (lambda s: s.data.train_shards.extend(["/d"] * 100000),
+             "spec.data.train_shards: 100001 datasets, more than a job may name (256)"),
             (lambda s: setattr(s.model, "preset", "huge"), "spec.model.preset"),
             (lambda s: setattr(s.model, "n_kv_heads", 3), "n_kv_heads"),
             (lambda s: setattr(s.data, "sequence_length", 10**6), "spec.data.sequence_length"),

@@ -3,7 +3,8 @@
 cluster while a DISAGGREGATED job trains, and its HTTP API shows the steps
 rising on every rank, the job's loss, SCAPE's density and mask bytes,
 checkpoint write times, the nodes, the attention server's work and traffic,
-and the scheduler's RPCs."""
+and the scheduler's RPCs; and, with --http_tls, that it scrapes over HTTPS
+with a cluster certificate and is refused without one."""
 
 import json
 import math
@@ -21,17 +22,27 @@ PROMETHEUS = "/usr/bin/prometheus"
 
 class Prometheus:
     """A Prometheus server scraping `targets` ({daemon name: HOST:PORT})
-    every 500 ms."""
+    every 500 ms, once per job of `jobs` ({job name: None for plain HTTP, or
+    a tls_config {"ca_file": ..., "cert_file": ..., "key_file": ...} for
+    HTTPS})."""
 
-    def __init__(self, workdir, targets):
+    def __init__(self, workdir, targets, jobs=None):
         ops_cluster.require(PROMETHEUS, "prometheus")
         os.makedirs(workdir, exist_ok=True)
         config = os.path.join(workdir, "prometheus.yml")
         with open(config, "w") as f:
             f.write("global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\n"
-                    "scrape_configs:\n  - job_name: corescape\n    static_configs:\n")
-            for name, address in sorted(targets.items()):
-                f.write(f"      - targets: ['{address}']\n        labels: {{daemon: '{name}'}}\n")
+                    "scrape_configs:\n")
+            for job, tls in sorted((jobs or {"corescape": None}).items()):
+                f.write(f"  - job_name: {job}\n")
+                if tls is not None:
+                    f.write("    scheme: https\n    tls_config:\n")
+                    for key, value in sorted(tls.items()):
+                        f.write(f"      {key}: '{value}'\n")
+                f.write("    static_configs:\n")
+                for name, address in sorted(targets.items()):
+                    f.write(f"      - targets: ['{address}']\n"
+                            f"        labels: {{daemon: '{name}'}}\n")
         self.log_path = os.path.join(workdir, "prometheus.log")
         # A port picked here can be taken before Prometheus binds it: retry.
         for attempt in range(5):
@@ -194,6 +205,31 @@ class MetricsPrometheusTest(ops_cluster.OpsClusterTestCase):
                                  lambda v: v > 0, "an attention plan")
         self.assertGreaterEqual(imbalance, 1.0)
         self.cluster.cancel(job)
+
+    def test_prometheus_scrapes_over_https_with_a_cluster_certificate(self):
+        workdir = os.path.join(harness.TMP, "https")
+        cluster = harness.Cluster(workdir)
+        self.addCleanup(cluster.stop_all)
+        port_file = os.path.join(workdir, "metrics.port")
+        cluster.start_scheduler(extra_args=["--http_tls", "--metrics_listen=127.0.0.1:0",
+                                            f"--metrics_port_file={port_file}"])
+        with open(port_file) as f:
+            address = f.read().strip()
+        tls = os.path.join(workdir, "tls")
+        ca_only = {"ca_file": os.path.join(tls, "ca.crt")}
+        with_certificate = {**ca_only, "cert_file": os.path.join(tls, "operator.crt"),
+                            "key_file": os.path.join(tls, "operator.key")}
+        self.prometheus = Prometheus(os.path.join(workdir, "prometheus"), {"scheduler": address},
+                                     {"corescape": with_certificate, "no_certificate": ca_only,
+                                      "plain_http": None})
+        p = self.prometheus
+        p.wait_value('up{job="corescape"}', lambda v: v == 1, "the HTTPS scrape up")
+        self.assertEqual([m["daemon"] for m, _ in p.query('corescape_build_info')], ["scheduler"])
+        # Down: the handshake fails without a certificate, and plain HTTP is
+        # no TLS handshake at all.
+        for job in ("no_certificate", "plain_http"):
+            harness.wait_for(lambda: p.value(f'up{{job="{job}"}}') == 0, 60, f"{job} down",
+                             interval=0.25)
 
 
 if __name__ == "__main__":

@@ -68,10 +68,10 @@ class OpsCluster:
         return result.stdout
 
     def up(self, workers=2, attention_servers=1):
-        # The tests' checkpoint directories are under TMP.
+        # The tests' checkpoint directories and datasets are under TMP.
         self.corescape("cluster", "up", "--workers", str(workers), "--attention-servers",
                        str(attention_servers), "--lease-ttl", "4",
-                       "--checkpoint-root", harness.TMP)
+                       "--checkpoint-root", harness.TMP, "--data-root", harness.TMP)
         status = json.loads(self.corescape("cluster", "status", "--json"))
         self.daemons = {d["name"]: d for d in status["daemons"]}
         self.scheduler_address = status["scheduler"]

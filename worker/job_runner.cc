@@ -19,12 +19,13 @@
 namespace corescape::worker {
 
 JobRunner::JobRunner(GroupFactory group_factory, int threads, std::string checkpoint_root,
-                     AttentionFactory attention_factory, RunMetrics* metrics,
+                     std::string data_root, AttentionFactory attention_factory, RunMetrics* metrics,
                      v1::ServedDevice device, double peak_tflops)
     : group_factory_(std::move(group_factory)),
       attention_factory_(std::move(attention_factory)),
       threads_(threads),
       checkpoint_root_(std::move(checkpoint_root)),
+      data_root_(std::move(data_root)),
       metrics_(metrics),
       device_(std::move(device)),
       peak_tflops_(peak_tflops),
@@ -220,6 +221,7 @@ absl::StatusOr<JobRunner::TrainingSetup> JobRunner::SetUpTraining(Run& run,
       return s;
     }
   }
+  if (absl::Status s = job::CheckDatasetsUnder(spec.data(), data_root_); !s.ok()) return s;
   TrainingSetup setup;
   auto config = TrainerConfigFor(assignment, threads_);
   if (!config.ok()) return config.status();
@@ -288,6 +290,7 @@ absl::StatusOr<JobRunner::TrainingSetup> JobRunner::SetUpTraining(Run& run,
     if (!checkpoint.ok()) return checkpoint.status();
     if (absl::Status s = setup.trainer->Restore(*checkpoint); !s.ok()) return s;
     setup.checkpoint_step = checkpoint->step;
+    setup.restored_step = checkpoint->step;
     LOG(INFO) << "restored checkpoint step " << checkpoint->step << " from "
               << setup.checkpoint_dir;
   }
@@ -366,8 +369,7 @@ absl::Status JobRunner::TrainSteps(Run& run, NodeAgent& agent, TrainingSetup& se
     }
     if (reporter || metrics_ != nullptr) {
       v1::NodeMessage report =
-          StepReportMessage(assignment, *result, validation_loss, setup.checkpoint_step,
-                            setup.peak_tflops);
+          StepReportMessage(assignment, *result, validation_loss, setup);
       if (metrics_ != nullptr) {
         metrics_->ObserveStep(report.step_report(), result->density, result->mask_bytes);
       }
@@ -385,8 +387,8 @@ absl::Status JobRunner::TrainSteps(Run& run, NodeAgent& agent, TrainingSetup& se
 
 v1::NodeMessage JobRunner::StepReportMessage(const v1::JobAssignment& assignment,
                                              const train::StepResult& result,
-                                             double validation_loss, int64_t checkpoint_step,
-                                             double peak_tflops) {
+                                             double validation_loss,
+                                             const TrainingSetup& setup) {
   v1::NodeMessage message;
   v1::StepReport* report = message.mutable_step_report();
   report->set_job_id(assignment.job_id());
@@ -400,11 +402,12 @@ v1::NodeMessage JobRunner::StepReportMessage(const v1::JobAssignment& assignment
   report->set_compute_seconds(result.compute_seconds);
   report->set_communication_seconds(result.communication_seconds);
   report->set_validation_loss(validation_loss);
-  report->set_checkpoint_step(checkpoint_step);
+  report->set_checkpoint_step(setup.checkpoint_step);
+  report->set_restored_checkpoint_step(setup.restored_step);
   const double tflops = model::ModelTflopsPerSecond(
       result.model_flops, result.compute_seconds + result.communication_seconds);
   report->set_model_tflops_per_second(tflops);
-  report->set_mfu(model::Mfu(tflops, peak_tflops));
+  report->set_mfu(model::Mfu(tflops, setup.peak_tflops));
   return message;
 }
 

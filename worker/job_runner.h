@@ -50,6 +50,8 @@ class JobRunner {
   // checkpoint_root (absolute): the only tree this worker reads and writes
   // checkpoints in; an assignment whose checkpoint.directory resolves
   // outside it fails with the reason (job::CheckCheckpointDirectoryUnder).
+  // data_root (absolute): the only tree it reads datasets from, checked
+  // before any is opened (job::CheckDatasetsUnder).
   // attention_factory may be null: DISAGGREGATED and IN_PLACE jobs then fail
   // with a clear error. metrics (may be null) sees every rank's steps and
   // checkpoint writes; it must outlive the runner. device: what this worker
@@ -57,7 +59,7 @@ class JobRunner {
   // refused with the reason (job::TrainingDeviceFor), reported as the run's
   // failure.
   JobRunner(GroupFactory group_factory, int threads, std::string checkpoint_root,
-            AttentionFactory attention_factory = nullptr, RunMetrics* metrics = nullptr,
+            std::string data_root, AttentionFactory attention_factory = nullptr, RunMetrics* metrics = nullptr,
             v1::ServedDevice device = {}, double peak_tflops = 0);
   ~JobRunner();
 
@@ -94,6 +96,7 @@ class JobRunner {
     std::unique_ptr<train::DataParallelTrainer> trainer;
     std::string checkpoint_dir;
     int64_t checkpoint_step = -1;  // the newest checkpoint of this run's steps
+    int64_t restored_step = -1;    // the checkpoint it started after (-1: none)
     // The device's dense peak at the job's precision, for MFU (0: unknown).
     double peak_tflops = 0;
   };
@@ -114,7 +117,7 @@ class JobRunner {
                           uint64_t& attention_epoch) ABSL_LOCKS_EXCLUDED(mu_);
   static v1::NodeMessage StepReportMessage(const v1::JobAssignment& assignment,
                                            const train::StepResult& result, double validation_loss,
-                                           int64_t checkpoint_step, double peak_tflops);
+                                           const TrainingSetup& setup);
   // After a step or validation every rank dropped because core attention
   // failed: waits (attention_failover_timeout_ms) for the scheduler's next
   // attention epoch, connects it and gives it to the trainer; `epoch` is the
@@ -142,6 +145,7 @@ class JobRunner {
   const AttentionFactory attention_factory_;
   const int threads_;
   const std::string checkpoint_root_;
+  const std::string data_root_;
   RunMetrics* const metrics_;
   const v1::ServedDevice device_;
   // The operator's peak for this worker's device (0: model::DensePeakTflops).

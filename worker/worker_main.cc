@@ -36,12 +36,17 @@ ABSL_FLAG(std::string, checkpoint_root, "",
           "the directory tree jobs' checkpoint directories must lie in (an assignment "
           "outside it is refused); empty: the worker's state directory (systemd's "
           "$STATE_DIRECTORY), or without one the directory the worker was started in");
+ABSL_FLAG(std::string, data_root, "",
+          "the directory tree jobs' datasets must lie in (a job naming data outside it is "
+          "refused at submit, and by the worker before it opens anything); empty: as "
+          "--checkpoint_root's default, the worker's state directory or the directory it "
+          "was started in");
 
 namespace {
 
-// --checkpoint_root, or its default, as an absolute path.
-std::string CheckpointRoot() {
-  std::string root = absl::GetFlag(FLAGS_checkpoint_root);
+// A root flag's value, or the default both roots share, as an absolute path.
+std::string NodeRoot(const std::string& flag_value) {
+  std::string root = flag_value;
   if (root.empty()) {
     // systemd lists several directories separated by ':' when a unit has several.
     const char* state = std::getenv("STATE_DIRECTORY");
@@ -78,7 +83,7 @@ int main(int argc, char** argv) {
   };
   // Flags are parsed inside RunNodeDaemon, before any hook runs.
   std::unique_ptr<corescape::worker::JobRunner> runner;
-  std::string checkpoint_root;  // known once describe_resources ran
+  std::string checkpoint_root, data_root;  // known once describe_resources ran
   corescape::NodeDaemonHooks hooks;
   hooks.describe_resources = [&](corescape::v1::Resources& resources) -> absl::Status {
     const double peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
@@ -91,10 +96,12 @@ int main(int argc, char** argv) {
     if (!selected.ok()) return selected.status();
     device = *selected;
     *resources.mutable_device() = device;
-    checkpoint_root = CheckpointRoot();
-    // Resolved here, where its symbolic links are: the scheduler compares
-    // job directories against it without this host's filesystem.
+    checkpoint_root = NodeRoot(absl::GetFlag(FLAGS_checkpoint_root));
+    data_root = NodeRoot(absl::GetFlag(FLAGS_data_root));
+    // Resolved here, where their symbolic links are: the scheduler compares
+    // job paths against them without this host's filesystem.
     resources.set_checkpoint_root(corescape::job::ResolvedPath(checkpoint_root));
+    resources.set_data_root(corescape::job::ResolvedPath(data_root));
     return absl::OkStatus();
   };
   hooks.start_data_plane = [&](const std::string& listen_address,
@@ -109,10 +116,11 @@ int main(int argc, char** argv) {
       return corescape::worker::ConnectCoreAttention(
           transport.get(), assignment, config, absl::GetFlag(FLAGS_collective_timeout));
     };
-    LOG(INFO) << "checkpoints only under " << checkpoint_root << " (--checkpoint_root)";
+    LOG(INFO) << "checkpoints only under " << checkpoint_root << " (--checkpoint_root), "
+              << "datasets only under " << data_root << " (--data_root)";
     runner = std::make_unique<corescape::worker::JobRunner>(
-        make_group, absl::GetFlag(FLAGS_threads), checkpoint_root, make_attention, run_metrics,
-        device, absl::GetFlag(FLAGS_peak_tflops));
+        make_group, absl::GetFlag(FLAGS_threads), checkpoint_root, data_root, make_attention,
+        run_metrics, device, absl::GetFlag(FLAGS_peak_tflops));
     return transport->address();
   };
   hooks.on_command = [&](const corescape::v1::SchedulerCommand& command,

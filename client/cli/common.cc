@@ -9,15 +9,18 @@
 #include "absl/strings/str_replace.h"
 #include "client/cli/commands/cluster_file.h"
 #include "client/cli/commands/process.h"
+#include "runtime/base/printable_text.h"
 
 namespace corescape::cli {
 
 namespace {
 
-// Errors are promised to be one line; gRPC messages sometimes are not.
+// Errors are promised to be one line; gRPC messages sometimes are not, and
+// they may quote what other users stored: escaped like every such text.
 std::string OneLine(absl::string_view text) {
   std::string line = absl::StrReplaceAll(text, {{"\r", " "}, {"\n", " "}});
   absl::StripAsciiWhitespace(&line);
+  line = EscapeUnsafeCharacters(line);
   return line;
 }
 

@@ -1,5 +1,8 @@
 #include "runtime/data/dataset_manifest.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -54,6 +57,24 @@ class Fields {
                         "'..', at most 255 bytes)"));
     }
     return name;
+  }
+  // An integer in [min, max]: one outside is refused naming its value, never
+  // truncated into range.
+  int64_t Bounded(const json& object, const char* key, int64_t min, int64_t max) {
+    const json* value = Get(object, key, json::value_t::number_integer, "an integer");
+    if (value == nullptr) return 0;
+    const bool is_unsigned = value->is_number_unsigned();
+    const uint64_t as_unsigned = is_unsigned ? value->get<uint64_t>() : 0;
+    const int64_t as_signed = is_unsigned ? 0 : value->get<int64_t>();
+    if ((is_unsigned && (as_unsigned > static_cast<uint64_t>(max) ||
+                         static_cast<int64_t>(as_unsigned) < min)) ||
+        (!is_unsigned && (as_signed < min || as_signed > max))) {
+      Fail(absl::StrCat("\"", key, "\" is ",
+                        is_unsigned ? absl::StrCat(as_unsigned) : absl::StrCat(as_signed),
+                        ", outside [", min, ", ", max, "]"));
+      return 0;
+    }
+    return is_unsigned ? static_cast<int64_t>(as_unsigned) : as_signed;
   }
   int64_t Integer(const json& object, const char* key) {
     const json* value = Get(object, key, json::value_t::number_integer, "an integer");
@@ -133,7 +154,8 @@ absl::StatusOr<DatasetManifest> ParseManifest(absl::string_view text, const std:
   if (fields.String(root, "format") != "corescape-dataset") {
     fields.Fail("\"format\" is not \"corescape-dataset\"");
   }
-  m.version = static_cast<int>(fields.Integer(root, "version"));
+  constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+  m.version = static_cast<int>(fields.Bounded(root, "version", 0, kInt32Max));
   if (fields.status().ok() && m.version != kManifestVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
         "manifest ", source, ": version ", m.version, " is not supported (this build reads ",
@@ -141,16 +163,16 @@ absl::StatusOr<DatasetManifest> ParseManifest(absl::string_view text, const std:
   }
   if (const json* tokenizer = fields.Get(root, "tokenizer", json::value_t::object, "an object")) {
     m.tokenizer = fields.String(*tokenizer, "kind");
-    m.vocab_size = static_cast<int32_t>(fields.Integer(*tokenizer, "vocab_size"));
-    m.bos_id = static_cast<int32_t>(fields.Integer(*tokenizer, "bos_id"));
-    m.eos_id = static_cast<int32_t>(fields.Integer(*tokenizer, "eos_id"));
-    m.pad_id = static_cast<int32_t>(fields.Integer(*tokenizer, "pad_id"));
+    m.vocab_size = static_cast<int32_t>(fields.Bounded(*tokenizer, "vocab_size", 1, kInt32Max));
+    m.bos_id = static_cast<int32_t>(fields.Bounded(*tokenizer, "bos_id", 0, kInt32Max));
+    m.eos_id = static_cast<int32_t>(fields.Bounded(*tokenizer, "eos_id", 0, kInt32Max));
+    m.pad_id = static_cast<int32_t>(fields.Bounded(*tokenizer, "pad_id", 0, kInt32Max));
     if (m.tokenizer == "gpt2") {
       m.gpt2_encoder_file = fields.FileName(*tokenizer, "gpt2_encoder_file");
       m.gpt2_vocab_file = fields.FileName(*tokenizer, "gpt2_vocab_file");
     }
   }
-  m.token_width_bytes = static_cast<uint32_t>(fields.Integer(root, "token_width_bytes"));
+  m.token_width_bytes = static_cast<uint32_t>(fields.Bounded(root, "token_width_bytes", 0, 8));
   if (const json* files = fields.Get(root, "input_files", json::value_t::array, "an array")) {
     for (const json& file : *files) {
       if (file.is_string()) m.input_files.push_back(file.get<std::string>());

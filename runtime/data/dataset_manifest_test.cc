@@ -65,5 +65,34 @@ TEST(DatasetManifestTest, WrongTypesAreErrorsNotCrashes) {
   }
 }
 
+// A value outside its field's range is refused naming it, never truncated
+// (a vocabulary of 2^40 once read as "vocabulary of 0").
+TEST(DatasetManifestTest, OutOfRangeIntegersAreRefusedNamingTheValue) {
+  const std::string sample = ManifestToJson(Sample());
+  const struct {
+    const char* from;
+    const char* to;
+    const char* expected;
+  } cases[] = {
+      {"\"vocab_size\": 257", "\"vocab_size\": 1099511627776",
+       "\"vocab_size\" is 1099511627776, outside [1, 2147483647]"},
+      {"\"vocab_size\": 257", "\"vocab_size\": 18446744073709551615",
+       "\"vocab_size\" is 18446744073709551615, outside [1, 2147483647]"},
+      {"\"vocab_size\": 257", "\"vocab_size\": -5", "\"vocab_size\" is -5, outside [1, 2147483647]"},
+      {"\"vocab_size\": 257", "\"vocab_size\": 0", "\"vocab_size\" is 0, outside [1, 2147483647]"},
+      {"\"eos_id\": 256", "\"eos_id\": 4294967552", "\"eos_id\" is 4294967552, outside"},
+      {"\"token_width_bytes\": 2", "\"token_width_bytes\": 4294967298",
+       "\"token_width_bytes\" is 4294967298, outside [0, 8]"},
+  };
+  for (const auto& c : cases) {
+    const std::string text = absl::StrReplaceAll(sample, {{c.from, c.to}});
+    ASSERT_NE(text, sample) << c.from;
+    auto parsed = ParseManifest(text, "m.json");
+    ASSERT_FALSE(parsed.ok()) << c.to;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(parsed.status().message(), HasSubstr(c.expected));
+  }
+}
+
 }  // namespace
 }  // namespace corescape::data

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <system_error>
 
@@ -13,6 +14,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "google/protobuf/descriptor.h"
+#include "runtime/base/printable_text.h"
+#include "runtime/data/dataset_manifest.h"
 #include "runtime/job/job_device.h"
 #include "runtime/optim/adam_config.h"
 #include "runtime/optim/optimizer_registry.h"
@@ -78,8 +81,10 @@ absl::StatusOr<model::ModelConfig> ModelConfigFromSpec(const v1::ModelSpec& m) {
   if (m.d_ff()) config.d_ff = m.d_ff();
   if (m.vocab_size()) config.vocab_size = m.vocab_size();
   if (m.max_seq_len()) config.max_seq_len = m.max_seq_len();
-  if (m.rope_theta() > 0) config.rope_theta = m.rope_theta();
-  if (m.norm_eps() > 0) config.norm_eps = m.norm_eps();
+  // Any value but 0 applies (NaN and negatives too), for Validate to judge:
+  // an override is never dropped silently.
+  if (m.rope_theta() != 0) config.rope_theta = m.rope_theta();
+  if (m.norm_eps() != 0) config.norm_eps = m.norm_eps();
   if (m.tie_embeddings()) config.tie_embeddings = true;
   return config;
 }
@@ -90,59 +95,47 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("spec.", field, ": ", why));
 }
 
-bool Exists(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0;
-}
-
-bool IsDirectory(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+// A path a job names on the workers' filesystems: absolute, printable,
+// without `..` components, so what the scheduler accepted is what every
+// worker checks against its root.
+absl::Status ValidateNodePath(absl::string_view field, const std::string& path) {
+  if (path.empty() || path.size() > 4096) return Invalid(field, "empty or longer than 4096 bytes");
+  if (std::optional<std::string> unsafe = FirstUnsafeCharacter(path)) {
+    return Invalid(field, absl::StrCat("holds a ", *unsafe));
+  }
+  const std::filesystem::path parsed(path);
+  if (!parsed.is_absolute()) {
+    return Invalid(field, absl::StrCat("'", path, "' is not an absolute path"));
+  }
+  for (const std::filesystem::path& part : parsed) {
+    if (part == "..") return Invalid(field, absl::StrCat("'", path, "' climbs out with '..'"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateDataPaths(absl::string_view field,
                                const google::protobuf::RepeatedPtrField<std::string>& paths,
                                bool required) {
   if (paths.empty()) {
-    return required ? Invalid(field, "at least one shard file or dataset directory is required")
+    return required ? Invalid(field, "at least one dataset directory is required")
                     : absl::OkStatus();
   }
+  if (paths.size() > kMaxDatasets) {
+    return Invalid(field, absl::StrCat(paths.size(), " datasets, more than a job may name (",
+                                       kMaxDatasets, ")"));
+  }
   for (int i = 0; i < paths.size(); ++i) {
-    const std::string& path = paths[i];
-    if (path.empty() || path.size() > 4096) {
-      return Invalid(absl::StrCat(field, "[", i, "]"), "empty or longer than 4096 bytes");
-    }
-    if (!Exists(path)) {
-      return Invalid(absl::StrCat(field, "[", i, "]"), absl::StrCat("no such file: ", path));
-    }
-    if (IsDirectory(path) && !Exists(path + "/manifest.json")) {
-      return Invalid(absl::StrCat(field, "[", i, "]"),
-                     absl::StrCat(path, " is a directory without manifest.json "
-                                        "(prepare it with `corescape data prepare`)"));
+    if (absl::Status s = ValidateNodePath(absl::StrCat(field, "[", i, "]"), paths[i]); !s.ok()) {
+      return s;
     }
   }
   return absl::OkStatus();
 }
 
-// Where checkpoints go: an absolute path without `..` components, so what
-// the scheduler accepted is what every worker checks against its root.
+// Where checkpoints go (ValidateNodePath); unset: no checkpoints.
 absl::Status ValidateCheckpointDirectory(const std::string& directory) {
   if (directory.empty()) return absl::OkStatus();
-  if (directory.size() > 4096 || directory.find('\0') != std::string::npos) {
-    return Invalid("checkpoint.directory", "longer than 4096 bytes or holds a NUL byte");
-  }
-  const std::filesystem::path path(directory);
-  if (!path.is_absolute()) {
-    return Invalid("checkpoint.directory",
-                   absl::StrCat("'", directory, "' is not an absolute path"));
-  }
-  for (const std::filesystem::path& part : path) {
-    if (part == "..") {
-      return Invalid("checkpoint.directory",
-                     absl::StrCat("'", directory, "' climbs out with '..'"));
-    }
-  }
-  return absl::OkStatus();
+  return ValidateNodePath("checkpoint.directory", directory);
 }
 
 // `.` and `..` applied, no trailing separator.
@@ -182,6 +175,37 @@ absl::Status CheckCheckpointDirectoryUnder(const std::string& directory, const s
       absl::StrCat("checkpoint.directory ", directory,
                    directory == dir ? "" : absl::StrCat(" (", dir, ")"),
                    " is outside this worker's checkpoint root ", base, " (--checkpoint_root)"));
+}
+
+absl::Status CheckDatasetsUnder(const v1::DataSpec& data, const std::string& root) {
+  if (root.empty() || !std::filesystem::path(root).is_absolute()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the data root '", root, "' is not an absolute path"));
+  }
+  const std::string base = ResolvedPath(root);
+  for (const auto& [field, paths] :
+       {std::pair{"data.train_shards", &data.train_shards()},
+        std::pair{"data.validation_shards", &data.validation_shards()}}) {
+    for (int i = 0; i < paths->size(); ++i) {
+      const std::string& path = (*paths)[i];
+      // The same words whether or not `path` exists: the refusal tells a
+      // submitter nothing about the filesystem outside the root.
+      if (!ResolvedPathWithin(ResolvedPath(path), base)) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("spec.", field, "[", i, "]: ", path,
+                         " is outside this worker's data root ", base, " (--data_root)"));
+      }
+      struct stat st;
+      const std::string manifest = absl::StrCat(path, "/", data::kManifestFileName);
+      if (stat(manifest.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("spec.", field, "[", i, "]: no dataset at ", path, " (no ",
+                         data::kManifestFileName,
+                         "; prepare one with `corescape data prepare`)"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 void ApplyJobDefaults(v1::JobSpec& spec) {
@@ -290,7 +314,12 @@ absl::Status ValidateSparseSettings(const v1::OptimizerSpec& opt) {
 }  // namespace
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
-  if (spec.name().size() > 128) return Invalid("name", "longer than 128 characters");
+  if (spec.name().size() > 128) return Invalid("name", "longer than 128 bytes");
+  if (std::optional<std::string> unsafe = FirstUnsafeCharacter(spec.name())) {
+    return Invalid("name", absl::StrCat("holds a ", *unsafe,
+                                        " (names are printable text: no control, escape or "
+                                        "bidirectional characters)"));
+  }
   if (!v1::Device_IsValid(spec.device())) {
     return Invalid("device", absl::StrCat("unknown device ", static_cast<int>(spec.device()),
                                           " (", JobDeviceNames(), ")"));
@@ -305,9 +334,14 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                                 "colocated, on the GPU)"));
   }
   const v1::ModelSpec& m = spec.model();
-  if (m.n_layers() < 0 || m.d_model() < 0 || m.n_heads() < 0 || m.n_kv_heads() < 0 ||
-      m.d_ff() < 0 || m.vocab_size() < 0 || m.max_seq_len() < 0) {
-    return Invalid("model", "sizes must not be negative (0 keeps the preset's value)");
+  for (const auto& [field, size] :
+       {std::pair{"n_layers", m.n_layers()}, {"d_model", m.d_model()}, {"n_heads", m.n_heads()},
+        {"n_kv_heads", m.n_kv_heads()}, {"d_ff", m.d_ff()}, {"vocab_size", m.vocab_size()},
+        {"max_seq_len", m.max_seq_len()}}) {
+    if (size < 0) {
+      return Invalid(absl::StrCat("model.", field),
+                     absl::StrCat("must not be negative (0 keeps the preset's value), got ", size));
+    }
   }
   auto model = ModelConfigFromSpec(m);
   if (!model.ok()) return Invalid("model.preset", model.status().message());

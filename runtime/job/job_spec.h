@@ -45,6 +45,10 @@ inline constexpr int kMaxJobWorkers = 1024;
 // the paper-scale presets (llama-1.8b).
 inline constexpr int64_t kMaxModelParameters = 100'000'000'000;
 
+// The most datasets one of a job's data lists may name: a typo guard far
+// above any real job (a dataset is a directory of shards).
+inline constexpr int kMaxDatasets = 256;
+
 // Whether the optimizer named so follows the scheduler's mask epochs (SCAPE
 // and its per-rank global top-k baseline); false for unknown names.
 bool UsesMaskEpochs(const std::string& optimizer);
@@ -53,7 +57,10 @@ bool UsesMaskEpochs(const std::string& optimizer);
 void ApplyJobDefaults(v1::JobSpec& spec);
 
 // INVALID_ARGUMENT naming the field ("spec.data.micro_batch_size: must be
-// positive"). Checks that data paths exist on this machine's filesystem.
+// positive"). Reads no filesystem: data and checkpoint paths are checked
+// for form only (absolute, printable, no `..`); the machines that open them
+// check them against their roots (CheckDatasetsUnder,
+// CheckCheckpointDirectoryUnder).
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
 // A JobSpec with its defaults applied and its fields checked: what a
@@ -88,10 +95,10 @@ std::string ResolvedPath(const std::string& path);
 // Whether resolved `directory` is resolved `root` or lies inside it (false
 // unless both are absolute), compared component by component after `.` and
 // `..`, without touching the filesystem: the one containment rule for
-// checkpoints. The worker applies it at assignment
-// (CheckCheckpointDirectoryUnder); the scheduler at submit and placement,
-// against the roots workers report when they register
-// (Resources.checkpoint_root, resolved on their host).
+// checkpoints and datasets. The worker applies it at assignment
+// (CheckCheckpointDirectoryUnder, CheckDatasetsUnder); the scheduler at
+// submit and placement, against the roots workers report when they register
+// (Resources.checkpoint_root and data_root, resolved on their host).
 bool ResolvedPathWithin(const std::string& directory, const std::string& root);
 
 // Whether checkpoint directory `directory` (absolute, as ValidateJobSpec
@@ -100,6 +107,14 @@ bool ResolvedPathWithin(const std::string& directory, const std::string& root);
 // checkpoints would land outside its --checkpoint_root; PERMISSION_DENIED
 // naming both otherwise.
 absl::Status CheckCheckpointDirectoryUnder(const std::string& directory, const std::string& root);
+
+// Whether every dataset `data` names lies inside `root` (absolute) once both
+// are resolved on this machine, and holds its manifest: where data is
+// opened (a worker against its --data_root, train-local against "/").
+// PERMISSION_DENIED naming the field and the root for a path outside it, in
+// the same words whether that path exists or not; FAILED_PRECONDITION for a
+// path inside it that is no dataset.
+absl::Status CheckDatasetsUnder(const v1::DataSpec& data, const std::string& root);
 
 // The sparse optimizers' settings an OptimizerSpec (defaults applied)
 // describes: density, schedule, warm-up, rule, statistic, mask shape. The

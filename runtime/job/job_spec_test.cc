@@ -1,11 +1,13 @@
 #include "runtime/job/job_spec.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/data/dataset_manifest.h"
 #include "runtime/optim/optimizer_registry.h"
 
 namespace corescape::job {
@@ -66,13 +68,11 @@ TEST(ApplyJobDefaultsTest, AttentionDefaults) {
   EXPECT_DOUBLE_EQ(spec.attention().tolerance(), 0.05);
 }
 
-// A spec that validates: a shard file that exists (its contents are the
+// A spec that validates: an absolute data path (what is there is the
 // worker's business), everything else defaulted.
 v1::JobSpec ValidSpec(const std::string& optimizer) {
-  const std::string shard = ::testing::TempDir() + "/job_validation_test.shard";
-  std::ofstream(shard) << "x";
   v1::JobSpec spec;
-  spec.mutable_data()->add_train_shards(shard);
+  spec.mutable_data()->add_train_shards("/srv/corescape/data/fortunes");
   spec.set_steps(10);
   spec.mutable_optimizer()->set_name(optimizer);
   ApplyJobDefaults(spec);
@@ -317,6 +317,146 @@ TEST(ValidateJobSpecTest, CheckpointDirectoryIsAbsoluteWithoutDotDot) {
   }
   spec.mutable_checkpoint()->set_directory(std::string("/a\0b", 4));
   EXPECT_FALSE(ValidateJobSpec(spec).ok());
+}
+
+// An override is applied or refused naming the field and the value, never
+// dropped: NaN and negative values used to keep the preset's silently.
+TEST(ValidateJobSpecTest, ModelOverridesOutOfRangeAreRefusedNamingTheValue) {
+  const struct {
+    void (*set)(v1::ModelSpec&);
+    const char* expected;
+  } cases[] = {
+      {[](v1::ModelSpec& m) { m.set_rope_theta(std::nan("")); },
+       "spec.model.rope_theta: must be finite and > 1, got nan"},
+      {[](v1::ModelSpec& m) { m.set_rope_theta(-10000); },
+       "spec.model.rope_theta: must be finite and > 1, got -10000"},
+      {[](v1::ModelSpec& m) { m.set_rope_theta(HUGE_VAL); },
+       "spec.model.rope_theta: must be finite and > 1, got inf"},
+      {[](v1::ModelSpec& m) { m.set_rope_theta(0.5); },
+       "spec.model.rope_theta: must be finite and > 1, got 0.5"},
+      {[](v1::ModelSpec& m) { m.set_norm_eps(-1); },
+       "spec.model.norm_eps: must be in (0, 1), got -1"},
+      {[](v1::ModelSpec& m) { m.set_norm_eps(std::nan("")); },
+       "spec.model.norm_eps: must be in (0, 1), got nan"},
+      {[](v1::ModelSpec& m) { m.set_norm_eps(2); },
+       "spec.model.norm_eps: must be in (0, 1), got 2"},
+      {[](v1::ModelSpec& m) { m.set_d_ff(-3); },
+       "spec.model.d_ff: must not be negative (0 keeps the preset's value), got -3"},
+      {[](v1::ModelSpec& m) { m.set_max_seq_len(-1); },
+       "spec.model.max_seq_len: must not be negative (0 keeps the preset's value), got -1"},
+  };
+  for (const auto& c : cases) {
+    v1::JobSpec spec = ValidSpec("adamw");
+    c.set(*spec.mutable_model());
+    const absl::Status refused = ValidateJobSpec(spec);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << c.expected;
+    EXPECT_EQ(refused.message(), c.expected);
+  }
+  v1::JobSpec spec = ValidSpec("adamw");
+  spec.mutable_model()->set_rope_theta(500000);
+  spec.mutable_model()->set_norm_eps(1e-6);
+  ASSERT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  auto model = ModelConfigFromSpec(spec.model());
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(model->rope_theta, 500000);
+  EXPECT_EQ(model->norm_eps, 1e-6);
+}
+
+TEST(ValidateJobSpecTest, NamesHoldNoControlEscapeOrBidiCharacters) {
+  v1::JobSpec spec = ValidSpec("adamw");
+  spec.set_name("tiny fortunes – Zürich");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  for (const std::string& bad :
+       {std::string("a\0b", 3), std::string("job\nFAKE-ROW"), std::string("\x1b[31mred"),
+        std::string("tab\there"), std::string("evil\xe2\x80\xaegnp.exe"),
+        std::string("iso\xe2\x81\xa6late"), std::string("\xc2\x9b" "31m"),
+        std::string("bad\xff")}) {
+    spec.set_name(bad);
+    const absl::Status refused = ValidateJobSpec(spec);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(refused.message().rfind("spec.name: holds a ", 0), 0) << refused;
+  }
+  spec.set_name("job\nFAKE");
+  EXPECT_NE(ValidateJobSpec(spec).message().find("control character U+000A at byte 3"),
+            std::string::npos);
+  spec.set_name("x\xe2\x80\xae");
+  EXPECT_NE(ValidateJobSpec(spec).message().find("bidirectional control U+202E"),
+            std::string::npos);
+}
+
+TEST(ValidateJobSpecTest, DataPathsAreAbsolutePrintableAndBounded) {
+  v1::JobSpec spec = ValidSpec("adamw");
+  for (const std::string& bad : {std::string("../../etc/passwd"), std::string("fortunes"),
+                                 std::string("/data/../../etc/passwd"), std::string(""),
+                                 std::string("/data/a\nb"), std::string("/a\0b", 4)}) {
+    spec.mutable_data()->set_train_shards(0, bad);
+    const absl::Status refused = ValidateJobSpec(spec);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(refused.message().rfind("spec.data.train_shards[0]: ", 0), 0) << refused;
+  }
+  spec = ValidSpec("adamw");
+  spec.mutable_data()->add_validation_shards("relative");
+  EXPECT_EQ(ValidateJobSpec(spec).message().rfind("spec.data.validation_shards[0]: ", 0), 0);
+  // Paths outside any root are the workers' to refuse (CheckDatasetsUnder):
+  // validation reads no filesystem, so it says nothing about what exists.
+  spec = ValidSpec("adamw");
+  for (const char* elsewhere : {"/etc/shadow", "/dev/zero", "/proc/self/mem"}) {
+    spec.mutable_data()->set_train_shards(0, elsewhere);
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  }
+  spec = ValidSpec("adamw");
+  spec.mutable_data()->clear_train_shards();
+  for (int i = 0; i < 100000; ++i) spec.mutable_data()->add_train_shards("/data/x");
+  EXPECT_EQ(ValidateJobSpec(spec).message(),
+            absl::StrCat("spec.data.train_shards: 100000 datasets, more than a job may name (",
+                         kMaxDatasets, ")"));
+  spec.mutable_data()->mutable_train_shards()->DeleteSubrange(
+      kMaxDatasets, spec.data().train_shards_size() - kMaxDatasets);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+// The worker's side of data: datasets with their manifest, inside its root
+// once resolved, refused in the same words whether a path outside exists.
+TEST(CheckDatasetsUnderTest, DatasetsInsideTheRootOnly) {
+  namespace fs = std::filesystem;
+  const fs::path tmp = fs::path(::testing::TempDir()) / "data-root-test";
+  fs::remove_all(tmp);
+  const fs::path root = tmp / "root";
+  fs::create_directories(root / "fortunes");
+  std::ofstream((root / "fortunes" / data::kManifestFileName).string()) << "{}";
+  fs::create_directories(root / "no-manifest");
+  fs::create_directories(tmp / "elsewhere");
+  std::ofstream((tmp / "elsewhere" / data::kManifestFileName).string()) << "{}";
+  fs::create_directory_symlink(tmp / "elsewhere", root / "link-out");
+  fs::create_directory_symlink("/etc", root / "etc");
+
+  v1::DataSpec data;
+  data.add_train_shards((root / "fortunes").string());
+  data.add_validation_shards((root / "fortunes").string());
+  EXPECT_TRUE(CheckDatasetsUnder(data, root.string()).ok()) << CheckDatasetsUnder(data, root.string());
+
+  const std::string outside = absl::StrCat(" is outside this worker's data root ", root.string(),
+                                           " (--data_root)");
+  for (const std::string& path :
+       {std::string("/etc/shadow"), std::string("/etc/no-such-file-here"),
+        std::string("/dev/zero"), std::string("/proc/self/mem"),
+        (tmp / "elsewhere").string(), (root / "link-out").string(),
+        (root / "etc" / "shadow").string(), (root / ".." / "elsewhere").string()}) {
+    data.set_train_shards(0, path);
+    const absl::Status refused = CheckDatasetsUnder(data, root.string());
+    EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << path;
+    // Nothing but the path as given and the root: the same for a path that
+    // exists and one that does not.
+    EXPECT_EQ(refused.message(), absl::StrCat("spec.data.train_shards[0]: ", path, outside));
+  }
+  data.set_train_shards(0, (root / "fortunes").string());
+  data.set_validation_shards(0, (root / "no-manifest").string());
+  const absl::Status no_dataset = CheckDatasetsUnder(data, root.string());
+  EXPECT_EQ(no_dataset.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(no_dataset.message().find("spec.data.validation_shards[0]: no dataset at"),
+            std::string::npos)
+      << no_dataset;
+  EXPECT_EQ(CheckDatasetsUnder(data, "relative").code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // The worker's side: the directory must resolve inside its root, whatever

@@ -1,8 +1,10 @@
 #include "runtime/job/trainer_config.h"
 
 #include <fstream>
+#include <map>
 #include <string>
 
+#include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/job/job_spec.h"
@@ -95,6 +97,47 @@ TEST(TrainerConfigTest, SpecFieldsReachTheTrainer) {
   EXPECT_EQ(config->schedule.warmup_steps, 5);
   EXPECT_EQ(config->schedule.total_steps, 40);
   EXPECT_FALSE(config->ping_pong);
+}
+
+// Every ModelSpec field but the preset overrides the preset in the model
+// the trainer builds: one left out of ModelConfigFromSpec (or added to the
+// proto without it) fails here. Values differ from the tiny preset's.
+TEST(TrainerConfigTest, EveryModelOverrideReachesTheModel) {
+  const std::map<std::string, nlohmann::json> overrides = {
+      {"n_layers", 5},         {"d_model", 128},      {"n_heads", 8},
+      {"n_kv_heads", 4},       {"d_ff", 300},         {"vocab_size", 300},
+      {"max_seq_len", 512},    {"rope_theta", 500000.0}, {"norm_eps", 1e-6},
+      {"tie_embeddings", true}};
+  v1::JobSpec spec = Spec("adamw");
+  spec.mutable_model()->set_preset("tiny");
+  const google::protobuf::Descriptor* model = v1::ModelSpec::descriptor();
+  const google::protobuf::Reflection* reflection = spec.model().GetReflection();
+  for (int i = 0; i < model->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = model->field(i);
+    if (field->name() == "preset") continue;
+    auto value = overrides.find(field->name());
+    ASSERT_NE(value, overrides.end()) << "model." << field->name() << " has no case here";
+    v1::ModelSpec& m = *spec.mutable_model();
+    switch (field->cpp_type()) {
+      case google::protobuf::FieldDescriptor::CPPTYPE_INT32:
+        reflection->SetInt32(&m, field, value->second.get<int32_t>());
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE:
+        reflection->SetDouble(&m, field, value->second.get<double>());
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_BOOL:
+        reflection->SetBool(&m, field, value->second.get<bool>());
+        break;
+      default:
+        FAIL() << "model." << field->name() << ": a type this test cannot set";
+    }
+  }
+  auto config = SubmittedConfig(spec);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const nlohmann::json trained = nlohmann::json::parse(DescribeTrainerConfig(*config))["model"];
+  for (const auto& [name, value] : overrides) {
+    EXPECT_EQ(trained[name], value) << "model." << name << " did not reach the model";
+  }
 }
 
 TEST(TrainerConfigTest, ScapeAssignmentNeedsTheSchedulersMaskEpoch) {

@@ -1,8 +1,10 @@
 #include "runtime/local/local_trainer.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <memory>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -96,6 +98,10 @@ absl::StatusOr<job::ResolvedJobSpec> LocalTrainConfig::Resolve() const {
   // The rest is a job's: resolved and checked as a submitted one is.
   auto resolved = job::ResolveJobSpec(ToJobSpec());
   if (!resolved.ok()) return NamedBySetting(resolved.status());
+  // This machine opens the data: any dataset on it ("/" is the root).
+  if (absl::Status s = job::CheckDatasetsUnder(resolved->spec().data(), "/"); !s.ok()) {
+    return NamedBySetting(s);
+  }
   return resolved;
 }
 
@@ -175,7 +181,10 @@ v1::JobSpec LocalTrainConfig::ToJobSpec() const {
   spec.set_name("train-local");
   spec.mutable_model()->set_preset(model);
   v1::DataSpec& d = *spec.mutable_data();
-  d.add_train_shards(data);
+  // A job names its data by absolute path.
+  std::error_code error;
+  d.add_train_shards(data.empty() ? data
+                                  : std::filesystem::absolute(data, error).lexically_normal().string());
   d.set_sequence_length(seq_len);
   d.set_micro_batch_size(micro_batch);
   d.set_gradient_accumulation(grad_accum);

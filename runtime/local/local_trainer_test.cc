@@ -98,7 +98,7 @@ TEST(LocalTrainerTest, BadConfigNamesTheField) {
   config.model = "tiny";
   const std::string dataset = config.data;
   config.data = "/nonexistent";
-  EXPECT_NE(config.Validate().message().find("data: no such file: /nonexistent"),
+  EXPECT_NE(config.Validate().message().find("data: no dataset at /nonexistent"),
             std::string::npos)
       << config.Validate();
   auto summary = RunLocalTraining(config, nullptr);

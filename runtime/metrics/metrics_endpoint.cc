@@ -44,12 +44,13 @@ FamilyBuilder& FamilyBuilder::Add(const std::map<std::string, std::string>& labe
 prometheus::MetricFamily FamilyBuilder::Build() { return std::move(family_); }
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
-    const std::string& listen, const std::string& daemon) {
+    const std::string& listen, const std::string& daemon, std::optional<HttpTls> tls) {
   std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
   endpoint->registry_ = std::make_unique<prometheus::Registry>();
   endpoint->AddCollector([daemon]() { return CollectProcessMetrics(daemon); });
   auto http = HttpServer::Start(
-      listen, [e = endpoint.get()](const HttpRequest& request) { return e->Handle(request); });
+      listen, [e = endpoint.get()](const HttpRequest& request) { return e->Handle(request); },
+      std::move(tls));
   if (!http.ok()) {
     return absl::Status(http.status().code(),
                         absl::StrCat("cannot serve metrics: ", http.status().message()));
@@ -90,10 +91,10 @@ std::string MetricsEndpoint::Scrape() const {
 }
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::StartFromFlags(
-    const std::string& daemon) {
+    const std::string& daemon, std::optional<HttpTls> tls) {
   const std::string listen = absl::GetFlag(FLAGS_metrics_listen);
   if (listen.empty()) return std::unique_ptr<MetricsEndpoint>();
-  auto endpoint = Start(listen, daemon);
+  auto endpoint = Start(listen, daemon, std::move(tls));
   if (!endpoint.ok()) {
     return absl::Status(endpoint.status().code(),
                         absl::StrCat("--metrics_listen: ", endpoint.status().message()));
@@ -105,7 +106,8 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::StartFromFlags
       return absl::Status(s.code(), absl::StrCat("--metrics_port_file: ", s.message()));
     }
   }
-  LOG(INFO) << "metrics on http://" << (*endpoint)->bound_address() << "/metrics";
+  LOG(INFO) << "metrics on " << (*endpoint)->scheme() << "://" << (*endpoint)->bound_address()
+            << "/metrics";
   return endpoint;
 }
 

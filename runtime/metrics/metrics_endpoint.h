@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,18 +48,22 @@ class FamilyBuilder {
 
 class MetricsEndpoint {
  public:
-  // Serves /metrics on `listen` (HOST:PORT; port 0 picks a free one).
+  // Serves /metrics on `listen` (HOST:PORT; port 0 picks a free one), over
+  // HTTPS with client certificates given `tls`.
   // `daemon` ("scheduler", "worker", ...) labels corescape_build_info.
-  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(const std::string& listen,
-                                                                const std::string& daemon);
+  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
+      const std::string& listen, const std::string& daemon,
+      std::optional<HttpTls> tls = std::nullopt);
   // From --metrics_listen and --metrics_port_file: null (and OK) when
   // --metrics_listen is empty; the bound HOST:PORT is written to the port
-  // file once serving.
+  // file once serving. `tls` as security::HttpTlsFromFlags gives it.
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> StartFromFlags(
-      const std::string& daemon);
+      const std::string& daemon, std::optional<HttpTls> tls);
   ~MetricsEndpoint();
 
   const std::string& bound_address() const { return http_->bound_address(); }
+  // "http" or "https".
+  const char* scheme() const { return http_->scheme(); }
   // For metric objects the daemon updates (counters, histograms).
   prometheus::Registry& registry() { return *registry_; }
   // Adds families computed at every scrape, on the server's threads: the

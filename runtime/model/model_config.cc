@@ -1,5 +1,7 @@
 #include "runtime/model/model_config.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -51,8 +53,13 @@ absl::Status ModelConfig::Validate() const {
     return Invalid("n_heads", absl::StrCat("head_dim d_model/n_heads = ", head_dim(),
                                            " must be even for rotary embedding"));
   }
-  if (!(rope_theta > 1.0)) return Invalid("rope_theta", "must be > 1");
-  if (!(norm_eps > 0.0 && norm_eps < 1.0)) return Invalid("norm_eps", "must be in (0, 1)");
+  // Written so that NaN fails too.
+  if (!(rope_theta > 1.0 && std::isfinite(rope_theta))) {
+    return Invalid("rope_theta", absl::StrCat("must be finite and > 1, got ", rope_theta));
+  }
+  if (!(norm_eps > 0.0 && norm_eps < 1.0)) {
+    return Invalid("norm_eps", absl::StrCat("must be in (0, 1), got ", norm_eps));
+  }
   return absl::OkStatus();
 }
 

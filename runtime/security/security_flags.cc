@@ -16,6 +16,12 @@ ABSL_FLAG(std::string, health_listen, "",
           "a certificate (kubelet's grpc probe); every corescape RPC there answers "
           "UNAUTHENTICATED. Empty: no such port");
 
+ABSL_FLAG(bool, http_tls, false,
+          "serve the HTTP endpoints (--metrics_listen, the scheduler's --http_listen) over "
+          "HTTPS with this daemon's certificate from --tls_dir, and answer only clients "
+          "presenting a certificate from the cluster CA (as Prometheus can scrape); without "
+          "it they are plain HTTP, for loopback");
+
 namespace corescape::security {
 
 absl::StatusOr<TransportSecurity> TransportSecurityFromFlags(const std::string& stem) {
@@ -42,6 +48,16 @@ absl::StatusOr<TransportSecurity> TransportSecurityFromFlags(const std::string& 
 }
 
 bool GrpcReflectionFromFlags() { return absl::GetFlag(FLAGS_grpc_reflection); }
+
+absl::StatusOr<std::optional<HttpTls>> HttpTlsFromFlags(const TransportSecurity& security) {
+  if (!absl::GetFlag(FLAGS_http_tls)) return std::nullopt;
+  const TlsMaterial* material = security.material();
+  if (material == nullptr) {
+    return absl::FailedPreconditionError(
+        "--http_tls: needs --tls_dir (the certificates), not --insecure");
+  }
+  return HttpTls{material->ca_pem, material->certificate_pem, material->key_pem};
+}
 
 absl::StatusOr<std::string> HealthListenFromFlags() {
   const std::string address = absl::GetFlag(FLAGS_health_listen);

@@ -22,6 +22,9 @@ struct ClusterUpOptions {
   // The workers' --checkpoint_root; empty: the directory `cluster up` runs
   // in (where `submit` resolves a relative checkpoint directory from).
   std::string checkpoint_root;
+  // The workers' --data_root; empty: the directory `cluster up` runs in
+  // (where `submit` resolves a relative dataset path from).
+  std::string data_root;
   double lease_ttl_seconds = 10;
   double timeout_seconds = 60;
   bool json = false;

@@ -274,6 +274,10 @@ std::vector<Subcommand> AddClusterCommands(CLI::App& parent) {
                  "The only directory tree the workers keep checkpoints in "
                  "(default: the current directory)")
       ->type_name("DIR");
+  up->add_option("--data-root", up_options->data_root,
+                 "The only directory tree the workers read datasets from "
+                 "(default: the current directory)")
+      ->type_name("DIR");
   up->add_option("--worker-devices", up_options->worker_devices,
                  "What each worker serves, one per worker in order, comma-separated: cpu "
                  "(the default for all) or cuda:N (GPU N of this machine, one worker per GPU)")

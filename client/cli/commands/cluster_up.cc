@@ -488,13 +488,15 @@ int RunClusterUp(const ClusterUpOptions& options) {
   }
 
   // 2. The nodes.
-  std::error_code cwd_error;
-  const std::string checkpoint_root =
-      fs::absolute(options.checkpoint_root.empty() ? fs::current_path(cwd_error)
-                                                   : fs::path(options.checkpoint_root),
-                   cwd_error)
-          .lexically_normal()
-          .string();
+  // Each root: as given, or the directory `up` runs in.
+  const auto root_or_here = [](const std::string& root) {
+    std::error_code cwd_error;
+    return fs::absolute(root.empty() ? fs::current_path(cwd_error) : fs::path(root), cwd_error)
+        .lexically_normal()
+        .string();
+  };
+  const std::string checkpoint_root = root_or_here(options.checkpoint_root);
+  const std::string data_root = root_or_here(options.data_root);
   for (size_t node = 0; node < node_names.size(); ++node) {
     const std::string& name = node_names[node];
     const bool is_worker = node < worker_devices->size();
@@ -507,6 +509,7 @@ int RunClusterUp(const ClusterUpOptions& options) {
     }
     if (is_worker) {
       args.push_back(absl::StrCat("--checkpoint_root=", checkpoint_root));
+      args.push_back(absl::StrCat("--data_root=", data_root));
       args.push_back(absl::StrCat("--device=", (*worker_devices)[node].ToString()));
     }
     absl::StatusOr<pid_t> pid = launcher.Start(

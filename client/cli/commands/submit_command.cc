@@ -173,15 +173,15 @@ Subcommand AddSubmitCommand(CLI::App& parent, GlobalOptions& globals) {
               "PRESET");
   command
       ->add_option("--train-data", o.train_data,
-                   "Training shards or a dataset directory (repeatable, or "
-                   "a comma list)")
+                   "Training dataset directories, under the workers' --data_root "
+                   "(repeatable, or a comma list)")
       ->type_name("PATH")
       ->allow_extra_args(false)
       ->group(kSpecGroup);
   command
       ->add_option("--validation-data", o.validation_data,
-                   "Validation shards or a dataset directory (repeatable, "
-                   "or a comma list)")
+                   "Validation dataset directories, under the workers' --data_root "
+                   "(repeatable, or a comma list)")
       ->type_name("PATH")
       ->allow_extra_args(false)
       ->group(kSpecGroup);

@@ -12,6 +12,7 @@
 #include "client/cli/rendering/progress_bar.h"
 #include "client/cli/parsing/proto_json.h"
 #include "client/cli/rendering/table.h"
+#include "runtime/base/printable_text.h"
 #include "runtime/job/job_device.h"
 
 namespace corescape::cli {
@@ -229,7 +230,8 @@ std::string RenderJobsTable(const std::vector<v1::Job>& jobs,
                   absl::Milliseconds(now_unix_ms - job.submitted_unix_ms())),
     });
     if (job.state() == v1::PENDING && !job.state_reason().empty()) {
-      absl::StrAppend(&waiting, job.job_id(), ": ", job.state_reason(), "\n");
+      absl::StrAppend(&waiting, EscapeUnsafeCharacters(job.job_id()), ": ",
+                      EscapeUnsafeCharacters(job.state_reason()), "\n");
     }
   }
   // Why each pending job waits (a missing GPU, busy workers), under the table.

@@ -1,12 +1,16 @@
 // Jobs as a table, as a detail block and as JSON; number formats.
 #include "client/cli/rendering/job_output.h"
 
+#include <algorithm>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/parsing/proto_json.h"
+#include "client/cli/rendering/output.h"
+#include "client/cli/rendering/watch_printer.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -264,6 +268,73 @@ TEST(JobEventJsonTest, StateAndProgressEvents) {
   EXPECT_EQ(progress_json["type"], "progress");
   EXPECT_EQ(progress_json["progress"]["step"], 3);
   EXPECT_FALSE(progress_json.contains("state"));
+}
+
+}  // namespace
+}  // namespace corescape::cli
+
+namespace corescape::cli {
+namespace {
+
+// What another user stored, made to mislead a terminal: colour, a cleared
+// screen, a fake row, a right-to-left override, a C1 CSI.
+const std::string kHostile =
+    "evil\x1b[31m\x1b[2J\nj-9  FAKE  SUCCEEDED\r\xe2\x80\xae" "cba\xc2\x9b" "0m";
+
+// No byte a terminal obeys, and no line break of its own.
+void ExpectInert(const std::string& out, int lines) {
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+  EXPECT_EQ(out.find('\r'), std::string::npos) << out;
+  EXPECT_EQ(out.find("\xe2\x80\xae"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\xc2\x9b"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), lines) << out;
+  EXPECT_NE(out.find("evil\\x1b[31m\\x1b[2J\\nj-9  FAKE  SUCCEEDED\\r\\u202ecba\\x9b0m"),
+            std::string::npos)
+      << out;
+}
+
+TEST(HostileTextTest, JobsTableAndDetailsEscapeWhatUsersStored) {
+  v1::Job job = RunningJob();
+  job.mutable_spec()->set_name(kHostile);
+  ExpectInert(RenderJobsTable({job}, kNow), 2);
+  job.set_state(v1::PENDING);
+  job.set_state_reason(kHostile);
+  // The table, a blank line and the job's waiting reason.
+  const std::string pending = RenderJobsTable({job}, kNow);
+  EXPECT_EQ(pending.find('\x1b'), std::string::npos) << pending;
+  EXPECT_EQ(std::count(pending.begin(), pending.end(), '\n'), 4) << pending;
+  const std::string details = RenderJobDetails(job, kNow);
+  EXPECT_EQ(details.find('\x1b'), std::string::npos) << details;
+  EXPECT_EQ(details.find("\xe2\x80\xae"), std::string::npos) << details;
+  EXPECT_EQ(details.find("\nj-9  FAKE"), std::string::npos) << details;
+}
+
+TEST(HostileTextTest, NodesEventsAndWatchLinesEscapeWhatUsersStored) {
+  v1::NodeInfo node;
+  node.set_name(kHostile);
+  node.set_role(v1::WORKER);
+  node.set_state(v1::ALIVE);
+  ExpectInert(RenderNodesTable({node}, kNow), 2);
+  v1::ClusterEvent event;
+  event.set_kind(v1::ClusterEvent::JOB_STATE_CHANGED);
+  event.set_node_name("w0");
+  event.set_message(kHostile);
+  ExpectInert(RenderEventsTable({event}), 2);
+  ExpectInert(RenderStateLine("j-1", v1::RECOVERING, kHostile) + "\n", 1);
+  v1::Job failed = RunningJob();
+  failed.set_state(v1::FAILED);
+  failed.set_state_reason(kHostile);
+  const std::string summary = RenderJobSummary(failed);
+  EXPECT_EQ(summary.find('\x1b'), std::string::npos) << summary;
+  EXPECT_EQ(std::count(summary.begin(), summary.end(), '\n'), 3) << summary;
+
+  std::ostringstream out;
+  WatchPrinter printer(out, WatchDisplay{}, "j-1");
+  v1::JobEvent restored;
+  restored.set_message(kHostile);
+  printer.OnEvent(restored, absl::FromUnixMillis(kNow));
+  ExpectInert(out.str(), 1);
+  EXPECT_EQ(out.str().rfind("job j-1: evil", 0), 0u) << out.str();
 }
 
 }  // namespace

@@ -99,7 +99,8 @@ nlohmann::json NodeToJson(const v1::NodeInfo& node) {
         {"gpus", node.resources().gpus()},
         {"gpu_names", gpu_names},
         {"device", ServedDeviceToJson(node.resources().device())},
-        {"checkpoint_root", node.resources().checkpoint_root()}}},
+        {"checkpoint_root", node.resources().checkpoint_root()},
+        {"data_root", node.resources().data_root()}}},
       {"device", NodeDeviceText(node)},
       {"current_job_id", node.current_job_id()},
   };

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <utility>
 
+#include "runtime/base/printable_text.h"
+
 namespace corescape::cli {
 
 Table::Table(std::vector<std::string> headers) : headers_(std::move(headers)) {}
 
 void Table::AddRow(std::vector<std::string> cells) {
   cells.resize(headers_.size());
+  for (std::string& cell : cells) cell = EscapeUnsafeCharacters(cell);
   rows_.push_back(std::move(cells));
 }
 

@@ -13,7 +13,10 @@ class Table {
   explicit Table(std::vector<std::string> headers);
 
   // Rows shorter than the header are padded with empty cells; extra cells
-  // are dropped, so a row can never break the alignment.
+  // are dropped, so a row can never break the alignment. Cells hold text
+  // other users stored (names, reasons, event texts): each is escaped
+  // (EscapeUnsafeCharacters), so none can colour the terminal, move the
+  // cursor or start a fake row.
   void AddRow(std::vector<std::string> cells);
 
   size_t row_count() const { return rows_.size(); }

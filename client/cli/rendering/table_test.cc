@@ -90,6 +90,7 @@ v1::NodeInfo SampleWorker() {
   node.mutable_resources()->set_memory_bytes(int64_t{24} << 30);
   node.mutable_resources()->set_gpus(0);
   node.mutable_resources()->set_checkpoint_root("/var/lib/corescape/worker-0");
+  node.mutable_resources()->set_data_root("/srv/corescape/data");
   return node;
 }
 
@@ -118,6 +119,7 @@ TEST(NodeJsonTest, HasRequiredKeysWithEnumNamesAndNumbers) {
             int64_t{24} << 30);
   EXPECT_EQ(json["resources"]["gpus"].get<int>(), 0);
   EXPECT_EQ(json["resources"]["checkpoint_root"], "/var/lib/corescape/worker-0");
+  EXPECT_EQ(json["resources"]["data_root"], "/srv/corescape/data");
   EXPECT_EQ(json["current_job_id"], "");
   EXPECT_EQ(json["device"], "cpu");
   EXPECT_EQ(json["resources"]["device"], nlohmann::json({{"kind", "cpu"}}));

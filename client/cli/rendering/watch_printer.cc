@@ -8,6 +8,7 @@
 #include "client/cli/rendering/job_output.h"
 #include "client/cli/rendering/output.h"
 #include "client/cli/rendering/progress_bar.h"
+#include "runtime/base/printable_text.h"
 
 namespace corescape::cli {
 
@@ -38,8 +39,9 @@ std::string ThroughputText(const v1::JobProgress& progress) {
 
 std::string RenderStateLine(const std::string& job_id, v1::JobState state,
                             const std::string& message) {
-  std::string line = absl::StrCat("job ", job_id, " ", JobStateName(state));
-  if (!message.empty()) absl::StrAppend(&line, ": ", message);
+  std::string line =
+      absl::StrCat("job ", EscapeUnsafeCharacters(job_id), " ", JobStateName(state));
+  if (!message.empty()) absl::StrAppend(&line, ": ", EscapeUnsafeCharacters(message));
   return line;
 }
 
@@ -58,7 +60,7 @@ std::string RenderJobSummary(const v1::Job& job) {
                         job.finished_unix_ms() - job.started_unix_ms())));
   }
   if (job.state() != v1::SUCCEEDED && !job.state_reason().empty()) {
-    absl::StrAppend(&first, ": ", job.state_reason());
+    absl::StrAppend(&first, ": ", EscapeUnsafeCharacters(job.state_reason()));
   }
   std::string second =
       absl::StrCat("final loss ",
@@ -111,15 +113,26 @@ void WatchPrinter::OnEvent(const v1::JobEvent& event, absl::Time now) {
     return;
   }
 
-  if (event.body_case() != v1::JobEvent::kState || display_.json) return;
+  if (display_.json) return;
+  if (event.body_case() == v1::JobEvent::BODY_NOT_SET && !event.message().empty()) {
+    // What happened without a change of state (the checkpoint a recovery
+    // restored).
+    FlushPendingProgress();
+    PrintLine(absl::StrCat("job ", EscapeUnsafeCharacters(job_id_), ": ",
+                           EscapeUnsafeCharacters(event.message())));
+    return;
+  }
+  if (event.body_case() != v1::JobEvent::kState) return;
   FlushPendingProgress();
   // The end is shown by Finish, as the summary.
   if (event.state() == v1::SUCCEEDED || event.state() == v1::FAILED ||
       event.state() == v1::CANCELLED) {
     return;
   }
-  const std::string line =
-      RenderStateLine(job_id_, event.state(), event.message());
+  PrintLine(RenderStateLine(job_id_, event.state(), event.message()));
+}
+
+void WatchPrinter::PrintLine(const std::string& line) {
   if (display_.tty) {
     out_ << "\r" << line << kClearToEndOfLine << "\n";
     bar_on_screen_ = false;

@@ -61,6 +61,8 @@ class WatchPrinter {
 
  private:
   void PrintProgress();
+  // One line of its own, above the progress bar when there is one.
+  void PrintLine(const std::string& line);
   void FlushPendingProgress();
 
   std::ostream& out_;
