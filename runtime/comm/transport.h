@@ -160,14 +160,15 @@ class HelloHandler {
 //
 // Connections: the listener is the transport's own, not UCX's. A peer's
 // first bytes go to the handshake (handshake_stream.h: HelloMessage and its
-// proofs, fixed sizes, bounded); only a dialer that proved the job's secret
-// gets this process's UCP worker address and a bind token, creates its UCP
-// endpoint from the address, and names its handshake connection by sending
-// the token first. So no stranger's bytes reach UCX's connection manager
-// (there is no UCX listener); UCX's own transports (TCP interfaces, shared
-// memory) are confined to the network device of the listen address
-// (UCX_NET_DEVICES, unless set), and each side learns of the other's end
-// from the handshake connection, which stays open for the link's life.
+// proofs, fixed sizes, bounded). Only once both proofs verified do the two
+// sides swap UCP worker addresses and bind tokens; each creates a UCP
+// endpoint of its own from the other's address, sends only on it, and
+// names its handshake connection by sending the other's token first. So no
+// stranger's bytes reach UCX's connection manager (there is no UCX
+// listener); UCX's own TCP interfaces are confined to the network device of
+// the listen address (UCX_NET_DEVICES, unless set), and each side learns of
+// the other's end from the handshake connection, which stays open for the
+// link's life.
 //
 // Everything after the handshake is data messages: UCP active messages
 // whose header is (tag, link token). The transport matches them to receives
