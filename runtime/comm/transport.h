@@ -329,6 +329,9 @@ class Transport {
   // Both sides may send: held sends go out.
   void MarkReady(EndpointState* endpoint);
   void OnHelloReceived(EndpointId id, absl::StatusOr<HelloMessage> hello);
+  // A connection closed for not starting with a hello, or refused at the
+  // bound on unproven ones: counted, one warning a second at most.
+  void NoteRefusal(const std::string& peer, const std::string& why);
   void DispatchHello(EndpointId id, const HelloMessage& hello);
   // The dialer's answer to an accepted hello (or why none came): handed to
   // the handler that accepted it, which adopts the endpoint or not.
@@ -415,7 +418,9 @@ class Transport {
   // Bind tokens handed out in ready frames, not yet presented.
   absl::flat_hash_map<std::string, EndpointId> pending_binds_;
   absl::Time next_socket_poll_ = absl::InfinitePast();
+  // Refused or malformed connections: logged once a second at most.
   absl::Time last_refusal_log_ = absl::InfinitePast();
+  uint64_t refusals_since_log_ = 0;
   // Requests UCX still holds, keyed by our object, kept alive until their callback.
   absl::flat_hash_map<MessageRequest*, std::shared_ptr<MessageRequest>> in_flight_;
   std::vector<ParkedHello> parked_;

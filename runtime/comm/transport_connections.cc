@@ -245,11 +245,8 @@ void Transport::AcceptConnections() {
     const std::string peer = SockaddrToString(from);
     if (unproven >= kMaxUnprovenConnections) {
       close(fd);
-      if (const absl::Time now = absl::Now(); now - last_refusal_log_ >= kRefusalLogInterval) {
-        last_refusal_log_ = now;
-        LOG(WARNING) << "data plane: refused connection from " << peer << ": "
-                     << kMaxUnprovenConnections << " connections have not completed a handshake";
-      }
+      NoteRefusal(peer, absl::StrCat(kMaxUnprovenConnections,
+                                     " connections have not completed a handshake"));
       continue;
     }
     const int one = 1;
@@ -568,23 +565,26 @@ void Transport::HandleBind(const std::string& token, ucp_ep_h reply_ep) {
   WriteSocket(endpoint);
 }
 
+void Transport::NoteRefusal(const std::string& peer, const std::string& why) {
+  ++refusals_since_log_;
+  const absl::Time now = absl::Now();
+  if (now - last_refusal_log_ < kRefusalLogInterval) return;
+  LOG(WARNING) << "data plane: turned away " << refusals_since_log_
+               << " connection(s) since the last such line; latest from " << peer << ": " << why;
+  last_refusal_log_ = now;
+  refusals_since_log_ = 0;
+}
+
 void Transport::OnHelloReceived(EndpointId id, absl::StatusOr<HelloMessage> hello) {
   EndpointState* endpoint = FindEndpoint(id);
   if (endpoint == nullptr || endpoint->closing ||
       endpoint->role != EndpointState::Role::kAccepting) {
     return;
   }
-  if (!hello.ok()) {
-    if (!endpoint->failed) {
-      LOG(WARNING) << "data plane: dropped connection from " << endpoint->peer_address << ": "
-                   << hello.status().message();
-    }
-    ForceClose(id);
-    return;
-  }
-  if (hello->type != HelloType::kHello) {
-    LOG(WARNING) << "data plane: dropped connection from " << endpoint->peer_address
-                 << ": first message is not a hello";
+  if (!hello.ok() || hello->type != HelloType::kHello) {
+    // A scanner's connections: one line a second at most, however many.
+    NoteRefusal(endpoint->peer_address, hello.ok() ? "its first message is not a hello"
+                                                   : std::string(hello.status().message()));
     ForceClose(id);
     return;
   }
