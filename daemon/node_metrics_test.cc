@@ -1,14 +1,14 @@
 #include "daemon/node_metrics.h"
 
+#include <cstring>
 #include <memory>
 #include <string>
 
-#include "absl/synchronization/notification.h"
+#include <ucp/api/ucp.h>
+
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/comm/hello_handler_test_util.h"
-#include "runtime/comm/hello_message.h"
 #include "runtime/comm/message_tag.h"
 #include "runtime/comm/transport.h"
 
@@ -87,65 +87,66 @@ TEST_F(NodeMetricsTest, AttentionQueueDepthFollowsTheSession) {
   EXPECT_THAT(endpoint_->Scrape(), HasSubstr("corescape_attention_server_queue_depth{job_id=\"j\"} 0"));
 }
 
-// Accepts every hello with a challenge and never adopts the endpoint: the
-// dialer is left between its hello and a confirmation it cannot produce.
-class ChallengeEveryHello : public comm::HelloHandler {
- public:
-  Verdict OnHello(comm::EndpointId, const std::string&, const comm::HelloMessage& hello) override {
-    return comm::AcceptingVerdict(hello, /*acceptor_rank=*/1,
-                                  std::string(comm::kHandshakeNonceBytes, 'a'),
-                                  std::string(comm::kHandshakeProofBytes, 'p'));
-  }
-  bool OnConfirm(comm::EndpointId, const std::string&,
-                 absl::StatusOr<comm::HelloMessage>) override {
-    return false;
-  }
-};
+// One data message from a UCX client that holds the victim's UCP worker
+// address (members are handed it only after the handshake's proofs; a
+// stranger that learned it anyway is not bound to any connection).
+void SendAsStranger(const std::string& worker_address) {
+  ucp_config_t* config = nullptr;
+  ASSERT_EQ(ucp_config_read(nullptr, nullptr, &config), UCS_OK);
+  ASSERT_EQ(ucp_config_modify(config, "TLS", "tcp"), UCS_OK);
+  ASSERT_EQ(ucp_config_modify(config, "NET_DEVICES", "lo"), UCS_OK);
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_AM;
+  ucp_context_h context = nullptr;
+  ASSERT_EQ(ucp_init(&params, config, &context), UCS_OK);
+  ucp_config_release(config);
+  ucp_worker_params_t worker_params{};
+  ucp_worker_h worker = nullptr;
+  ASSERT_EQ(ucp_worker_create(context, &worker_params, &worker), UCS_OK);
+  ucp_ep_params_t ep_params{};
+  ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  ep_params.address = reinterpret_cast<const ucp_address_t*>(worker_address.data());
+  ucp_ep_h ep = nullptr;
+  ASSERT_EQ(ucp_ep_create(worker, &ep_params, &ep), UCS_OK);
+  auto wait = [&](ucs_status_ptr_t request) {
+    if (request == nullptr || UCS_PTR_IS_ERR(request)) return;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (ucp_request_check_status(request) == UCS_INPROGRESS && absl::Now() < deadline) {
+      ucp_worker_progress(worker);
+    }
+    ucp_request_free(request);
+  };
+  // The transport's data-message header: tag, link token.
+  char header[16] = {};
+  const uint64_t tag = comm::CollectiveTag(1, 0, comm::CollectiveKind::kAllReduce, 0, 0);
+  std::memcpy(header, &tag, sizeof(tag));
+  float value = 1;
+  ucp_request_param_t send{};
+  send.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  send.flags = UCP_AM_SEND_FLAG_REPLY;
+  wait(ucp_am_send_nbx(ep, /*id=*/1, header, sizeof(header), &value, sizeof(value), &send));
+  ucp_request_param_t flush{};
+  wait(ucp_ep_flush_nbx(ep, &flush));
+  ucp_request_param_t close{};
+  close.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  close.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  wait(ucp_ep_close_nbx(ep, &close));
+  ucp_worker_destroy(worker);
+  ucp_cleanup(context);
+}
 
 TEST_F(NodeMetricsTest, DataPlaneDropsAreExportedByReason) {
   comm::TransportOptions options;
   options.listen_address = "127.0.0.1:0";
   auto victim = comm::Transport::Create(options);
   ASSERT_TRUE(victim.ok()) << victim.status();
-  auto stranger = comm::Transport::Create(options);
-  ASSERT_TRUE(stranger.ok()) << stranger.status();
   metrics_->WatchDataPlane(victim->get());
   EXPECT_THAT(endpoint_->Scrape(),
               HasSubstr("corescape_data_plane_dropped_messages_total{node=\"w0\",reason=\""
                         "unauthenticated\",role=\"WORKER\"} 0"));
 
-  ChallengeEveryHello handler;
-  ASSERT_TRUE((*victim)->RegisterHelloHandler("j", 1, &handler).ok());
-  comm::HelloMessage hello;
-  hello.generation = 1;
-  hello.world_size = 2;
-  hello.job_id = "j";
-  hello.nonce = std::string(comm::kHandshakeNonceBytes, 'n');
-  absl::Notification answered;
-  comm::EndpointId endpoint = 0;
-  (*stranger)->Connect((*victim)->address(), hello,
-                       [&](comm::EndpointId e, absl::StatusOr<comm::HelloMessage> reply) {
-                         EXPECT_TRUE(reply.ok()) << reply.status();
-                         endpoint = e;
-                         answered.Notify();
-                       });
-  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(20)));
-  ASSERT_NE(endpoint, 0u);
-  // The stranger lets its own side send (it knows no link token: any will
-  // do) and sends a data message before its handshake is complete, then
-  // gives up on the handshake.
-  (*stranger)->AuthorizeEndpoint(endpoint, {.key = 1, .source_rank = 0, .link_token = 7});
-  float value = 1;
-  auto send = (*stranger)->Send(
-      endpoint, comm::CollectiveTag(1, 0, comm::CollectiveKind::kAllReduce, 0, 0), &value,
-      sizeof(value));
-  ASSERT_TRUE((*stranger)->WaitFor(*send, absl::Now() + absl::Seconds(20)));
-  EXPECT_TRUE(send->status().ok()) << send->status();
-  comm::HelloMessage refusal = hello;
-  refusal.type = comm::HelloType::kReject;
-  refusal.nonce.clear();
-  refusal.reason = "cannot prove the secret";
-  (*stranger)->SendHandshake(endpoint, refusal);
+  SendAsStranger((*victim)->worker_address());
 
   const std::string expected =
       "corescape_data_plane_dropped_messages_total{node=\"w0\",reason=\"unauthenticated\","
@@ -158,7 +159,6 @@ TEST_F(NodeMetricsTest, DataPlaneDropsAreExportedByReason) {
   EXPECT_THAT(endpoint_->Scrape(),
               HasSubstr("corescape_data_plane_dropped_messages_total{node=\"w0\",reason=\""
                         "forged\",role=\"WORKER\"} 0"));
-  (*victim)->UnregisterHelloHandler("j", 1);
   // The collector reads the transport: stop serving before it goes.
   metrics_.reset();
   endpoint_.reset();

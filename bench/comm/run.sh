@@ -32,9 +32,10 @@ fi
 size_list=$(IFS=,; echo "${sizes[*]}")
 port=$((20000 + RANDOM % 20000))
 
-# name | UCX environment. "sm" keeps tcp in UCX_TLS: UCX 1.13 needs it to
-# establish client/server (sockaddr) endpoints; data then goes over shared
-# memory (see docs/data_plane.md for which lanes UCX picks).
+# name | UCX environment. "sm" sends small messages over shared memory and
+# large ones as active-message fragments through it (UCX 1.13 gives the data
+# plane's endpoints no rendezvous lane over it); the data plane's default is
+# UCX_TLS=^sm (see docs/data_plane.md for which lanes UCX picks).
 configs=("tcp|UCX_TLS=tcp" "sm|UCX_TLS=sm,tcp")
 
 # Runs ranks 0..P-1 of a benchmark command (comm_bench or gloo_bench.py, which

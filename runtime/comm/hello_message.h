@@ -10,10 +10,11 @@
 
 namespace corescape::comm {
 
-// The handshake on every endpoint, sent on the UCP stream of that endpoint
-// (so the receiver knows which endpoint presented it). The job's secret is
-// never sent: each side proves it knows it by an HMAC-SHA256 over both
-// sides' fresh nonces and identities (handshake_proof.h).
+// The handshake on every endpoint, sent on its handshake connection (a
+// plain TCP connection the transport accepts itself; handshake_stream.h).
+// The job's secret is never sent: each side proves it knows it by an
+// HMAC-SHA256 over both sides' fresh nonces and identities
+// (handshake_proof.h).
 //   dialer   -> kHello   (identity, nonce_d)
 //   acceptor -> kAccept  (identity, nonce_a, proof_a)   or kReject (reason)
 //   dialer   -> kConfirm (identity, proof_d)            or kReject (reason)

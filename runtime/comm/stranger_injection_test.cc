@@ -1,13 +1,18 @@
-// A stranger on the data port during a live all-reduce: a process-like
+// A stranger on the data plane during a live all-reduce: a process-like
 // client with its own UCP context and worker (real UCX over TCP loopback)
-// connects to a rank's listener and sends, on every 16-bit communicator key,
-// for every sender rank and the sequence numbers in use, data messages as
-// active messages and as UCP tagged messages, small (eager) and large
-// (rendezvous). The ranks' results must be bitwise the sum computed here,
-// no rank may fail, and the rank's transport must have counted the
+// that has learned a rank's UCP worker address (only a dialer that proved
+// the secret is handed it; the worst case is that it leaked) connects to
+// it and sends, on every 16-bit communicator key, for every sender rank and
+// the sequence numbers in use, data messages as active messages and as UCP
+// tagged messages, small (eager) and large (rendezvous), and bind messages
+// with tokens it guessed; meanwhile it may hold an unproven handshake on
+// the rank's listener. The ranks' results must be bitwise the sum computed
+// here, no rank may fail, and the rank's transport must have counted the
 // stranger's messages as dropped.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -38,15 +43,53 @@ constexpr int64_t kSmallCount = 64;        // 256 bytes: eager, one message each
 constexpr int64_t kLargeCount = 1 << 18;   // 1 MiB: rendezvous
 constexpr int64_t kStrangerPayload = kSmallCount * 4;  // exactly a small all-reduce message
 constexpr unsigned kDataMessageAmId = 1;   // the transport's data-message id
+constexpr unsigned kBindMessageAmId = 2;   // the transport's bind-message id
+constexpr int kGuessedBinds = 16;
+
+// A handshake connection to a rank's listener (plain TCP, as the transport
+// speaks it).
+class HandshakeClient {
+ public:
+  explicit HandshakeClient(const std::string& address) {
+    absl::StatusOr<HostPort> hp = ParseHostPort(address);
+    EXPECT_TRUE(hp.ok()) << hp.status();
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(hp->port);
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    timeval timeout{.tv_sec = 20, .tv_usec = 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    EXPECT_EQ(connect(fd_, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)), 0);
+  }
+  ~HandshakeClient() { close(fd_); }
+
+  bool Send(const HelloMessage& message) {
+    absl::StatusOr<HelloMessage::Bytes> bytes = message.Serialize();
+    return bytes.ok() &&
+           send(fd_, bytes->data(), bytes->size(), MSG_NOSIGNAL) ==
+               static_cast<ssize_t>(bytes->size());
+  }
+  absl::StatusOr<HelloMessage> Receive() {
+    HelloMessage::Bytes reply{};
+    if (recv(fd_, reply.data(), reply.size(), MSG_WAITALL) != static_cast<ssize_t>(reply.size())) {
+      return absl::DeadlineExceededError("no answer to our hello");
+    }
+    return HelloMessage::Parse(absl::string_view(reply.data(), reply.size()));
+  }
+
+ private:
+  int fd_ = -1;
+};
 
 // A client that speaks UCX but knows no secret.
 class Stranger {
  public:
-  static std::unique_ptr<Stranger> Connect(const std::string& address) {
+  static std::unique_ptr<Stranger> Connect(const std::string& worker_address) {
     auto s = std::unique_ptr<Stranger>(new Stranger);
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features = UCP_FEATURE_TAG | UCP_FEATURE_AM | UCP_FEATURE_STREAM;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_AM;
     ucp_config_t* config = nullptr;
     EXPECT_EQ(ucp_config_read(nullptr, nullptr, &config), UCS_OK);
     // TCP only: UCX 1.13's shared-memory transport silently loses some of
@@ -54,6 +97,9 @@ class Stranger {
     // ("Invalid am_short_iov length"), which would make the victim's drop
     // counts fall short of what the stranger believes it sent.
     EXPECT_EQ(ucp_config_modify(config, "TLS", "tcp"), UCS_OK);
+    // The ranks' UCX is confined to the loopback device (their listen
+    // address); a stranger's interfaces elsewhere could not be answered.
+    EXPECT_EQ(ucp_config_modify(config, "NET_DEVICES", "lo"), UCS_OK);
     EXPECT_EQ(ucp_init(&params, config, &s->context_), UCS_OK);
     ucp_config_release(config);
     ucp_worker_params_t wp{};
@@ -61,18 +107,10 @@ class Stranger {
     wp.thread_mode = UCS_THREAD_MODE_SINGLE;
     EXPECT_EQ(ucp_worker_create(s->context_, &wp, &s->worker_), UCS_OK);
 
-    absl::StatusOr<HostPort> hp = ParseHostPort(address);
-    EXPECT_TRUE(hp.ok()) << hp.status();
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(hp->port);
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
     ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&sa);
-    ep.sockaddr.addrlen = sizeof(sa);
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.address = reinterpret_cast<const ucp_address_t*>(worker_address.data());
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = [](void* arg, ucp_ep_h, ucs_status_t) {
       static_cast<Stranger*>(arg)->failed_ = true;
@@ -96,28 +134,6 @@ class Stranger {
 
   bool failed() const { return failed_; }
 
-  // The handshake's first two steps, on the UCP stream as the transport
-  // speaks them: our hello, then whatever the rank answers.
-  absl::StatusOr<HelloMessage> Hello(const HelloMessage& hello) {
-    absl::StatusOr<HelloMessage::Bytes> bytes = hello.Serialize();
-    if (!bytes.ok()) return bytes.status();
-    if (!SendStream(bytes->data())) return absl::UnavailableError("stream send failed");
-    HelloMessage::Bytes reply{};
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_STREAM_RECV_FLAG_WAITALL;
-    size_t length = 0;
-    if (!Wait(ucp_stream_recv_nbx(ep_, reply.data(), kHelloBytes, &length, &p),
-              absl::Seconds(20))) {
-      return absl::DeadlineExceededError("no answer to our hello");
-    }
-    return HelloMessage::Parse(absl::string_view(reply.data(), kHelloBytes));
-  }
-  bool SendStream(const char* bytes) {
-    ucp_request_param_t p{};
-    return Wait(ucp_stream_send_nbx(ep_, bytes, kHelloBytes, &p), absl::Seconds(10));
-  }
-
   // One data message as the transport frames it (header: tag, link token),
   // claiming to come from a member (reply endpoint set).
   void SendActiveMessage(uint64_t tag, const std::vector<char>& payload, bool rendezvous) {
@@ -130,6 +146,18 @@ class Stranger {
     ucs_status_ptr_t r = ucp_am_send_nbx(ep_, kDataMessageAmId, header.get(), 16,
                                          payload.data(), payload.size(), &p);
     Track(r, std::move(header), &am_sent_);
+  }
+  // A bind message (the first a dialer that completed a handshake sends)
+  // with a token it guessed.
+  void SendBind() {
+    auto token = std::make_unique<char[]>(16);
+    wire::PutU64(token.get(), token_rng_());
+    wire::PutU64(token.get() + 8, token_rng_());
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_AM_SEND_FLAG_REPLY;
+    ucs_status_ptr_t r = ucp_am_send_nbx(ep_, kBindMessageAmId, token.get(), 16, nullptr, 0, &p);
+    Track(r, std::move(token), &binds_sent_);
   }
   void SendTagged(uint64_t tag, const std::vector<char>& payload) {
     ucp_request_param_t p{};
@@ -148,6 +176,7 @@ class Stranger {
 
   int64_t am_sent() const { return am_sent_; }
   int64_t tagged_sent() const { return tagged_sent_; }
+  int64_t binds_sent() const { return binds_sent_; }
 
  private:
   Stranger() = default;
@@ -186,6 +215,7 @@ class Stranger {
   std::vector<std::pair<void*, std::unique_ptr<char[]>>> outstanding_;
   int64_t am_sent_ = 0;
   int64_t tagged_sent_ = 0;
+  int64_t binds_sent_ = 0;
 };
 
 // Every key, both sender ranks, the sequence numbers in use now and next.
@@ -340,8 +370,10 @@ void RunAttack(bool send_hello) {
 
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> next_sequence{0};
-  int64_t am_sent = 0, tagged_sent = 0;
+  int64_t am_sent = 0, tagged_sent = 0, binds_sent = 0;
   std::thread attacker([&] {
+    std::unique_ptr<Stranger> stranger = Stranger::Connect(victim.worker_address());
+    for (int i = 0; i < kGuessedBinds; ++i) stranger->SendBind();
     if (send_hello) {
       // A hello as a member would send it (the settings fingerprint is a
       // public function of the world size and algorithm settings): it is
@@ -356,8 +388,9 @@ void RunAttack(bool send_hello) {
       CommunicatorOptions member;
       member.world_size = kWorld;
       hello.settings_fingerprint = SettingsFingerprint(member);
-      std::unique_ptr<Stranger> stranger = Stranger::Connect(victim.address());
-      absl::StatusOr<HelloMessage> challenge = stranger->Hello(hello);
+      HandshakeClient handshake(victim.address());
+      ASSERT_TRUE(handshake.Send(hello));
+      absl::StatusOr<HelloMessage> challenge = handshake.Receive();
       ASSERT_TRUE(challenge.ok()) << challenge.status();
       ASSERT_EQ(challenge->type, HelloType::kAccept) << challenge->reason;
       SweepEveryKey(*stranger, next_sequence, /*tagged=*/false);
@@ -368,20 +401,17 @@ void RunAttack(bool send_hello) {
       confirm.type = HelloType::kConfirm;
       confirm.nonce.clear();
       confirm.proof = std::string(kHandshakeProofBytes, 'p');
-      absl::StatusOr<HelloMessage::Bytes> bytes = confirm.Serialize();
-      ASSERT_TRUE(bytes.ok());
-      stranger->SendStream(bytes->data());
-      stranger->Drain();
-      am_sent = stranger->am_sent();
-      tagged_sent = stranger->tagged_sent();
+      ASSERT_TRUE(handshake.Send(confirm));
+      // Refused: the rank hangs up without a ready frame.
+      EXPECT_FALSE(handshake.Receive().ok());
     } else {
-      std::unique_ptr<Stranger> stranger = Stranger::Connect(victim.address());
       SweepEveryKey(*stranger, next_sequence, /*tagged=*/false);
       SweepEveryKey(*stranger, next_sequence, /*tagged=*/true);
-      stranger->Drain();
-      am_sent = stranger->am_sent();
-      tagged_sent = stranger->tagged_sent();
     }
+    stranger->Drain();
+    am_sent = stranger->am_sent();
+    tagged_sent = stranger->tagged_sent();
+    binds_sent = stranger->binds_sent();
     stop = true;
   });
   int64_t iterations = 0;
@@ -395,6 +425,7 @@ void RunAttack(bool send_hello) {
   const int64_t expected_am = 2 * kWorld * 65536 + 16;
   EXPECT_EQ(am_sent, expected_am);
   EXPECT_EQ(tagged_sent, expected_am);
+  EXPECT_EQ(binds_sent, kGuessedBinds);
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   // Drops of `reason` since the attack began.
   auto dropped = [&](const DroppedMessageCounts& now, DropReason reason) {
@@ -402,12 +433,14 @@ void RunAttack(bool send_hello) {
   };
   auto all_counted = [&] {
     const DroppedMessageCounts now = victim.dropped_messages();
-    return dropped(now, DropReason::kUnauthenticated) >= static_cast<uint64_t>(am_sent) &&
+    return dropped(now, DropReason::kUnauthenticated) >=
+               static_cast<uint64_t>(am_sent + binds_sent) &&
            dropped(now, DropReason::kTagged) >= static_cast<uint64_t>(tagged_sent);
   };
   while (!all_counted() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
   const DroppedMessageCounts after = victim.dropped_messages();
-  EXPECT_EQ(dropped(after, DropReason::kUnauthenticated), static_cast<uint64_t>(am_sent));
+  EXPECT_EQ(dropped(after, DropReason::kUnauthenticated),
+            static_cast<uint64_t>(am_sent + binds_sent));
   EXPECT_EQ(dropped(after, DropReason::kTagged), static_cast<uint64_t>(tagged_sent));
   EXPECT_EQ(dropped(after, DropReason::kForged), 0u);
   EXPECT_EQ(dropped(after, DropReason::kOverLimit), 0u);

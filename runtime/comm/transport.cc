@@ -1,9 +1,12 @@
-// Transport: UCP context/worker/listener, the progress thread and its work
-// queue. Connection handling is in transport_connections.cc, data messages
+// Transport: UCP context and worker, the handshake listener, the progress
+// thread and its work queue. Connection handling is in transport_connections.cc, data messages
 // in transport_messages.cc.
 #include "runtime/comm/transport.h"
 
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -54,25 +57,116 @@ absl::Duration WaitSpin() {
 
 // Longest sleep: timers (connection deadlines) are checked at least this often.
 constexpr absl::Duration kMaxSleep = absl::Milliseconds(100);
+// How often a busy progress thread looks at the handshake sockets.
+constexpr absl::Duration kSocketPollInterval = absl::Milliseconds(1);
 // How long shutdown waits for UCX to finish closing endpoints.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
 
+// UCX's transports when UCX_TLS is not set: every one but shared memory.
+// Endpoints made from worker addresses with peer failure detection get no
+// rendezvous (RMA) lane in UCX 1.13 (only client/server endpoints did), so
+// between processes on one host large messages would crawl through the
+// shared-memory FIFO as active-message fragments (measured 0.03-0.15 GB/s
+// against 0.3-0.6 over TCP loopback); TCP loopback is what large messages
+// took before anyway. UCX_TLS=sm,tcp brings shared memory back.
+constexpr char kDefaultTransports[] = "^sm";
+
 // Shared-memory transports take part in peer failure detection only when
 // asked to; without that UCX leaves them out of endpoints that use
-// UCP_ERR_HANDLING_MODE_PEER (ours), and processes on one host would talk
-// over TCP loopback. UCX reads these from the environment when it opens its
-// interfaces (ucp_config_modify does not reach transport options in 1.13);
-// a value already in the environment wins, and nothing is set when UCX_TLS
-// leaves the transport out (UCX would warn about an unused variable).
+// UCP_ERR_HANDLING_MODE_PEER (ours). UCX reads these from the environment
+// when it opens its interfaces (ucp_config_modify does not reach transport
+// options in 1.13); a value already in the environment wins, and nothing is
+// set when UCX_TLS leaves the transport out (UCX would warn about an unused
+// variable), which includes UCX_TLS unset (kDefaultTransports).
 void EnableSharedMemoryErrorHandling() {
   const char* tls_env = getenv("UCX_TLS");
-  const std::string tls = tls_env == nullptr ? "" : tls_env;
+  if (tls_env == nullptr || absl::StartsWith(tls_env, "^")) return;
+  const std::string tls = tls_env;
   auto selected = [&](absl::string_view transport) {
-    return tls.empty() || absl::StrContains(tls, "all") || absl::StrContains(tls, "sm") ||
+    return absl::StrContains(tls, "all") || absl::StrContains(tls, "sm") ||
            absl::StrContains(tls, "shm") || absl::StrContains(tls, transport);
   };
   if (selected("posix")) setenv("UCX_POSIX_ERROR_HANDLING", "y", /*overwrite=*/0);
   if (selected("sysv")) setenv("UCX_SYSV_ERROR_HANDLING", "y", /*overwrite=*/0);
+}
+
+// Rendezvous over TCP goes as active-message fragments of UCX's TCP segment
+// size (UCX 1.13 gives our endpoints no RMA lane, see kDefaultTransports);
+// its 8 KiB default made 16 MiB all-reduces about half as fast as before
+// (measured 0.35 against 0.7-0.8 GB/s, P = 2 on loopback; 256 KiB / 1 MiB:
+// 0.5-0.87). The receive segment is what one connection may hold per
+// message being received; a value in the environment wins.
+void EnlargeTcpSegments() {
+  setenv("UCX_TCP_TX_SEG_SIZE", "256K", /*overwrite=*/0);
+  setenv("UCX_TCP_RX_SEG_SIZE", "1M", /*overwrite=*/0);
+}
+
+bool IsWildcard(const sockaddr_storage& addr) {
+  if (addr.ss_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in&>(addr).sin_addr.s_addr == htonl(INADDR_ANY);
+  }
+  if (addr.ss_family == AF_INET6) {
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6&>(addr).sin6_addr);
+  }
+  return false;
+}
+
+bool IsLoopback(const sockaddr_storage& addr) {
+  if (addr.ss_family == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in&>(addr).sin_addr.s_addr) >> 24) == 127;
+  }
+  if (addr.ss_family == AF_INET6) {
+    return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6&>(addr).sin6_addr);
+  }
+  return false;
+}
+
+// The network device that holds `addr` (any loopback address: the loopback
+// device), so UCX's own TCP interfaces open on it alone.
+absl::StatusOr<std::string> NetworkDeviceOf(const sockaddr_storage& addr) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) {
+    return absl::InternalError(absl::StrCat("getifaddrs: ", strerror(errno)));
+  }
+  std::string device;
+  for (const ifaddrs* i = list; i != nullptr && device.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != addr.ss_family) continue;
+    if (IsLoopback(addr)) {
+      if ((i->ifa_flags & IFF_LOOPBACK) != 0) device = i->ifa_name;
+    } else if (addr.ss_family == AF_INET) {
+      if (reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr ==
+          reinterpret_cast<const sockaddr_in&>(addr).sin_addr.s_addr) {
+        device = i->ifa_name;
+      }
+    } else if (std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                           &reinterpret_cast<const sockaddr_in6&>(addr).sin6_addr,
+                           sizeof(in6_addr)) == 0) {
+      device = i->ifa_name;
+    }
+  }
+  freeifaddrs(list);
+  if (device.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TransportOptions.listen_address: no network device of this machine has address ",
+        SockaddrToString(addr)));
+  }
+  return device;
+}
+
+// The handshake listener: a plain TCP socket on exactly `addr`.
+absl::StatusOr<int> Listen(const sockaddr_storage& addr, socklen_t length,
+                           const std::string& listen_address) {
+  const int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), length) != 0 || listen(fd, 128) != 0) {
+    const int error = errno;
+    close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("listening on ", listen_address, ": ", strerror(error)));
+  }
+  return fd;
 }
 
 }  // namespace
@@ -98,9 +192,38 @@ absl::Status Transport::Init() {
   if (!addr.ok()) return addr.status();
 
   EnableSharedMemoryErrorHandling();
+  EnlargeTcpSegments();
+  absl::StatusOr<int> listen_fd = Listen(addr->storage, addr->length, options_.listen_address);
+  if (!listen_fd.ok()) return listen_fd.status();
+  listen_fd_ = *listen_fd;
+  sockaddr_storage bound{};
+  socklen_t bound_length = sizeof(bound);
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &bound_length);
+  bound_port_ = SockaddrPort(bound);
+
   ucp_config_t* config = nullptr;
   if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) {
     return UcxError(s, "reading UCX configuration");
+  }
+  if (getenv("UCX_TLS") == nullptr) {
+    if (ucs_status_t s = ucp_config_modify(config, "TLS", kDefaultTransports); s != UCS_OK) {
+      ucp_config_release(config);
+      return UcxError(s, "setting UCX_TLS");
+    }
+  }
+  // UCX's TCP interfaces listen on every network device unless told
+  // otherwise: keep them on the listen address's device. An operator's
+  // UCX_NET_DEVICES wins (it may name RDMA devices).
+  if (!IsWildcard(addr->storage) && getenv("UCX_NET_DEVICES") == nullptr) {
+    absl::StatusOr<std::string> device = NetworkDeviceOf(addr->storage);
+    if (!device.ok()) {
+      ucp_config_release(config);
+      return device.status();
+    }
+    if (ucs_status_t s = ucp_config_modify(config, "NET_DEVICES", device->c_str()); s != UCS_OK) {
+      ucp_config_release(config);
+      return UcxError(s, "setting UCX_NET_DEVICES");
+    }
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
@@ -111,8 +234,7 @@ absl::Status Transport::Init() {
   // is received into nothing and counted (DropTaggedMessages). Without the
   // feature UCX 1.13 drops such messages in its transport layer, but logs a
   // warning with a backtrace for every one.
-  params.features =
-      UCP_FEATURE_AM | UCP_FEATURE_TAG | UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.name = "corescape";
   ucs_status_t init_status = ucp_init(&params, config, &context_);
   ucp_config_release(config);
@@ -123,20 +245,32 @@ absl::Status Transport::Init() {
   if (wake_fd_ < 0 || epoll_fd_ < 0) {
     return absl::InternalError(absl::StrCat("eventfd/epoll: ", strerror(errno)));
   }
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = wake_fd_;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  socket_epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (socket_epoll_fd_ < 0) {
+    return absl::InternalError(absl::StrCat("epoll: ", strerror(errno)));
+  }
+  for (int fd : {wake_fd_, socket_epoll_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
+  {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = 0;  // the listener; endpoints are named by their (nonzero) id
+    epoll_ctl(socket_epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  }
 
-  // The worker and listener are created on the progress thread, which is the
-  // only thread that touches them.
+  // The worker is created on the progress thread, which is the only thread
+  // that touches it.
   absl::Status init_result;
   absl::Notification initialized;
   progress_thread_ = std::thread([&, this] {
     {
       absl::MutexLock lock(&ucx_mu_);
       ucx_holder_.store(std::this_thread::get_id());
-      init_result = InitOnProgressThread(addr->storage, addr->length);
+      init_result = InitOnProgressThread();
       ucx_holder_.store(std::thread::id());
     }
     const bool ok = init_result.ok();
@@ -163,8 +297,7 @@ absl::Status Transport::Init() {
   return absl::OkStatus();
 }
 
-absl::Status Transport::InitOnProgressThread(const sockaddr_storage& listen_addr,
-                                             socklen_t listen_len) {
+absl::Status Transport::InitOnProgressThread() {
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // one thread at a time: the UCX lock
@@ -179,21 +312,18 @@ absl::Status Transport::InitOnProgressThread(const sockaddr_storage& listen_addr
   ev.data.fd = worker_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, worker_fd_, &ev);
 
-  ucp_listener_params_t lp{};
-  lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&listen_addr);
-  lp.sockaddr.addrlen = listen_len;
-  lp.conn_handler.cb = &Transport::OnConnectionRequest;
-  lp.conn_handler.arg = this;
-  if (ucs_status_t s = ucp_listener_create(worker_, &lp, &listener_); s != UCS_OK) {
-    return UcxError(s, absl::StrCat("listening on ", options_.listen_address));
+  ucp_address_t* address = nullptr;
+  size_t address_length = 0;
+  if (ucs_status_t s = ucp_worker_get_address(worker_, &address, &address_length); s != UCS_OK) {
+    return UcxError(s, "ucp_worker_get_address");
   }
-  ucp_listener_attr_t attr{};
-  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-  if (ucs_status_t s = ucp_listener_query(listener_, &attr); s != UCS_OK) {
-    return UcxError(s, "ucp_listener_query");
+  worker_address_.assign(reinterpret_cast<const char*>(address), address_length);
+  ucp_worker_release_address(worker_, address);
+  if (worker_address_.size() > kMaxWorkerAddressBytes) {
+    return absl::InternalError(absl::StrCat("the UCP worker address has ",
+                                            worker_address_.size(), " bytes (at most ",
+                                            kMaxWorkerAddressBytes, ")"));
   }
-  bound_port_ = SockaddrPort(attr.sockaddr);
 
   ucp_am_handler_param_t handler{};
   handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
@@ -202,6 +332,11 @@ absl::Status Transport::InitOnProgressThread(const sockaddr_storage& listen_addr
   handler.flags = UCP_AM_FLAG_WHOLE_MSG;
   handler.cb = &Transport::OnDataMessage;
   handler.arg = this;
+  if (ucs_status_t s = ucp_worker_set_am_recv_handler(worker_, &handler); s != UCS_OK) {
+    return UcxError(s, "ucp_worker_set_am_recv_handler");
+  }
+  handler.id = kBindMessageAmId;
+  handler.cb = &Transport::OnBindMessage;
   if (ucs_status_t s = ucp_worker_set_am_recv_handler(worker_, &handler); s != UCS_OK) {
     return UcxError(s, "ucp_worker_set_am_recv_handler");
   }
@@ -218,6 +353,8 @@ Transport::~Transport() {
   if (context_ != nullptr) ucp_cleanup(context_);
   if (wake_fd_ >= 0) close(wake_fd_);
   if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (socket_epoll_fd_ >= 0) close(socket_epoll_fd_);
+  if (listen_fd_ >= 0) close(listen_fd_);
 }
 
 void Transport::ShutdownOnProgressThread() {
@@ -257,8 +394,12 @@ void Transport::ShutdownOnProgressThread() {
   // message after we stopped listening, or traffic of a broken
   // communicator) go back to UCX; receives still posted fail.
   ReleaseAllHeld();
-  if (listener_ != nullptr) ucp_listener_destroy(listener_);
-  listener_ = nullptr;
+  for (auto& [id, endpoint] : endpoints_) CloseSocket(endpoint.get());
+  if (listen_fd_ >= 0) {
+    epoll_ctl(socket_epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+    close(listen_fd_);
+    listen_fd_ = -1;
+  }
   ucp_worker_destroy(worker_);
   worker_ = nullptr;
   endpoints_.clear();
@@ -366,6 +507,13 @@ void Transport::ProgressLoop() {
       ucx_holder_.store(std::this_thread::get_id());
       had_work = RunQueuedWork();
       progressed = ProgressSome();
+      // Handshake sockets: at most every kSocketPollInterval while busy
+      // (a system call per round would slow the data path), at once after
+      // a sleep.
+      if (const absl::Time now = absl::Now(); now >= next_socket_poll_) {
+        had_work = PollSockets() > 0 || had_work;
+        next_socket_poll_ = now + kSocketPollInterval;
+      }
       RunDueTimers();
       ucx_holder_.store(std::thread::id());
     }
@@ -411,6 +559,7 @@ void Transport::ProgressLoop() {
       }
     }
     last_activity = absl::Now();
+    next_socket_poll_ = absl::InfinitePast();
   }
 }
 

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "runtime/comm/handshake_stream.h"
 #include "runtime/comm/hello_message.h"
 #include "runtime/comm/message_request.h"
 
@@ -146,25 +147,35 @@ class HelloHandler {
   ~HelloHandler() = default;
 };
 
-// One per process: a UCP context and worker, a listener on HOST:PORT, and a
-// progress thread. UCX is called by one thread at a time (the worker runs in
-// UCX's serialized mode), whoever holds the UCX lock: the progress thread,
-// or a thread waiting in WaitFor(), which drives UCX itself for a moment
-// instead of waiting for the progress thread to wake it (a thread hand-off
-// per message costs more than the message on a busy machine). Other threads
-// hand work over through a queue that the lock holder drains. The progress
-// thread polls briefly after activity and then sleeps on the worker's event
-// fd, so an idle process costs no CPU.
+// One per process: a UCP context and worker, a TCP listener of its own on
+// HOST:PORT, and a progress thread. UCX is called by one thread at a time
+// (the worker runs in UCX's serialized mode), whoever holds the UCX lock: the
+// progress thread, or a thread waiting in WaitFor(), which drives UCX itself
+// for a moment instead of waiting for the progress thread to wake it (a
+// thread hand-off per message costs more than the message on a busy
+// machine). Other threads hand work over through a queue that the lock
+// holder drains. The progress thread polls briefly after activity and then
+// sleeps on the worker's event fd and the transport's sockets, so an idle
+// process costs no CPU.
 //
-// Transports are chosen by UCX's configuration (UCX_TLS, UCX_NET_DEVICES...),
-// not here. Connections are made with UCX's sockaddr connection manager; the
-// first bytes on each endpoint are a HelloMessage on its UCP stream, and
-// everything after that is data messages: UCP active messages whose header
-// is (tag, link token). The transport matches them to receives by tag
-// itself, and only from endpoints a communicator adopted after a completed
-// handshake, for the key and sender rank it adopted them for: UCX's tag
-// matching is worker-wide and would take a stranger's message for a
-// member's. Messages that arrive before their receive is posted are held
+// Connections: the listener is the transport's own, not UCX's. A peer's
+// first bytes go to the handshake (handshake_stream.h: HelloMessage and its
+// proofs, fixed sizes, bounded). Only once both proofs verified do the two
+// sides swap UCP worker addresses and bind tokens; each creates a UCP
+// endpoint of its own from the other's address, sends only on it, and
+// names its handshake connection by sending the other's token first. So no
+// stranger's bytes reach UCX's connection manager (there is no UCX
+// listener); UCX's own TCP interfaces are confined to the network device of
+// the listen address (UCX_NET_DEVICES, unless set), and each side learns of
+// the other's end from the handshake connection, which stays open for the
+// link's life.
+//
+// Everything after the handshake is data messages: UCP active messages
+// whose header is (tag, link token). The transport matches them to receives
+// by tag itself, and only from endpoints a communicator adopted after a
+// completed handshake, for the key and sender rank it adopted them for:
+// UCX's tag matching is worker-wide and would take a stranger's message for
+// a member's. Messages that arrive before their receive is posted are held
 // (bounded: kMaxUnexpectedMessages, kMaxUnexpectedBytes); large ones stay
 // in UCX as rendezvous descriptors and are fetched straight into the
 // receive buffer once it is posted.
@@ -181,16 +192,18 @@ class Transport {
   // advertise_host:bound_port, what peers connect to (RegisterRequest.data_address).
   std::string address() const { return address_; }
   const TransportOptions& options() const { return options_; }
+  // This process's UCP worker address, which only a dialer that proved a
+  // communicator's secret is handed (tests play a stranger who learned it).
+  const std::string& worker_address() const { return worker_address_; }
 
   // Bounds on messages held before their receive is posted. Rendezvous
   // messages count against the number only (their data stays with the
   // sender until received); eager ones against both.
   static constexpr size_t kMaxUnexpectedMessages = 16384;
   static constexpr size_t kMaxUnexpectedBytes = size_t{256} << 20;
-  // Per endpoint whose handshake is still being checked (the dialer may send
-  // data right after its confirmation; those messages wait for the verdict).
-  static constexpr size_t kMaxQuarantinedMessages = 256;
-  static constexpr size_t kMaxQuarantinedBytes = size_t{4} << 20;
+  // Accepted connections that have not completed a handshake (no hello yet,
+  // parked, or awaiting the dialer's proof); more are closed on arrival.
+  static constexpr size_t kMaxUnprovenConnections = 64;
 
   // ---- Data messages (any thread) ----
   // `on_complete` runs on the progress thread when a request completes
@@ -266,8 +279,7 @@ class Transport {
 
   explicit Transport(const TransportOptions& options);
   absl::Status Init();
-  absl::Status InitOnProgressThread(const struct sockaddr_storage& listen_addr,
-                                    socklen_t listen_len);
+  absl::Status InitOnProgressThread();
   void ProgressLoop();
   void Enqueue(std::function<void()> fn);
   bool RunQueuedWork();  // true if there was any; needs the UCX lock
@@ -287,17 +299,39 @@ class Transport {
   void EraseEndpoint(EndpointId id);
 
   // Connection management (transport_connections.cc).
-  static void OnConnectionRequest(ucp_conn_request_h request, void* arg);
   static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
-  void HandleConnectionRequest(ucp_conn_request_h request);
-  void HandleEndpointError(EndpointId id, ucs_status_t status);
-  EndpointState* CreateEndpoint(const std::string& peer_address);
+  void HandleEndpointError(EndpointId id, absl::Status error);
+  EndpointState* CreateEndpoint(const std::string& peer_address, int socket);
   EndpointState* FindEndpoint(EndpointId id);
-  void StartStreamRecv(EndpointState* endpoint,
-                       std::function<void(absl::StatusOr<HelloMessage>)> done);
-  void StartStreamSend(EndpointState* endpoint, const HelloMessage& message,
-                       std::function<void(absl::Status)> done);
+  // Handshake connections: readiness of the listener and every socket,
+  // checked on the progress thread (returns how many were ready).
+  int PollSockets();
+  void AcceptConnections();
+  void OnSocketEvent(EndpointId id, uint32_t events);
+  void ReadSocket(EndpointId id);
+  // Writes what `endpoint->outbox` holds (what fits now); false if the
+  // connection failed (the endpoint was failed).
+  bool WriteSocket(EndpointState* endpoint);
+  void QueueHandshake(EndpointState* endpoint, const HelloMessage& message);
+  void WatchSocket(EndpointState* endpoint);
+  void CloseSocket(EndpointState* endpoint);
+  // An item the handshake connection completed (hello, reply, ready frame,
+  // bound byte), handled by the endpoint's role.
+  void OnHandshakeItem(EndpointId id);
+  void OnReplyReceived(EndpointId id, absl::StatusOr<HelloMessage> reply);
+  void OnReadyFrame(EndpointId id, absl::StatusOr<ReadyFrame> frame);
+  // Acceptor: the link was adopted; hand the dialer our worker address.
+  void SendReadyFrame(EndpointState* endpoint);
+  static ucs_status_t OnBindMessage(void* arg, const void* header, size_t header_length,
+                                    void* data, size_t length,
+                                    const ucp_am_recv_param_t* param);
+  void HandleBind(const std::string& token, ucp_ep_h reply_ep);
+  // Both sides may send: held sends go out.
+  void MarkReady(EndpointState* endpoint);
   void OnHelloReceived(EndpointId id, absl::StatusOr<HelloMessage> hello);
+  // A connection closed for not starting with a hello, or refused at the
+  // bound on unproven ones: counted, one warning a second at most.
+  void NoteRefusal(const std::string& peer, const std::string& why);
   void DispatchHello(EndpointId id, const HelloMessage& hello);
   // The dialer's answer to an accepted hello (or why none came): handed to
   // the handler that accepted it, which adopts the endpoint or not.
@@ -312,8 +346,6 @@ class Transport {
   PendingUcxOp* NewUcxOp(std::function<void(ucs_status_t status, size_t length)> done,
                          ucp_request_param_t& param);
   static void OnUcxOpComplete(void* ucx_request, ucs_status_t status, void* user_data);
-  static void OnStreamRecvComplete(void* ucx_request, ucs_status_t status, size_t length,
-                                   void* user_data);
   void FinishUcxOp(PendingUcxOp* op, ucs_status_t status, size_t length);
 
   // Data messages (transport_messages.cc).
@@ -333,9 +365,6 @@ class Transport {
   void Complete(const std::shared_ptr<MessageRequest>& request, ArrivedMessage& message,
                 const void* data);
   void Release(ArrivedMessage& message);
-  // Held messages of an endpoint whose handshake just ended: delivered if
-  // it was adopted, dropped otherwise.
-  void SettleQuarantine(EndpointState* endpoint);
   void ReleaseAllHeld();
   // Receives (into nothing) and counts the tagged messages UCX holds; a
   // bounded number per call. Needs the UCX lock.
@@ -354,11 +383,13 @@ class Transport {
   // UCX objects: created, used and destroyed on the progress thread.
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
-  ucp_listener_h listener_ = nullptr;
+  std::string worker_address_;  // ucp_worker_get_address: what ready frames carry
+  int listen_fd_ = -1;          // the handshake listener
   uint16_t bound_port_ = 0;
   int worker_fd_ = -1;
   int wake_fd_ = -1;   // eventfd: new work in the queue
-  int epoll_fd_ = -1;
+  int epoll_fd_ = -1;  // the progress thread sleeps on it
+  int socket_epoll_fd_ = -1;  // the listener and handshake sockets (inside epoll_fd_)
 
   std::thread progress_thread_;
   // Whoever holds ucx_mu_ may call UCX and touch the state marked
@@ -383,6 +414,13 @@ class Transport {
   size_t unexpected_count_ = 0;
   size_t unexpected_bytes_ = 0;
   EndpointId next_endpoint_id_ = 1;
+  absl::flat_hash_map<int, EndpointId> endpoint_by_socket_;
+  // Bind tokens handed out in ready frames, not yet presented.
+  absl::flat_hash_map<std::string, EndpointId> pending_binds_;
+  absl::Time next_socket_poll_ = absl::InfinitePast();
+  // Refused or malformed connections: logged once a second at most.
+  absl::Time last_refusal_log_ = absl::InfinitePast();
+  uint64_t refusals_since_log_ = 0;
   // Requests UCX still holds, keyed by our object, kept alive until their callback.
   absl::flat_hash_map<MessageRequest*, std::shared_ptr<MessageRequest>> in_flight_;
   std::vector<ParkedHello> parked_;

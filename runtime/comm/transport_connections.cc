@@ -1,16 +1,26 @@
-// Transport: endpoints. Outgoing connections (sockaddr connect, hello,
-// reply), incoming ones (listener, hello, routing to the communicator that
-// registered for its job and generation, parking until it does, rejection
-// of strangers and stale generations), endpoint errors, and closing.
+// Transport: endpoints. The handshake connections (handshake_stream.h):
+// outgoing ones (connect, hello, reply, ready frame, bind), incoming ones
+// (the listener, hello, routing to the communicator that registered for its
+// job and generation, parking until it does, rejection of strangers and
+// stale generations, the ready frame once adopted, the bind), endpoint
+// errors, and closing.
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include <ucp/api/ucp.h>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "runtime/base/secrets.h"
+#include "runtime/comm/handshake_stream.h"
 #include "runtime/comm/transport.h"
 #include "runtime/comm/transport_internal.h"
 #include "runtime/comm/ucx_status.h"
@@ -21,6 +31,8 @@ namespace {
 
 // A flushed close that has not finished by then is forced.
 constexpr absl::Duration kFlushCloseDeadline = absl::Seconds(2);
+// At most one log line per interval about refused connections.
+constexpr absl::Duration kRefusalLogInterval = absl::Seconds(1);
 
 std::string DescribeHello(const HelloMessage& hello) {
   return absl::StrCat("rank ", hello.rank, "/", hello.world_size, " of job '",
@@ -82,13 +94,16 @@ std::string SockaddrToString(const sockaddr_storage& addr) {
 // ---------------------------------------------------------------------------
 // Endpoint bookkeeping.
 
-Transport::EndpointState* Transport::CreateEndpoint(const std::string& peer_address) {
+Transport::EndpointState* Transport::CreateEndpoint(const std::string& peer_address, int socket) {
   auto state = std::make_unique<EndpointState>();
   state->id = next_endpoint_id_++;
   state->peer_address = peer_address;
+  state->socket = socket;
   state->error_arg = {this, state->id};
   EndpointState* raw = state.get();
   endpoints_[raw->id] = std::move(state);
+  endpoint_by_socket_[socket] = raw->id;
+  WatchSocket(raw);
   absl::MutexLock lock(&handlers_mu_);
   peer_addresses_[raw->id] = peer_address;
   return raw;
@@ -101,8 +116,11 @@ Transport::EndpointState* Transport::FindEndpoint(EndpointId id) {
 
 void Transport::EraseEndpoint(EndpointId id) {
   if (EndpointState* endpoint = FindEndpoint(id); endpoint != nullptr) {
-    for (ArrivedMessage& m : endpoint->quarantine) Release(m);
-    if (endpoint->ep != nullptr) endpoint_by_ep_.erase(endpoint->ep);
+    for (ucp_ep_h ep : {endpoint->ep, endpoint->reply_ep}) {
+      auto it = ep == nullptr ? endpoint_by_ep_.end() : endpoint_by_ep_.find(ep);
+      if (it != endpoint_by_ep_.end() && it->second == id) endpoint_by_ep_.erase(it);
+    }
+    CloseSocket(endpoint);
   }
   endpoints_.erase(id);
   absl::MutexLock lock(&handlers_mu_);
@@ -129,7 +147,7 @@ void Transport::SetErrorHandler(EndpointId endpoint, std::function<void(absl::St
 }
 
 // ---------------------------------------------------------------------------
-// UCX operations other than tagged messages.
+// UCX operations other than data messages.
 
 void Transport::TrackUcxOp(ucs_status_ptr_t result, PendingUcxOp* op) {
   if (result == nullptr) {
@@ -151,15 +169,6 @@ void Transport::OnUcxOpComplete(void* ucx_request, ucs_status_t status, void* us
   op->transport->Enqueue([op, status] { op->transport->FinishUcxOp(op, status, op->length); });
 }
 
-void Transport::OnStreamRecvComplete(void* ucx_request, ucs_status_t status, size_t length,
-                                     void* user_data) {
-  auto* op = static_cast<PendingUcxOp*>(user_data);
-  ucp_request_free(ucx_request);
-  op->completed = true;
-  op->transport->pending_ops_.erase(op);
-  op->transport->Enqueue([op, status, length] { op->transport->FinishUcxOp(op, status, length); });
-}
-
 Transport::PendingUcxOp* Transport::NewUcxOp(
     std::function<void(ucs_status_t status, size_t length)> done, ucp_request_param_t& param) {
   auto* op = new PendingUcxOp;
@@ -172,51 +181,208 @@ Transport::PendingUcxOp* Transport::NewUcxOp(
 }
 
 void Transport::FinishUcxOp(PendingUcxOp* op, ucs_status_t status, size_t length) {
-  // done() may read op->buffer, so op is freed after it.
   op->done(status, length);
   delete op;
 }
 
-void Transport::StartStreamSend(EndpointState* endpoint, const HelloMessage& message,
-                                std::function<void(absl::Status)> done) {
-  absl::StatusOr<HelloMessage::Bytes> bytes = message.Serialize();
-  if (!bytes.ok()) {
-    done(bytes.status());
-    return;
+// ---------------------------------------------------------------------------
+// Handshake sockets.
+
+void Transport::WatchSocket(EndpointState* endpoint) {
+  if (endpoint->socket < 0) return;
+  epoll_event ev{};
+  // Level-triggered: every readiness is acted on (read, written, or the
+  // socket closed), so none repeats without progress.
+  ev.events = EPOLLIN;
+  if (!endpoint->socket_connected || !endpoint->outbox.empty()) ev.events |= EPOLLOUT;
+  ev.data.u64 = endpoint->id;
+  if (epoll_ctl(socket_epoll_fd_, EPOLL_CTL_MOD, endpoint->socket, &ev) != 0) {
+    epoll_ctl(socket_epoll_fd_, EPOLL_CTL_ADD, endpoint->socket, &ev);
   }
-  ucp_request_param_t param{};
-  PendingUcxOp* op = NewUcxOp(
-      [done = std::move(done)](ucs_status_t status, size_t) {
-        done(UcxError(status, "sending handshake"));
-      },
-      param);
-  op->buffer = *bytes;
-  op->length = kHelloBytes;
-  TrackUcxOp(ucp_stream_send_nbx(endpoint->ep, op->buffer.data(), kHelloBytes, &param), op);
 }
 
-void Transport::StartStreamRecv(EndpointState* endpoint,
-                                std::function<void(absl::StatusOr<HelloMessage>)> done) {
-  auto* op = new PendingUcxOp;
-  op->transport = this;
-  op->done = [op, done = std::move(done)](ucs_status_t status, size_t length) {
-    if (status != UCS_OK) {
-      done(UcxError(status, "receiving handshake"));
+void Transport::CloseSocket(EndpointState* endpoint) {
+  if (endpoint->socket < 0) return;
+  epoll_ctl(socket_epoll_fd_, EPOLL_CTL_DEL, endpoint->socket, nullptr);
+  endpoint_by_socket_.erase(endpoint->socket);
+  close(endpoint->socket);
+  endpoint->socket = -1;
+}
+
+int Transport::PollSockets() {
+  epoll_event events[32];
+  const int n = epoll_wait(socket_epoll_fd_, events, 32, 0);
+  for (int i = 0; i < n; ++i) {
+    if (events[i].data.u64 == 0) {
+      AcceptConnections();
+    } else {
+      OnSocketEvent(events[i].data.u64, events[i].events);
+    }
+  }
+  return n < 0 ? 0 : n;
+}
+
+void Transport::AcceptConnections() {
+  while (true) {
+    sockaddr_storage from{};
+    socklen_t from_length = sizeof(from);
+    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_length,
+                           SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        LOG(WARNING) << "data plane: accept: " << strerror(errno);
+      }
       return;
     }
-    done(HelloMessage::Parse(absl::string_view(op->buffer.data(), length)));
-  };
-  ucp_request_param_t param{};
-  param.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-  param.flags = UCP_STREAM_RECV_FLAG_WAITALL;
-  param.cb.recv_stream = &Transport::OnStreamRecvComplete;
-  param.user_data = op;
-  size_t length = 0;
-  ucs_status_ptr_t r =
-      ucp_stream_recv_nbx(endpoint->ep, op->buffer.data(), kHelloBytes, &length, &param);
-  op->length = length;
-  TrackUcxOp(r, op);
+    size_t unproven = 0;
+    for (const auto& [id, e] : endpoints_) {
+      unproven += (e->role == EndpointState::Role::kAccepting ||
+                   e->role == EndpointState::Role::kParked ||
+                   e->role == EndpointState::Role::kAwaitingConfirm) &&
+                  !e->closing;
+    }
+    const std::string peer = SockaddrToString(from);
+    if (unproven >= kMaxUnprovenConnections) {
+      close(fd);
+      NoteRefusal(peer, absl::StrCat(kMaxUnprovenConnections,
+                                     " connections have not completed a handshake"));
+      continue;
+    }
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    EndpointState* endpoint = CreateEndpoint(peer, fd);
+    endpoint->socket_connected = true;
+    WatchSocket(endpoint);
+    endpoint->role = EndpointState::Role::kAccepting;
+    endpoint->inbox.Expect(HandshakeInbox::Item::kHello);
+    const EndpointId id = endpoint->id;
+    VLOG(1) << "data plane: connection from " << peer << " (endpoint " << id << ")";
+    timers_.emplace(absl::Now() + options_.timeout, [this, id] {
+      EndpointState* e = FindEndpoint(id);
+      if (e != nullptr && e->role == EndpointState::Role::kAccepting && !e->closing) {
+        LOG(WARNING) << "data plane: dropped connection from " << e->peer_address
+                     << ": no hello within " << options_.timeout;
+        ForceClose(id);
+      }
+    });
+  }
+}
+
+void Transport::OnSocketEvent(EndpointId id, uint32_t events) {
+  EndpointState* endpoint = FindEndpoint(id);
+  if (endpoint == nullptr || endpoint->socket < 0) return;
+  if (!endpoint->socket_connected) {
+    if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) == 0) return;
+    int error = 0;
+    socklen_t length = sizeof(error);
+    getsockopt(endpoint->socket, SOL_SOCKET, SO_ERROR, &error, &length);
+    if (error != 0) {
+      CloseSocket(endpoint);
+      HandleEndpointError(id, absl::UnavailableError(strerror(error)));
+      return;
+    }
+    endpoint->socket_connected = true;
+  }
+  if ((events & EPOLLOUT) != 0 && !WriteSocket(endpoint)) return;
+  if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0) ReadSocket(id);
+}
+
+void Transport::ReadSocket(EndpointId id) {
+  char buffer[kReadyHeaderBytes + kMaxWorkerAddressBytes];
+  while (true) {
+    EndpointState* endpoint = FindEndpoint(id);
+    if (endpoint == nullptr || endpoint->socket < 0) return;
+    // Only as much as the expected item needs; one byte when nothing is
+    // expected, to see the peer's close (or a byte it must not send).
+    const size_t needed = endpoint->inbox.Needed();
+    const ssize_t n = read(endpoint->socket, buffer, needed == 0 ? 1 : needed);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    absl::Status error;
+    if (n < 0) {
+      error = absl::UnavailableError(absl::StrCat("connection lost: ", strerror(errno)));
+    } else if (n == 0) {
+      error = absl::UnavailableError("the peer closed the connection");
+    } else {
+      error = endpoint->inbox.Append(absl::string_view(buffer, static_cast<size_t>(n)));
+    }
+    if (!error.ok()) {
+      CloseSocket(endpoint);
+      HandleEndpointError(id, error);
+      return;
+    }
+    if (endpoint->inbox.complete()) OnHandshakeItem(id);
+  }
+}
+
+bool Transport::WriteSocket(EndpointState* endpoint) {
+  while (!endpoint->outbox.empty() && endpoint->socket >= 0 && endpoint->socket_connected) {
+    const ssize_t n = send(endpoint->socket, endpoint->outbox.data(), endpoint->outbox.size(),
+                           MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0) {
+      const EndpointId id = endpoint->id;
+      const absl::Status error =
+          absl::UnavailableError(absl::StrCat("connection lost: ", strerror(errno)));
+      CloseSocket(endpoint);
+      HandleEndpointError(id, error);
+      return false;
+    }
+    endpoint->outbox.erase(0, static_cast<size_t>(n));
+  }
+  if (endpoint->outbox.empty() && endpoint->close_when_written) {
+    ForceClose(endpoint->id);
+    return false;
+  }
+  WatchSocket(endpoint);
+  return true;
+}
+
+void Transport::QueueHandshake(EndpointState* endpoint, const HelloMessage& message) {
+  absl::StatusOr<HelloMessage::Bytes> bytes = message.Serialize();
+  if (!bytes.ok()) {
+    LOG(WARNING) << "data plane: " << bytes.status();
+    return;
+  }
+  endpoint->outbox.append(bytes->data(), bytes->size());
+  WriteSocket(endpoint);
+}
+
+void Transport::OnHandshakeItem(EndpointId id) {
+  EndpointState* endpoint = FindEndpoint(id);
+  if (endpoint == nullptr) return;
+  switch (endpoint->inbox.expecting()) {
+    case HandshakeInbox::Item::kHello:
+      switch (endpoint->role) {
+        case EndpointState::Role::kAccepting:
+          OnHelloReceived(id, endpoint->inbox.TakeHello());
+          return;
+        case EndpointState::Role::kAwaitingConfirm:
+          OnConfirmReceived(id, endpoint->inbox.TakeHello());
+          return;
+        case EndpointState::Role::kConnecting:
+          OnReplyReceived(id, endpoint->inbox.TakeHello());
+          return;
+        default:
+          break;
+      }
+      break;
+    case HandshakeInbox::Item::kReadyFrame:
+      OnReadyFrame(id, endpoint->inbox.TakeReadyFrame());
+      return;
+    case HandshakeInbox::Item::kBoundByte:
+      if (absl::Status s = endpoint->inbox.TakeBoundByte(); !s.ok()) {
+        CloseSocket(endpoint);
+        HandleEndpointError(id, s);
+        return;
+      }
+      MarkReady(endpoint);
+      return;
+    case HandshakeInbox::Item::kNothing:
+      break;
+  }
+  endpoint->inbox.Expect(HandshakeInbox::Item::kNothing);
 }
 
 // ---------------------------------------------------------------------------
@@ -240,107 +406,173 @@ void Transport::Connect(const std::string& peer_address, const HelloMessage& hel
 
 void Transport::DoConnect(const std::string& peer_address, const sockaddr_storage& addr,
                           socklen_t addr_len, const HelloMessage& hello, ConnectCallback done) {
-  EndpointState* endpoint = CreateEndpoint(peer_address);
-  endpoint->role = EndpointState::Role::kConnecting;
-  endpoint->connect_done = std::move(done);
-  ucp_ep_params_t params{};
-  params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-  params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-  params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
-  params.sockaddr.addrlen = addr_len;
-  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  params.err_handler.cb = &Transport::OnEndpointError;
-  params.err_handler.arg = &endpoint->error_arg;
-  const EndpointId id = endpoint->id;
-  if (ucs_status_t s = ucp_ep_create(worker_, &params, &endpoint->ep); s != UCS_OK) {
-    ConnectCallback cb = std::move(endpoint->connect_done);
-    EraseEndpoint(id);
-    cb(0, UcxError(s, absl::StrCat("connecting to ", peer_address)));
+  const int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    done(0, absl::InternalError(absl::StrCat("connecting to ", peer_address, ": socket: ",
+                                             strerror(errno))));
     return;
   }
-  endpoint_by_ep_[endpoint->ep] = id;
-  auto fail = [this, id](absl::Status status) {
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  const int rc = connect(fd, reinterpret_cast<const sockaddr*>(&addr), addr_len);
+  if (rc != 0 && errno != EINPROGRESS) {
+    const int error = errno;
+    close(fd);
+    done(0, absl::UnavailableError(absl::StrCat("connecting to ", peer_address, ": ",
+                                                strerror(error))));
+    return;
+  }
+  EndpointState* endpoint = CreateEndpoint(peer_address, fd);
+  endpoint->role = EndpointState::Role::kConnecting;
+  endpoint->connect_done = std::move(done);
+  endpoint->socket_connected = rc == 0;
+  endpoint->inbox.Expect(HandshakeInbox::Item::kHello);
+  const EndpointId id = endpoint->id;
+  // The link must be ready (bound) within the timeout, or it fails.
+  timers_.emplace(absl::Now() + options_.timeout, [this, id] {
     EndpointState* e = FindEndpoint(id);
-    if (e == nullptr || e->role != EndpointState::Role::kConnecting) return;
-    ConnectCallback cb = std::move(e->connect_done);
-    const std::string peer = e->peer_address;
-    ForceClose(id);
-    cb(0, absl::Status(status.code(), absl::StrCat("connecting to ", peer, ": ",
-                                                   status.message())));
-  };
-  StartStreamSend(endpoint, hello, [fail](absl::Status s) {
-    if (!s.ok()) fail(s);
+    if (e != nullptr && !e->ready && !e->closing) {
+      CloseSocket(e);
+      HandleEndpointError(id, absl::DeadlineExceededError(absl::StrCat(
+                                  "the handshake did not finish within ",
+                                  absl::FormatDuration(options_.timeout))));
+    }
   });
-  endpoint = FindEndpoint(id);  // the send may have failed at once
-  if (endpoint == nullptr || endpoint->closing) return;
-  StartStreamRecv(endpoint, [this, id, fail](absl::StatusOr<HelloMessage> reply) {
-    if (!reply.ok()) {
-      fail(reply.status());
-      return;
-    }
-    EndpointState* e = FindEndpoint(id);
-    if (e == nullptr || e->role != EndpointState::Role::kConnecting) return;
-    if (reply->type == HelloType::kHello) {
-      fail(absl::InvalidArgumentError("peer answered with a hello instead of accept/reject"));
-      return;
-    }
-    e->role = EndpointState::Role::kOwned;
-    if (getenv("CORESCAPE_UCX_PRINT_EP") != nullptr) {
-      // Which UCX transports carry this endpoint's lanes (diagnostics).
-      ucp_ep_print_info(e->ep, stderr);
-    }
-    ConnectCallback cb = std::move(e->connect_done);
-    cb(id, std::move(reply));
-  });
+  QueueHandshake(endpoint, hello);
+}
+
+void Transport::OnReplyReceived(EndpointId id, absl::StatusOr<HelloMessage> reply) {
+  EndpointState* e = FindEndpoint(id);
+  if (e == nullptr || e->role != EndpointState::Role::kConnecting) return;
+  if (reply.ok() && reply->type == HelloType::kHello) {
+    reply = absl::InvalidArgumentError("peer answered with a hello instead of accept/reject");
+  }
+  if (!reply.ok()) {
+    CloseSocket(e);
+    HandleEndpointError(id, reply.status());
+    return;
+  }
+  e->role = EndpointState::Role::kOwned;
+  // After an accept the acceptor's ready frame follows our confirmation.
+  e->inbox.Expect(reply->type == HelloType::kAccept ? HandshakeInbox::Item::kReadyFrame
+                                                    : HandshakeInbox::Item::kNothing);
+  ConnectCallback cb = std::move(e->connect_done);
+  cb(id, std::move(reply));
+}
+
+void Transport::OnReadyFrame(EndpointId id, absl::StatusOr<ReadyFrame> frame) {
+  EndpointState* e = FindEndpoint(id);
+  if (e == nullptr || e->closing) return;
+  if (!frame.ok()) {
+    CloseSocket(e);
+    HandleEndpointError(id, frame.status());
+    return;
+  }
+  // Each side sends its address only after the proofs: the acceptor once
+  // our confirmation verified, we with that confirmation (sent only after
+  // the acceptor's proof verified); the acceptor reads ours only after it
+  // adopted the connection.
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  params.address = reinterpret_cast<const ucp_address_t*>(frame->worker_address.data());
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  params.err_handler.cb = &Transport::OnEndpointError;
+  params.err_handler.arg = &e->error_arg;
+  if (ucs_status_t s = ucp_ep_create(worker_, &params, &e->ep); s != UCS_OK) {
+    e->ep = nullptr;
+    CloseSocket(e);
+    HandleEndpointError(id, UcxError(s, absl::StrCat("connecting to ", e->peer_address)));
+    return;
+  }
+  endpoint_by_ep_[e->ep] = id;
+  if (getenv("CORESCAPE_UCX_PRINT_EP") != nullptr) {
+    // Which UCX transports carry this endpoint's lanes (diagnostics).
+    ucp_ep_print_info(e->ep, stderr);
+  }
+  // The peer's bind token, first on the endpoint: the peer learns which
+  // handshake connection the endpoint belongs to, and says so.
+  ucp_request_param_t param{};
+  PendingUcxOp* op = NewUcxOp([](ucs_status_t, size_t) {}, param);
+  param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_AM_SEND_FLAG_REPLY;
+  auto token = std::make_shared<std::string>(frame->bind_token);
+  op->done = [token](ucs_status_t, size_t) {};  // keeps the header until sent
+  TrackUcxOp(ucp_am_send_nbx(e->ep, kBindMessageAmId, token->data(), token->size(), nullptr, 0,
+                             &param),
+             op);
+  e->inbox.Expect(HandshakeInbox::Item::kBoundByte);
+}
+
+void Transport::MarkReady(EndpointState* endpoint) {
+  endpoint->ready = true;
+  std::vector<EndpointState::HeldSend> held = std::move(endpoint->held_sends);
+  endpoint->held_sends.clear();
+  const EndpointId id = endpoint->id;
+  for (EndpointState::HeldSend& send : held) {
+    DoSend(send.request, id, send.tag, send.data, send.bytes);
+  }
 }
 
 // ---------------------------------------------------------------------------
 // Incoming connections.
 
-void Transport::OnConnectionRequest(ucp_conn_request_h request, void* arg) {
-  auto* self = static_cast<Transport*>(arg);
-  self->Enqueue([self, request] { self->HandleConnectionRequest(request); });
-}
-
-void Transport::HandleConnectionRequest(ucp_conn_request_h request) {
-  ucp_conn_request_attr_t attr{};
-  attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
-  std::string from = "unknown address";
-  if (ucp_conn_request_query(request, &attr) == UCS_OK) {
-    from = SockaddrToString(attr.client_address);
-  }
-  EndpointState* endpoint = CreateEndpoint(from);
-  endpoint->role = EndpointState::Role::kAccepting;
-  ucp_ep_params_t params{};
-  params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-  params.conn_request = request;
-  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  params.err_handler.cb = &Transport::OnEndpointError;
-  params.err_handler.arg = &endpoint->error_arg;
-  const EndpointId id = endpoint->id;
-  if (ucs_status_t s = ucp_ep_create(worker_, &params, &endpoint->ep); s != UCS_OK) {
-    // (ucp_ep_create consumed the request even though it failed: it must not
-    // be rejected too.)
-    LOG(WARNING) << "data plane: cannot accept connection from " << from << ": "
-                 << ucs_status_string(s);
-    EraseEndpoint(id);
+void Transport::SendReadyFrame(EndpointState* endpoint) {
+  absl::StatusOr<std::string> token = SecureRandomBytes(kBindTokenBytes);
+  absl::StatusOr<std::string> frame =
+      token.ok() ? EncodeReadyFrame({.bind_token = *token, .worker_address = worker_address_})
+                 : absl::StatusOr<std::string>(token.status());
+  if (!frame.ok()) {
+    const EndpointId id = endpoint->id;
+    CloseSocket(endpoint);
+    HandleEndpointError(id, frame.status());
     return;
   }
-  endpoint_by_ep_[endpoint->ep] = id;
-  VLOG(1) << "data plane: connection from " << from << " (endpoint " << id << ")";
-  StartStreamRecv(endpoint, [this, id](absl::StatusOr<HelloMessage> hello) {
-    OnHelloReceived(id, std::move(hello));
-  });
-  timers_.emplace(absl::Now() + options_.timeout, [this, id] {
-    EndpointState* e = FindEndpoint(id);
-    if (e != nullptr && e->role == EndpointState::Role::kAccepting && !e->closing) {
-      LOG(WARNING) << "data plane: dropped connection from " << e->peer_address
-                   << ": no hello within " << options_.timeout;
-      ForceClose(id);
-    }
-  });
+  endpoint->bind_token = *token;
+  pending_binds_[*token] = endpoint->id;
+  endpoint->outbox += *frame;
+  WriteSocket(endpoint);
+}
+
+ucs_status_t Transport::OnBindMessage(void* arg, const void* header, size_t header_length,
+                                      void*, size_t, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Transport*>(arg);
+  const ucp_ep_h reply_ep =
+      (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 ? param->reply_ep : nullptr;
+  if (header_length != kBindTokenBytes || reply_ep == nullptr) {
+    self->NoteDrop(DropReason::kMalformed,
+                   [&] { return absl::StrCat("a bind message with a ", header_length,
+                                             "-byte header"); });
+    return UCS_OK;
+  }
+  self->HandleBind(std::string(static_cast<const char*>(header), header_length), reply_ep);
+  return UCS_OK;
+}
+
+void Transport::HandleBind(const std::string& token, ucp_ep_h reply_ep) {
+  auto it = pending_binds_.find(token);
+  EndpointState* endpoint = it == pending_binds_.end() ? nullptr : FindEndpoint(it->second);
+  auto mapped = endpoint_by_ep_.find(reply_ep);
+  if (endpoint == nullptr || endpoint->closing || endpoint->reply_ep != nullptr ||
+      (mapped != endpoint_by_ep_.end() && mapped->second != it->second)) {
+    NoteDrop(DropReason::kUnauthenticated, [] { return std::string("a bind message with an unknown token"); });
+    return;
+  }
+  pending_binds_.erase(it);
+  endpoint->reply_ep = reply_ep;
+  endpoint_by_ep_[reply_ep] = endpoint->id;
+  endpoint->outbox.push_back(kBoundByte);
+  WriteSocket(endpoint);
+}
+
+void Transport::NoteRefusal(const std::string& peer, const std::string& why) {
+  ++refusals_since_log_;
+  const absl::Time now = absl::Now();
+  if (now - last_refusal_log_ < kRefusalLogInterval) return;
+  LOG(WARNING) << "data plane: turned away " << refusals_since_log_
+               << " connection(s) since the last such line; latest from " << peer << ": " << why;
+  last_refusal_log_ = now;
+  refusals_since_log_ = 0;
 }
 
 void Transport::OnHelloReceived(EndpointId id, absl::StatusOr<HelloMessage> hello) {
@@ -349,17 +581,10 @@ void Transport::OnHelloReceived(EndpointId id, absl::StatusOr<HelloMessage> hell
       endpoint->role != EndpointState::Role::kAccepting) {
     return;
   }
-  if (!hello.ok()) {
-    if (!endpoint->failed) {
-      LOG(WARNING) << "data plane: dropped connection from " << endpoint->peer_address << ": "
-                   << hello.status().message();
-    }
-    ForceClose(id);
-    return;
-  }
-  if (hello->type != HelloType::kHello) {
-    LOG(WARNING) << "data plane: dropped connection from " << endpoint->peer_address
-                 << ": first message is not a hello";
+  if (!hello.ok() || hello->type != HelloType::kHello) {
+    // A scanner's connections: one line a second at most, however many.
+    NoteRefusal(endpoint->peer_address, hello.ok() ? "its first message is not a hello"
+                                                   : std::string(hello.status().message()));
     ForceClose(id);
     return;
   }
@@ -391,14 +616,8 @@ void Transport::DispatchHello(EndpointId id, const HelloMessage& hello) {
     }
     endpoint->role = EndpointState::Role::kAwaitingConfirm;
     endpoint->handler_key = {hello.job_id, hello.generation};
-    StartStreamSend(endpoint, verdict.reply, [this, id](absl::Status s) {
-      if (!s.ok()) OnConfirmReceived(id, s);
-    });
-    endpoint = FindEndpoint(id);  // the send may have failed at once
-    if (endpoint == nullptr || endpoint->closing) return;
-    StartStreamRecv(endpoint, [this, id](absl::StatusOr<HelloMessage> confirm) {
-      OnConfirmReceived(id, std::move(confirm));
-    });
+    endpoint->inbox.Expect(HandshakeInbox::Item::kHello);  // the confirmation
+    QueueHandshake(endpoint, verdict.reply);
     timers_.emplace(absl::Now() + options_.timeout, [this, id] {
       OnConfirmReceived(id, absl::DeadlineExceededError(absl::StrCat(
                                 "no confirmation within ", absl::FormatDuration(options_.timeout))));
@@ -436,9 +655,19 @@ void Transport::OnConfirmReceived(EndpointId id, absl::StatusOr<HelloMessage> co
     endpoint = FindEndpoint(id);
     if (endpoint == nullptr) return;
     endpoint->role = EndpointState::Role::kOwned;
-    // What the dialer sent after its confirmation: delivered now that the
-    // handler adopted (and authorized) the endpoint.
-    SettleQuarantine(endpoint);
+    endpoint->inbox.Expect(HandshakeInbox::Item::kReadyFrame);  // the dialer's
+    SendReadyFrame(endpoint);
+    // The link is ready once both endpoints are bound; until then it may
+    // fail only through the handshake connection.
+    timers_.emplace(absl::Now() + options_.timeout, [this, id] {
+      EndpointState* e = FindEndpoint(id);
+      if (e != nullptr && !e->ready && !e->closing) {
+        CloseSocket(e);
+        HandleEndpointError(id, absl::DeadlineExceededError(absl::StrCat(
+                                    "the dialer's endpoint did not bind within ",
+                                    absl::FormatDuration(options_.timeout))));
+      }
+    });
     return;
   }
   ForceClose(id);
@@ -448,10 +677,11 @@ void Transport::SendHandshake(EndpointId id, const HelloMessage& message) {
   Enqueue([this, id, message] {
     EndpointState* endpoint = FindEndpoint(id);
     if (endpoint == nullptr || endpoint->closing) return;
-    StartStreamSend(endpoint, message, [](absl::Status s) {
-      // A failure here surfaces as an endpoint error to the owner.
-      LOG_IF(WARNING, !s.ok()) << "data plane: " << s.message();
-    });
+    // A failure here surfaces as an endpoint error to the owner.
+    QueueHandshake(endpoint, message);
+    // With our proof, our worker address (the acceptor reads it only if
+    // the proof verifies).
+    if (message.type == HelloType::kConfirm) SendReadyFrame(endpoint);
   });
 }
 
@@ -468,7 +698,9 @@ void Transport::RejectEndpoint(EndpointId id, const HelloMessage& hello,
   reply.job_id = hello.job_id.size() <= kMaxJobIdBytes ? hello.job_id : "";
   reply.reason = reason;
   endpoint->role = EndpointState::Role::kOwned;
-  StartStreamSend(endpoint, reply, [this, id](absl::Status) { DoClose(id, /*flush_first=*/true); });
+  endpoint->inbox.Expect(HandshakeInbox::Item::kNothing);
+  QueueHandshake(endpoint, reply);
+  DoClose(id, /*flush_first=*/true);
 }
 
 void Transport::ExpireParkedHellos() {
@@ -527,15 +759,22 @@ void Transport::OnEndpointError(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* error_arg = static_cast<EndpointState::ErrorArg*>(arg);
   Transport* self = error_arg->transport;
   const EndpointId id = error_arg->id;
-  self->Enqueue([self, id, status] { self->HandleEndpointError(id, status); });
+  self->Enqueue([self, id, status] { self->HandleEndpointError(id, UcxError(status, "UCX")); });
 }
 
-void Transport::HandleEndpointError(EndpointId id, ucs_status_t status) {
+void Transport::HandleEndpointError(EndpointId id, absl::Status cause) {
   EndpointState* endpoint = FindEndpoint(id);
   if (endpoint == nullptr || endpoint->failed) return;
   endpoint->failed = true;
-  if (endpoint->closing) return;
-  absl::Status error = UcxError(status, absl::StrCat("connection to ", endpoint->peer_address));
+  if (endpoint->closing) {
+    // A close waiting for its writes: nothing more will be written.
+    if (endpoint->close_when_written) ForceClose(id);
+    return;
+  }
+  absl::Status error(cause.code() == absl::StatusCode::kOk ? absl::StatusCode::kUnavailable
+                                                           : cause.code(),
+                     absl::StrCat("connection to ", endpoint->peer_address, ": ",
+                                  cause.message()));
   switch (endpoint->role) {
     case EndpointState::Role::kConnecting: {
       ConnectCallback cb = std::move(endpoint->connect_done);
@@ -568,8 +807,18 @@ void Transport::DoClose(EndpointId id, bool flush_first) {
   if (endpoint == nullptr || endpoint->closing) return;
   endpoint->closing = true;
   endpoint->on_error = nullptr;
-  if (!flush_first || endpoint->failed || endpoint->ep == nullptr) {
+  if (!flush_first || endpoint->failed) {
     ForceClose(id);
+    return;
+  }
+  if (endpoint->ep == nullptr) {
+    // Only the handshake connection: close once its last message is written.
+    if (endpoint->outbox.empty() || endpoint->socket < 0) {
+      ForceClose(id);
+      return;
+    }
+    endpoint->close_when_written = true;
+    timers_.emplace(absl::Now() + kFlushCloseDeadline, [this, id] { ForceClose(id); });
     return;
   }
   ucp_request_param_t param{};
@@ -585,7 +834,15 @@ void Transport::ForceClose(EndpointId id) {
   endpoint->close_started = true;
   endpoint->on_error = nullptr;
   std::erase_if(parked_, [id](const ParkedHello& p) { return p.id == id; });
-  SettleQuarantine(endpoint);  // closing: drops what it held
+  CloseSocket(endpoint);
+  if (!endpoint->bind_token.empty()) pending_binds_.erase(endpoint->bind_token);
+  std::vector<EndpointState::HeldSend> held = std::move(endpoint->held_sends);
+  endpoint->held_sends.clear();
+  for (EndpointState::HeldSend& send : held) {
+    FinishRequest(send.request.get(), absl::CancelledError("endpoint closed"), 0);
+  }
+  endpoint = FindEndpoint(id);
+  if (endpoint == nullptr) return;
   if (endpoint->ep == nullptr) {
     EraseEndpoint(id);
     return;

@@ -129,7 +129,7 @@ void Transport::NoteDrop(DropReason reason, absl::FunctionRef<std::string()> det
 void Transport::DoSend(const std::shared_ptr<MessageRequest>& request, EndpointId to,
                        uint64_t tag, const void* data, int64_t bytes) {
   EndpointState* endpoint = FindEndpoint(to);
-  if (endpoint == nullptr || endpoint->ep == nullptr || endpoint->closing || endpoint->failed) {
+  if (endpoint == nullptr || endpoint->closing || endpoint->failed) {
     FinishRequest(request.get(),
                   absl::UnavailableError(absl::StrCat("endpoint ", to, " is ",
                                                       endpoint == nullptr ? "closed" : "failed")),
@@ -142,6 +142,11 @@ void Transport::DoSend(const std::shared_ptr<MessageRequest>& request, EndpointI
                       "endpoint ", to, " to ", endpoint->peer_address,
                       " has not completed the handshake")),
                   0);
+    return;
+  }
+  if (!endpoint->ready) {
+    // Adopted, but the dialer's UCP endpoint is not bound yet: sent once it is.
+    endpoint->held_sends.push_back({request, tag, data, bytes});
     return;
   }
   wire::PutU64(request->wire_header_, tag);
@@ -221,17 +226,9 @@ ucs_status_t Transport::HandleDataMessage(const void* header, size_t header_leng
     return UCS_OK;
   }
   message.from = endpoint->id;
+  // (An endpoint is bound only after its communicator adopted and
+  // authorized it, so this is a closed or abandoned one.)
   if (!endpoint->authorization.has_value()) {
-    if (endpoint->role == EndpointState::Role::kAwaitingConfirm &&
-        endpoint->quarantine.size() < kMaxQuarantinedMessages &&
-        endpoint->quarantined_bytes + message.held_bytes() <= kMaxQuarantinedBytes) {
-      // The dialer may send right after its confirmation, which is judged
-      // once UCX returns: hold it until then.
-      const ucs_status_t status = Retain(message, data, param);
-      endpoint->quarantined_bytes += message.held_bytes();
-      endpoint->quarantine.push_back(std::move(message));
-      return status;
-    }
     NoteDrop(DropReason::kUnauthenticated, [&] { return std::string(absl::StrCat("from ", endpoint->peer_address, " before a completed handshake, ",
                           TagDebugString(message.tag))); });
     return UCS_OK;
@@ -335,24 +332,6 @@ void Transport::Release(ArrivedMessage& message) {
   message.copy.reset();
 }
 
-void Transport::SettleQuarantine(EndpointState* endpoint) {
-  std::vector<ArrivedMessage> held = std::move(endpoint->quarantine);
-  endpoint->quarantine.clear();
-  endpoint->quarantined_bytes = 0;
-  for (ArrivedMessage& message : held) {
-    if (!endpoint->closing && endpoint->authorization.has_value() &&
-        Authorized(*endpoint, message)) {
-      Deliver(std::move(message), nullptr, nullptr);
-      continue;
-    }
-    NoteDrop(endpoint->authorization.has_value() ? DropReason::kForged
-                                                 : DropReason::kUnauthenticated, [&] { return std::string(absl::StrCat("from ", endpoint->peer_address,
-                          " during a handshake that did not complete, ",
-                          TagDebugString(message.tag))); });
-    Release(message);
-  }
-}
-
 void Transport::ReleaseAllHeld() {
   for (auto& [tag, messages] : unexpected_) {
     for (ArrivedMessage& m : messages) {
@@ -364,10 +343,6 @@ void Transport::ReleaseAllHeld() {
   unexpected_.clear();
   unexpected_count_ = 0;
   unexpected_bytes_ = 0;
-  for (auto& [id, endpoint] : endpoints_) {
-    for (ArrivedMessage& m : endpoint->quarantine) Release(m);
-    endpoint->quarantine.clear();
-  }
   std::vector<std::shared_ptr<MessageRequest>> receives;
   for (auto& [tag, waiting] : posted_) {
     for (auto& request : waiting) receives.push_back(std::move(request));

@@ -26,6 +26,7 @@ absl::StatusOr<float*> HostScapeStore::Pack(const std::vector<int64_t>& mask, bo
   }
   mask_ = &mask;
   dense_ = dense;
+  received_ = source == MaskSource::kReceived;
   const int64_t synced =
       dense ? static_cast<int64_t>(residual_.size()) : static_cast<int64_t>(mask.size());
   values_.resize(synced);
@@ -40,11 +41,13 @@ absl::StatusOr<float*> HostScapeStore::Pack(const std::vector<int64_t>& mask, bo
   return values_.data();
 }
 
-absl::StatusOr<double> HostScapeStore::Apply(float* params, int64_t /*step*/,
+absl::StatusOr<double> HostScapeStore::Apply(float* params, int64_t step,
                                              const kernels::host_device::ScapeReferenceScalars& s,
                                              double grad_clip) {
-  return ReferenceRule::Apply(params, absl::MakeSpan(m_), absl::MakeSpan(values_), *mask_, dense_,
-                              decay_mask_.data(), s, grad_clip, pool_);
+  const double norm = ReferenceRule::Apply(params, absl::MakeSpan(m_), absl::MakeSpan(values_),
+                                           *mask_, dense_, decay_mask_.data(), s, grad_clip, pool_);
+  ages_.Owe(step, dense_ ? nullptr : mask_);
+  return norm;
 }
 
 absl::Status HostScapeStore::Accumulate(const float* grads,
@@ -53,16 +56,15 @@ absl::Status HostScapeStore::Accumulate(const float* grads,
   return absl::OkStatus();
 }
 
-absl::Status HostScapeStore::CatchUpApply(float* params, int64_t /*step*/,
-                                          absl::Span<const int32_t> windows,
+absl::Status HostScapeStore::CatchUpApply(float* params, int64_t step,
                                           const kernels::host_device::ScapeCatchUpScalars& scalars,
                                           const CatchUpPowerTables& powers) {
-  if (windows.size() != values_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("scape: ", windows.size(),
-                                                   " windows for a mask of ", values_.size()));
+  if (absl::Status s = ages_.UpdateWindows(step, dense_ ? nullptr : mask_, received_, windows_);
+      !s.ok()) {
+    return s;
   }
   CatchUpRule::Apply(params, absl::MakeSpan(m_), absl::MakeSpan(vbar_), values_.data(), *mask_,
-                     dense_, windows, decay_mask_.data(), scalars, powers, pool_);
+                     dense_, windows_, decay_mask_.data(), scalars, powers, pool_);
   return absl::OkStatus();
 }
 

@@ -42,15 +42,15 @@ ScapeOptimizer::ScapeOptimizer(RankGroup* group, ScapeConfig config, DecayMask d
       state_store_(std::move(state_store)),
       host_state_(state_store_ == nullptr) {
   const size_t n = decay_mask_.size();
+  // Another store's state is copied here only on demand (ReadStore).
   if (host_state_) {
     m_.assign(n, 0.0f);
     vbar_.assign(n, 0.0f);
     residual_.assign(n, 0.0f);
-    state_store_ = std::make_unique<HostScapeStore>(&m_, &residual_, &vbar_, &values_, &decay_mask_);
+    last_sync_.assign(n, -1);
+    state_store_ = std::make_unique<HostScapeStore>(config_.rule, &m_, &residual_, &vbar_,
+                                                    &last_sync_, &values_, &decay_mask_);
   }
-  // A store's state is copied here only on demand (ReadStore); the ages
-  // live here unless the store keeps them.
-  if (!state_store_->keeps_ages()) last_sync_.assign(n, -1);
   const int rank = group_->rank();
   selector_.emplace(&config_, &tensor_bounds_, &decay_mask_, exchange_.RangeBegin(rank),
                     exchange_.RangeEnd(rank), group_->world_size(), state_store_.get(),
@@ -66,7 +66,7 @@ int64_t ScapeOptimizer::host_state_bytes() const {
 
 absl::Status ScapeOptimizer::ReadStore() const {
   // The host store's Read is nothing: m_, residual_ and vbar_ are its state.
-  if (absl::Status s = state_store_->Read(m_, residual_, vbar_, last_sync_); !s.ok()) return s;
+  if (absl::Status s = state_store_->Read(m_, residual_, vbar_); !s.ok()) return s;
   // A store that keeps no v̄ (the reference rule) has zeros, as the host's.
   if (vbar_.size() != decay_mask_.size()) vbar_.assign(decay_mask_.size(), 0.0f);
   return absl::OkStatus();
@@ -87,40 +87,13 @@ ScapeOptimizer::~ScapeOptimizer() {
 }
 
 MaskExchange::ReceivedHook ScapeOptimizer::ReceivedMaskHook() {
-  const bool windows = config_.rule == ScapeRule::kCatchUp && !state_store_->keeps_ages();
-  // The ages the last update owes, then the catch-up windows of the mask's
-  // entries from them (nothing else touches the ages until the mask's
-  // step), and the mask staged where the store uploads it from. A store
-  // that keeps the ages works out the windows itself, beside its update.
-  return [this, windows](const GlobalMask& mask) -> absl::Status {
-    PayOwedAges();
-    prepared_.windows.clear();
-    if (windows) {
-      if (absl::Status s =
-              CatchUpRule::Windows(mask.step, &mask.indices, last_sync_, prepared_.windows);
-          !s.ok()) {
-        return s;
-      }
-    }
-    prepared_.staged = state_store_->StageMask(mask.indices, prepared_.windows);
-    prepared_.step = mask.step;
+  // Nothing else touches the ages or the store's staging until the mask's
+  // step.
+  return [this](const GlobalMask& mask) -> absl::Status {
+    if (absl::Status s = state_store_->MaskReceived(mask); !s.ok()) return s;
+    received_step_ = mask.step;
     return absl::OkStatus();
   };
-}
-
-void ScapeOptimizer::PayOwedAges() {
-  if (owed_ages_step_ < 0) return;
-  if (owed_ages_dense_) {
-    std::fill(last_sync_.begin(), last_sync_.end(), owed_ages_step_);
-  } else {
-    for (int64_t j : current_.indices) last_sync_[j] = owed_ages_step_;
-  }
-  owed_ages_step_ = -1;
-}
-
-void ScapeOptimizer::OweAges(int64_t step, bool dense) {
-  owed_ages_step_ = step;
-  owed_ages_dense_ = dense;
 }
 
 void ScapeOptimizer::UseThreadPool(ThreadPool* pool) {
@@ -138,16 +111,14 @@ absl::Status ScapeOptimizer::FinishExchange() {
 }
 
 const std::vector<int64_t>& ScapeOptimizer::last_sync() {
-  // The ages the last update owes are paid on the exchange's thread, or here.
+  // The ages the last update owes are written on the exchange's thread, or
+  // by the read.
   if (absl::Status s = FinishExchange(); !s.ok()) {
     LOG(ERROR) << "scape: the mask exchange failed while reading the ages: " << s;
     exchange_error_ = s;
   }
-  PayOwedAges();
-  if (state_store_->keeps_ages()) {
-    if (absl::Status s = ReadStore(); !s.ok()) {
-      LOG(ERROR) << "scape: reading the ages from the state store failed: " << s;
-    }
+  if (absl::Status s = state_store_->ReadAges(last_sync_); !s.ok()) {
+    LOG(ERROR) << "scape: reading the ages from the state store failed: " << s;
   }
   return last_sync_;
 }
@@ -188,13 +159,13 @@ const std::optional<GlobalMask>& ScapeOptimizer::pending_mask() {
 
 void ScapeOptimizer::SetPendingMask(GlobalMask mask) {
   pending_ = std::move(mask);
-  prepared_.step = -1;
+  received_step_ = -1;
   pending_held_ = -1;
   state_store_->DropHeldMasks();
 }
 
 absl::Status ScapeOptimizer::StartExchange(int64_t step, std::vector<int64_t> own) {
-  prepared_.step = -1;
+  received_step_ = -1;
   return exchange_.Start(*group_, config_.mask_epoch, step, std::move(own), &current_,
                          ReceivedMaskHook());
 }
@@ -266,8 +237,8 @@ absl::Status ScapeOptimizer::Step(float* params, float* grads, int64_t size, dou
   // thread sends it, counts towards the step that applies its mask.
   const Traffic traffic_end = {group_->bytes_sent(), group_->bytes_received()};
   if (absl::Status s = StartNextMask(step); !s.ok()) return s;
-  // No exchange to pay the ages on its thread: now.
-  if (!exchange_.in_flight()) PayOwedAges();
+  // No exchange to write the owed ages on its thread: now.
+  if (!exchange_.in_flight()) state_store_->SettleAges();
   RecordStep(step, traffic_end);
   return absl::OkStatus();
 }
@@ -352,8 +323,7 @@ absl::Status ScapeOptimizer::SynchronizeAndUpdate(StepState& step, float* params
   const int64_t synced = dense ? BufferSize() : CurrentMaskEntries();
   using MaskSource = ScapeStateStore::MaskSource;
   const MaskSource source = !dense && current_held_ >= 0 ? MaskSource::kHeld
-                            : !dense && prepared_.step == t && prepared_.staged
-                                ? MaskSource::kStaged
+                            : !dense && received_step_ == t ? MaskSource::kReceived
                                 : MaskSource::kHost;
   auto values = state_store_->Pack(current_.indices, dense, source);
   if (!values.ok()) return values.status();
@@ -377,15 +347,13 @@ absl::Status ScapeOptimizer::SynchronizeAndUpdate(StepState& step, float* params
     }
   }
   // (A selection in flight is waited for when `step` goes, on any return.)
-  if (absl::Status s =
-          group_->AllReduceSumIn(*values, synced, state_store_->host_addressable());
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = state_store_->SumOverRanks(*group_, *values, synced); !s.ok()) return s;
   step.clock.Lap(step.clock.phases.all_reduce_wait);
-  absl::Status updated = config_.rule == ScapeRule::kReference
-                             ? ApplyReference(params, reference_.ScalarsAt(t, step.lr), dense)
-                             : ApplyCatchUp(params, step.lr, dense);
+  absl::Status updated =
+      config_.rule == ScapeRule::kReference
+          ? ApplyReference(params, reference_.ScalarsAt(t, step.lr))
+          : state_store_->CatchUpApply(params, t, catch_up_.ScalarsAt(t, step.lr),
+                                       catch_up_.powers());
   if (!updated.ok()) return updated;
   step.clock.Lap(step.clock.phases.update);
   return absl::OkStatus();
@@ -396,9 +364,7 @@ absl::Status ScapeOptimizer::SyncResiduals(StepState& step) {
   if (step.dense || !config_.ResidualSyncAfter(step.t)) return absl::OkStatus();
   auto residual = state_store_->Residual();
   if (!residual.ok()) return residual.status();
-  if (absl::Status s =
-          group_->AllReduceSumIn(*residual, BufferSize(), state_store_->host_addressable());
-      !s.ok()) {
+  if (absl::Status s = state_store_->SumOverRanks(*group_, *residual, BufferSize()); !s.ok()) {
     return s;
   }
   step.clock.Lap(step.clock.phases.all_reduce_wait);
@@ -469,41 +435,10 @@ bool ScapeOptimizer::SelectsDuringUpdate(int64_t step, bool dense) const {
   return !state_store_->selects() && !config_.PerTensor();
 }
 
-absl::Status ScapeOptimizer::ApplyCatchUp(float* params, double lr, bool dense) {
-  const int64_t t = step_;
-  // Each synchronized coordinate's window K = t − (its last step), ≥ 1. A
-  // store that keeps the ages works them out beside its update (the mask
-  // may be held there too); else the ages stay on the host: a received
-  // mask's windows were worked out on the exchange's thread
-  // (ReceivedMaskHook), and the ages are set there too, a step later
-  // (OweAges).
-  const bool prepared_now = prepared_.step == t;
-  prepared_.step = -1;
-  windows_.clear();
-  if (!state_store_->keeps_ages()) {
-    const std::vector<int64_t>& mask = current_.indices;
-    const int64_t count = dense ? BufferSize() : static_cast<int64_t>(mask.size());
-    if (!dense && prepared_now && static_cast<int64_t>(prepared_.windows.size()) == count) {
-      windows_.swap(prepared_.windows);
-    } else if (absl::Status s =
-                   CatchUpRule::Windows(t, dense ? nullptr : &mask, last_sync_, windows_);
-               !s.ok()) {
-      return s;
-    }
-    OweAges(t, dense);
-  }
-  return state_store_->CatchUpApply(params, t, windows_, catch_up_.ScalarsAt(t, lr),
-                                    catch_up_.powers());
-}
-
-absl::Status ScapeOptimizer::ApplyReference(float* params, const ReferenceRule::Scalars& scalars,
-                                            bool dense) {
+absl::Status ScapeOptimizer::ApplyReference(float* params, const ReferenceRule::Scalars& scalars) {
   auto norm = state_store_->Apply(params, step_, scalars, config_.grad_clip);
   if (!norm.ok()) return norm.status();
   last_grad_norm_ = *norm;
-  // The ages, where the store keeps none on the host: set beside the next
-  // forward/backward (OweAges).
-  if (!state_store_->keeps_ages()) OweAges(step_, dense);
   return absl::OkStatus();
 }
 
@@ -525,8 +460,8 @@ std::vector<float> ScapeOptimizer::MaskStatisticValues() const {
 absl::StatusOr<std::string> ScapeOptimizer::SaveState() {
   if (!exchange_error_.ok()) return std::exchange(exchange_error_, absl::OkStatus());
   if (absl::Status s = FinishExchange(); !s.ok()) return s;
-  PayOwedAges();
   if (absl::Status s = ReadStore(); !s.ok()) return s;
+  if (absl::Status s = state_store_->ReadAges(last_sync_); !s.ok()) return s;
   if (absl::Status s = ReadHeldMasks(); !s.ok()) return s;
   std::string state = EncodeScapeState({name(), config_.ToString(), group_->rank(),
                                         group_->world_size(), partition_.bounds(), step_, m_,
@@ -540,7 +475,7 @@ void ScapeOptimizer::ReleaseHostCopies() {
   std::vector<float>().swap(m_);
   std::vector<float>().swap(vbar_);
   std::vector<float>().swap(residual_);
-  if (state_store_->keeps_ages()) std::vector<int64_t>().swap(last_sync_);
+  std::vector<int64_t>().swap(last_sync_);
 }
 
 absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
@@ -574,8 +509,7 @@ absl::Status ScapeOptimizer::RestoreState(absl::string_view state) {
   current_held_ = -1;
   pending_held_ = -1;
   ReleaseHostCopies();  // the store has them now
-  prepared_.step = -1;
-  owed_ages_step_ = -1;
+  received_step_ = -1;
   exchange_error_ = absl::OkStatus();
   dense_after_restore_ = -1;
   // Masks of an earlier mask epoch: still right if the partition map is the

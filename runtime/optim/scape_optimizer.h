@@ -33,9 +33,10 @@ namespace corescape::optim {
 //    bitwise identical on every rank.
 // Steps ScapeConfig::DenseAt calls dense synchronize every coordinate with
 // the same code path. What a value does to m and θ is the rule's
-// (scape_catch_up.h, scape_reference.h); this class holds what both share:
-// the step's phases, mask selection (ScapeMaskSelector), the exchange, the
-// ages, timing and checkpoints.
+// (scape_catch_up.h, scape_reference.h), and the state and ages it reads
+// are the store's (ScapeStateStore); this class holds what both share: the
+// step's phases, mask selection (ScapeMaskSelector), the exchange, timing
+// and checkpoints.
 class ScapeOptimizer final : public DataParallelOptimizer {
  public:
   // `tensor_bounds`: the T + 1 offsets of the buffer's tensors (empty: one
@@ -87,8 +88,8 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   void SetPendingMask(GlobalMask mask);
 
   // Host memory the per-coordinate state takes here: the host store's
-  // state, or a store's host copies (made only on demand: the accessors
-  // above, checkpoints) and the ages where the store keeps none.
+  // state, or another store's host copies (made only on demand: the
+  // accessors above, checkpoints).
   int64_t host_state_bytes() const;
 
   // This rank's statistic over its scope after the last step: what the next
@@ -131,8 +132,8 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // last_step_: what the step synchronized, sent and spent.
   void RecordStep(const StepState& step, const Traffic& traffic_end);
 
-  // Brings m_, residual_, vbar_ and (where the store keeps them) last_sync_
-  // up to date from a store in another memory.
+  // Brings m_, residual_ and vbar_ up to date from a store in another
+  // memory.
   absl::Status ReadStore() const;
   void SyncHostCopies() const;
   // A store's host copies (not the host store's state) freed: they are
@@ -142,23 +143,15 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   int64_t BufferSize() const { return static_cast<int64_t>(decay_mask_.size()); }
   bool DenseAt(int64_t step) const { return step == dense_after_restore_ || config_.DenseAt(step); }
   absl::Status TakeMask(int64_t step);
-  // The last update's ages are set a step late, on the mask exchange's
-  // thread beside the next forward/backward (or at the end of the step when
-  // no exchange follows): OweAges records them, PayOwedAges writes them.
-  void OweAges(int64_t step, bool dense);
-  void PayOwedAges();
   // Finishes an exchange in flight into pending_.
   absl::Status FinishExchange();
   // Starts the exchange of this rank's part of the mask for `step`.
   absl::Status StartExchange(int64_t step, std::vector<int64_t> own);
-  // What the exchange's thread does with a received mask for this rule:
-  // the owed ages, the catch-up windows and the store's staging (prepared_).
+  // What the exchange's thread does with a received mask: hands it to the
+  // store (ScapeStateStore::MaskReceived).
   MaskExchange::ReceivedHook ReceivedMaskHook();
-  // The catch-up rule's update: the windows of the mask's coordinates from
-  // their ages, then the store's.
-  absl::Status ApplyCatchUp(float* params, double lr, bool dense);
   // The reference rule's update from the summed payload.
-  absl::Status ApplyReference(float* params, const ReferenceRule::Scalars& scalars, bool dense);
+  absl::Status ApplyReference(float* params, const ReferenceRule::Scalars& scalars);
   // Whether selections stay in the store as the next mask: a group of one
   // (its part is the whole mask) over a store that holds_masks().
   bool HoldsMasks() const { return group_->world_size() == 1 && state_store_->holds_masks(); }
@@ -197,37 +190,24 @@ class ScapeOptimizer final : public DataParallelOptimizer {
   // The catch-up rule's smoothed AdamS normalizer, identical on every rank.
   mutable std::vector<float> vbar_;
   mutable std::vector<float> residual_;
-  // Step each coordinate was last synchronized (−1: never); a copy of the
-  // store's where it keeps them (keeps_ages()).
-  mutable std::vector<int64_t> last_sync_;
+  // Step each coordinate was last synchronized (−1: never): the host
+  // store's, or a copy of another store's (ReadAges).
+  std::vector<int64_t> last_sync_;
   std::vector<float> values_;     // packed buffer of the all-reduce (the host store's)
-  // Where m, e (and v̄) live and their per-coordinate work runs (never
-  // null; the host store keeps them in the vectors above).
+  // Where m, e (and v̄) and the ages live and their per-coordinate work
+  // runs (never null; the host store keeps them in the vectors above).
   std::unique_ptr<ScapeStateStore> state_store_;
-  // Whether state_store_ is the host store over m_, residual_ and vbar_
-  // (else those are copies, sized only once read).
+  // Whether state_store_ is the host store over m_, residual_, vbar_ and
+  // last_sync_ (else those are copies, sized only once read).
   bool host_state_;
   std::optional<ScapeMaskSelector> selector_;
   double last_grad_norm_ = 0;  // kReference: ‖ĝ‖ of the last step, before clipping
-  // The catch-up rule's windows of the last mask.
-  std::vector<int32_t> windows_;
-  // Ages owed by the last update: last_sync_[j] = owed_ages_step_ at
-  // current_'s entries (every j when owed_ages_dense_); −1: none.
-  int64_t owed_ages_step_ = -1;
-  bool owed_ages_dense_ = false;
   // An exchange that failed where no caller could be told (last_sync()):
   // the next Step or SaveState returns it.
   absl::Status exchange_error_;
-  // What the exchange's thread prepared for the received mask of step
-  // `step` (−1: nothing): the catch-up rule's windows (empty for the
-  // reference rule) and whether the store staged the mask with them
-  // (StageMask).
-  struct PreparedMask {
-    int64_t step = -1;
-    std::vector<int32_t> windows;
-    bool staged = false;
-  };
-  PreparedMask prepared_;
+  // The step of the mask the exchange's thread handed to the store
+  // (MaskReceived; −1: none since the last exchange started).
+  int64_t received_step_ = -1;
   std::optional<Traffic> traffic_mark_;  // where the next step's traffic starts
   GlobalMask current_;
   // A step forced dense because the restored pending mask was cut for another

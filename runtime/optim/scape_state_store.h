@@ -12,25 +12,25 @@
 #include "runtime/kernels/cuda/topk.h"
 #include "runtime/optim/mask_statistic.h"
 #include "runtime/optim/optim_scalars.h"
+#include "runtime/optim/rank_group.h"
+#include "runtime/optim/sparse_mask.h"
 
 namespace corescape::optim {
 
 // Where SCAPE keeps the first moment m, this rank's residual e (and the
-// catch-up rule's v̄), and what runs their per-coordinate work. The default
+// catch-up rule's v̄), the ages (the step each coordinate was last
+// synchronized at), and what runs their per-coordinate work. The default
 // is ScapeOptimizer's own host vectors and loops; a model backend's memory
 // (runtime/train: DeviceScapeStore) keeps them beside the parameters, and
-// Step then takes that backend's parameter and gradient buffers. Masks and
-// ages stay on the host either way (selection's bookkeeping, coding,
-// exchange), and so does the checkpoint format. Both rules' per-coordinate
-// work runs in the store: the host store (scape_host_store.h) runs their
-// host forms (scape_catch_up.h, scape_reference.h), a device store the
-// same bodies as launches.
+// Step then takes that backend's parameter and gradient buffers. Masks stay
+// on the host (selection's bookkeeping, coding, exchange) unless the store
+// holds them, and so does the checkpoint format. Both rules'
+// per-coordinate work runs in the store: the host store
+// (scape_host_store.h) runs their host forms (scape_catch_up.h,
+// scape_reference.h), a device store the same bodies as launches.
 class ScapeStateStore {
  public:
   virtual ~ScapeStateStore() = default;
-  // Whether the store's buffers (and so Step's params and grads) are host
-  // memory.
-  virtual bool host_addressable() const = 0;
   // The reference rule: e ← c = β1·m + (1−β1)·P·g + e over every
   // coordinate, then statistic ← |e| over [begin, end) (host; what the next
   // mask is chosen from).
@@ -55,15 +55,14 @@ class ScapeStateStore {
       const kernels::host_device::MaskStatisticScalars& scalars) {
     return absl::UnimplementedError("this SCAPE state store ranks nothing (selects() is false)");
   }
-  // Copies a received mask's indices (and the catch-up rule's windows; else
-  // empty) into host memory the store uploads them from at the mask's step
-  // (Pack with `staged`, and the CatchUpApply after it), so that step
-  // copies nothing of its own. Called on the mask exchange's thread while
-  // the caller goes on using the store: it touches only that staging.
-  // Returns whether it staged them (the default stages nothing).
-  virtual bool StageMask(absl::Span<const int64_t> indices, absl::Span<const int32_t> windows) {
-    return false;
-  }
+  // The mask exchange's thread hands over the mask for step mask.step,
+  // beside the next forward/backward, while the caller goes on using the
+  // store: ages kept on the host are written here (the last update's, owed
+  // since) and the catch-up rule's windows worked out from them, and the
+  // mask is staged where the store uploads it from, so that the Pack with
+  // MaskSource::kReceived and the update after it do that work no more.
+  // It touches only the ages and that staging.
+  virtual absl::Status MaskReceived(const GlobalMask& mask) = 0;
   // Whether the store can keep a selection in its own memory as a later
   // step's mask (HoldSelection): what a group of one does, whose selection
   // is the whole mask, so that its indices need never reach the host.
@@ -85,25 +84,21 @@ class ScapeStateStore {
   virtual void DropHeldMasks() {}
   // Where the indices of the mask a Pack applies are.
   enum class MaskSource {
-    kHost,    // `mask`
-    kStaged,  // `mask`, already copied where the store uploads it from (StageMask)
-    kHeld,    // the oldest selection HoldSelection kept; `mask` is empty
+    kHost,      // `mask`
+    kReceived,  // `mask`, the last one MaskReceived was handed
+    kHeld,      // the oldest selection HoldSelection kept; `mask` is empty
   };
   // Packs e at the mask (ascending; `dense`: every coordinate) into the
   // values buffer in mask order and zeroes e there. Returns the buffer,
-  // ready for the all-reduce.
+  // ready for the all-reduce. `mask` stays as it is until the next Pack
+  // (the update's ages may be written from it a step late).
   virtual absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense,
                                       MaskSource source) = 0;
-  // Whether the store keeps the ages (the step each coordinate was last
-  // synchronized) beside its state: Apply and CatchUpApply then set them
-  // for the mask of step `step`, and CatchUpApply works out the windows
-  // from them. Otherwise the optimizer keeps them on the host and hands
-  // CatchUpApply the windows.
-  virtual bool keeps_ages() const { return false; }
   // The reference rule at step `step` (from 0), from the summed values at
   // the mask of the last Pack: ĝ, clipped to a global norm of grad_clip
   // (<= 0: not clipped), then bias-corrected AdamS on the mask, m ← 0 and
-  // decay off it. Returns ‖ĝ‖ before clipping.
+  // decay off it; the mask's ages set to `step` (on the host: owed, see
+  // MaskReceived). Returns ‖ĝ‖ before clipping.
   virtual absl::StatusOr<double> Apply(float* params, int64_t step,
                                        const kernels::host_device::ScapeReferenceScalars& scalars,
                                        double grad_clip) = 0;
@@ -111,21 +106,30 @@ class ScapeStateStore {
   virtual absl::Status Accumulate(const float* grads,
                                   const kernels::host_device::ScapeCatchUpScalars& scalars) = 0;
   // The catch-up update at step `step` from the summed values at the last
-  // Pack's mask: θ decays everywhere, then the mask's p-th coordinate, last
-  // synchronized windows[p] steps ago, catches up. `windows` are on the
-  // host, empty where the store keeps the ages. `powers` are host tables.
-  virtual absl::Status CatchUpApply(float* params, int64_t step, absl::Span<const int32_t> windows,
+  // Pack's mask: θ decays everywhere, then each of the mask's coordinates
+  // catches up over its window (steps since its age), and the mask's ages
+  // are set to `step` (on the host: owed, see MaskReceived). `powers` are
+  // host tables.
+  virtual absl::Status CatchUpApply(float* params, int64_t step,
                                     const kernels::host_device::ScapeCatchUpScalars& scalars,
                                     const CatchUpPowerTables& powers) = 0;
-  // The residual, ready for an all-reduce; then e ← e·scale.
+  // Sums `count` floats of one of the store's buffers (Pack's values,
+  // Residual()) over the group's ranks, in place, in the memory the store
+  // keeps them in.
+  virtual absl::Status SumOverRanks(RankGroup& group, float* data, int64_t count) = 0;
+  // The residual, ready for SumOverRanks; then e ← e·scale.
   virtual absl::StatusOr<float*> Residual() = 0;
   virtual absl::Status ScaleResidual(float scale) = 0;
-  // Host copies of m, e, v̄ and the ages (each coordinate's last
-  // synchronized step, −1: never) — the host store: they are already; a
-  // store that keeps no v̄, or no ages, leaves them — and replacing the
-  // store's from them.
-  virtual absl::Status Read(std::vector<float>& m, std::vector<float>& e, std::vector<float>& vbar,
-                            std::vector<int64_t>& last_sync) = 0;
+  // Writes the ages the last update owes now: no exchange's thread follows
+  // to write them (nothing to do where they are set beside the update).
+  virtual void SettleAges() = 0;
+  // Host copies of m, e and v̄ (the host store: they are already; a store
+  // that keeps no v̄ leaves it), and of the ages (each coordinate's last
+  // synchronized step, −1: never; the owed ones written first, so no
+  // exchange may be in flight); and replacing the store's from them.
+  virtual absl::Status Read(std::vector<float>& m, std::vector<float>& e,
+                            std::vector<float>& vbar) = 0;
+  virtual absl::Status ReadAges(std::vector<int64_t>& last_sync) = 0;
   virtual absl::Status Write(const std::vector<float>& m, const std::vector<float>& e,
                              const std::vector<float>& vbar,
                              const std::vector<int64_t>& last_sync) = 0;

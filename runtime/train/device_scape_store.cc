@@ -64,7 +64,9 @@ absl::StatusOr<std::unique_ptr<DeviceScapeStore>> DeviceScapeStore::Create(
     if (!zeroed.ok()) return zeroed.status();
     *buffer = *std::move(zeroed);
   }
-  if (store->keeps_ages()) {
+  if (!store->ages_on_device()) {
+    store->host_last_sync_.assign(size, -1);  // never synchronized
+  } else {
     // Zeroed: never synchronized.
     auto synced = model::AllocateZeroed(*ops, static_cast<size_t>(size) * sizeof(int32_t));
     if (!synced.ok()) return synced.status();
@@ -306,6 +308,15 @@ absl::Status DeviceScapeStore::ReserveStaging(int64_t count) {
   return absl::OkStatus();
 }
 
+absl::Status DeviceScapeStore::MaskReceived(const optim::GlobalMask& mask) {
+  if (!ages_on_device()) {
+    CORESCAPE_RETURN_IF_ERROR(host_ages_.Receive(mask, /*windows=*/catch_up()));
+  }
+  // Not staged: the Pack that takes it uploads it itself.
+  if (!StageMask(mask.indices, host_ages_.received_windows())) staged_count_ = -1;
+  return absl::OkStatus();
+}
+
 bool DeviceScapeStore::StageMask(absl::Span<const int64_t> indices,
                                  absl::Span<const int32_t> windows) {
   const int64_t count = static_cast<int64_t>(indices.size());
@@ -343,6 +354,8 @@ absl::StatusOr<float*> DeviceScapeStore::Pack(const std::vector<int64_t>& mask, 
               : "scape device state: no held mask to pack");
   }
   dense_ = dense;
+  host_mask_ = &mask;
+  received_ = source == MaskSource::kReceived;
   count_ = dense ? size_ : held ? held_count_[held_front_] : static_cast<int64_t>(mask.size());
   if (count_ > size_) {
     return absl::InvalidArgumentError(
@@ -358,7 +371,7 @@ absl::StatusOr<float*> DeviceScapeStore::Pack(const std::vector<int64_t>& mask, 
     ++held_packs_;
     device_mask = mask_.as<int64_t>();
   } else if (!dense) {
-    const bool staged = source == MaskSource::kStaged;
+    const bool staged = source == MaskSource::kReceived;
     const size_t bytes = mask.size() * sizeof(int64_t);
     staged_in_pack_ = staged && staged_count_ == count_;
     if (staged_in_pack_ && staged_uploaded_[staged_slot_] != nullptr) {
@@ -419,7 +432,11 @@ absl::StatusOr<double> DeviceScapeStore::Apply(float* params, int64_t step,
   CORESCAPE_RETURN_IF_ERROR(ops_->ScapeReferenceApply(params, m_.as<float>(), values_.as<float>(),
                                                       device_mask, count_,
                                                       decays_.as<uint8_t>(), size_, scalars));
-  if (keeps_ages()) CORESCAPE_RETURN_IF_ERROR(StampAges(step, /*windows=*/false));
+  if (ages_on_device()) {
+    CORESCAPE_RETURN_IF_ERROR(StampAges(step, /*windows=*/false));
+  } else {
+    host_ages_.Owe(step, dense_ ? nullptr : host_mask_);
+  }
   return *norm;
 }
 
@@ -437,17 +454,18 @@ absl::Status DeviceScapeStore::Accumulate(const float* grads,
 }
 
 absl::Status DeviceScapeStore::CatchUpApply(float* params, int64_t step,
-                                            absl::Span<const int32_t> windows,
                                             const kernels::host_device::ScapeCatchUpScalars& scalars,
                                             const optim::CatchUpPowerTables& powers) {
   if (!catch_up()) {
     return absl::FailedPreconditionError("scape device state: holds the reference rule's state");
   }
-  const int64_t expected_windows = keeps_ages() ? 0 : count_;
-  if (static_cast<int64_t>(windows.size()) != expected_windows) {
-    return absl::InvalidArgumentError(absl::StrCat("scape device state: ", windows.size(),
-                                                   " host windows for a mask of ", count_,
-                                                   keeps_ages() ? " (the store keeps the ages)" : ""));
+  // Host ages: the windows worked out on the host (the received ones, if
+  // this is the received mask) and the ages owed.
+  std::vector<int32_t>& windows = host_windows_;
+  windows.clear();
+  if (!ages_on_device()) {
+    CORESCAPE_RETURN_IF_ERROR(
+        host_ages_.UpdateWindows(step, dense_ ? nullptr : host_mask_, received_, windows));
   }
   // Staged with the last Pack's mask: checked by StageMask.
   const bool from_staging = staged_in_pack_ && staged_has_windows_;
@@ -468,7 +486,7 @@ absl::Status DeviceScapeStore::CatchUpApply(float* params, int64_t step,
         ops_->Upload(powers_.as<float>() + cached, powers.k_to_alpha.data(), table_bytes));
     powers_size_ = cached;
   }
-  if (keeps_ages()) {
+  if (ages_on_device()) {
     CORESCAPE_RETURN_IF_ERROR(StampAges(step, /*windows=*/true));
   } else {
     const size_t window_bytes = windows.size() * sizeof(int32_t);
@@ -509,15 +527,22 @@ absl::Status DeviceScapeStore::ScaleResidual(float scale) {
   return ops_->Download(e, values_.data(), static_cast<size_t>(size_) * sizeof(float));
 }
 
-absl::Status DeviceScapeStore::Read(std::vector<float>& m, std::vector<float>& e,
-                                    std::vector<float>& vbar, std::vector<int64_t>& last_sync) {
-  if (keeps_ages()) {
-    std::vector<int32_t> synced(size_);
-    CORESCAPE_RETURN_IF_ERROR(ops_->Download(synced.data(), synced_.data(),
-                                             static_cast<size_t>(size_) * sizeof(int32_t)));
-    last_sync.resize(size_);
-    for (int64_t j = 0; j < size_; ++j) last_sync[j] = int64_t{synced[j]} - 1;
+absl::Status DeviceScapeStore::ReadAges(std::vector<int64_t>& last_sync) {
+  if (!ages_on_device()) {
+    host_ages_.Settle();
+    last_sync = host_last_sync_;
+    return absl::OkStatus();
   }
+  std::vector<int32_t> synced(size_);
+  CORESCAPE_RETURN_IF_ERROR(ops_->Download(synced.data(), synced_.data(),
+                                           static_cast<size_t>(size_) * sizeof(int32_t)));
+  last_sync.resize(size_);
+  for (int64_t j = 0; j < size_; ++j) last_sync[j] = int64_t{synced[j]} - 1;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceScapeStore::Read(std::vector<float>& m, std::vector<float>& e,
+                                    std::vector<float>& vbar) {
   m.resize(size_);
   e.resize(size_);
   const size_t bytes = static_cast<size_t>(size_) * sizeof(float);
@@ -539,11 +564,14 @@ absl::Status DeviceScapeStore::Write(const std::vector<float>& m, const std::vec
   DropHeldMasks();  // chosen from the state being replaced
   CORESCAPE_RETURN_IF_ERROR(CheckSize(m, size_, "first moment"));
   CORESCAPE_RETURN_IF_ERROR(CheckSize(e, size_, "residual"));
-  if (keeps_ages()) {
-    if (static_cast<int64_t>(last_sync.size()) != size_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "scape device state: ages of ", last_sync.size(), " entries, not ", size_));
-    }
+  if (static_cast<int64_t>(last_sync.size()) != size_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scape device state: ages of ", last_sync.size(), " entries, not ", size_));
+  }
+  if (!ages_on_device()) {
+    host_last_sync_ = last_sync;
+    host_ages_.Forget();
+  } else {
     std::vector<int32_t> synced(size_);
     for (int64_t j = 0; j < size_; ++j) {
       if (last_sync[j] < -1 || last_sync[j] >= std::numeric_limits<int32_t>::max() - 1) {

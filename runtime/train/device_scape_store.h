@@ -10,6 +10,7 @@
 #include "runtime/device/caching_allocator.h"
 #include "runtime/model/model_ops.h"
 #include "runtime/optim/optimizer_registry.h"
+#include "runtime/optim/scape_host_ages.h"
 #include "runtime/optim/scape_optimizer.h"
 
 namespace corescape::train {
@@ -36,8 +37,9 @@ namespace corescape::train {
 // the host (the reference rule: over |e|, no download; the catch-up rule:
 // its statistic, with the rank's range of m, or of v̄, downloaded), never
 // copying e to the device to rank it. The device then holds m (and v̄), the
-// values and the staging chunks; the ages stay with the optimizer on the
-// host (device memory is what the placement saves); the bits are the same.
+// values and the staging chunks; the ages are kept on the host as the host
+// store keeps them (optim::ScapeHostAges: device memory is what the
+// placement saves); the bits are the same.
 class DeviceScapeStore final : public optim::ScapeStateStore {
  public:
   // Whether `options` names SCAPE (either rule's state fits here).
@@ -58,7 +60,6 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   // Waits for a staged upload still in flight into the store's memory.
   ~DeviceScapeStore() override;
 
-  bool host_addressable() const override { return ops_->host_addressable(); }
   absl::Status Payload(const float* grads, const kernels::host_device::ScapeReferenceScalars& scalars,
                        int64_t begin, int64_t end, std::vector<float>& statistic) override;
   // With the residual on the device the top-k runs there too; the
@@ -76,24 +77,25 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
       const kernels::host_device::MaskStatisticScalars& scalars) override;
   absl::StatusOr<std::vector<int64_t>> ReadMask(bool held) override;
   void DropHeldMasks() override { held_waiting_ = 0; }
+  // The host ages (kPinnedHost) written and the catch-up windows worked
+  // out from them; then the mask (and those windows) staged (StageMask).
+  absl::Status MaskReceived(const optim::GlobalMask& mask) override;
   // Into pinned memory (two slots in turn), room for what the last Pack
   // reserved (a quarter more than its mask; a larger mask is not staged);
   // the indices then go on up to the device on the backend's copy stream
   // (ModelOps::UploadBeside), beside the step, so the Pack that takes them
   // copies nothing and only orders its kernels after that upload. The
-  // windows are uploaded at the step, by DMA from the pinned slot.
-  bool StageMask(absl::Span<const int64_t> indices, absl::Span<const int32_t> windows) override;
+  // windows are uploaded at the step, by DMA from the pinned slot. Returns
+  // whether it staged them.
+  bool StageMask(absl::Span<const int64_t> indices, absl::Span<const int32_t> windows);
   absl::StatusOr<float*> Pack(const std::vector<int64_t>& mask, bool dense,
                               MaskSource source) override;
-  // On the device beside m (kDevice); an offloaded residual's store leaves
-  // them to the optimizer's host memory.
-  bool keeps_ages() const override { return !offloaded(); }
   absl::StatusOr<double> Apply(float* params, int64_t step,
                                const kernels::host_device::ScapeReferenceScalars& scalars,
                                double grad_clip) override;
   absl::Status Accumulate(const float* grads,
                           const kernels::host_device::ScapeCatchUpScalars& scalars) override;
-  absl::Status CatchUpApply(float* params, int64_t step, absl::Span<const int32_t> windows,
+  absl::Status CatchUpApply(float* params, int64_t step,
                             const kernels::host_device::ScapeCatchUpScalars& scalars,
                             const optim::CatchUpPowerTables& powers) override;
   // Packs whose mask came from the staging (of them, those whose indices
@@ -103,8 +105,14 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   int64_t held_packs() const { return held_packs_; }
   absl::StatusOr<float*> Residual() override;
   absl::Status ScaleResidual(float scale) override;
-  absl::Status Read(std::vector<float>& m, std::vector<float>& e, std::vector<float>& vbar,
-                    std::vector<int64_t>& last_sync) override;
+  // In the backend's memory: the host's (the CPU backend) or its GPU's.
+  absl::Status SumOverRanks(optim::RankGroup& group, float* data, int64_t count) override {
+    return group.AllReduceSumIn(data, count, ops_->host_addressable());
+  }
+  void SettleAges() override { host_ages_.Settle(); }
+  absl::Status Read(std::vector<float>& m, std::vector<float>& e,
+                    std::vector<float>& vbar) override;
+  absl::Status ReadAges(std::vector<int64_t>& last_sync) override;
   absl::Status Write(const std::vector<float>& m, const std::vector<float>& e,
                      const std::vector<float>& vbar,
                      const std::vector<int64_t>& last_sync) override;
@@ -118,6 +126,9 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
         placement_(placement),
         staging_floats_(staging_floats) {}
   bool offloaded() const { return placement_ == ResidualPlacement::kPinnedHost; }
+  // The ages live on the device beside m, set by the update's launches;
+  // with an offloaded residual, on the host (host_ages_).
+  bool ages_on_device() const { return !offloaded(); }
   bool catch_up() const { return rule_ == optim::ScapeRule::kCatchUp; }
   // kDevice: the segments' top k by `statistic` into selected_ (`total`
   // entries: CheckSelection's), on the device.
@@ -130,7 +141,7 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
                                          optim::MaskStatistic statistic) const;
   // kPinnedHost: the packed values, on the host, uploaded into values_.
   absl::Status PackOnHost(const std::vector<int64_t>& mask, bool dense);
-  // keeps_ages(): the last Pack's mask synchronized at `step` (the
+  // ages_on_device(): the last Pack's mask synchronized at `step` (the
   // catch-up rule: its windows into windows_ first).
   absl::Status StampAges(int64_t step, bool windows);
   // Grows the staging to hold masks a quarter larger than `count`, and
@@ -167,9 +178,13 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   // kCatchUp: v̄; the windows of the last mask; the power tables (uploaded
   // once: they depend on the configuration only); a segment's statistic.
   device::DeviceBuffer vbar_, windows_, powers_, statistic_;
-  // keeps_ages(): int32 per coordinate, 1 + its last synchronized step (0:
-  // never; kernels::host_device::StampSyncedElement).
+  // ages_on_device(): int32 per coordinate, 1 + its last synchronized step
+  // (0: never; kernels::host_device::StampSyncedElement).
   device::DeviceBuffer synced_;
+  // Otherwise: the ages on the host, and the last update's windows there.
+  std::vector<int64_t> host_last_sync_;
+  optim::ScapeHostAges host_ages_{&host_last_sync_};
+  std::vector<int32_t> host_windows_;
   int64_t powers_size_ = -1;
   device::PinnedHostBuffer host_residual_, host_values_;
   // SelectOnHost's segment: m or v̄ downloaded, and the statistic.
@@ -192,9 +207,13 @@ class DeviceScapeStore final : public optim::ScapeStateStore {
   int64_t staged_packs_ = 0;
   int64_t packs_uploaded_beside_ = 0;
   int64_t held_packs_ = 0;
-  // The last Pack's mask: `count` indices in mask_, or every coordinate.
+  // The last Pack's mask: `count` indices in mask_, or every coordinate;
+  // its host indices (kept by the caller until the next Pack: the host
+  // ages are written from them), and whether it is the received one.
   int64_t count_ = 0;
   bool dense_ = true;
+  const std::vector<int64_t>* host_mask_ = nullptr;
+  bool received_ = false;
 };
 
 }  // namespace corescape::train

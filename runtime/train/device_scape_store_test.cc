@@ -433,7 +433,6 @@ TEST_F(DeviceScapeStoreTest, HeldSelectionsArePackedInTheOrderHeld) {
                                             Placement::kPinnedHost, kStagingFloats);
   ASSERT_TRUE(offloaded.ok());
   EXPECT_FALSE((*offloaded)->holds_masks());
-  EXPECT_FALSE((*offloaded)->keeps_ages());
   EXPECT_EQ((*offloaded)->HoldSelection(second, by, scalars).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
@@ -478,7 +477,7 @@ TEST_F(DeviceScapeStoreTest, StagedMasksReachTheDeviceBesideTheStep) {
   for (int64_t round = 1; round <= 4; ++round) {
     const std::vector<int64_t> mask = mask_of(round, 13 + round);
     ASSERT_TRUE(store.StageMask(mask, {}));
-    ASSERT_NO_FATAL_FAILURE(pack_and_check(mask, MaskSource::kStaged));
+    ASSERT_NO_FATAL_FAILURE(pack_and_check(mask, MaskSource::kReceived));
     EXPECT_EQ(store.packs_uploaded_beside(), round);
   }
   // Staged but replaced by a host mask: the host mask is packed, and the
@@ -486,7 +485,7 @@ TEST_F(DeviceScapeStoreTest, StagedMasksReachTheDeviceBesideTheStep) {
   ASSERT_TRUE(store.StageMask(mask_of(5, 11), {}));
   ASSERT_NO_FATAL_FAILURE(pack_and_check(mask_of(6, 19), MaskSource::kHost));
   ASSERT_TRUE(store.StageMask(mask_of(9, 23), {}));
-  ASSERT_NO_FATAL_FAILURE(pack_and_check(mask_of(9, 23), MaskSource::kStaged));
+  ASSERT_NO_FATAL_FAILURE(pack_and_check(mask_of(9, 23), MaskSource::kReceived));
   EXPECT_EQ(store.packs_uploaded_beside(), 5);
   EXPECT_EQ(store.staged_packs(), 5);
   // Larger than the staging holds (a quarter more than the last mask).
@@ -498,7 +497,7 @@ TEST_F(DeviceScapeStoreTest, StagedMasksReachTheDeviceBesideTheStep) {
   std::vector<int64_t> shifted(200);
   for (int64_t p = 0; p < 200; ++p) shifted[p] = 3 * p + 1;
   ASSERT_TRUE(store.StageMask(shifted, {}));
-  ASSERT_NO_FATAL_FAILURE(pack_and_check(shifted, MaskSource::kStaged));
+  ASSERT_NO_FATAL_FAILURE(pack_and_check(shifted, MaskSource::kReceived));
   EXPECT_EQ(store.packs_uploaded_beside(), 6);
 }
 
@@ -510,7 +509,6 @@ TEST_F(DeviceScapeStoreTest, AgesPastTheirInt32RangeAreRefused) {
   auto created = DeviceScapeStore::Create(ops.get(), Decays(), optim::ScapeRule::kCatchUp);
   ASSERT_TRUE(created.ok()) << created.status();
   DeviceScapeStore& store = **created;
-  ASSERT_TRUE(store.keeps_ages());
   std::vector<float> zeros(kSize, 0.0f);
   std::vector<int64_t> last_sync(kSize, -1);
   last_sync[1234] = int64_t{1} << 31;
@@ -523,7 +521,8 @@ TEST_F(DeviceScapeStoreTest, AgesPastTheirInt32RangeAreRefused) {
   ASSERT_TRUE(store.Write(zeros, zeros, zeros, last_sync).ok());
   std::vector<float> m, e, vbar;
   std::vector<int64_t> read;
-  ASSERT_TRUE(store.Read(m, e, vbar, read).ok());
+  ASSERT_TRUE(store.Read(m, e, vbar).ok());
+  ASSERT_TRUE(store.ReadAges(read).ok());
   EXPECT_EQ(read, last_sync);
 
   // A dense pack, then an update at a step whose stamp would not fit.
@@ -534,7 +533,7 @@ TEST_F(DeviceScapeStoreTest, AgesPastTheirInt32RangeAreRefused) {
   auto device_params = model::AllocateZeroed(*ops, kSize * sizeof(float));
   ASSERT_TRUE(device_params.ok());
   const absl::Status late = store.CatchUpApply(
-      device_params->as<float>(), std::numeric_limits<int32_t>::max(), {},
+      device_params->as<float>(), std::numeric_limits<int32_t>::max(),
       optim::ScapeCatchUpScalarsAt(adams, 1e-3, 0.95, false), powers);
   EXPECT_EQ(late.code(), absl::StatusCode::kOutOfRange);
   EXPECT_NE(late.message().find("int32"), std::string::npos) << late;
