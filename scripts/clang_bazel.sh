@@ -2,8 +2,7 @@
 # Runs bazel with clang-14 as the C++ compiler, in a Bazel output base of its
 # own, so the default (gcc) build's configuration and cache stay untouched.
 # The sanitizer build (--config=asan) and the libFuzzer build (--config=fuzz,
-# scripts/fuzz.sh) share it: they compile with the same flags, so the fuzz
-# targets reuse every object the sanitizer build made.
+# scripts/fuzz.sh) run in it.
 #   scripts/clang_bazel.sh COMMAND [ARGS...]
 #   e.g. scripts/clang_bazel.sh test --config=asan //runtime/...
 # CORESCAPE_CLANG_OUTPUT_BASE moves the output base (one per checkout on a

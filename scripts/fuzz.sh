@@ -5,7 +5,7 @@
 # and exits non-zero if any target crashed; crash inputs are kept under the
 # output directory.
 #   scripts/fuzz.sh [--seconds N] [--out DIR] [TARGET ...]
-# Built by scripts/clang_bazel.sh, beside the sanitizer build it reuses.
+# Built by scripts/clang_bazel.sh, in the sanitizer build's output base.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

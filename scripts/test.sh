@@ -72,8 +72,8 @@ run_stage asan: ./scripts/clang_bazel.sh test --config=asan --test_summary=short
     --test_tag_filters=-gpu,-exclusive --build_tests_only "$@" -- "${unit_dirs[@]}"
 stage_done asan
 
-# Every libFuzzer target (the same clang build as the stage before, which
-# compiled their objects already), briefly; a crash fails it.
+# Every libFuzzer target (clang, ASan + UBSan, in the output base of the
+# stage before), briefly; a crash fails it.
 echo "== scripts/fuzz.sh --seconds ${CORESCAPE_FUZZ_SECONDS:-20}"
 run_stage fuzz: ./scripts/fuzz.sh --seconds "${CORESCAPE_FUZZ_SECONDS:-20}"
 stage_done fuzz
