@@ -19,10 +19,10 @@ def cc_unit(name, **kwargs):
     )
 
 # Lets GCC vectorise loops its default cost model leaves scalar (it changes
-# no arithmetic: no reassociation, no contraction). GCC-only: the fuzz build
-# is clang, which rejects the flag.
+# no arithmetic: no reassociation, no contraction). GCC-only: clang (the
+# sanitizer and fuzz builds) rejects the flag.
 VECTORIZE_COPTS = select({
-    "//bazel:fuzzing": [],
+    "//bazel:clang": [],
     "//conditions:default": ["-fvect-cost-model=dynamic"],
 })
 

@@ -5,7 +5,7 @@
 # and exits non-zero if any target crashed; crash inputs are kept under the
 # output directory.
 #   scripts/fuzz.sh [--seconds N] [--out DIR] [TARGET ...]
-#   (CORESCAPE_FUZZ_OUTPUT_BASE: the clang build's Bazel output base)
+# Built by scripts/clang_bazel.sh, in the sanitizer build's output base.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,35 +18,28 @@ while [[ $# -gt 0 ]]; do
     --seconds=*) seconds=${1#*=}; shift ;;
     --out) out=$2; shift 2 ;;
     --out=*) out=${1#*=}; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
 [[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] || { echo "fuzz.sh: --seconds takes a positive integer" >&2; exit 2; }
-clang=$(command -v clang-14 || command -v clang || true)
-[[ -n "$clang" ]] || { echo "fuzz.sh: clang not found (scripts/setup.sh installs clang-14 and libfuzzer-14-dev)" >&2; exit 1; }
-
-# Its own output base: the clang toolchain never replaces the default
-# build's (gcc) configuration or cache. CORESCAPE_FUZZ_OUTPUT_BASE gives each
-# checkout on a shared machine its own (one output base serves one checkout).
-bazel_fuzz=(bazel --output_base="${CORESCAPE_FUZZ_OUTPUT_BASE:-$HOME/.cache/corescape-fuzz-bazel}")
+clang_bazel=./scripts/clang_bazel.sh
 # The project's own folders (a checkout's bazel-<dir> link must not be walked).
 source_dirs="//runtime/... + //daemon/... + //scheduler/... + //worker/... + //attention_server/... + //client/... + //tools/..."
 if [[ ${#targets[@]} -eq 0 ]]; then
-  mapfile -t targets < <("${bazel_fuzz[@]}" query --noshow_progress \
+  mapfile -t targets < <("$clang_bazel" query --noshow_progress \
     "kind(\"cc_binary\", rdeps($source_dirs, //fuzz:fuzz_target, 1))" 2>/dev/null | sort)
 fi
 [[ ${#targets[@]} -gt 0 ]] || { echo "fuzz.sh: no fuzz targets found" >&2; exit 1; }
 
-echo "== building ${#targets[@]} fuzz targets (clang $("$clang" -dumpversion), ASan + UBSan)"
-if ! CC="$clang" "${bazel_fuzz[@]}" build --config=fuzz --repo_env=CC="$clang" "${targets[@]}" \
-     >"$out.build.log" 2>&1; then
+echo "== building ${#targets[@]} fuzz targets (clang, ASan + UBSan)"
+if ! "$clang_bazel" build --config=fuzz "${targets[@]}" >"$out.build.log" 2>&1; then
   tail -30 "$out.build.log"
   echo "fuzz.sh: build failed (log: $out.build.log)"
   exit 1
 fi
-bin_dir=$("${bazel_fuzz[@]}" info --config=fuzz --repo_env=CC="$clang" bazel-bin 2>/dev/null)
+bin_dir=$("$clang_bazel" info --config=fuzz bazel-bin 2>/dev/null)
 
 # Fuzzes one target; prints its result line. Returns non-zero on a failure.
 fuzz_one() {

@@ -65,14 +65,15 @@ run_stage() {
 }
 
 # The unit tests (beside the code; not the multi-process suites in tests/)
-# again under AddressSanitizer + UBSan.
+# again under AddressSanitizer + UBSan, built with clang.
 unit_dirs=(//runtime/... //daemon/... //scheduler/... //worker/... //attention_server/... //client/... //tools/...)
-echo "== bazel test --config=asan (unit tests under ASan + UBSan)"
-run_stage asan: bazel test --config=asan --test_summary=short --test_output=errors \
+echo "== scripts/clang_bazel.sh test --config=asan (unit tests under ASan + UBSan)"
+run_stage asan: ./scripts/clang_bazel.sh test --config=asan --test_summary=short --test_output=errors \
     --test_tag_filters=-gpu,-exclusive --build_tests_only "$@" -- "${unit_dirs[@]}"
 stage_done asan
 
-# Every libFuzzer target (clang, ASan + UBSan), briefly; a crash fails it.
+# Every libFuzzer target (clang, ASan + UBSan, in the output base of the
+# stage before), briefly; a crash fails it.
 echo "== scripts/fuzz.sh --seconds ${CORESCAPE_FUZZ_SECONDS:-20}"
 run_stage fuzz: ./scripts/fuzz.sh --seconds "${CORESCAPE_FUZZ_SECONDS:-20}"
 stage_done fuzz

@@ -83,7 +83,12 @@ std::string EscapeUnsafeCharacters(absl::string_view text) {
     } else if (c == '\t') {
       out += "\\t";
     } else if (IsUnsafe(c)) {
-      absl::StrAppendFormat(&out, c < 0x100 ? "\\x%02x" : "\\u%04x", c);
+      // Two calls: absl checks a format string at compile time only when it is a constant.
+      if (c < 0x100) {
+        absl::StrAppendFormat(&out, "\\x%02x", c);
+      } else {
+        absl::StrAppendFormat(&out, "\\u%04x", c);
+      }
     } else {
       out.append(text.data() + at, decoded.length);
     }

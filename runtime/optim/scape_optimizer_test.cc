@@ -598,7 +598,7 @@ TEST(ScapeOptimizerTest, AThreadPoolChangesNoBit) {
     ScapeRule rule;
     bool per_tensor;
   };
-  for (const auto& [name, rule, per_tensor] :
+  for (const Variant& variant :
        {Variant{"catch-up", ScapeRule::kCatchUp, false},
         Variant{"catch-up per tensor", ScapeRule::kCatchUp, true},
         Variant{"reference", ScapeRule::kReference, true}}) {
@@ -610,8 +610,8 @@ TEST(ScapeOptimizerTest, AThreadPoolChangesNoBit) {
       std::vector<std::vector<GlobalMask>> rank_masks(kPoolRanks);
       absl::Status status =
           RunInProcessRanks(kPoolRanks, [&](int rank, RankGroup& group) -> absl::Status {
-            ScapeConfig c = Sparse(0.05, rule);
-            c.per_tensor_masks = per_tensor;
+            ScapeConfig c = Sparse(0.05, variant.rule);
+            c.per_tensor_masks = variant.per_tensor;
             c.dense_warmup_steps = 1;
             auto opt = ScapeOptimizer::Create(&group, c, DecayMask(kLarge, 1), tensors);
             if (!opt.ok()) return opt.status();
@@ -635,8 +635,8 @@ TEST(ScapeOptimizerTest, AThreadPoolChangesNoBit) {
       finals[pooled] = params[0];
       masks[pooled] = rank_masks[0];
     }
-    EXPECT_TRUE(BitwiseEqual(finals[1], finals[0])) << name;
-    EXPECT_EQ(masks[1], masks[0]) << name;
+    EXPECT_TRUE(BitwiseEqual(finals[1], finals[0])) << variant.name;
+    EXPECT_EQ(masks[1], masks[0]) << variant.name;
     EXPECT_GT(masks[0].back().indices.size(), 0u);
   }
 }

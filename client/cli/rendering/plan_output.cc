@@ -50,8 +50,10 @@ std::string FormatFlops(double flops, bool per_second) {
     value /= 1000;
     ++prefix;
   }
-  return absl::StrFormat(prefix == 0 ? "%.0f %sFLOP%s" : "%.2f %sFLOP%s", value,
-                         kPrefixes[prefix], per_second ? "/s" : "");
+  const char* unit = per_second ? "/s" : "";
+  // Two calls: absl checks a format string at compile time only when it is a constant.
+  if (prefix == 0) return absl::StrFormat("%.0f %sFLOP%s", value, kPrefixes[prefix], unit);
+  return absl::StrFormat("%.2f %sFLOP%s", value, kPrefixes[prefix], unit);
 }
 
 nlohmann::json AttentionPlanToJson(const v1::AttentionPlan& plan, bool with_tasks) {
