@@ -370,14 +370,19 @@ void Transport::ShutdownOnProgressThread() {
     }
   }
   const absl::Time deadline = absl::Now() + kShutdownGrace;
-  while ((!endpoints_.empty() || !in_flight_.empty()) && absl::Now() < deadline) {
+  // Flushes, closes and bind-token sends too: their completions must run
+  // here, before the worker goes (what it completes on the way is never
+  // finished, and its operation leaks).
+  while ((!endpoints_.empty() || !in_flight_.empty() || !pending_ops_.empty()) &&
+         absl::Now() < deadline) {
     ucp_worker_progress(worker_);
     RunQueuedWork();
   }
-  if (!endpoints_.empty() || !in_flight_.empty()) {
-    LOG(WARNING) << "data plane shutdown: " << endpoints_.size() << " endpoint(s) and "
-                 << in_flight_.size() << " message(s) still open after "
-                 << kShutdownGrace;
+  RunQueuedWork();  // completions queued by the last progress
+  if (!endpoints_.empty() || !in_flight_.empty() || !pending_ops_.empty()) {
+    LOG(WARNING) << "data plane shutdown: " << endpoints_.size() << " endpoint(s), "
+                 << in_flight_.size() << " message(s) and " << pending_ops_.size()
+                 << " other operation(s) still open after " << kShutdownGrace;
     for (const auto& [raw, request] : in_flight_) {
       LOG(WARNING) << "  still open: " << (request->is_receive() ? "receive " : "send ")
                    << TagDebugString(request->tag());
