@@ -31,21 +31,10 @@
 #include "openssl/ssl.h"
 #include "openssl/x509.h"
 #include "runtime/base/host_port.h"
+#include "runtime/base/openssl_errors.h"
 
 namespace corescape {
 namespace {
-
-// The OpenSSL error queue as text (and emptied), for messages.
-std::string OpenSslErrors() {
-  std::string text;
-  while (unsigned long code = ERR_get_error()) {
-    char buffer[256];
-    ERR_error_string_n(code, buffer, sizeof(buffer));
-    if (!text.empty()) text += "; ";
-    text += buffer;
-  }
-  return text.empty() ? "no OpenSSL error recorded" : text;
-}
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/atomic_file.h"
 #include "runtime/base/node_name.h"
+#include "runtime/base/openssl_errors.h"
 
 namespace corescape::security {
 namespace {
@@ -46,18 +47,6 @@ using BioPtr = std::unique_ptr<BIO, BioFree>;
 using X509Ptr = std::unique_ptr<X509, X509Free>;
 using KeyPtr = std::unique_ptr<EVP_PKEY, KeyFree>;
 using NamesPtr = std::unique_ptr<GENERAL_NAMES, NamesFree>;
-
-// The OpenSSL error queue as text (and emptied), for messages.
-std::string OpenSslErrors() {
-  std::string text;
-  while (unsigned long code = ERR_get_error()) {
-    char buffer[256];
-    ERR_error_string_n(code, buffer, sizeof(buffer));
-    if (!text.empty()) text += "; ";
-    text += buffer;
-  }
-  return text.empty() ? "no OpenSSL error recorded" : text;
-}
 
 absl::Status OpenSslError(absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", OpenSslErrors()));
