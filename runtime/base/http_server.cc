@@ -244,6 +244,10 @@ class HttpServer::Impl {
   void Advance(uint64_t id, Connection& connection);
   void Read(uint64_t id, Connection& connection);
   void Write(uint64_t id, Connection& connection);
+  // After a read or write that moved no bytes (`n` <= 0): whether it only
+  // has to wait (`connection.events` then says for what; `plain_wait` on a
+  // plain socket) rather than the connection being over.
+  static bool OnlyBlocked(Connection& connection, ssize_t n, short plain_wait);
   void StartWriting(Connection& connection, std::string bytes);
   void Wake();
   bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -475,22 +479,12 @@ void HttpServer::Impl::Read(uint64_t id, Connection& connection) {
     if (connection.ssl != nullptr) {
       ERR_clear_error();
       n = SSL_read(connection.ssl, buffer, sizeof(buffer));
-      if (n <= 0) {
-        const int error = SSL_get_error(connection.ssl, static_cast<int>(n));
-        if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
-          connection.events = error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
-          return;
-        }
-        ERR_clear_error();
-        return Close(id);
-      }
     } else {
       n = recv(connection.fd, buffer, sizeof(buffer), 0);
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-        connection.events = POLLIN;
-        return;
-      }
-      if (n <= 0) return Close(id);
+    }
+    if (n <= 0) {
+      if (OnlyBlocked(connection, n, POLLIN)) return;
+      return Close(id);
     }
     connection.received.append(buffer, static_cast<size_t>(n));
     ParsedHttpRequest parsed = ParseHttpRequest(connection.received);
@@ -513,6 +507,23 @@ void HttpServer::Impl::Read(uint64_t id, Connection& connection) {
   }
 }
 
+bool HttpServer::Impl::OnlyBlocked(Connection& connection, ssize_t n, short plain_wait) {
+  if (connection.ssl != nullptr) {
+    const int error = SSL_get_error(connection.ssl, static_cast<int>(n));
+    if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
+      connection.events = error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+      return true;
+    }
+    ERR_clear_error();
+    return false;
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    connection.events = plain_wait;
+    return true;
+  }
+  return false;
+}
+
 void HttpServer::Impl::Write(uint64_t id, Connection& connection) {
   while (connection.sent < connection.response.size()) {
     const char* data = connection.response.data() + connection.sent;
@@ -521,22 +532,12 @@ void HttpServer::Impl::Write(uint64_t id, Connection& connection) {
     if (connection.ssl != nullptr) {
       ERR_clear_error();
       n = SSL_write(connection.ssl, data, static_cast<int>(size));
-      if (n <= 0) {
-        const int error = SSL_get_error(connection.ssl, static_cast<int>(n));
-        if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
-          connection.events = error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
-          return;
-        }
-        ERR_clear_error();
-        return Close(id);
-      }
     } else {
       n = send(connection.fd, data, size, MSG_NOSIGNAL);
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-        connection.events = POLLOUT;
-        return;
-      }
-      if (n <= 0) return Close(id);
+    }
+    if (n <= 0) {
+      if (OnlyBlocked(connection, n, POLLOUT)) return;
+      return Close(id);
     }
     connection.sent += static_cast<size_t>(n);
   }
