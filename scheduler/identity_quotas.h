@@ -21,8 +21,8 @@
 namespace corescape::scheduler {
 
 struct IdentityQuotaLimits {
-  int max_watch_streams = 64;       // --max_watch_streams_per_identity
-  int max_pending_jobs = 100;       // --max_pending_jobs_per_identity
+  int max_watch_streams = 64;  // the defaults of --max_watch_streams_per_identity,
+  int max_pending_jobs = 100;  // --max_pending_jobs_per_identity and
   int max_submits_per_minute = 60;  // --max_submits_per_minute_per_identity
 };
 

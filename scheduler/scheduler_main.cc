@@ -17,6 +17,7 @@
 #include "runtime/base/shutdown_signal.h"
 #include "runtime/metrics/metrics_endpoint.h"
 #include "runtime/security/security_flags.h"
+#include "scheduler/identity_quotas.h"
 #include "scheduler/scheduler_server.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
@@ -39,13 +40,13 @@ ABSL_FLAG(int, max_sessions, 4096,
 ABSL_FLAG(int, max_watch_streams, 1024,
           "Concurrent WatchEvents and WatchJob streams; more are refused with "
           "RESOURCE_EXHAUSTED");
-ABSL_FLAG(int, max_watch_streams_per_identity, 64,
+ABSL_FLAG(int, max_watch_streams_per_identity, corescape::scheduler::IdentityQuotaLimits{}.max_watch_streams,
           "Concurrent WatchEvents and WatchJob streams one caller identity (its certificate; "
           "without TLS, its address) may hold; more are refused with RESOURCE_EXHAUSTED");
-ABSL_FLAG(int, max_pending_jobs_per_identity, 100,
+ABSL_FLAG(int, max_pending_jobs_per_identity, corescape::scheduler::IdentityQuotaLimits{}.max_pending_jobs,
           "PENDING jobs one submitter identity may have; more submissions are refused with "
           "RESOURCE_EXHAUSTED");
-ABSL_FLAG(int, max_submits_per_minute_per_identity, 60,
+ABSL_FLAG(int, max_submits_per_minute_per_identity, corescape::scheduler::IdentityQuotaLimits{}.max_submits_per_minute,
           "Job submissions one caller identity may make in any minute; more are refused with "
           "RESOURCE_EXHAUSTED");
 ABSL_FLAG(absl::Duration, retention, absl::Hours(24 * 7),
