@@ -8,7 +8,7 @@
 // a deadline for its whole request and another for its response, and the
 // number of open connections is capped; past the cap the oldest connection
 // still sending its request is dropped, so a crowd of trickling clients
-// cannot keep a prompt one out. (cpp-httplib, which this replaced, gives
+// cannot keep a prompt one out. (Not cpp-httplib: Debian's 0.11 gives
 // every connection a thread and times out each read separately, so ten
 // clients sending a byte a second stalled it.)
 //
